@@ -1,0 +1,1 @@
+"""RelayMQ broker-neutral load generator (relaymq-bench)"""

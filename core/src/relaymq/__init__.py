@@ -1,0 +1,2 @@
+"""RelayMQ: a message broker with a small kernel and pluggable features."""
+__version__ = "0.1.0"

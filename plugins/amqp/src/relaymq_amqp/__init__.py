@@ -1,0 +1,1 @@
+"""RelayMQ AMQP 1.0 transport (amqp://, amqps://)"""

@@ -1,0 +1,1 @@
+"""RelayMQ KahaDB-style journal persistence adapter (kahaDB)"""

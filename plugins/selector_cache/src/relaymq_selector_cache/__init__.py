@@ -1,0 +1,1 @@
+"""RelayMQ selector cache for selector-aware virtual topics (virtualSelectorCacheBrokerPlugin)"""

@@ -1,0 +1,1 @@
+"""RelayMQ virtual topics, composite and filtered destinations (virtualDestinationInterceptor)"""
