@@ -1,0 +1,1 @@
+"""Driver contracts (stores, transports, broker connections) that plugins implement."""

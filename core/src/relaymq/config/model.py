@@ -1,0 +1,140 @@
+"""The typed configuration model the loaders (XML, YAML) produce and the broker reads.
+
+Element and attribute names follow ActiveMQ's activemq.xml; attributes become
+snake_case fields. Plugin elements (children of `persistenceAdapter`, `plugins`,
+`destinationInterceptors`, `broker-connections`) stay generic `PluginElement`s:
+their entry point's config class validates them when the plugin is resolved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a config element came from, for error messages (`activemq.xml:14`)."""
+
+    file: str = "<memory>"
+    line: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass(slots=True)
+class PluginElement:
+    """An element that names a plugin: its tag is the entry-point name.
+
+    `attributes` are the raw (substituted) attribute strings in camelCase, and
+    `children` the nested elements, kept as a tree for the plugin to interpret.
+    """
+
+    tag: str
+    attributes: dict[str, str] = field(default_factory=dict)
+    children: list[PluginElement] = field(default_factory=list)
+    text: str = ""
+    origin: Origin = field(default_factory=Origin)
+
+    def child(self, tag: str) -> PluginElement | None:
+        return next((c for c in self.children if c.tag == tag), None)
+
+    def children_named(self, tag: str) -> list[PluginElement]:
+        return [c for c in self.children if c.tag == tag]
+
+
+@dataclass(slots=True)
+class TransportConnectorConfig:
+    name: str | None
+    uri: str
+    origin: Origin = field(default_factory=Origin)
+
+
+@dataclass(slots=True)
+class DeadLetterStrategyConfig:
+    """`sharedDeadLetterStrategy`, `individualDeadLetterStrategy` or `discarding`."""
+
+    kind: str = "shared"  # shared | individual | discarding
+    dead_letter_queue: str = "ActiveMQ.DLQ"  # shared only
+    queue_prefix: str = "ActiveMQ.DLQ.Queue."
+    topic_prefix: str = "ActiveMQ.DLQ.Topic."
+    queue_suffix: str = ""
+    topic_suffix: str = ""
+    use_queue_for_queue_messages: bool = True
+    use_queue_for_topic_messages: bool = True
+    process_non_persistent: bool = False
+    process_expired: bool = True
+    expiration: int = 0  # ms a dead-lettered copy lives; 0 = forever
+
+
+@dataclass(slots=True)
+class PolicyEntryConfig:
+    """One `policyEntry`: applies to `queue=` or `topic=` (wildcards allowed)."""
+
+    queue: str | None = None
+    topic: str | None = None
+    queue_prefetch: int | None = None
+    topic_prefetch: int | None = None
+    durable_topic_prefetch: int | None = None
+    queue_browser_prefetch: int | None = None
+    prioritized_messages: bool = False
+    memory_limit: int | None = None  # bytes
+    producer_flow_control: bool = True
+    expire_messages_period: int = 30000  # ms; 0 disables the periodic check
+    max_page_size: int = 200
+    use_cache: bool = True
+    dead_letter_strategy: DeadLetterStrategyConfig | None = None
+    send_advisory_if_no_consumers: bool = False
+    gc_inactive_destinations: bool = False
+    inactive_timout_before_gc: int = 60000
+    extra: dict[str, str] = field(default_factory=dict)
+    origin: Origin = field(default_factory=Origin)
+
+
+@dataclass(slots=True)
+class UsageLimit:
+    limit: int | None = None  # bytes
+    percent_of_jvm_heap: int | None = None  # read as a percentage of machine memory
+
+
+@dataclass(slots=True)
+class SystemUsageConfig:
+    memory: UsageLimit = field(default_factory=lambda: UsageLimit(limit=1 << 30))
+    store: UsageLimit = field(default_factory=lambda: UsageLimit(limit=100 << 30))
+    temp: UsageLimit = field(default_factory=lambda: UsageLimit(limit=50 << 30))
+    send_fail_if_no_space: bool = False
+    send_fail_if_no_space_after_timeout: int = 0  # ms; 0 = wait forever
+
+
+@dataclass(slots=True)
+class DestinationDecl:
+    """A destination created at start-up (`<destinations><queue physicalName=..>`)."""
+
+    kind: str  # queue | topic
+    physical_name: str
+    origin: Origin = field(default_factory=Origin)
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    broker_name: str = "localhost"
+    data_directory: str = "data"
+    persistent: bool = True
+    scheduler_support: bool = False
+    use_jmx: bool = False
+    advisory_support: bool = True
+    transport_connectors: list[TransportConnectorConfig] = field(default_factory=list)
+    persistence_adapter: PluginElement | None = None
+    policy_entries: list[PolicyEntryConfig] = field(default_factory=list)
+    default_policy: PolicyEntryConfig | None = None
+    destination_interceptors: list[PluginElement] = field(default_factory=list)
+    plugins: list[PluginElement] = field(default_factory=list)
+    broker_connections: list[PluginElement] = field(default_factory=list)
+    system_usage: SystemUsageConfig = field(default_factory=SystemUsageConfig)
+    destinations: list[DestinationDecl] = field(default_factory=list)
+    network_connectors: list[PluginElement] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+    source: str = "<defaults>"
+    warnings: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)

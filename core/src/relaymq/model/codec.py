@@ -1,0 +1,187 @@
+"""The stored form of a message: a versioned, self-describing binary record.
+
+Used by persistent stores (journal, JDBC) and anywhere a message crosses a process
+boundary inside RelayMQ. No executable serialization: a small JSON header for the
+fields, then the body and the transport's encoded bytes verbatim.
+
+Layout: ``b"R1"`` | u32 header length | header (UTF-8 JSON) | u32 body length |
+body | u32 encoded length or 0xFFFFFFFF when absent | encoded.
+
+A message whose application properties were never parsed is stored without
+them when its encoded form carries them; decoding re-attaches the lazy loader
+registered for that encoding (`register_property_loader`).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message, PropertyLoader
+
+MAGIC = b"R1"
+_U32 = struct.Struct(">I")
+_NONE = 0xFFFFFFFF
+
+_loaders: dict[str, PropertyLoader] = {}
+
+
+class CorruptMessage(ValueError):
+    """A stored message record that cannot be decoded."""
+
+
+def register_property_loader(encoding: str, loader: PropertyLoader) -> None:
+    """Let stored messages of `encoding` parse their properties lazily after recovery."""
+    _loaders[encoding] = loader
+
+
+def encode_message(m: Message) -> bytes:
+    h: dict[str, Any] = {}
+    if m.message_id is not None:
+        h["id"] = m.message_id
+    if m.destination is not None:
+        h["d"] = m.destination.key
+    if m.durable:
+        h["p"] = 1
+    if m.priority != 4:
+        h["pr"] = m.priority
+    if m.expiration:
+        h["x"] = m.expiration
+    if m.timestamp:
+        h["t"] = m.timestamp
+    if m.correlation_id is not None:
+        h["c"] = m.correlation_id
+    if m.reply_to is not None:
+        h["r"] = m.reply_to.key
+    if m.type is not None:
+        h["ty"] = m.type
+    if m.group_id is not None:
+        h["g"] = m.group_id
+    if m.group_seq:
+        h["gs"] = m.group_seq
+    if m.user_id is not None:
+        h["u"] = m.user_id
+    if m.content_type is not None:
+        h["ct"] = m.content_type
+    if m.body_type != "bytes":
+        h["bt"] = m.body_type
+    lazy = m._properties is None and m._loader is not None and m.encoding in _loaders
+    if not lazy:
+        props = m.properties
+        if props:
+            h["pp"] = _encode_props(props)
+    if m.annotations:
+        h["a"] = _encode_props(m.annotations)
+    if m.encoding is not None:
+        h["e"] = m.encoding
+    if m.origin is not None:
+        h["o"] = m.origin
+    if m.producer_id is not None:
+        h["pi"] = m.producer_id
+    if m.scheduled_delay or m.scheduled_period or m.scheduled_repeat:
+        h["s"] = [m.scheduled_delay, m.scheduled_period, m.scheduled_repeat]
+    header = json.dumps(h, separators=(",", ":"), ensure_ascii=False).encode()
+    enc = m.encoded
+    parts = [MAGIC, _U32.pack(len(header)), header, _U32.pack(len(m.body)), m.body]
+    if enc is None:
+        parts.append(_U32.pack(_NONE))
+    else:
+        parts += [_U32.pack(len(enc)), enc]
+    return b"".join(parts)
+
+
+def decode_message(data: bytes | memoryview) -> Message:
+    try:
+        return _decode(memoryview(data))
+    except CorruptMessage:
+        raise
+    except (ValueError, KeyError, TypeError, struct.error, IndexError) as exc:
+        raise CorruptMessage(f"undecodable message record: {exc}") from exc
+
+
+def _decode(buf: memoryview) -> Message:
+    if bytes(buf[:2]) != MAGIC:
+        raise CorruptMessage("not a RelayMQ message record (bad magic)")
+    pos = 2
+    (hl,) = _U32.unpack_from(buf, pos)
+    pos += 4
+    h = json.loads(bytes(buf[pos:pos + hl]))
+    pos += hl
+    (bl,) = _U32.unpack_from(buf, pos)
+    pos += 4
+    body = bytes(buf[pos:pos + bl])
+    if len(body) != bl:
+        raise CorruptMessage("message record truncated in body")
+    pos += bl
+    (el,) = _U32.unpack_from(buf, pos)
+    pos += 4
+    encoded = None
+    if el != _NONE:
+        encoded = bytes(buf[pos:pos + el])
+        if len(encoded) != el:
+            raise CorruptMessage("message record truncated in encoded form")
+    encoding = h.get("e")
+    props = _decode_props(h["pp"]) if "pp" in h else None
+    loader = None
+    if props is None:
+        loader = _loaders.get(encoding) if encoding and encoded is not None else None
+        if loader is None:
+            props = {}
+    m = Message(
+        body,
+        destination=Destination.parse(h["d"]) if "d" in h else None,
+        message_id=h.get("id"),
+        durable=bool(h.get("p", 0)),
+        priority=h.get("pr", 4),
+        expiration=h.get("x", 0),
+        timestamp=h.get("t", 0),
+        correlation_id=h.get("c"),
+        reply_to=Destination.parse(h["r"]) if "r" in h else None,
+        type=h.get("ty"),
+        group_id=h.get("g"),
+        group_seq=h.get("gs", 0),
+        user_id=h.get("u"),
+        content_type=h.get("ct"),
+        body_type=h.get("bt", "bytes"),
+        properties=props,
+        loader=loader,
+        annotations=_decode_props(h["a"]) if "a" in h else None,
+        encoded=encoded,
+        encoding=encoding,
+        origin=h.get("o"),
+        producer_id=h.get("pi"),
+    )
+    if "s" in h:
+        m.scheduled_delay, m.scheduled_period, m.scheduled_repeat = h["s"]
+    return m
+
+
+def _encode_props(props: dict[str, Any]) -> dict[str, Any]:
+    """JSON keeps str/int/float/bool/None; bytes and other types are tagged."""
+    out: dict[str, Any] = {}
+    for k, v in props.items():
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            out[k] = {"$b": bytes(v).hex()}
+        elif isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+            out[k] = {"$f": repr(v)}
+        elif v is None or isinstance(v, (str, int, float, bool)):
+            out[k] = v
+        else:
+            out[k] = {"$s": str(v)}
+    return out
+
+
+def _decode_props(props: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in props.items():
+        if isinstance(v, dict):
+            if "$b" in v:
+                v = bytes.fromhex(v["$b"])
+            elif "$f" in v:
+                v = float(v["$f"])
+            else:
+                v = v.get("$s")
+        out[k] = v
+    return out

@@ -1,0 +1,127 @@
+"""Destinations: queues and topics with ActiveMQ naming and wildcards.
+
+Names are `.`-separated segments. In a subscription or policy, `*` matches one
+segment and `>` matches the rest (including nothing, so `X.>` matches `X`), as in
+ActiveMQ. Artemis' `#` is accepted as a synonym of `>` where Artemis config uses it.
+A comma separates the parts of a composite destination.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+class DestinationKind(enum.Enum):
+    QUEUE = "queue"
+    TOPIC = "topic"
+    TEMP_QUEUE = "temp-queue"
+    TEMP_TOPIC = "temp-topic"
+
+
+_QUEUE_KINDS = (DestinationKind.QUEUE, DestinationKind.TEMP_QUEUE)
+_PREFIXES = {
+    "queue://": DestinationKind.QUEUE,
+    "topic://": DestinationKind.TOPIC,
+    "temp-queue://": DestinationKind.TEMP_QUEUE,
+    "temp-topic://": DestinationKind.TEMP_TOPIC,
+}
+
+
+class InvalidDestination(ValueError):
+    """A destination name that RelayMQ cannot accept (empty, or an unknown prefix)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """A queue or topic by kind and name; hashable, cheap to compare."""
+
+    kind: DestinationKind
+    name: str
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.strip():
+            raise InvalidDestination("a destination name must not be empty")
+
+    @classmethod
+    def queue(cls, name: str) -> Destination:
+        return cls(DestinationKind.QUEUE, name)
+
+    @classmethod
+    def topic(cls, name: str) -> Destination:
+        return cls(DestinationKind.TOPIC, name)
+
+    @classmethod
+    def parse(cls, text: str, default: DestinationKind = DestinationKind.QUEUE) -> Destination:
+        """Parse `queue://X`, `topic://X`, `temp-queue://X`, `temp-topic://X` or a bare name."""
+        return _parse(text, default)
+
+    @property
+    def is_queue(self) -> bool:
+        return self.kind in _QUEUE_KINDS
+
+    @property
+    def is_topic(self) -> bool:
+        return self.kind not in _QUEUE_KINDS
+
+    @property
+    def is_temporary(self) -> bool:
+        return self.kind in (DestinationKind.TEMP_QUEUE, DestinationKind.TEMP_TOPIC)
+
+    @property
+    def is_composite(self) -> bool:
+        return "," in self.name
+
+    @property
+    def is_wildcard(self) -> bool:
+        return is_wildcard(self.name)
+
+    def composite_parts(self) -> list[Destination]:
+        """The parts of a composite name; each part may carry its own prefix."""
+        parts = [p.strip() for p in self.name.split(",")]
+        return [Destination.parse(p, self.kind) for p in parts if p]
+
+    def matches(self, other: Destination) -> bool:
+        """True when this (possibly wildcard) destination covers `other` of the same family."""
+        return self.is_queue == other.is_queue and name_matches(self.name, other.name)
+
+    @property
+    def key(self) -> str:
+        """A stable string form, `queue://NAME`; used as the store key."""
+        return f"{self.kind.value}://{self.name}"
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@lru_cache(maxsize=8192)
+def _parse(text: str, default: DestinationKind) -> Destination:
+    for prefix, kind in _PREFIXES.items():
+        if text.startswith(prefix):
+            return Destination(kind, text[len(prefix):])
+    return Destination(default, text)
+
+
+def is_wildcard(name: str) -> bool:
+    return any(seg in ("*", ">", "#") for seg in name.split("."))
+
+
+@lru_cache(maxsize=16384)
+def name_matches(pattern: str, name: str) -> bool:
+    """ActiveMQ wildcard match: `*` one segment, `>` (or `#`) the rest, possibly none."""
+    if pattern == name:
+        return True
+    return _match(pattern.split("."), name.split("."))
+
+
+def _match(pat: list[str], segs: list[str]) -> bool:
+    i = 0
+    for i, p in enumerate(pat):
+        if p in (">", "#"):
+            return True
+        if i >= len(segs):
+            return False
+        if p != "*" and p != segs[i]:
+            return False
+    return len(pat) == len(segs)

@@ -1,0 +1,232 @@
+"""The kernel's message: header fields, properties and a body, encoded form kept.
+
+A transport builds a `Message` from what it received and may attach its encoded
+bytes (`encoded`, `encoding`). A transport of the same protocol forwards those
+bytes unchanged; another protocol converts from the fields once, at its edge.
+Application properties may be parsed lazily: a transport passes a `loader` that
+fills them on first use (selectors, routing), so a message that nobody inspects
+is never decoded.
+
+Per-delivery state (redelivered flag, delivery count) is not here: it belongs
+to the queue entry, since one message sits on many subscriptions at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from relaymq.model.destination import Destination
+
+PropertyLoader = Callable[["Message"], dict[str, Any]]
+
+DEFAULT_PRIORITY = 4
+
+
+class BodyType:
+    """How the body bytes are meant to be read (JMS message kinds, AMQP sections)."""
+
+    BYTES = "bytes"
+    TEXT = "text"  # UTF-8
+    MAP = "map"
+    STREAM = "stream"
+    OBJECT = "object"  # opaque to RelayMQ; never deserialized
+    AMQP_VALUE = "amqp-value"
+    AMQP_SEQUENCE = "amqp-sequence"
+    EMPTY = "empty"
+
+
+class Message:
+    """A message as the kernel routes it. Cheap to create; fields are plain slots."""
+
+    __slots__ = (
+        "message_id", "destination", "durable", "priority", "expiration", "timestamp",
+        "correlation_id", "reply_to", "type", "group_id", "group_seq", "user_id",
+        "content_type", "body", "body_type", "_properties", "_loader", "annotations",
+        "encoded", "encoding", "origin", "producer_id", "scheduled_delay",
+        "scheduled_period", "scheduled_repeat",
+    )
+
+    def __init__(
+        self,
+        body: bytes = b"",
+        *,
+        destination: Destination | None = None,
+        message_id: str | None = None,
+        durable: bool = False,
+        priority: int = DEFAULT_PRIORITY,
+        expiration: int = 0,
+        timestamp: int = 0,
+        correlation_id: str | None = None,
+        reply_to: Destination | None = None,
+        type: str | None = None,
+        group_id: str | None = None,
+        group_seq: int = 0,
+        user_id: str | None = None,
+        content_type: str | None = None,
+        body_type: str = BodyType.BYTES,
+        properties: dict[str, Any] | None = None,
+        loader: PropertyLoader | None = None,
+        annotations: dict[str, Any] | None = None,
+        encoded: bytes | None = None,
+        encoding: str | None = None,
+        origin: str | None = None,
+        producer_id: str | None = None,
+    ) -> None:
+        self.body = body
+        self.destination = destination
+        self.message_id = message_id
+        self.durable = durable
+        self.priority = priority
+        self.expiration = expiration  # absolute epoch ms; 0 = never
+        self.timestamp = timestamp  # epoch ms when the broker (or producer) stamped it
+        self.correlation_id = correlation_id
+        self.reply_to = reply_to
+        self.type = type
+        self.group_id = group_id
+        self.group_seq = group_seq
+        self.user_id = user_id
+        self.content_type = content_type
+        self.body_type = body_type
+        self._properties = properties
+        self._loader = loader
+        self.annotations = annotations
+        self.encoded = encoded
+        self.encoding = encoding
+        self.origin = origin  # broker id the message entered RelayMQ at (mirror/federation)
+        self.producer_id = producer_id
+        self.scheduled_delay = 0
+        self.scheduled_period = 0
+        self.scheduled_repeat = 0
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        """Application properties, parsed on first use when a loader was given."""
+        props = self._properties
+        if props is None:
+            loader = self._loader
+            props = loader(self) if loader is not None else {}
+            self._properties = props
+            self._loader = None
+        return props
+
+    @properties.setter
+    def properties(self, value: dict[str, Any]) -> None:
+        self._properties = value
+        self._loader = None
+
+    @property
+    def size(self) -> int:
+        """Approximate memory footprint used for usage limits."""
+        n = len(self.body) + 200
+        if self.encoded is not None and self.encoded is not self.body:
+            n += len(self.encoded)
+        return n
+
+    def is_expired(self, now_ms: int | None = None) -> bool:
+        exp = self.expiration
+        return exp > 0 and exp <= (now_ms if now_ms is not None else now_millis())
+
+    def copy(self, **changes: Any) -> Message:
+        """A copy with `changes` applied. Changing any field drops the encoded form,
+        because the bytes would no longer say what the fields say."""
+        m = Message.__new__(Message)
+        for name in Message.__slots__:
+            setattr(m, name, getattr(self, name))
+        if self._properties is not None:
+            m._properties = dict(self._properties)
+        if changes:
+            props = changes.pop("properties", None)
+            for k, v in changes.items():
+                setattr(m, k, v)
+            if props is not None:
+                m.properties = props
+            if set(changes) - {"destination", "origin"} or props is not None:
+                m.encoded = None
+                m.encoding = None
+        return m
+
+    def __repr__(self) -> str:
+        return (
+            f"Message(id={self.message_id!r}, dest={self.destination}, "
+            f"durable={self.durable}, body={self.body[:32]!r})"
+        )
+
+
+def now_millis() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MessageIdGenerator:
+    """ActiveMQ-shaped ids: `ID:<host>-<port>-<start>-<n>:<conn>:-1:<producer>:<seq>`.
+
+    Ids stay stable across redelivery, dead-lettering and restart because they are
+    assigned once, on arrival, and stored with the message.
+    """
+
+    def __init__(self, port: int = 0) -> None:
+        host = socket.gethostname().split(".")[0] or "relaymq"
+        self._prefix = f"ID:{host}-{port or os.getpid()}-{int(time.time() * 1000)}-1"
+        self._conn = itertools.count(1)
+
+    def connection_prefix(self) -> str:
+        """A prefix for one connection; producers append `:-1:<producer>:<seq>`."""
+        return f"{self._prefix}:{next(self._conn)}"
+
+
+HEADER_FIELDS: Mapping[str, str] = {
+    "JMSMessageID": "message_id",
+    "JMSPriority": "priority",
+    "JMSTimestamp": "timestamp",
+    "JMSCorrelationID": "correlation_id",
+    "JMSType": "type",
+    "JMSXGroupID": "group_id",
+    "JMSXGroupSeq": "group_seq",
+    "JMSXUserID": "user_id",
+    "JMSExpiration": "expiration",
+}
+
+
+class SelectorView:
+    """A read-only mapping view of a message for selector evaluation.
+
+    Resolves JMS header identifiers to message fields and everything else to
+    application properties, without building a dict per message.
+    """
+
+    __slots__ = ("_m", "_count")
+
+    def __init__(self, message: Message, delivery_count: int = 0) -> None:
+        self._m = message
+        self._count = delivery_count
+
+    def get(self, name: str, default: Any = None) -> Any:
+        attr = HEADER_FIELDS.get(name)
+        m = self._m
+        if attr is not None:
+            value = getattr(m, attr)
+            return default if value is None else value
+        if name == "JMSDeliveryMode":
+            return "PERSISTENT" if m.durable else "NON_PERSISTENT"
+        if name == "JMSRedelivered":
+            return self._count > 0
+        if name == "JMSXDeliveryCount":
+            return self._count + 1
+        if name == "JMSDestination":
+            return str(m.destination.name) if m.destination else default
+        if name == "JMSReplyTo":
+            return str(m.reply_to) if m.reply_to else default
+        return m.properties.get(name, default)
+
+    def __getitem__(self, name: str) -> Any:
+        value = self.get(name, _MISSING)
+        if value is _MISSING:
+            raise KeyError(name)
+        return value
+
+
+_MISSING = object()

@@ -1,0 +1,160 @@
+"""The persistence contract: what a store plugin (memory, kahaDB, JDBC) implements.
+
+A store sees the broker's changes as *batches* of operations. One `write()` call is
+one atomic unit: a local transaction's sends and acks, a fan-out to many consumer
+queues, or a single send. The returned awaitable completes when the batch is
+durable under the store's sync policy; a persistent send is acknowledged to its
+producer only then. Stores are free to merge batches from many producers into one
+disk write and one sync (group commit).
+
+Every message on a destination has that destination's sequence number, assigned by
+the kernel, increasing and never reused, also across restarts (the store reports
+the last one it has seen). Destinations are keyed by `Destination.key`
+(`queue://NAME`); a durable topic subscription is stored like a queue under its
+own key (`SubscriptionRecord.key`).
+
+Reads (`read`) serve recovery and paging: "the stored messages of this key with
+sequence greater than `after`, at most `limit`, in sequence order". They never
+consume anything.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from relaymq.model.message import Message
+
+
+@dataclass(frozen=True, slots=True)
+class AddMessage:
+    """Store `message` under destination key `dest` at sequence `seq`."""
+
+    dest: str
+    seq: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveMessage:
+    """The message at `seq` on `dest` was consumed (acknowledged) or moved away."""
+
+    dest: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class AddDestination:
+    """A destination was created (so it exists again after a restart)."""
+
+    dest: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveDestination:
+    """A destination and all its stored messages are gone."""
+
+    dest: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRecord:
+    """A durable topic subscription: identity, filter and where its messages live."""
+
+    client_id: str
+    name: str
+    topic: str  # Destination.key of the topic (may be a wildcard)
+    selector: str | None = None
+    no_local: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return subscription_key(self.client_id, self.name)
+
+
+def subscription_key(client_id: str, name: str) -> str:
+    return f"durable://{client_id}:{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class AddSubscription:
+    record: SubscriptionRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveSubscription:
+    """Unsubscribe: the record and every message stored under its key are gone."""
+
+    key: str
+
+
+StoreOp = Union[  # noqa: UP007 - a plain union reads best in docs
+    AddMessage, RemoveMessage, AddDestination, RemoveDestination, AddSubscription,
+    RemoveSubscription,
+]
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    seq: int
+    message: Message
+
+
+@dataclass(slots=True)
+class DestinationStats:
+    count: int = 0
+    size: int = 0  # bytes on disk attributable to live messages (best effort)
+    last_seq: int = 0
+
+
+class StoreFullError(Exception):
+    """The store reached its configured limit and refuses new messages."""
+
+
+class PersistenceAdapter(abc.ABC):
+    """A store driver. Implementations are entry points of `relaymq.persistence`,
+    constructed with their typed config; the kernel calls `start` before anything else.
+    """
+
+    #: True when written data survives a restart (memory store: False).
+    persistent: bool = True
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Open files/connections and recover state; may take a lock."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Flush pending work and release everything (the lock included)."""
+
+    @abc.abstractmethod
+    async def write(self, ops: Sequence[StoreOp], *, sync: bool = True) -> None:
+        """Apply `ops` atomically; return when durable. `sync=False` lets a store skip
+        waiting for the disk (non-persistent spill, or a `never` sync policy)."""
+
+    @abc.abstractmethod
+    async def destinations(self) -> list[str]:
+        """Keys of all stored destinations (not durable subscriptions)."""
+
+    @abc.abstractmethod
+    async def subscriptions(self) -> list[SubscriptionRecord]:
+        """All durable subscriptions."""
+
+    @abc.abstractmethod
+    async def read(self, dest: str, after: int = 0, limit: int | None = None) -> list[StoredMessage]:
+        """Stored messages of `dest` with seq > `after`, in seq order, at most `limit`."""
+
+    @abc.abstractmethod
+    async def stats(self, dest: str) -> DestinationStats:
+        """Count, size and the last sequence ever assigned on `dest` (0 when unknown)."""
+
+    def size(self) -> int:
+        """Bytes the store uses now (for `storeUsage`); 0 when unknown."""
+        return 0
+
+    def describe(self) -> str:
+        """One line for logs: what the store is and where it keeps data."""
+        return type(self).__name__
