@@ -1,0 +1,353 @@
+"""The broker: assembles plugins, store, destinations and connectors, and runs them.
+
+```python
+broker = Broker(load_config("activemq.xml"))
+await broker.start()
+conn = await broker.connect(ConnectRequest(client_id="app"))
+...
+await broker.stop()
+```
+Assembly happens in `start()` in a fixed order: store, broker plugins and
+destination interceptors (config order), hook-provided filters, the interceptor
+chain, recovery, declared destinations, connectors, broker connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from relaymq.broker.chain import Next, SendFilter, fold
+from relaymq.broker.connection import ClientConnection
+from relaymq.broker.events import BrokerEvents
+from relaymq.broker.region import Region
+from relaymq.broker.router import Router
+from relaymq.broker.scheduler import Scheduler
+from relaymq.broker.security import ANONYMOUS, ConnectRequest, Principal
+from relaymq.broker.usage import SystemUsage
+from relaymq.config.model import BrokerConfig
+from relaymq.dispatch.policy import PolicyMap
+from relaymq.dispatch.redelivery import RedeliveryPolicyMap
+from relaymq.dispatch.topic import SubscriptionQueue
+from relaymq.errors import ClientIdInUse, ConfigError, DestinationError, SecurityError
+from relaymq.model.destination import Destination
+from relaymq.model.message import MessageIdGenerator
+from relaymq.selector import Selector
+from relaymq.spi.persistence import PersistenceAdapter, SubscriptionRecord
+from relaymq.spi.transport import ConnectorContext, TransportUri
+
+if TYPE_CHECKING:
+    from relaymq.plugins import PluginRegistry
+
+log = logging.getLogger("relaymq.broker")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig | None = None, *,
+                 registry: PluginRegistry | None = None, strict: bool = False) -> None:
+        if registry is None:
+            from relaymq.plugins import PluginRegistry
+
+            registry = PluginRegistry(strict=strict)
+        self.config = config or BrokerConfig(persistent=False)
+        self.plugins = registry
+        self.strict = strict or getattr(registry, "strict", False)
+        self.name = self.config.broker_name
+        self.events = BrokerEvents(self)
+        self.policies = PolicyMap(self.config.policy_entries, self.config.default_policy)
+        self.usage = SystemUsage(self.config.system_usage)
+        self.message_ids = MessageIdGenerator()
+        self.scheduler = Scheduler() if self.config.scheduler_support else None
+        self.store: PersistenceAdapter | None = None
+        self.region: Region = None  # type: ignore[assignment]  # set in start()
+        self.router: Router = None  # type: ignore[assignment]
+        self.chain: Next = None  # type: ignore[assignment]
+        self._filters: list[SendFilter] = []
+        self.connectors: list[Any] = []
+        self.services: list[Any] = []
+        self.connections: set[ClientConnection] = set()
+        self._client_ids: dict[str, ClientConnection] = {}
+        self._temporary: dict[Destination, ClientConnection] = {}
+        self._internal: ClientConnection | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._redelivery: RedeliveryPolicyMap | None = None
+        self.started = False
+        self._stopped = asyncio.Event() if _has_loop() else None
+
+    # -- assembly ------------------------------------------------------------------------
+    @property
+    def redelivery(self) -> RedeliveryPolicyMap | None:
+        return self._redelivery
+
+    @redelivery.setter
+    def redelivery(self, value: RedeliveryPolicyMap | None) -> None:
+        self._redelivery = value
+        if self.region is not None:
+            self.region.redelivery = value
+
+    def add_filter(self, f: SendFilter) -> None:
+        """Add a send filter to the interceptor chain (call from `install`)."""
+        if self.started:
+            raise RuntimeError("filters are added while the broker is assembled, not later")
+        self._filters.append(f)
+
+    def _build_store(self) -> PersistenceAdapter:
+        el = self.config.persistence_adapter
+        if el is None or not self.config.persistent:
+            from relaymq.store.memory import MemoryPersistenceAdapter
+
+            if el is not None:
+                log.info("persistent=\"false\": using the memory store instead of <%s>", el.tag)
+            return MemoryPersistenceAdapter()
+        store = self.plugins.build("relaymq.persistence", el, self)
+        if not isinstance(store, PersistenceAdapter):
+            raise ConfigError(f"<{el.tag}> at {el.origin} did not build a PersistenceAdapter")
+        return store
+
+    def _install_plugins(self) -> None:
+        for group, elements in (
+            ("relaymq.broker_plugins", self.config.plugins),
+            ("relaymq.destination_interceptors", self.config.destination_interceptors),
+        ):
+            for el in elements:
+                plugin = self.plugins.build(group, el, self)
+                install = getattr(plugin, "install", None)
+                if install is None:
+                    raise ConfigError(f"<{el.tag}> at {el.origin} built {plugin!r}, which has no install()")
+                install(self)
+                self.services.append(plugin)
+                log.info("enabled <%s> (%s)", el.tag, type(plugin).__module__)
+
+    async def start(self) -> None:
+        if self.started:
+            return
+        if self._stopped is None:
+            self._stopped = asyncio.Event()
+        pm = self.plugins.pm
+        self.store = self._build_store()
+        self.region = Region(self, self.store, self.policies, self.usage)
+        self.region.redelivery = self._redelivery
+        self.router = Router(self.region)
+        self._install_plugins()
+        check = getattr(self.plugins, "check", None)
+        if check is not None:
+            check()
+        pm.hook.relaymq_configure(broker=self, config=self.config)
+        for extra in pm.hook.relaymq_interceptors(broker=self):
+            self._filters.extend(extra or [])
+        self.chain = fold(self._filters, self.router.route)
+        await self.store.start()
+        log.info("store: %s", self.store.describe())
+        pm.hook.relaymq_persistence_started(broker=self, adapter=self.store)
+        await self.region.recover()
+        await self._recover_subscriptions()
+        for decl in self.config.destinations:
+            dest = Destination.queue(decl.physical_name) if decl.kind == "queue" \
+                else Destination.topic(decl.physical_name)
+            await (self.region.queue(dest) if dest.is_queue else self.region.topic(dest))
+        self.started = True
+        try:
+            await self._start_connectors()
+            for svc in self.services:
+                start = getattr(svc, "start", None)
+                if start is not None and asyncio.iscoroutinefunction(start):
+                    await start()
+            await self._start_broker_connections()
+        except BaseException:
+            await self.stop()
+            raise
+        self._tasks.append(asyncio.get_running_loop().create_task(self._expiry_loop()))
+        pm.hook.relaymq_broker_started(broker=self)
+        log.info("broker %s started", self.name)
+
+    async def _recover_subscriptions(self) -> None:
+        assert self.store is not None
+        for record in await self.store.subscriptions():
+            selector = Selector.compile(record.selector) if record.selector else None
+            sub = self.make_durable(record, selector)
+            self.region.add_subscription(sub)
+            await sub.recover()
+
+    def make_durable(self, record: SubscriptionRecord, selector: Selector | None) -> SubscriptionQueue:
+        topic = Destination.parse(record.topic)
+        return SubscriptionQueue(self.region, topic, record.key, self.policies.entry_for(topic),
+                                 selector, record=record)
+
+    async def _start_connectors(self) -> None:
+        for tc in self.config.transport_connectors:
+            uri = TransportUri.parse(tc.uri)
+            factory = self.plugins.transport_factory(uri.scheme)
+            if factory is None:
+                msg = (f"<transportConnector uri=\"{tc.uri}\"> at {tc.origin}: no installed "
+                       f"transport serves '{uri.scheme}://'; skipped")
+                if self.strict:
+                    raise ConfigError(msg + " (--strict)")
+                log.warning(msg)
+                continue
+            ctx = ConnectorContext(self, uri, tc.name or uri.scheme)
+            connector = factory(ctx)
+            await connector.start()
+            unused = set(uri.options) - ctx.used_options
+            if unused:
+                log.warning("transport option(s) %s on %s have no effect in RelayMQ",
+                            ", ".join(sorted(unused)), tc.uri)
+            self.connectors.append(connector)
+            log.info("%s transport listening on %s", uri.scheme, connector.address)
+            self.plugins.pm.hook.relaymq_transport_started(
+                broker=self, scheme=uri.scheme, address=connector.address)
+
+    async def _start_broker_connections(self) -> None:
+        for el in self.config.broker_connections:
+            conn = self.plugins.build("relaymq.broker_connections", el, self)
+            self.services.append(conn)
+            start = getattr(conn, "start", None)
+            if start is not None:
+                await start()
+
+    async def _expiry_loop(self) -> None:
+        periods = [e.expire_messages_period for e in self.config.policy_entries if e.expire_messages_period]
+        default = self.policies.default.expire_messages_period
+        period = min(periods + ([default] if default else [])) / 1000.0 if (periods or default) else 0
+        if period <= 0:
+            return
+        while True:
+            await asyncio.sleep(period)
+            try:
+                self.region.expire_scan()
+            except Exception:  # noqa: BLE001
+                log.exception("periodic expiry check failed")
+
+    @property
+    def connector_addresses(self) -> list[str]:
+        return [c.address for c in self.connectors]
+
+    def connector_address(self, scheme: str) -> str:
+        """`host:port` of the first connector for `scheme` (tests, tools)."""
+        for c in self.connectors:
+            if getattr(c, "scheme", None) == scheme or c.address.startswith(scheme):
+                return c.address
+        for c in self.connectors:
+            uri = getattr(getattr(c, "context", None), "uri", None)
+            if uri is not None and uri.scheme == scheme:
+                return c.address
+        raise KeyError(f"no {scheme} connector")
+
+    async def stop(self) -> None:
+        if not self.started:
+            return
+        self.started = False
+        self.plugins.pm.hook.relaymq_broker_stopping(broker=self)
+        for t in self._tasks:
+            t.cancel()
+        for svc in reversed(self.services):
+            stop = getattr(svc, "stop", None)
+            if stop is not None and asyncio.iscoroutinefunction(stop):
+                try:
+                    await stop()
+                except Exception:  # noqa: BLE001
+                    log.exception("stopping %r failed", svc)
+        for c in reversed(self.connectors):
+            try:
+                await c.stop()
+            except Exception:  # noqa: BLE001
+                log.exception("stopping connector %s failed", c.address)
+        self.connectors.clear()
+        for conn in list(self.connections):
+            await conn.close()
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        await asyncio.sleep(0)  # let pending ack batches reach the store
+        if self.store is not None:
+            await self.store.stop()
+        if self._stopped is not None:
+            self._stopped.set()
+        log.info("broker %s stopped", self.name)
+
+    async def wait_stopped(self) -> None:
+        assert self._stopped is not None
+        await self._stopped.wait()
+
+    # -- connections -----------------------------------------------------------------------
+    async def connect(self, request: ConnectRequest | None = None, *, network: bool = False) -> ClientConnection:
+        """Authenticate and open a kernel connection for a transport's client."""
+        if not self.started:
+            raise RuntimeError("the broker is not started")
+        request = request or ConnectRequest()
+        principal = self.plugins.pm.hook.relaymq_authenticate(broker=self, request=request)
+        if principal is None:
+            principal = Principal(request.username) if request.username else ANONYMOUS
+        cid = request.client_id
+        if cid:
+            holder = self._client_ids.get(cid)
+            if holder is not None and not holder.closed:
+                raise ClientIdInUse(f"client id {cid!r} is already in use by another connection")
+        conn = ClientConnection(self, principal, cid or None, request.transport,
+                                request.remote_address, network)
+        if cid:
+            self._client_ids[cid] = conn
+        self.connections.add(conn)
+        return conn
+
+    def authorize(self, principal: Principal, action: str, destination: Destination) -> bool:
+        verdict = self.plugins.pm.hook.relaymq_authorize(
+            broker=self, principal=principal, action=action, destination=destination)
+        return verdict is not False
+
+    def connection_closed(self, conn: ClientConnection) -> None:
+        self.connections.discard(conn)
+        if conn.client_id and self._client_ids.get(conn.client_id) is conn:
+            del self._client_ids[conn.client_id]
+
+    def internal_connection(self) -> ClientConnection:
+        """A connection the broker itself sends with (scheduler, management)."""
+        if self._internal is None or self._internal.closed:
+            self._internal = ClientConnection(self, Principal("relaymq", anonymous=False), None,
+                                              "internal")
+        return self._internal
+
+    # -- temporary destinations ----------------------------------------------------------------
+    def register_temporary(self, dest: Destination, owner: ClientConnection) -> None:
+        self._temporary[dest] = owner
+
+    def temporary_owner(self, dest: Destination) -> ClientConnection | None:
+        return self._temporary.get(dest)
+
+    async def delete_temporary(self, dest: Destination) -> None:
+        self._temporary.pop(dest, None)
+        await self.region.delete(dest)
+
+    # -- management (console, CLI, tests) -------------------------------------------------------
+    def destination_stats(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for d, q in self.region.queues.items():
+            out[d.key] = q.stats.snapshot()
+        for d, t in self.region.topics.items():
+            s = t.stats.snapshot()
+            subs = self.region.subscriptions_for(d)
+            s["consumers"] = sum(len(x.consumers) for x in subs)
+            s["pending"] = sum(x.stats.pending for x in subs)
+            out[d.key] = s
+        for key, sub in self.region.subscriptions.items():
+            out[key] = sub.stats.snapshot()
+        return out
+
+    def queue_size(self, name: str) -> int:
+        q = self.region.queues.get(Destination.queue(name))
+        return q.size() if q is not None else 0
+
+    async def delete_destination(self, dest: Destination) -> bool:
+        if dest.is_temporary:
+            raise DestinationError("temporary destinations go away with their connection")
+        return await self.region.delete(dest)
+
+
+def _has_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        return False
+
+
+__all__ = ["Broker", "SecurityError"]

@@ -1,0 +1,37 @@
+"""The interceptor chain: async send filters folded once into one callable.
+
+A filter is ``async def f(ctx, message, next)``. It may change the message
+(`message.copy(...)`), call ``await next(ctx, message)`` for other destinations
+(virtual topics, composite destinations), or not call it at all (drop).
+The chain is folded at start-up in configuration order; the last link is the
+router. Nothing here goes through pluggy per message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+
+from relaymq.model.message import Message
+
+if TYPE_CHECKING:
+    from relaymq.broker.router import SendContext
+
+Next = Callable[["SendContext", Message], Awaitable[None]]
+SendFilter = Callable[["SendContext", Message, Next], Awaitable[None]]
+
+
+def fold(filters: Sequence[SendFilter], terminal: Next) -> Next:
+    """Compose `filters` (first = outermost) around `terminal`."""
+    chain = terminal
+    for f in reversed(filters):
+        chain = _link(f, chain)
+    return chain
+
+
+def _link(f: SendFilter, nxt: Next) -> Next:
+    async def call(ctx: SendContext, message: Message) -> None:
+        await f(ctx, message, nxt)
+
+    call.__qualname__ = f"chain<{getattr(f, '__qualname__', f)}>"
+    return call

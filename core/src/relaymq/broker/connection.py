@@ -1,0 +1,284 @@
+"""A client's connection as the kernel sees it; what every transport calls.
+
+```python
+conn = await broker.connect(ConnectRequest(username=.., client_id=.., transport="stomp"))
+await conn.send(message)                        # returns once accepted (stored if durable)
+consumer = await conn.subscribe(Destination.queue("A"), selector="x > 1", prefetch=10)
+consumer.on_message = write_to_client          # then settle: consumer.ack(delivery.id)
+await conn.close()                              # unacked deliveries return, temps go away
+```
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from relaymq.broker.router import SendBatch, SendContext
+from relaymq.broker.security import Principal
+from relaymq.broker.transactions import LocalTransaction
+from relaymq.dispatch.consumer import Consumer, Delivery
+from relaymq.dispatch.topic import SubscriptionQueue
+from relaymq.errors import (
+    DestinationError,
+    SecurityError,
+    SubscriptionInUse,
+    TransactionError,
+)
+from relaymq.model.destination import Destination, DestinationKind
+from relaymq.model.message import Message, now_millis
+from relaymq.selector import Selector
+from relaymq.spi.persistence import AddSubscription, RemoveSubscription, SubscriptionRecord, subscription_key
+
+if TYPE_CHECKING:
+    from relaymq.broker.broker import Broker
+
+_ids = itertools.count(1)
+
+
+class ClientConnection:
+    def __init__(self, broker: Broker, principal: Principal, client_id: str | None,
+                 transport: str = "vm", remote_address: str | None = None,
+                 network: bool = False) -> None:
+        self.broker = broker
+        self.principal = principal
+        self.client_id = client_id
+        self.transport = transport
+        self.remote_address = remote_address
+        self.network = network
+        self.id = f"{broker.message_ids.connection_prefix()}"
+        self._producer_seq = itertools.count(1)
+        self._msg_prefix = f"{self.id}:-1:1:"
+        self.consumers: dict[int, Consumer] = {}
+        self.temporary: list[Destination] = []
+        self.transactions: dict[str, LocalTransaction] = {}
+        self._authorized: set[tuple[str, Destination]] = set()
+        self.closed = False
+        self._subs: dict[int, SubscriptionQueue] = {}  # non-durable topic subscriptions
+
+    @property
+    def user(self) -> str | None:
+        return None if self.principal.anonymous else self.principal.name
+
+    # -- security ---------------------------------------------------------------
+    def authorize(self, action: str, destination: Destination) -> None:
+        key = (action, destination)
+        if key in self._authorized:
+            return
+        if not self.broker.authorize(self.principal, action, destination):
+            raise SecurityError(
+                f"user {self.principal.name} is not authorized to {action} {destination}"
+            )
+        self._authorized.add(key)
+
+    # -- producing -----------------------------------------------------------------
+    def new_message_id(self) -> str:
+        return f"{self._msg_prefix}{next(self._producer_seq)}"
+
+    async def send(self, message: Message, txid: str | None = None) -> None:
+        """Route `message`; returns when it is accepted (stored when durable)."""
+        if self.closed:
+            raise DestinationError("connection is closed")
+        dest = message.destination
+        if dest is None:
+            raise DestinationError("a message needs a destination")
+        if (("write", dest)) not in self._authorized:
+            self.authorize("write", dest)
+        if message.message_id is None:
+            message.message_id = self.new_message_id()
+        if not message.timestamp:
+            message.timestamp = now_millis()
+        message.producer_id = self.id
+        if self.broker.usage.memory.full and not (message.durable and self.broker.region.store_persistent):
+            await self.broker.region.flow_control(self.broker.usage.memory.wait(), dest)
+        if message.scheduled_delay or message.scheduled_period or message.scheduled_repeat:
+            if self.broker.scheduler is not None:
+                self.broker.scheduler.schedule(message, self)
+                return
+        txn = self.transactions.get(txid) if txid is not None else None
+        if txid is not None and txn is None:
+            raise TransactionError(f"unknown transaction {txid}")
+        batch = SendBatch()
+        ctx = SendContext(self, batch, txn is not None, self.network)
+        await self.broker.chain(ctx, message)
+        if txn is not None:
+            txn.add_batch(batch)
+        else:
+            await self.broker.region.commit(batch)
+
+    # -- consuming -------------------------------------------------------------------
+    async def subscribe(
+        self,
+        destination: Destination,
+        *,
+        selector: str | None = None,
+        prefetch: int | None = None,
+        credit_mode: bool = False,
+        exclusive: bool = False,
+        browser: bool = False,
+        durable_name: str | None = None,
+        no_local: bool = False,
+        priority: int = 0,
+        name: str | None = None,
+        selector_string_conversion: bool = False,
+        on_message: Callable[[Delivery], Any] | None = None,
+        on_browse_end: Callable[[], Any] | None = None,
+    ) -> Consumer:
+        """Create a consumer; an invalid selector raises `InvalidSelector` here.
+
+        `on_message` receives each `Delivery` synchronously (write it out, do not
+        block). A window consumer (the default) receives at once; a `credit_mode`
+        consumer receives after `add_credit`. A browser gets the queue's messages
+        at subscribe time, then `on_browse_end`."""
+        if self.closed:
+            raise DestinationError("connection is closed")
+        compiled = (Selector.compile(selector, string_conversion=selector_string_conversion)
+                    if selector and selector.strip() else None)
+        self.authorize("read", destination)
+        broker = self.broker
+        if prefetch is None:
+            prefetch = broker.policies.prefetch_for(destination, durable_name is not None, browser)
+        consumer = Consumer(
+            self, destination, selector=compiled, prefetch=prefetch, credit_mode=credit_mode,
+            exclusive=exclusive, browser=browser, durable_name=durable_name, no_local=no_local,
+            priority=priority, name=name, network=self.network,
+        )
+        if on_message is not None:
+            consumer.on_message = on_message
+        consumer.on_browse_end = on_browse_end
+        if destination.is_temporary and destination not in self.temporary:
+            owner = broker.temporary_owner(destination)
+            if owner is None:
+                raise DestinationError(f"temporary destination {destination} does not exist")
+        if destination.is_queue:
+            if durable_name is not None:
+                raise DestinationError("a durable subscription needs a topic, not a queue")
+            queue = await broker.region.queue(destination)
+            self.consumers[consumer.id] = consumer
+            queue.add_consumer(consumer)
+        elif durable_name is not None:
+            sub = await self._durable(destination, durable_name, compiled, no_local)
+            if any(not c.closed for c in sub.consumers):
+                raise SubscriptionInUse(
+                    f"durable subscription {durable_name!r} of client {self.client_id} "
+                    f"already has a consumer"
+                )
+            consumer.selector = None  # applied when published
+            self.consumers[consumer.id] = consumer
+            sub.add_consumer(consumer)
+        else:
+            if browser:
+                raise DestinationError("browsing needs a queue")
+            sub = SubscriptionQueue(
+                broker.region, destination, f"sub://{consumer.id}",
+                broker.policies.entry_for(destination), compiled,
+                no_local_connection=self.id if no_local else None,
+            )
+            consumer.selector = None
+            self._subs[consumer.id] = sub
+            broker.region.add_subscription(sub)
+            self.consumers[consumer.id] = consumer
+            sub.add_consumer(consumer)
+        broker.events.consumer_added(consumer)
+        return consumer
+
+    async def _durable(self, topic: Destination, name: str, selector: Selector | None,
+                       no_local: bool) -> SubscriptionQueue:
+        if not self.client_id:
+            raise DestinationError("a durable subscription needs a client id")
+        region = self.broker.region
+        key = subscription_key(self.client_id, name)
+        sub = region.subscriptions.get(key)
+        text = selector.text if selector else None
+        if sub is not None and sub.record is not None and (
+            sub.record.topic != topic.key or sub.record.selector != text
+            or sub.record.no_local != no_local
+        ):
+            if any(not c.closed for c in sub.consumers):
+                raise SubscriptionInUse(f"durable subscription {name!r} is in use")
+            # ActiveMQ semantics: a changed topic or selector replaces the subscription.
+            await self._drop_durable(sub)
+            sub = None
+        if sub is None:
+            record = SubscriptionRecord(self.client_id, name, topic.key, text, no_local)
+            sub = self.broker.make_durable(record, selector)
+            if region.store_persistent:
+                await region.store.write([AddSubscription(record)])
+            region.add_subscription(sub)
+        else:
+            sub.no_local_connection = self.id if no_local else None
+        return sub
+
+    async def _drop_durable(self, sub: SubscriptionQueue) -> None:
+        region = self.broker.region
+        region.remove_subscription(sub)
+        if region.store_persistent:
+            await region.store.write([RemoveSubscription(sub.key)])
+
+    async def unsubscribe(self, name: str) -> None:
+        """Remove a durable subscription; refused while a consumer is attached."""
+        if not self.client_id:
+            raise DestinationError("unsubscribe needs a client id")
+        sub = self.broker.region.subscriptions.get(subscription_key(self.client_id, name))
+        if sub is None:
+            raise DestinationError(f"no durable subscription {name!r} for client {self.client_id}")
+        if any(not c.closed for c in sub.consumers):
+            raise SubscriptionInUse("Durable consumer is in use")
+        await self._drop_durable(sub)
+
+    def close_consumer(self, consumer: Consumer) -> None:
+        self.consumers.pop(consumer.id, None)
+        consumer.close()
+        sub = self._subs.pop(consumer.id, None)
+        if sub is not None:
+            self.broker.region.remove_subscription(sub)
+        self.broker.events.consumer_removed(consumer)
+
+    # -- temporary destinations --------------------------------------------------------
+    def create_temporary(self, kind: DestinationKind = DestinationKind.TEMP_QUEUE,
+                         name: str | None = None) -> Destination:
+        if kind not in (DestinationKind.TEMP_QUEUE, DestinationKind.TEMP_TOPIC):
+            raise DestinationError(f"{kind} is not a temporary kind")
+        dest = Destination(kind, name or f"{self.id}:{len(self.temporary) + 1}")
+        self.temporary.append(dest)
+        self.broker.register_temporary(dest, self)
+        return dest
+
+    # -- transactions ------------------------------------------------------------------
+    def begin(self, txid: str) -> LocalTransaction:
+        if txid in self.transactions:
+            raise TransactionError(f"transaction {txid} already exists")
+        txn = self.transactions[txid] = LocalTransaction(txid, self.broker.region)
+        return txn
+
+    def transaction(self, txid: str) -> LocalTransaction:
+        txn = self.transactions.get(txid)
+        if txn is None:
+            raise TransactionError(f"unknown transaction {txid}")
+        return txn
+
+    async def commit(self, txid: str) -> None:
+        txn = self.transaction(txid)
+        del self.transactions[txid]
+        await txn.commit()
+
+    def rollback(self, txid: str) -> None:
+        txn = self.transaction(txid)
+        del self.transactions[txid]
+        txn.rollback()
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for txn in list(self.transactions.values()):
+            txn.rollback()
+        self.transactions.clear()
+        for consumer in list(self.consumers.values()):
+            self.close_consumer(consumer)
+        for dest in self.temporary:
+            await self.broker.delete_temporary(dest)
+        self.temporary.clear()
+        self.broker.connection_closed(self)

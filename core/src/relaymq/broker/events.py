@@ -1,0 +1,45 @@
+"""Broker events forwarded to pluggy hooks (rare events only, never per message)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+
+if TYPE_CHECKING:
+    from relaymq.broker.broker import Broker
+    from relaymq.dispatch.consumer import Consumer
+
+
+class BrokerEvents:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._hook = broker.plugins.pm.hook
+
+    def destination_added(self, destination: Destination) -> None:
+        self._hook.relaymq_destination_added(broker=self._broker, destination=destination)
+
+    def destination_removed(self, destination: Destination) -> None:
+        self._hook.relaymq_destination_removed(broker=self._broker, destination=destination)
+
+    def consumer_added(self, consumer: Consumer) -> None:
+        self._hook.relaymq_consumer_added(broker=self._broker, consumer=consumer)
+
+    def consumer_removed(self, consumer: Consumer) -> None:
+        self._hook.relaymq_consumer_removed(broker=self._broker, consumer=consumer)
+
+    def message_dead_lettered(self, message: Message, destination: Destination, reason: str) -> None:
+        self._hook.relaymq_message_dead_lettered(
+            broker=self._broker, message=message, destination=destination, reason=reason
+        )
+
+    def message_expired(self, message: Message, destination: Destination) -> None:
+        self._hook.relaymq_message_expired(
+            broker=self._broker, message=message, destination=destination
+        )
+
+    def persistence_recovered(self, destination: Destination, count: int) -> None:
+        self._hook.relaymq_persistence_recovered(
+            broker=self._broker, destination=destination, count=count
+        )

@@ -1,0 +1,25 @@
+"""Who is connecting, and the default security (allow everything)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class ConnectRequest:
+    username: str | None = None
+    password: str | None = None
+    client_id: str | None = None
+    transport: str = "vm"
+    remote_address: str | None = None
+    certificates: list[object] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str
+    groups: frozenset[str] = frozenset()
+    anonymous: bool = False
+
+
+ANONYMOUS = Principal("anonymous", anonymous=True)

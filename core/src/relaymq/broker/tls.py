@@ -1,0 +1,36 @@
+"""Server-side TLS contexts for connectors, from URI options."""
+
+from __future__ import annotations
+
+import ssl
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from relaymq.spi.transport import ConnectorContext
+
+
+def server_ssl_context(ctx: ConnectorContext) -> ssl.SSLContext | None:
+    """Build a context when the scheme asks for TLS (`amqps`, `stomp+ssl`, `*+ssl`)
+    or a certificate is given. Options: `certFile`/`keyStore` (PEM cert chain),
+    `keyFile` (PEM key; defaults to the cert file), `caFile`/`trustStore` (CA
+    bundle for client certificates), `needClientAuth=true`."""
+    scheme = ctx.uri.scheme
+    wants_tls = scheme.endswith("s") and scheme in ("amqps", "https", "wss") or "+ssl" in scheme
+    cert = ctx.option("certFile") or ctx.option("keyStore")
+    if not wants_tls and not cert:
+        return None
+    if not cert:
+        raise ValueError(
+            f"connector {ctx.uri.raw} uses TLS but names no certificate; add "
+            "?certFile=server.pem&keyFile=server.key to its URI"
+        )
+    sslctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sslctx.load_cert_chain(cert, ctx.option("keyFile") or None, ctx.option("keyPassword"))
+    ca = ctx.option("caFile") or ctx.option("trustStore")
+    if ca:
+        sslctx.load_verify_locations(ca)
+    if (ctx.option("needClientAuth") or "").lower() == "true":
+        sslctx.verify_mode = ssl.CERT_REQUIRED
+    elif (ctx.option("wantClientAuth") or "").lower() == "true":
+        sslctx.verify_mode = ssl.CERT_OPTIONAL
+    return sslctx

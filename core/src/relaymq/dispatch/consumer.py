@@ -1,0 +1,202 @@
+"""Consumers: a client's subscription to a queue (or topic subscription).
+
+Transports set `on_message` (called synchronously with each `Delivery`; write it
+to the client, do not block) and, for browsers, `on_browse_end`. Flow is bounded
+either by a prefetch window (unacknowledged deliveries < `prefetch`; STOMP, JMS)
+or by link credit (AMQP: `add_credit`, `drain`). A window of 0 means pull:
+each `pull()` allows one more delivery.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from relaymq.dispatch.entry import QueueEntry
+from relaymq.errors import UnknownDelivery
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+
+if TYPE_CHECKING:
+    from relaymq.broker.connection import ClientConnection
+    from relaymq.broker.transactions import LocalTransaction
+    from relaymq.dispatch.queue import Queue
+    from relaymq.selector import Selector
+
+_ids = itertools.count(1)
+
+
+class Delivery:
+    """One message handed to one consumer; `id` is what the client acks."""
+
+    __slots__ = ("id", "message", "delivery_count", "entry")
+
+    def __init__(self, id: int, message: Message, delivery_count: int, entry: QueueEntry) -> None:
+        self.id = id
+        self.message = message
+        self.delivery_count = delivery_count  # previous deliveries that were not acked
+        self.entry = entry
+
+    @property
+    def redelivered(self) -> bool:
+        return self.delivery_count > 0
+
+
+class NackMode:
+    RELEASE = "release"  # back to the queue, not a failure (AMQP released)
+    FAILED = "failed"  # counted; redelivery policy or the default (AMQP modified failed)
+    POISON = "poison"  # counted; the redeliveryPlugin's policy, else the DLQ at once (STOMP NACK)
+    REJECT = "reject"  # to the DLQ at once (AMQP rejected)
+
+
+class Consumer:
+    """The kernel side of one consumer; created by `ClientConnection.subscribe`."""
+
+    def __init__(
+        self,
+        connection: ClientConnection | None,
+        destination: Destination,
+        *,
+        selector: Selector | None = None,
+        prefetch: int = 1000,
+        credit_mode: bool = False,
+        exclusive: bool = False,
+        browser: bool = False,
+        durable_name: str | None = None,
+        no_local: bool = False,
+        priority: int = 0,
+        name: str | None = None,
+        network: bool = False,
+    ) -> None:
+        self.id = next(_ids)
+        self.name = name or f"consumer-{self.id}"
+        self.connection = connection
+        self.destination = destination
+        self.selector = selector
+        self.prefetch = prefetch
+        self.credit_mode = credit_mode
+        self.credit = 0  # AMQP link credit, or pulls outstanding with prefetch 0
+        self.drain_requested = False
+        self.exclusive = exclusive
+        self.browser = browser
+        self.durable_name = durable_name
+        self.no_local = no_local
+        self.priority = priority
+        self.network = network  # a broker-connection consumer (does not widen selector caches)
+        self.inflight: dict[int, QueueEntry] = {}
+        self.queue: Queue | None = None
+        self.closed = False
+        self._next_delivery = itertools.count(1)
+        self.on_message: Callable[[Delivery], Any] = _unset
+        self.on_browse_end: Callable[[], Any] | None = None
+        self.on_drained: Callable[[], Any] | None = None
+        self.on_closed: Callable[[str], Any] | None = None  # broker-side close (queue deleted)
+
+    @property
+    def selector_text(self) -> str | None:
+        return self.selector.text if self.selector is not None else None
+
+    # -- flow ---------------------------------------------------------------
+    def capacity(self) -> int:
+        if self.closed:
+            return 0
+        if self.credit_mode or self.prefetch <= 0:
+            return self.credit
+        return self.prefetch - len(self.inflight)
+
+    def add_credit(self, n: int) -> None:
+        """Grant `n` more deliveries (AMQP flow; or pulls when prefetch is 0)."""
+        self.credit += n
+        self._kick()
+
+    def set_credit(self, n: int, drain: bool = False) -> None:
+        """Set the absolute link credit (AMQP flow frame) and maybe drain."""
+        self.credit = max(n, 0)
+        self.drain_requested = drain
+        self._kick()
+        if drain and self.credit > 0:
+            self._finish_drain()
+
+    def pull(self) -> None:
+        """With prefetch 0: ask for exactly one message."""
+        self.add_credit(1)
+
+    def _finish_drain(self) -> None:
+        self.credit = 0
+        self.drain_requested = False
+        if self.on_drained is not None:
+            self.on_drained()
+
+    def _kick(self) -> None:
+        if self.queue is not None:
+            self.queue.dispatch()
+
+    def _took(self, entry: QueueEntry) -> Delivery:
+        """Record a delivery of `entry` to this consumer (called by the queue)."""
+        did = next(self._next_delivery)
+        entry.consumer = self
+        entry.delivery_id = did
+        if not self.browser:
+            self.inflight[did] = entry
+        if self.credit_mode or self.prefetch <= 0:
+            self.credit -= 1
+        return Delivery(did, entry.message, entry.delivery_count, entry)
+
+    # -- settlement -----------------------------------------------------------
+    def _take(self, delivery_id: int) -> QueueEntry:
+        entry = self.inflight.pop(delivery_id, None)
+        if entry is None:
+            raise UnknownDelivery(f"consumer {self.name} holds no delivery {delivery_id}")
+        return entry
+
+    def ack(self, delivery_id: int, txn: LocalTransaction | None = None) -> Awaitable[None] | None:
+        """Acknowledge one delivery; returns an awaitable when the removal is being
+        stored (await it before telling the client the ack is durable)."""
+        entry = self._take(delivery_id)
+        assert self.queue is not None
+        if txn is not None:
+            txn.add_ack(self, entry)
+            return None
+        return self.queue.acknowledge(entry)
+
+    def ack_cumulative(self, delivery_id: int, txn: LocalTransaction | None = None) -> Awaitable[None] | None:
+        """Acknowledge `delivery_id` and every earlier delivery still held."""
+        if delivery_id not in self.inflight:
+            raise UnknownDelivery(f"consumer {self.name} holds no delivery {delivery_id}")
+        last = None
+        for did in [d for d in self.inflight if d <= delivery_id]:
+            last = self.ack(did, txn)
+        return last
+
+    def nack(self, delivery_id: int, mode: str = NackMode.POISON) -> None:
+        entry = self._take(delivery_id)
+        assert self.queue is not None
+        self.queue.settle_negative(entry, mode)
+
+    def release(self, delivery_id: int) -> None:
+        self.nack(delivery_id, NackMode.RELEASE)
+
+    def fail(self, delivery_id: int) -> None:
+        self.nack(delivery_id, NackMode.FAILED)
+
+    def reject(self, delivery_id: int) -> None:
+        self.nack(delivery_id, NackMode.REJECT)
+
+    def holds(self, delivery_id: int) -> bool:
+        return delivery_id in self.inflight
+
+    def close(self) -> None:
+        """Detach: every unacknowledged delivery returns to the queue as redelivered."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.queue is not None:
+            self.queue.remove_consumer(self)
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.name}, {self.destination}, selector={self.selector_text!r})"
+
+
+def _unset(delivery: Delivery) -> None:
+    raise RuntimeError("consumer.on_message was not set before credit was granted")

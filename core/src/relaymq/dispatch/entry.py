@@ -1,0 +1,114 @@
+"""Queue entries and the pending list a queue dispatches from."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from relaymq.model.message import Message
+
+if TYPE_CHECKING:
+    from relaymq.dispatch.consumer import Consumer
+
+
+class QueueEntry:
+    """One message on one queue (or subscription) with its delivery state."""
+
+    __slots__ = ("seq", "message", "delivery_count", "stored", "consumer", "delivery_id",
+                 "removed")
+
+    def __init__(self, seq: int, message: Message, stored: bool = False) -> None:
+        self.seq = seq
+        self.message = message
+        self.delivery_count = 0  # previous deliveries that did not end in an ack
+        self.stored = stored  # written to the persistence adapter
+        self.consumer: Consumer | None = None  # who holds it while in flight
+        self.delivery_id = 0
+        self.removed = False
+
+    @property
+    def priority(self) -> int:
+        p = self.message.priority
+        return 0 if p < 0 else 9 if p > 9 else p
+
+
+class PendingList:
+    """Messages waiting for a consumer, in dispatch order.
+
+    FIFO by default; with `prioritized` one FIFO per priority, highest first.
+    Entries that come back (released, redelivered, their consumer gone) return in
+    sequence order ahead of newer messages. Removal from anywhere is O(1), which
+    selectors, groups and expiry need.
+    """
+
+    __slots__ = ("_levels", "_prioritized", "_len", "_bytes")
+
+    def __init__(self, prioritized: bool = False) -> None:
+        self._prioritized = prioritized
+        self._levels: list[OrderedDict[int, QueueEntry]] = [
+            OrderedDict() for _ in range(10 if prioritized else 1)
+        ]
+        self._len = 0
+        self._bytes = 0
+
+    def _level(self, entry: QueueEntry) -> OrderedDict[int, QueueEntry]:
+        return self._levels[entry.priority] if self._prioritized else self._levels[0]
+
+    def append(self, entry: QueueEntry) -> None:
+        self._level(entry)[entry.seq] = entry
+        self._len += 1
+        self._bytes += entry.message.size
+
+    def put_back(self, entry: QueueEntry) -> None:
+        """Return an entry ahead of everything newer than it."""
+        level = self._level(entry)
+        level[entry.seq] = entry
+        self._len += 1
+        self._bytes += entry.message.size
+        # Returned entries go to the front; callers return several in descending
+        # sequence order so they end up in sequence order.
+        level.move_to_end(entry.seq, last=False)
+
+    def remove(self, entry: QueueEntry) -> bool:
+        level = self._level(entry)
+        if level.pop(entry.seq, None) is None:
+            return False
+        self._len -= 1
+        self._bytes -= entry.message.size
+        return True
+
+    def popleft(self) -> QueueEntry | None:
+        for level in reversed(self._levels):
+            if level:
+                _, entry = level.popitem(last=False)
+                self._len -= 1
+                self._bytes -= entry.message.size
+                return entry
+        return None
+
+    def peek(self) -> QueueEntry | None:
+        for level in reversed(self._levels):
+            if level:
+                return next(iter(level.values()))
+        return None
+
+    def __iter__(self) -> Iterator[QueueEntry]:
+        for level in reversed(self._levels):
+            yield from list(level.values())
+
+    def window(self, limit: int) -> list[QueueEntry]:
+        out: list[QueueEntry] = []
+        for level in reversed(self._levels):
+            for entry in level.values():
+                out.append(entry)
+                if len(out) >= limit:
+                    return out
+        return out
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes

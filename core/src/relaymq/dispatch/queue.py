@@ -1,0 +1,451 @@
+"""A queue: pending messages, consumers, dispatch, settlement and paging.
+
+Topic subscriptions are queues too (`SubscriptionQueue`), so prefetch, acks,
+redelivery and dead-lettering behave the same everywhere.
+
+Dispatch runs synchronously when something changes (a message arrives, credit is
+granted, a delivery is settled) and hands deliveries to `Consumer.on_message`.
+Only a window of `maxPageSize` pending messages is scanned when selectors or
+message groups make some messages wait for a particular consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from relaymq.config.model import PolicyEntryConfig
+from relaymq.dispatch.consumer import Consumer, NackMode
+from relaymq.dispatch.entry import PendingList, QueueEntry
+from relaymq.dispatch.redelivery import DEFAULT_FAILED_POLICY
+from relaymq.dispatch.stats import DestinationStatistics
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message, SelectorView, now_millis
+from relaymq.spi.persistence import AddMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from relaymq.broker.region import Region
+    from relaymq.broker.router import SendBatch
+
+
+class Queue:
+    """Point-to-point delivery with competing consumers."""
+
+    kind = "queue"
+
+    def __init__(self, region: Region, destination: Destination, key: str,
+                 policy: PolicyEntryConfig, last_seq: int = 0) -> None:
+        self.region = region
+        self.destination = destination
+        self.key = key
+        self.policy = policy
+        self.pending = PendingList(policy.prioritized_messages)
+        self.consumers: list[Consumer] = []
+        self.browsers: list[Consumer] = []
+        self.groups: dict[str, Consumer] = {}
+        self.stats = DestinationStatistics()
+        self.last_seq = last_seq
+        self.memory_limit = policy.memory_limit or region.usage.memory.limit
+        self.deleted = False
+        self._rr = 0
+        self._dispatching = False
+        self._again = False
+        # Paging: persistent messages beyond the memory window stay in the store.
+        self._paging = False
+        self._paging_in = False
+        self._loaded_seq = 0
+        self._unplaced: set[int] = set()
+        self._space_waiters: list[asyncio.Future[None]] = []
+        self._browse_cursors: dict[int, list[QueueEntry]] = {}
+
+    # -- arrival -------------------------------------------------------------------
+    def next_seq(self) -> int:
+        self.last_seq += 1
+        return self.last_seq
+
+    def prepare(self, message: Message, batch: SendBatch) -> None:
+        """Give `message` a sequence number on this queue and add it to `batch`;
+        it becomes visible when the batch commits (`enqueue`)."""
+        seq = self.next_seq()
+        stored = message.durable and self.region.store_persistent
+        entry = QueueEntry(seq, message, stored)
+        if stored:
+            batch.ops.append(AddMessage(self.key, seq, message))
+            self._unplaced.add(seq)
+        batch.placed.append((self, entry))
+
+    def discard(self, entry: QueueEntry) -> None:
+        """A prepared entry whose batch was abandoned (transaction rolled back)."""
+        self._unplaced.discard(entry.seq)
+
+    def enqueue(self, entry: QueueEntry) -> None:
+        if self.deleted:
+            return
+        self._unplaced.discard(entry.seq)
+        stats = self.stats
+        stats.enqueued += 1
+        stats.pending += 1
+        if entry.stored and (self._paging or self._over_window()):
+            if entry.seq > self._loaded_seq:
+                if not self._paging:
+                    self._paging = True
+                return  # stays in the store; paged in when the window has room
+        if entry.seq > self._loaded_seq:
+            self._loaded_seq = entry.seq
+        self._hold(entry)
+        self.pending.append(entry)
+        self.dispatch()
+
+    def _hold(self, entry: QueueEntry) -> None:
+        n = entry.message.size
+        self.stats.memory_used += n
+        self.region.usage.memory.add(n)
+
+    def _unhold(self, entry: QueueEntry) -> None:
+        n = entry.message.size
+        self.stats.memory_used -= n
+        self.region.usage.memory.sub(n)
+        if self._space_waiters and not self.is_full():
+            for f in self._space_waiters:
+                if not f.done():
+                    f.set_result(None)
+            self._space_waiters.clear()
+
+    def _over_window(self) -> bool:
+        return (self.stats.memory_used > self.memory_limit * 0.7
+                or self.region.usage.memory.used > self.region.usage.memory.limit * 0.7)
+
+    def is_full(self) -> bool:
+        """Producers of non-persistent messages wait while this is true."""
+        return self.policy.producer_flow_control and self.stats.memory_used >= self.memory_limit
+
+    async def wait_for_space(self) -> None:
+        while self.is_full() and not self.deleted:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._space_waiters.append(fut)
+            await fut
+
+    # -- paging ----------------------------------------------------------------------
+    def _maybe_page_in(self) -> None:
+        if self._paging and not self._paging_in and len(self.pending) < self.policy.max_page_size:
+            self._paging_in = True
+            asyncio.get_running_loop().create_task(self._page_in())
+
+    async def _page_in(self) -> None:
+        try:
+            limit = max(self.policy.max_page_size * 5, 1000)
+            while self._paging and not self.deleted:
+                records = await self.region.store.read(self.key, self._loaded_seq, limit)
+                for rec in records:
+                    if rec.seq > self._loaded_seq:
+                        self._loaded_seq = rec.seq
+                    if rec.seq in self._unplaced:
+                        continue  # its own enqueue is about to add it
+                    entry = QueueEntry(rec.seq, rec.message, True)
+                    self._hold(entry)
+                    self.pending.append(entry)
+                if len(records) < limit:
+                    self._paging = False
+                self.dispatch()
+                if self._over_window() or len(self.pending) >= self.policy.max_page_size:
+                    break
+        finally:
+            self._paging_in = False
+
+    async def recover(self) -> int:
+        """Load the first window of stored messages after a restart."""
+        stats = await self.region.store.stats(self.key)
+        self.last_seq = max(self.last_seq, stats.last_seq)
+        self.stats.pending = stats.count
+        if stats.count:
+            self._paging = True
+            self._loaded_seq = 0
+            await self._page_in()
+        return stats.count
+
+    # -- consumers ---------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        consumer.queue = self
+        if consumer.browser:
+            self._start_browse(consumer)
+            return
+        self.consumers.append(consumer)
+        self.consumers.sort(key=lambda c: -c.priority)
+        self.stats.consumers = len(self.consumers)
+        self.dispatch()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer.browser:
+            if consumer in self.browsers:
+                self.browsers.remove(consumer)
+            self._browse_cursors.pop(consumer.id, None)
+            return
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self.stats.consumers = len(self.consumers)
+        for gid in [g for g, c in self.groups.items() if c is consumer]:
+            del self.groups[gid]
+        returned = sorted(consumer.inflight.values(), key=lambda e: e.seq, reverse=True)
+        consumer.inflight.clear()
+        for entry in returned:
+            entry.consumer = None
+            entry.delivery_count += 1
+            self.stats.in_flight -= 1
+            self.pending.put_back(entry)
+        self.dispatch()
+
+    def _active_consumers(self) -> list[Consumer]:
+        consumers = self.consumers
+        for c in consumers:
+            if c.exclusive:
+                return [c]  # the first exclusive consumer receives; the others stand by
+        return consumers
+
+    # -- dispatch -----------------------------------------------------------------------
+    def dispatch(self) -> None:
+        if self._dispatching:
+            self._again = True
+            return
+        self._dispatching = True
+        try:
+            while True:
+                self._again = False
+                if self.pending and self.consumers:
+                    self._dispatch_once()
+                if self.browsers:
+                    for b in list(self.browsers):
+                        self._pump_browser(b)
+                if not self._again:
+                    break
+        finally:
+            self._dispatching = False
+        if self._paging:
+            self._maybe_page_in()
+
+    def _dispatch_once(self) -> None:
+        consumers = self._active_consumers()
+        now = now_millis()
+        pending = self.pending
+        if len(consumers) == 1 and consumers[0].selector is None and not self.groups:
+            c = consumers[0]
+            cap = c.capacity()
+            while cap > 0:
+                head = pending.peek()
+                if head is None:
+                    break
+                if head.message.group_id is not None:
+                    break  # message groups need the general path
+                pending.popleft()
+                exp = head.message.expiration
+                if exp and exp <= now:
+                    self._expire(head)
+                    continue
+                self._deliver(c, head)
+                cap = c.capacity()
+            if cap <= 0 or not pending or pending.peek().message.group_id is None:  # type: ignore[union-attr]
+                return
+        total = sum(max(c.capacity(), 0) for c in consumers)
+        if total <= 0:
+            return
+        plain = all(c.selector is None for c in consumers) and not self.groups
+        limit = total if plain else max(self.policy.max_page_size, total)
+        n = len(consumers)
+        for entry in pending.window(limit):
+            exp = entry.message.expiration
+            if exp and exp <= now:
+                pending.remove(entry)
+                self._expire(entry)
+                continue
+            target = self._choose(entry, consumers, n)
+            if target is None:
+                if total <= 0:
+                    break
+                continue
+            pending.remove(entry)
+            self._deliver(target, entry)
+            total -= 1
+            if total <= 0:
+                break
+
+    def _choose(self, entry: QueueEntry, consumers: list[Consumer], n: int) -> Consumer | None:
+        gid = entry.message.group_id
+        if gid is not None:
+            owner = self.groups.get(gid)
+            if owner is not None and not owner.closed and owner in consumers:
+                return owner if owner.capacity() > 0 else None
+        view = None
+        start = self._rr
+        for i in range(n):
+            c = consumers[(start + i) % n]
+            if c.capacity() <= 0:
+                continue
+            sel = c.selector
+            if sel is not None:
+                if view is None:
+                    view = SelectorView(entry.message, entry.delivery_count)
+                if not sel.matches(view):
+                    continue
+            self._rr = (start + i + 1) % n
+            if gid is not None:
+                self.groups[gid] = c
+            return c
+        return None
+
+    def _deliver(self, consumer: Consumer, entry: QueueEntry) -> None:
+        delivery = consumer._took(entry)
+        self.stats.dispatched += 1
+        self.stats.in_flight += 1
+        msg = entry.message
+        if msg.group_id is not None and msg.group_seq == -1:
+            self.groups.pop(msg.group_id, None)  # the group is closed
+        consumer.on_message(delivery)
+        if consumer.drain_requested and consumer.credit <= 0:
+            consumer.drain_requested = False
+            if consumer.on_drained is not None:
+                consumer.on_drained()
+
+    def drain(self, consumer: Consumer) -> None:
+        """AMQP drain: deliver what is available, then use up the remaining credit."""
+        consumer.drain_requested = True
+        self.dispatch()
+        if consumer.drain_requested:
+            consumer._finish_drain()
+
+    # -- browsing -----------------------------------------------------------------------
+    def _start_browse(self, browser: Consumer) -> None:
+        now = now_millis()
+        held = [e for c in self.consumers for e in c.inflight.values()]
+        snapshot = sorted(list(self.pending) + held, key=lambda e: e.seq)
+        sel = browser.selector
+        cursor = [
+            e for e in snapshot
+            if not e.message.is_expired(now)
+            and (sel is None or sel.matches(SelectorView(e.message, e.delivery_count)))
+        ]
+        cursor.reverse()  # pop() from the end gives sequence order
+        self._browse_cursors[browser.id] = cursor
+        self.browsers.append(browser)
+        self._pump_browser(browser)
+
+    def _pump_browser(self, browser: Consumer) -> None:
+        cursor = self._browse_cursors.get(browser.id)
+        if cursor is None:
+            return
+        while cursor and browser.capacity() > 0:
+            entry = cursor.pop()
+            if entry.removed:
+                continue
+            delivery = browser._took(entry)
+            browser.on_message(delivery)
+        if not cursor:
+            del self._browse_cursors[browser.id]
+            self.browsers.remove(browser)
+            if browser.on_browse_end is not None:
+                browser.on_browse_end()
+
+    # -- settlement ---------------------------------------------------------------------
+    def acknowledge(self, entry: QueueEntry) -> Awaitable[None] | None:
+        self._remove_entry(entry)
+        self.stats.dequeued += 1
+        self.stats.in_flight -= 1
+        fut = self.region.store_remove(self.key, entry.seq) if entry.stored else None
+        self.dispatch()
+        return fut
+
+    def _remove_entry(self, entry: QueueEntry) -> None:
+        entry.removed = True
+        entry.consumer = None
+        self.stats.pending -= 1
+        self._unhold(entry)
+
+    def settle_negative(self, entry: QueueEntry, mode: str) -> None:
+        self.stats.in_flight -= 1
+        entry.consumer = None
+        if mode == NackMode.RELEASE:
+            self.pending.put_back(entry)
+            self.dispatch()
+            return
+        if mode == NackMode.REJECT:
+            self.dead_letter(entry, "rejected by the consumer")
+            return
+        entry.delivery_count += 1
+        pmap = self.region.redelivery
+        policy = pmap.policy_for(self.destination) if pmap is not None else None
+        if policy is None:
+            if mode == NackMode.POISON:
+                self.dead_letter(entry, "poison ack: no redelivery policy")
+                return
+            policy = DEFAULT_FAILED_POLICY
+        if policy.exceeded(entry.delivery_count):
+            if pmap is None or pmap.send_to_dlq_if_max_retries_exceeded:
+                self.dead_letter(entry, f"max redeliveries ({policy.maximum_redeliveries}) exceeded")
+            else:
+                self._drop(entry)
+            return
+        delay = policy.delay_for(entry.delivery_count)
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay, self._redeliver, entry)
+        else:
+            self._redeliver(entry)
+
+    def _redeliver(self, entry: QueueEntry) -> None:
+        if entry.removed or self.deleted:
+            return
+        self.pending.put_back(entry)
+        self.dispatch()
+
+    def dead_letter(self, entry: QueueEntry, reason: str, expired: bool = False) -> None:
+        self._remove_entry(entry)
+        self.region.dead_letter(self, entry, reason, expired)
+
+    def _drop(self, entry: QueueEntry) -> None:
+        self._remove_entry(entry)
+        self.stats.dequeued += 1
+        if entry.stored:
+            self.region.store_remove(self.key, entry.seq)
+
+    def _expire(self, entry: QueueEntry) -> None:
+        self.stats.expired += 1
+        self.region.message_expired(self, entry)
+        self.dead_letter(entry, "expired", expired=True)
+
+    def expire_scan(self) -> int:
+        """The periodic check (`expireMessagesPeriod`): expire what waits too long."""
+        now = now_millis()
+        expired = [e for e in self.pending if e.message.is_expired(now)]
+        for entry in expired:
+            self.pending.remove(entry)
+            self._expire(entry)
+        return len(expired)
+
+    # -- management ---------------------------------------------------------------------
+    def size(self) -> int:
+        return self.stats.pending
+
+    def purge(self) -> int:
+        entries = list(self.pending)
+        for entry in entries:
+            self.pending.remove(entry)
+            self._drop(entry)
+        return len(entries)
+
+    def close_all(self, reason: str) -> None:
+        """The destination is going away: detach every consumer."""
+        self.deleted = True
+        for c in list(self.consumers) + list(self.browsers):
+            c.closed = True
+            if c.on_closed is not None:
+                c.on_closed(reason)
+        self.consumers.clear()
+        self.browsers.clear()
+        for f in self._space_waiters:
+            if not f.done():
+                f.set_result(None)
+        for entry in list(self.pending):
+            self._unhold(entry)
+        self.pending = PendingList(self.policy.prioritized_messages)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.destination} pending={self.stats.pending}>"

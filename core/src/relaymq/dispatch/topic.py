@@ -1,0 +1,84 @@
+"""Topics: publish/subscribe through one subscription queue per subscriber.
+
+A non-durable subscription lives as long as its consumer and only sees messages
+published after it subscribed. A durable subscription (client id + name) is a
+`SubscriptionQueue` with a store key, kept while its consumer is away and across
+restarts when the store is persistent. Selectors and no-local are applied when a
+message is published, so a subscription only ever holds what it will deliver.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from relaymq.config.model import PolicyEntryConfig
+from relaymq.dispatch.entry import QueueEntry
+from relaymq.dispatch.queue import Queue
+from relaymq.dispatch.stats import DestinationStatistics
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message, SelectorView
+from relaymq.spi.persistence import AddMessage, SubscriptionRecord
+
+if TYPE_CHECKING:
+    from relaymq.broker.region import Region
+    from relaymq.broker.router import SendBatch
+    from relaymq.selector import Selector
+
+
+class SubscriptionQueue(Queue):
+    """The messages one topic subscription has yet to deliver."""
+
+    kind = "subscription"
+
+    def __init__(self, region: Region, topic: Destination, key: str, policy: PolicyEntryConfig,
+                 selector: Selector | None, no_local_connection: str | None = None,
+                 record: SubscriptionRecord | None = None, last_seq: int = 0) -> None:
+        super().__init__(region, topic, key, policy, last_seq)
+        self.selector = selector
+        self.no_local_connection = no_local_connection
+        self.record = record
+
+    @property
+    def durable(self) -> bool:
+        return self.record is not None
+
+    def accepts(self, message: Message) -> bool:
+        if self.no_local_connection is not None and message.producer_id == self.no_local_connection:
+            return False
+        sel = self.selector
+        return sel is None or sel.matches(SelectorView(message))
+
+    def prepare(self, message: Message, batch: SendBatch) -> None:
+        seq = self.next_seq()
+        stored = self.record is not None and message.durable and self.region.store_persistent
+        entry = QueueEntry(seq, message, stored)
+        if stored:
+            batch.ops.append(AddMessage(self.key, seq, message))
+            self._unplaced.add(seq)
+        batch.placed.append((self, entry))
+
+
+class Topic:
+    """A topic name: publishing fans out to every matching subscription."""
+
+    kind = "topic"
+
+    def __init__(self, region: Region, destination: Destination, policy: PolicyEntryConfig) -> None:
+        self.region = region
+        self.destination = destination
+        self.key = destination.key
+        self.policy = policy
+        self.stats = DestinationStatistics()
+        self.deleted = False
+
+    def publish(self, message: Message, batch: SendBatch) -> None:
+        self.stats.enqueued += 1
+        for sub in self.region.subscriptions_for(self.destination):
+            if sub.accepts(message):
+                sub.prepare(message, batch)
+
+    def size(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"<Topic {self.destination}>"
