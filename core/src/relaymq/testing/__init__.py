@@ -1,0 +1,11 @@
+"""Test support for RelayMQ users and plugin authors.
+
+The pytest plugin (`relaymq.testing.pytest_plugin`, registered with pytest
+automatically) gives the fixtures `broker` (an embedded, started broker with the
+memory store) and `vm_connection` (a `relaymq.client.Connection` to it). Store
+plugins reuse `relaymq.testing.store_conformance.StoreConformance`.
+"""
+
+from relaymq.testing.brokers import broker_config, host_port, plugin_element, running_broker
+
+__all__ = ["broker_config", "host_port", "plugin_element", "running_broker"]
