@@ -35,7 +35,7 @@ class PluginElement:
     attributes: dict[str, str] = field(default_factory=dict)
     children: list[PluginElement] = field(default_factory=list)
     text: str = ""
-    origin: Origin = field(default_factory=Origin)
+    origin: Origin = field(default_factory=Origin, compare=False)
 
     def child(self, tag: str) -> PluginElement | None:
         return next((c for c in self.children if c.tag == tag), None)
@@ -48,7 +48,7 @@ class PluginElement:
 class TransportConnectorConfig:
     name: str | None
     uri: str
-    origin: Origin = field(default_factory=Origin)
+    origin: Origin = field(default_factory=Origin, compare=False)
 
 
 @dataclass(slots=True)
@@ -89,7 +89,7 @@ class PolicyEntryConfig:
     gc_inactive_destinations: bool = False
     inactive_timout_before_gc: int = 60000
     extra: dict[str, str] = field(default_factory=dict)
-    origin: Origin = field(default_factory=Origin)
+    origin: Origin = field(default_factory=Origin, compare=False)
 
 
 @dataclass(slots=True)
@@ -113,7 +113,7 @@ class DestinationDecl:
 
     kind: str  # queue | topic
     physical_name: str
-    origin: Origin = field(default_factory=Origin)
+    origin: Origin = field(default_factory=Origin, compare=False)
 
 
 @dataclass(slots=True)
@@ -135,6 +135,10 @@ class BrokerConfig:
     destinations: list[DestinationDecl] = field(default_factory=list)
     network_connectors: list[PluginElement] = field(default_factory=list)
     properties: dict[str, str] = field(default_factory=dict)
-    source: str = "<defaults>"
-    warnings: list[str] = field(default_factory=list)
+    # Where the config came from and what loading it said: metadata, so two
+    # configs that configure the same broker compare equal (XML vs YAML).
+    source: str = field(default="<defaults>", compare=False)
+    warnings: list[str] = field(default_factory=list, compare=False)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: informational notes from loading (e.g. "useJmx is accepted and ignored")
+    notes: list[str] = field(default_factory=list, compare=False)

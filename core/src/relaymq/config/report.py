@@ -1,0 +1,59 @@
+"""Collects what a config load found: errors, warnings and informational notes.
+
+A load keeps going after the first problem so that one run of
+`relaymq config check` lists every error. `strict` turns each warning into an
+error, which is how `--strict` is implemented everywhere (loader, typed
+conversion, plugin registry) without each of them knowing about the flag.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from relaymq.config.model import Origin
+from relaymq.errors import ConfigError
+
+log = logging.getLogger("relaymq.config")
+
+
+def at(origin: Origin | None) -> str:
+    """`' at activemq.xml:14'`, or nothing when the origin is unknown."""
+    if origin is None or (origin.file in ("<memory>", "") and not origin.line):
+        return ""
+    return f" at {origin}"
+
+
+@dataclass(slots=True)
+class Report:
+    strict: bool = False
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def error(self, message: str) -> None:
+        self.errors.append(message)
+
+    def warn(self, message: str) -> None:
+        """A problem RelayMQ can safely step around; an error under `strict`."""
+        if self.strict:
+            self.errors.append(message + " (an error because of --strict)")
+        else:
+            self.warnings.append(message)
+            log.warning("%s", message)
+
+    def note(self, message: str) -> None:
+        """Accepted and deliberately ignored (e.g. `useJmx`): never an error."""
+        self.notes.append(message)
+        log.info("%s", message)
+
+    def absorb(self, exc: ConfigError) -> None:
+        self.errors.extend(exc.errors or [str(exc)])
+
+    def raise_if_errors(self) -> None:
+        if self.errors:
+            count = len(self.errors)
+            head = "1 configuration error" if count == 1 else f"{count} configuration errors"
+            raise ConfigError(
+                head + ":\n" + "\n".join(f"  - {e}" for e in self.errors), list(self.errors)
+            )
