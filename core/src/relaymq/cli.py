@@ -1,0 +1,350 @@
+"""The ``relaymq`` command: run a broker, list plugins, check a configuration.
+
+```
+relaymq run [--config FILE] [--strict] [-D name=value ...]
+relaymq plugins list [--config FILE] [--json]
+relaymq config check FILE [-D name=value ...] [--strict]
+```
+
+Plugins add subcommands through the entry-point group ``relaymq.cli`` (a click
+command or group per entry point; ``relaymq kahadb inspect DIR``). They are
+imported only when their command is asked for, so a broken plugin cannot take
+``relaymq run`` down with it, and a plugin cannot replace a built-in command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from relaymq import __version__
+from relaymq.config.defaults import default_config
+from relaymq.config.loader import load_config
+from relaymq.config.model import BrokerConfig
+from relaymq.errors import ConfigError
+from relaymq.plugins import (
+    CLI,
+    GROUPS,
+    PluginRegistry,
+    enabled_names,
+    install_hint,
+    plugin_elements,
+)
+
+log = logging.getLogger("relaymq.cli")
+
+
+# ---------------------------------------------------------------------------
+# Plumbing
+# ---------------------------------------------------------------------------
+
+
+class RelayMQGroup(click.Group):
+    """Built-in commands plus the ``relaymq.cli`` entry points of installed plugins."""
+
+    def _registry(self, ctx: click.Context) -> PluginRegistry:
+        root = ctx.find_root()
+        registry = root.meta.get("relaymq.registry")
+        if registry is None:
+            registry = root.meta["relaymq.registry"] = PluginRegistry()
+        return registry  # type: ignore[no-any-return]
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        plugin_names = self._registry(ctx).names(CLI)
+        return sorted({*super().list_commands(ctx), *plugin_names})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        registry = self._registry(ctx)
+        plugin_claims = registry.entry_points(CLI, cmd_name)
+        builtin = super().get_command(ctx, cmd_name)
+        if builtin is not None and plugin_claims:
+            by = " and ".join(i.describe() for i in plugin_claims)
+            raise click.ClickException(
+                f"'{cmd_name}' is a built-in relaymq command, but {by} also declares it in the "
+                f"entry-point group {CLI}; uninstall {plugin_claims[0].dist}")
+        if builtin is not None or not plugin_claims:
+            return builtin
+        try:
+            command = registry.resolve(CLI, cmd_name)
+        except ConfigError as exc:
+            if ctx.resilient_parsing or "--help" in sys.argv[1:2]:
+                return click.Command(cmd_name, help=f"(unavailable: {exc})", hidden=False)
+            raise click.ClickException(str(exc)) from exc
+        if not isinstance(command, click.Command):
+            raise click.ClickException(
+                f"entry point '{cmd_name}' in {CLI} from {plugin_claims[0].describe()} is "
+                f"{type(command).__name__}, not a click command")
+        return command
+
+
+def _parse_defines(values: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"'{item}' is not NAME=VALUE", param_hint="-D")
+        out[name.strip()] = value
+    return out
+
+
+def _fail(exc: ConfigError) -> None:
+    click.echo(f"relaymq: {exc}", err=True)
+    sys.exit(1)
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _quiet_logging() -> None:
+    """For commands that print warnings themselves: no duplicate log lines."""
+    logging.basicConfig(level=logging.CRITICAL, handlers=[logging.NullHandler()])
+
+
+def _short(group: str) -> str:
+    return group.removeprefix("relaymq.")
+
+
+define_option = click.option(
+    "-D", "defines", multiple=True, metavar="NAME=VALUE",
+    help="Define a ${NAME} property for the configuration (repeatable).")
+
+
+@click.group(cls=RelayMQGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="relaymq")
+def main() -> None:
+    """RelayMQ: a message broker with a small kernel and pip-installable plugins."""
+
+
+# ---------------------------------------------------------------------------
+# relaymq run
+# ---------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--config", "-c", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="activemq.xml-style XML or YAML; without it, every installed first-party "
+                   "transport on its standard port and kahaDB (or the memory store).")
+@click.option("--strict", is_flag=True,
+              help="Unknown elements/attributes and unserved transports are errors.")
+@define_option
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def run(config_path: str | None, strict: bool, defines: tuple[str, ...], log_level: str) -> None:
+    """Run a broker until SIGINT or SIGTERM, then stop it gracefully."""
+    _setup_logging(log_level)
+    registry = PluginRegistry(strict=strict)
+    props = _parse_defines(defines)
+    try:
+        if config_path:
+            config = load_config(config_path, props, strict)
+        else:
+            config = default_config(registry, props)
+        _log_enabled(config)
+        _run_loop(serve(config, registry))
+    except ConfigError as exc:
+        _fail(exc)
+
+
+def _log_enabled(config: BrokerConfig) -> None:
+    log.info("relaymq %s, configuration %s", __version__, config.source)
+    for group, names in enabled_names(config).items():
+        log.info("configured %s: %s", _short(group), ", ".join(names))
+    if config.warnings:
+        log.info("%d configuration warning(s) above; `relaymq config check` lists them",
+                 len(config.warnings))
+
+
+def _run_loop(coro: Any) -> None:
+    """asyncio with uvloop when it is installed (``pip install relaymq[fast]``)."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coro)
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(coro)
+
+
+async def serve(config: BrokerConfig, registry: PluginRegistry,
+                stop: asyncio.Event | None = None) -> None:
+    """Start a broker, wait for SIGINT/SIGTERM (or ``stop``), stop it gracefully."""
+    from relaymq.broker.broker import Broker
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread
+            pass
+    broker = Broker(config, registry=registry)
+    try:
+        await broker.start()
+        addresses = broker.connector_addresses
+        log.info("broker %s listening on %s", config.broker_name,
+                 ", ".join(addresses) if addresses else f"vm://{config.broker_name} only")
+        await stop.wait()
+        log.info("stopping broker %s", config.broker_name)
+    finally:
+        await broker.stop()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+# ---------------------------------------------------------------------------
+# relaymq plugins list
+# ---------------------------------------------------------------------------
+
+
+@main.group()
+def plugins() -> None:
+    """Installed plugins and what a configuration enables."""
+
+
+@plugins.command("list")
+@click.option("--config", "-c", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="Mark what this configuration enables (default: the default config).")
+@define_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plugins_list(config_path: str | None, defines: tuple[str, ...], as_json: bool) -> None:
+    """Installed distributions, versions, the names each provides, and what is enabled."""
+    _quiet_logging()
+    registry = PluginRegistry()
+    try:
+        config = (load_config(config_path, _parse_defines(defines)) if config_path
+                  else default_config(registry, _parse_defines(defines)))
+    except ConfigError as exc:
+        _fail(exc)
+        return
+    enabled = enabled_names(config)
+    missing = [
+        (group, el.tag, str(el.origin)) for group, el in plugin_elements(config)
+        if el.tag not in registry.names(group)
+    ]
+    conflicts = registry.conflicts()
+    if as_json:
+        click.echo(json.dumps({
+            "config": config.source,
+            "distributions": [
+                {"name": d.name, "version": d.version,
+                 "provides": {g: [{"name": n, "enabled": n in enabled.get(g, [])} for n in names]
+                              for g, names in d.provides.items()}}
+                for d in registry.distributions()],
+            "missing": [{"group": g, "name": n, "origin": o, "install": install_hint(g, n)}
+                        for g, n, o in missing],
+            "conflicts": [{"group": g, "name": n, "distributions": [i.dist for i in infos]}
+                          for (g, n), infos in conflicts.items()],
+        }, indent=2))
+        return
+    for dist in registry.distributions():
+        click.echo(f"{dist.name} {dist.version}")
+        for group in GROUPS:
+            names = dist.provides.get(group)
+            if names:
+                shown = [n + (" [enabled]" if n in enabled.get(group, []) else "") for n in names]
+                click.echo(f"  {_short(group)}: {', '.join(shown)}")
+    click.echo(f"\nenabled by {config.source}:")
+    for group, names in enabled.items():
+        click.echo(f"  {_short(group)}: {', '.join(names)}")
+    if missing:
+        click.echo("\nnamed by the configuration but not installed:")
+        for group, name, origin in missing:
+            hint = install_hint(group, name)
+            click.echo(f"  <{name}> at {origin} ({_short(group)})"
+                       + (f": {hint}" if hint else ""))
+    if conflicts:
+        click.echo("\nconflicts (a configuration naming these fails):")
+        for (group, name), infos in conflicts.items():
+            click.echo(f"  {_short(group)} '{name}': " + ", ".join(i.describe() for i in infos))
+
+
+# ---------------------------------------------------------------------------
+# relaymq config check
+# ---------------------------------------------------------------------------
+
+
+@main.group("config")
+def config_group() -> None:
+    """Configuration tools."""
+
+
+@config_group.command("check")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@define_option
+@click.option("--strict", is_flag=True, help="Warnings are errors.")
+def config_check(file: str, defines: tuple[str, ...], strict: bool) -> None:
+    """Load FILE and resolve every plugin it names; exit 1 listing every error."""
+    _quiet_logging()
+    registry = PluginRegistry(strict=strict)
+    errors: list[str] = []
+    try:
+        config = load_config(file, _parse_defines(defines), strict)
+    except ConfigError as exc:
+        errors = exc.errors or [str(exc)]
+        config = None
+    plugin_warnings: list[str] = []
+    if config is not None:
+        try:
+            plugin_warnings = registry.validate(config)
+        except ConfigError as exc:
+            errors.extend(exc.errors or [str(exc)])
+    if errors:
+        click.echo(f"{file}: {len(errors)} error(s)", err=True)
+        for e in errors:
+            click.echo(f"  - {e}", err=True)
+        sys.exit(1)
+    assert config is not None
+    warnings = config.warnings + plugin_warnings
+    click.echo(f"{file}: OK")
+    for line in _summary(config, registry):
+        click.echo(f"  {line}")
+    if warnings:
+        click.echo(f"{len(warnings)} warning(s):")
+        for w in warnings:
+            click.echo(f"  - {w}")
+    for note in config.notes:
+        click.echo(f"  note: {note}")
+
+
+def _summary(config: BrokerConfig, registry: PluginRegistry) -> list[str]:
+    store = (config.persistence_adapter.tag if config.persistent and config.persistence_adapter
+             else "memoryPersistenceAdapter")
+    served = [tc for tc in config.transport_connectors
+              if tc.uri.split(":", 1)[0] in registry.names("relaymq.transports")]
+    skipped = [tc for tc in config.transport_connectors if tc not in served]
+    lines = [
+        f"broker: {config.broker_name} (persistent={str(config.persistent).lower()}, "
+        f"dataDirectory={config.data_directory})",
+        f"persistence: {store}",
+        "transports: " + (", ".join(f"{tc.name or '-'} {tc.uri}" for tc in served) or "vm only"),
+    ]
+    if skipped:
+        lines.append("skipped transports (no plugin): "
+                     + ", ".join(f"{tc.name or '-'} {tc.uri}" for tc in skipped))
+    for label, elements in (("plugins", config.plugins),
+                            ("destination interceptors", config.destination_interceptors),
+                            ("broker connections", config.broker_connections)):
+        if elements:
+            lines.append(f"{label}: " + ", ".join(e.tag for e in elements))
+    lines.append(f"policy entries: {len(config.policy_entries)}"
+                 + (" + default" if config.default_policy else "")
+                 + f"; startup destinations: {len(config.destinations)}")
+    return lines
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
