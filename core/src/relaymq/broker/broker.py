@@ -66,6 +66,9 @@ class Broker:
         self._filters: list[SendFilter] = []
         self.connectors: list[Any] = []
         self.services: list[Any] = []
+        #: Objects plugins offer each other by name, so neither imports the other
+        #: (e.g. "selector-cache": the selector provider selector-aware virtual topics ask).
+        self.extensions: dict[str, object] = {}
         self.connections: set[ClientConnection] = set()
         self._client_ids: dict[str, ClientConnection] = {}
         self._temporary: dict[Destination, ClientConnection] = {}
