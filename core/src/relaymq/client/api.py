@@ -124,7 +124,9 @@ class ClientConsumer:
         if self._inbox.empty() and c.browser and self.browse_done.is_set():
             return None
         try:
-            if timeout is None:
+            if not self._inbox.empty():
+                msg = self._inbox.get_nowait()
+            elif timeout is None:
                 msg = await self._inbox.get()
             else:
                 msg = await asyncio.wait_for(self._inbox.get(), timeout)

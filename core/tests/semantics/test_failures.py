@@ -1,0 +1,194 @@
+"""Redelivery policy, dead-letter strategies and expiry."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from relaymq.config.model import BrokerConfig, PluginElement
+from relaymq.dispatch.deadletter import ORIGINAL_DESTINATION, ORIGINAL_EXPIRATION
+
+from .conftest import dlq_strategy, policy
+
+
+def redelivery_plugin(default: dict[str, str] | None = None, **entries: dict[str, str]) -> PluginElement:
+    """<redeliveryPlugin> as activemq.xml nests it."""
+    policies = [PluginElement("redeliveryPolicy", {"queue": q, **attrs}) for q, attrs in entries.items()]
+    children = [PluginElement("redeliveryPolicyEntries", {}, policies)]
+    if default is not None:
+        children.append(PluginElement("defaultEntry", {}, [PluginElement("redeliveryPolicy", default)]))
+    inner = PluginElement("redeliveryPolicyMap", {}, children)
+    return PluginElement("redeliveryPlugin", {"fallbackToDeadLetter": "true",
+                                              "sendToDlqIfMaxRetriesExceeded": "true"},
+                         [PluginElement("redeliveryPolicyMap", {}, [inner])])
+
+
+async def test_nack_without_policy_dead_letters_at_once(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    sent = await p.send("queue://ORDERS", "poison", persistent=True, properties={"k": "v"},
+                        correlation_id="c-1", type="order")
+    c = await p.consumer("queue://ORDERS", ack_mode="individual")
+    (await c.receive(0.5)).nack()
+    dlq = await p.consumer("queue://ActiveMQ.DLQ")
+    dead = await dlq.receive(0.5)
+    assert dead is not None and dead.body == b"poison"
+    assert dead.message_id == sent.message_id
+    assert dead.properties == {"k": "v"} and dead.correlation_id == "c-1" and dead.type == "order"
+    assert dead.message.annotations[ORIGINAL_DESTINATION] == "queue://ORDERS"
+    assert b.queue_size("ORDERS") == 0
+
+
+async def test_non_persistent_messages_are_not_dead_lettered_by_default(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    await p.send("queue://NP", "gone")
+    c = await p.consumer("queue://NP", ack_mode="individual")
+    (await c.receive(0.5)).nack()
+    await asyncio.sleep(0.01)
+    assert b.queue_size("ActiveMQ.DLQ") == 0 and b.queue_size("NP") == 0
+    assert b.destination_stats()["queue://NP"]["dead_lettered"] == 1
+
+
+async def test_process_non_persistent_dead_letters_them(make_broker, connect):
+    cfg = BrokerConfig(persistent=False, policy_entries=[
+        policy(queue=">", dead_letter_strategy=dlq_strategy(process_non_persistent=True))])
+    b = await make_broker(cfg)
+    p = await connect(b)
+    await p.send("queue://NP2", "kept")
+    c = await p.consumer("queue://NP2", ack_mode="individual")
+    (await c.receive(0.5)).nack()
+    await asyncio.sleep(0.01)
+    assert b.queue_size("ActiveMQ.DLQ") == 1
+
+
+async def test_redelivery_policy_retries_with_backoff_then_dead_letters(make_broker, connect):
+    cfg = BrokerConfig(persistent=False, plugins=[redelivery_plugin(**{"REDELIVERY.>": {
+        "maximumRedeliveries": "3", "initialRedeliveryDelay": "20", "redeliveryDelay": "20",
+        "useExponentialBackOff": "true", "backOffMultiplier": "2"}})])
+    b = await make_broker(cfg)
+    p = await connect(b)
+    await p.send("queue://REDELIVERY.A", "flaky", persistent=True)
+    c = await p.consumer("queue://REDELIVERY.A", ack_mode="individual")
+    seen = []
+    stamps = []
+    for _ in range(4):
+        m = await c.receive(2)
+        assert m is not None
+        seen.append((m.redelivered, m.delivery_count))
+        stamps.append(time.monotonic())
+        m.nack()
+    assert seen == [(False, 1), (True, 2), (True, 3), (True, 4)]
+    assert await c.receive(0.2) is None
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    assert gaps[2] > gaps[0], "exponential back-off spaces later attempts further apart"
+    dlq = await p.consumer("queue://ActiveMQ.DLQ")
+    assert (await dlq.receive(1)).body == b"flaky"
+
+
+async def test_policy_default_entry_and_unmatched_destinations(make_broker, connect):
+    cfg = BrokerConfig(persistent=False, plugins=[redelivery_plugin(
+        default={"maximumRedeliveries": "1", "initialRedeliveryDelay": "0"})])
+    b = await make_broker(cfg)
+    p = await connect(b)
+    await p.send("queue://ANY", "x", persistent=True)
+    c = await p.consumer("queue://ANY", ack_mode="individual")
+    (await c.receive(0.5)).nack()
+    m = await c.receive(0.5)
+    assert m.redelivered
+    m.nack()
+    await asyncio.sleep(0.01)
+    assert b.queue_size("ActiveMQ.DLQ") == 1
+
+
+async def test_failed_delivery_without_plugin_retries_six_times(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    await p.send("queue://F", "x", persistent=True)
+    c = await p.consumer("queue://F", ack_mode="individual")
+    counts = []
+    while (m := await c.receive(0.2)) is not None:
+        counts.append(m.delivery_count)
+        m.fail()
+    assert counts == [1, 2, 3, 4, 5, 6, 7]
+    assert b.queue_size("ActiveMQ.DLQ") == 1
+
+
+async def test_reject_goes_to_dlq_immediately(make_broker, connect):
+    cfg = BrokerConfig(persistent=False, plugins=[redelivery_plugin(default={"maximumRedeliveries": "5"})])
+    b = await make_broker(cfg)
+    p = await connect(b)
+    await p.send("queue://REJ", "x", persistent=True)
+    c = await p.consumer("queue://REJ", ack_mode="individual")
+    (await c.receive(0.5)).reject()
+    await asyncio.sleep(0.01)
+    assert b.queue_size("ActiveMQ.DLQ") == 1
+
+
+async def test_individual_dead_letter_strategy(make_broker, connect):
+    cfg = BrokerConfig(persistent=False, policy_entries=[
+        policy(queue=">", dead_letter_strategy=dlq_strategy(kind="individual", queue_prefix="DLQ.")),
+        policy(topic=">", dead_letter_strategy=dlq_strategy(
+            kind="individual", topic_prefix="TDLQ.", use_queue_for_topic_messages=True)),
+    ])
+    b = await make_broker(cfg)
+    p = await connect(b)
+    await p.send("queue://PAY", "x", persistent=True)
+    c = await p.consumer("queue://PAY", ack_mode="individual")
+    (await c.receive(0.5)).nack()
+    sub = await p.consumer("topic://NEWS", ack_mode="individual")
+    await p.send("topic://NEWS", "y", persistent=True)
+    (await sub.receive(0.5)).nack()
+    await asyncio.sleep(0.01)
+    assert b.queue_size("DLQ.PAY") == 1
+    assert b.queue_size("TDLQ.NEWS") == 1
+
+
+async def test_discarding_strategy_drops(make_broker, connect):
+    cfg = BrokerConfig(persistent=False, policy_entries=[
+        policy(queue="TMP.>", dead_letter_strategy=dlq_strategy(kind="discarding"))])
+    b = await make_broker(cfg)
+    p = await connect(b)
+    await p.send("queue://TMP.X", "x", persistent=True)
+    c = await p.consumer("queue://TMP.X", ack_mode="individual")
+    (await c.receive(0.5)).nack()
+    await asyncio.sleep(0.01)
+    assert b.queue_size("ActiveMQ.DLQ") == 0 and b.queue_size("TMP.X") == 0
+
+
+async def test_expired_messages_never_delivered_and_dead_lettered(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    await p.send("queue://EXP", "late", persistent=True, ttl=30)
+    await p.send("queue://EXP", "fresh", persistent=True)
+    await asyncio.sleep(0.06)
+    c = await p.consumer("queue://EXP")
+    assert [m.text for m in await c.receive_all(0.05)] == ["fresh"]
+    dlq = await p.consumer("queue://ActiveMQ.DLQ")
+    dead = await dlq.receive(0.5)
+    assert dead.text == "late"
+    assert dead.message.annotations[ORIGINAL_EXPIRATION] > 0
+    assert dead.message.expiration == 0
+    assert b.destination_stats()["queue://EXP"]["expired"] == 1
+
+
+async def test_periodic_expiry_check_without_consumers(make_broker, connect):
+    cfg = BrokerConfig(persistent=False, default_policy=policy(expire_messages_period=50))
+    b = await make_broker(cfg)
+    p = await connect(b)
+    await p.send("queue://IDLE", "x", persistent=True, ttl=20)
+    await asyncio.sleep(0.3)
+    assert b.queue_size("IDLE") == 0
+    assert b.queue_size("ActiveMQ.DLQ") == 1
+
+
+async def test_process_expired_false_drops(make_broker, connect):
+    cfg = BrokerConfig(persistent=False, policy_entries=[
+        policy(queue=">", dead_letter_strategy=dlq_strategy(process_expired=False))])
+    b = await make_broker(cfg)
+    p = await connect(b)
+    await p.send("queue://E2", "x", persistent=True, ttl=10)
+    await asyncio.sleep(0.03)
+    c = await p.consumer("queue://E2")
+    assert await c.receive(0.05) is None
+    assert b.queue_size("ActiveMQ.DLQ") == 0

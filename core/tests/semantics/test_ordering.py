@@ -1,0 +1,113 @@
+"""Priority, message groups, exclusive consumers, browsing, scheduled delivery."""
+
+from __future__ import annotations
+
+import asyncio
+
+from relaymq.config.model import BrokerConfig
+
+from .conftest import policy
+
+
+async def test_priority_order_when_prioritized(make_broker, connect):
+    cfg = BrokerConfig(persistent=False, policy_entries=[policy(queue="PRIO", prioritized_messages=True)])
+    b = await make_broker(cfg)
+    p = await connect(b)
+    for i, prio in enumerate([1, 9, 4, 9, 0, 5]):
+        await p.send("queue://PRIO", f"{i}", priority=prio)
+        await p.send("queue://PLAIN", f"{i}", priority=prio)
+    c = await p.consumer("queue://PRIO")
+    assert [m.text for m in await c.receive_all(0.05)] == ["1", "3", "5", "2", "0", "4"]
+    plain = await p.consumer("queue://PLAIN")
+    assert [m.text for m in await plain.receive_all(0.05)] == ["0", "1", "2", "3", "4", "5"]
+
+
+async def test_message_groups_stick_to_one_consumer_and_move_when_it_leaves(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    c1conn = await connect(b)
+    c1 = await c1conn.consumer("queue://G", ack_mode="individual")
+    c2 = await (await connect(b)).consumer("queue://G", ack_mode="individual")
+    for i in range(12):
+        await p.send("queue://G", f"{i}", group_id="ABC"[i % 3])
+    got1 = await c1.receive_all(0.05)
+    got2 = await c2.receive_all(0.05)
+    groups1 = {m.group_id for m in got1}
+    groups2 = {m.group_id for m in got2}
+    assert groups1 and groups2 and not groups1 & groups2
+    assert groups1 | groups2 == {"A", "B", "C"}
+    for m in got1 + got2:
+        m.ack()
+    await c1conn.close()
+    for g in sorted(groups1):
+        await p.send("queue://G", f"after-{g}", group_id=g)
+    moved = await c2.receive_all(0.05)
+    assert {m.group_id for m in moved} == groups1
+
+
+async def test_group_closes_with_sequence_minus_one(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    c1 = await (await connect(b)).consumer("queue://GC", ack_mode="individual")
+    await p.send("queue://GC", "a", group_id="G1", group_seq=1)
+    await p.send("queue://GC", "end", group_id="G1", group_seq=-1)
+    got = await c1.receive_all(0.05)
+    assert [m.text for m in got] == ["a", "end"]
+    assert "G1" not in b.region.queues[got[0].message.destination].groups
+
+
+async def test_exclusive_consumer_receives_and_standby_takes_over_in_order(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    conn1 = await connect(b)
+    ex1 = await conn1.consumer("queue://EX", exclusive=True, ack_mode="individual")
+    ex2 = await (await connect(b)).consumer("queue://EX", exclusive=True, ack_mode="individual")
+    plain = await (await connect(b)).consumer("queue://EX", ack_mode="individual")
+    for i in range(5):
+        await p.send("queue://EX", f"{i}")
+    got = await ex1.receive_all(0.05)
+    assert [m.text for m in got] == ["0", "1", "2", "3", "4"]
+    assert await ex2.receive(0.05) is None and await plain.receive(0.05) is None
+    got[0].ack()
+    await conn1.close()
+    taken = await ex2.receive_all(0.05)
+    assert [m.text for m in taken] == ["1", "2", "3", "4"]
+    assert await plain.receive(0.05) is None
+
+
+async def test_browse_sees_messages_in_order_without_consuming(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    for i in range(5):
+        await p.send("queue://BR", f"{i}", properties={"even": i % 2 == 0})
+    seen = await p.browse("queue://BR")
+    assert [m.text for m in seen] == ["0", "1", "2", "3", "4"]
+    filtered = await p.browse("queue://BR", selector="even = TRUE")
+    assert [m.text for m in filtered] == ["0", "2", "4"]
+    assert b.queue_size("BR") == 5
+    c = await p.consumer("queue://BR")
+    assert len(await c.receive_all(0.05)) == 5
+    assert await p.browse("queue://BR") == []
+
+
+async def test_scheduled_delivery_delay_and_repeat(make_broker, connect):
+    b = await make_broker(scheduler_support=True)
+    p = await connect(b)
+    c = await p.consumer("queue://SCHED")
+    await p.send("queue://SCHED", "later", scheduled_delay=150)
+    await p.send("queue://SCHED", "now")
+    assert [m.text for m in await c.receive_all(0.05)] == ["now"]
+    m = await c.receive(1)
+    assert m.text == "later"
+    await p.send("queue://SCHED", "tick", scheduled_delay=10, scheduled_period=20, scheduled_repeat=2)
+    ticks = await c.receive_all(0.2)
+    assert [m.text for m in ticks] == ["tick", "tick", "tick"]
+    assert len({m.message_id for m in ticks}) == 3
+
+
+async def test_scheduling_headers_ignored_without_scheduler_support(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    c = await p.consumer("queue://NOSCHED")
+    await p.send("queue://NOSCHED", "x", scheduled_delay=10_000)
+    assert (await c.receive(0.5)).text == "x"

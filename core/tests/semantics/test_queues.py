@@ -1,0 +1,180 @@
+"""Point-to-point semantics through the vm:// client."""
+
+from __future__ import annotations
+
+import asyncio
+
+from relaymq.config.model import BrokerConfig
+
+from .conftest import policy
+
+
+async def test_fifo_per_producer_and_each_message_once(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    for i in range(50):
+        await p.send("queue://Q", f"{i}")
+    c1 = await (await connect(b)).consumer("queue://Q", prefetch=1, ack_mode="individual")
+    c2 = await (await connect(b)).consumer("queue://Q", prefetch=1, ack_mode="individual")
+    got1: list[int] = []
+    got2: list[int] = []
+
+    async def drain(c, into):
+        while (m := await c.receive(0.1)) is not None:
+            into.append(int(m.text))
+            m.ack()
+            await asyncio.sleep(0)
+
+    await asyncio.gather(drain(c1, got1), drain(c2, got2))
+    assert sorted(got1 + got2) == list(range(50))
+    assert got1 == sorted(got1) and got2 == sorted(got2)
+    assert got1 and got2, "competing consumers both receive"
+    assert b.queue_size("Q") == 0
+
+
+async def test_prefetch_window_limits_unacked_deliveries(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    for i in range(10):
+        await p.send("queue://W", f"{i}")
+    c = await p.consumer("queue://W", prefetch=3, ack_mode="individual")
+    await asyncio.sleep(0.01)
+    assert c._inbox.qsize() == 3
+    first = await c.receive(0.1)
+    first.ack()
+    await asyncio.sleep(0.01)
+    assert c._inbox.qsize() == 3  # one acked, one more delivered
+
+
+async def test_policy_queue_prefetch_applies(make_broker, connect):
+    cfg = BrokerConfig(persistent=False, policy_entries=[policy(queue="SLOW.>", queue_prefetch=2)])
+    b = await make_broker(cfg)
+    p = await connect(b)
+    for i in range(5):
+        await p.send("queue://SLOW.A", f"{i}")
+        await p.send("queue://FAST", f"{i}")
+    slow = await p.consumer("queue://SLOW.A", ack_mode="individual")
+    fast = await p.consumer("queue://FAST", ack_mode="individual")
+    await asyncio.sleep(0.01)
+    assert slow.consumer.prefetch == 2 and slow._inbox.qsize() == 2
+    assert fast.consumer.prefetch == 1000 and fast._inbox.qsize() == 5
+
+
+async def test_prefetch_zero_pulls_one_at_a_time(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    for i in range(3):
+        await p.send("queue://PULL", f"{i}")
+    c = await p.consumer("queue://PULL", prefetch=0, ack_mode="individual")
+    await asyncio.sleep(0.01)
+    assert c._inbox.qsize() == 0  # nothing is pushed
+    m = await c.receive(0.5)
+    assert m.text == "0"
+    assert c._inbox.qsize() == 0
+    other = await (await connect(b)).consumer("queue://PULL", prefetch=10, ack_mode="individual")
+    rest = await other.receive_all(0.05)
+    assert [x.text for x in rest] == ["1", "2"]
+
+
+async def test_cumulative_ack_acknowledges_earlier_deliveries(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    for i in range(5):
+        await p.send("queue://CUM", f"{i}")
+    c = await p.consumer("queue://CUM", ack_mode="client")
+    msgs = await c.receive_all(0.05)
+    msgs[2].ack()  # acknowledges 0, 1, 2
+    await c.close()
+    again = await p.consumer("queue://CUM", ack_mode="individual")
+    rest = await again.receive_all(0.05)
+    assert [m.text for m in rest] == ["3", "4"]
+    assert all(m.redelivered and m.delivery_count == 2 for m in rest)
+
+
+async def test_unacked_messages_return_redelivered_when_connection_closes(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    for i in range(3):
+        await p.send("queue://R", f"{i}")
+    conn = await connect(b)
+    c = await conn.consumer("queue://R", ack_mode="individual")
+    got = await c.receive_all(0.05)
+    got[0].ack()
+    await conn.close()
+    c2 = await p.consumer("queue://R", ack_mode="individual")
+    rest = await c2.receive_all(0.05)
+    assert [(m.text, m.redelivered, m.delivery_count) for m in rest] == [
+        ("1", True, 2), ("2", True, 2)]
+
+
+async def test_release_returns_without_counting(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    await p.send("queue://REL", "x", persistent=True)
+    c = await p.consumer("queue://REL", ack_mode="individual")
+    for _ in range(10):  # never dead-lettered, however often released
+        m = await c.receive(0.5)
+        assert m.delivery_count == 1 and not m.redelivered
+        m.release()
+    assert b.queue_size("REL") == 1
+    assert b.queue_size("ActiveMQ.DLQ") == 0
+
+
+async def test_selector_consumer_leaves_the_rest_for_others(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    for i in range(6):
+        await p.send("queue://SEL", f"{i}", properties={"n": i, "color": "red" if i % 2 else "blue"})
+    red = await p.consumer("queue://SEL", selector="color = 'red' AND n > 1", ack_mode="individual")
+    got = await red.receive_all(0.05)
+    assert [m.text for m in got] == ["3", "5"]
+    for m in got:
+        m.ack()
+    other = await p.consumer("queue://SEL", ack_mode="individual")
+    assert [m.text for m in await other.receive_all(0.05)] == ["0", "1", "2", "4"]
+
+
+async def test_invalid_selector_rejected_at_consumer_creation(make_broker, connect):
+    import pytest
+
+    from relaymq.selector import InvalidSelector
+
+    b = await make_broker()
+    p = await connect(b)
+    with pytest.raises(InvalidSelector):
+        await p.consumer("queue://X", selector="color = ")
+    await p.send("queue://X", "still works")
+    c = await p.consumer("queue://X")
+    assert (await c.receive(0.5)).text == "still works"
+
+
+async def test_temporary_queue_deleted_with_its_connection(make_broker, connect):
+    import pytest
+
+    from relaymq.errors import DestinationError
+
+    b = await make_broker()
+    owner = await connect(b)
+    tmp = owner.temporary_queue()
+    other = await connect(b)
+    await other.send(tmp, "reply")
+    c = await owner.consumer(tmp)
+    assert (await c.receive(0.5)).text == "reply"
+    await owner.close()
+    assert tmp not in b.region.queues
+    with pytest.raises(DestinationError):
+        await other.consumer(tmp)
+
+
+async def test_counters(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    for i in range(4):
+        await p.send("queue://CNT", f"{i}")
+    c = await p.consumer("queue://CNT", ack_mode="individual")
+    msgs = await c.receive_all(0.05)
+    msgs[0].ack()
+    s = b.destination_stats()["queue://CNT"]
+    assert s["enqueued"] == 4 and s["dequeued"] == 1 and s["dispatched"] == 4
+    assert s["in_flight"] == 3 and s["pending"] == 3 and s["consumers"] == 1
+    assert s["memory_used"] > 0
