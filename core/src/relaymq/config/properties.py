@@ -44,7 +44,6 @@ ENV_PROPERTIES: Mapping[str, str] = {
     "RELAYMQ_DATA": "relaymq.data",
 }
 
-_PLACEHOLDER = re.compile(r"\$\{([^}:]+)(?::([^}]*))?\}")
 
 
 def builtin_defaults(base_dir: Path | None = None, conf_dir: Path | None = None) -> dict[str, str]:
@@ -127,19 +126,31 @@ class Properties:
         return self._substitute(text, origin, ())
 
     def _substitute(self, text: str, origin: Origin | None, stack: tuple[str, ...]) -> str:
-        def replace(m: re.Match[str]) -> str:
-            name, default = m.group(1).strip(), m.group(2)
-            value = self._expand_name(name, origin, stack)
-            if value is not None:
-                return value
-            if default is not None:
-                return self._substitute(default, origin, stack)
-            raise ConfigError(
-                f"${{{name}}}{at(origin)} is not defined; pass -D {name}=VALUE, set it in the "
-                f"environment, or write ${{{name}:default}}{suggest(name, self.known_names())}"
-            )
+        out: list[str] = []
+        pos = 0
+        while (start := text.find("${", pos)) >= 0:
+            end, colon = _placeholder_end(text, start)
+            if end < 0:
+                break  # an unterminated "${" is literal text, as in Spring
+            out.append(text[pos:start])
+            name = text[start + 2:colon if colon >= 0 else end].strip()
+            default = text[colon + 1:end] if colon >= 0 else None
+            out.append(self._resolve(name, default, origin, stack))
+            pos = end + 1
+        out.append(text[pos:])
+        return "".join(out)
 
-        return _PLACEHOLDER.sub(replace, text)
+    def _resolve(self, name: str, default: str | None, origin: Origin | None,
+                 stack: tuple[str, ...]) -> str:
+        value = self._expand_name(name, origin, stack)
+        if value is not None:
+            return value
+        if default is not None:
+            return self._substitute(default, origin, stack)
+        raise ConfigError(
+            f"${{{name}}}{at(origin)} is not defined; pass -D {name}=VALUE, set it in the "
+            f"environment, or write ${{{name}:default}}{suggest(name, self.known_names())}"
+        )
 
     def as_dict(self) -> dict[str, str]:
         """Defaults, file properties, -D values and the names actually used, expanded."""
@@ -153,6 +164,26 @@ class Properties:
                 out[name] = value
         out.update(self.used)
         return out
+
+
+def _placeholder_end(text: str, start: int) -> tuple[int, int]:
+    """Index of the ``}`` closing the ``${`` at ``start`` (nesting allowed in the
+    default part) and of the first top-level ``:``; -1 when absent."""
+    depth, colon, i = 0, -1, start + 2
+    while i < len(text):
+        if text.startswith("${", i):
+            depth += 1
+            i += 2
+            continue
+        ch = text[i]
+        if ch == "}":
+            if depth == 0:
+                return i, colon
+            depth -= 1
+        elif ch == ":" and depth == 0 and colon < 0:
+            colon = i
+        i += 1
+    return -1, colon
 
 
 # ---------------------------------------------------------------------------

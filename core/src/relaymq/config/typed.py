@@ -234,6 +234,8 @@ def _dataclass_of(tp: Any) -> type | None:
     if typing.get_origin(tp) in (Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
         tp = inner[0] if len(inner) == 1 else None
+    if tp is PluginElement:  # a dataclass too, but kept raw
+        return None
     return tp if isinstance(tp, type) and dataclasses.is_dataclass(tp) else None
 
 

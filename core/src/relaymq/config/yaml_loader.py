@@ -33,6 +33,12 @@ MAX_NODES = 100_000
 MAX_DEPTH = 100
 TEXT_KEY = "_text"
 _NULL_TAG = "tag:yaml.org,2002:null"
+#: The only YAML tags a config may carry; ``!!python/...`` and custom tags are refused
+#: outright rather than silently read as strings.
+_PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq",
+                                        "timestamp")
+)
 
 
 class _Builder:
@@ -47,6 +53,9 @@ class _Builder:
         return ConfigError(f"{self.filename}:{node.start_mark.line + 1}: {message}")
 
     def tick(self, node: yaml.Node, depth: int) -> None:
+        if node.tag not in _PLAIN_TAGS:
+            raise self.fail(node, f"the YAML tag {node.tag} is not allowed in a RelayMQ config; "
+                                  "write plain values")
         self.count += 1
         if self.count > MAX_NODES or depth > MAX_DEPTH:
             raise self.fail(
@@ -95,10 +104,11 @@ class _Builder:
         return out
 
     def key(self, node: yaml.Node) -> str:
-        if not isinstance(node, yaml.ScalarNode):
-            raise self.fail(node, "keys must be element or attribute names")
-        if node.tag == "tag:yaml.org,2002:merge" or node.value == "<<":
+        if isinstance(node, yaml.ScalarNode) and (
+                node.tag == "tag:yaml.org,2002:merge" or node.value == "<<"):
             raise self.fail(node, "YAML merge keys (<<) are not supported; write the element out")
+        if not isinstance(node, yaml.ScalarNode) or node.tag not in _PLAIN_TAGS:
+            raise self.fail(node, "keys must be plain element or attribute names")
         return str(node.value)
 
 
