@@ -23,6 +23,7 @@ combination of value types.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -101,6 +102,8 @@ class _CodeGen:
         self.bindings: dict[str, object] = {}
         self._by_key: dict[tuple[object, ...], str] = {}
         self._temps = 0
+        #: Inline constant sources (numbers, True/False/None) emitted so far.
+        self.constant_codes: set[str] = set()
         self.numeric_types = self.bind_object(_NUMERIC_TYPES)
 
     # ------------------------------------------------------------ bookkeeping
@@ -132,11 +135,15 @@ class _CodeGen:
     def literal(self, value: object) -> str:
         """Source for a constant; strings are bound, never spliced."""
         if value is None or type(value) is bool:
-            return repr(value)
-        if type(value) is int or type(value) is float:
             text = repr(value)
-            return f"({text})" if text.startswith("-") else text
-        return self.bind_value(value)
+        elif type(value) is int or (type(value) is float and math.isfinite(value)):
+            text = repr(value)
+            if text.startswith("-"):
+                text = f"({text})"
+        else:
+            return self.bind_value(value)
+        self.constant_codes.add(text)
+        return text
 
     # ------------------------------------------------------------ dispatch
 
@@ -166,8 +173,11 @@ class _CodeGen:
             helper = runtime.neg if node.op == "-" else runtime.pos
             return f"{self.bind_object(helper)}({self.value(node.operand)})"
         if isinstance(node, IsNull):
+            operand = self.value(node.operand)
+            if operand in self.constant_codes:  # e.g. "5 IS NULL", "(1 + 2) IS NULL"
+                return repr((operand == "None") != node.negated)
             test = "is not None" if node.negated else "is None"
-            return f"({self.value(node.operand)} {test})"
+            return f"({operand} {test})"
         if isinstance(node, InList):
             return self.in_list(node)
         if isinstance(node, Like):
@@ -252,6 +262,13 @@ class _CodeGen:
             test = f"{t}.endswith({self.bind_value(plan.text)})"
         elif plan.kind == "contains":
             test = f"{self.bind_value(plan.text)} in {t}"
+        elif plan.kind == "affixes":
+            prefix = self.bind_value(plan.text)
+            suffix = self.bind_value(plan.suffix)
+            minimum = len(plan.text) + len(plan.suffix)
+            test = (
+                f"(len({t}) >= {minimum} and {t}.startswith({prefix}) and {t}.endswith({suffix}))"
+            )
         elif plan.kind == "any":
             test = "True"
         elif plan.kind == "length":

@@ -87,7 +87,10 @@ def java_string(value: object) -> str | None:
     if t is bool:
         return "true" if value else "false"
     if t is int:
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # beyond Python's int-to-str digit limit; not a Java long
+            return None
     if t is float:
         return java_double_string(value)  # type: ignore[arg-type]
     return None

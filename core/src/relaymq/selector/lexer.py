@@ -127,14 +127,14 @@ def tokenize(text: str) -> list[Token]:
                 tok = Token(Kind.KEYWORD, upper, i, j)
             else:
                 tok = Token(Kind.IDENT, word, i, j)
-        elif text[i : i + 2] in _OPERATORS_2:
-            tok = Token(Kind.OP, text[i : i + 2], i, i + 2)
-        elif ch in _OPERATORS_1:
-            tok = Token(Kind.OP, ch, i, i + 1)
         elif text[i : i + 2] == "!=":
             raise InvalidSelector("'!=' is not a selector operator (use '<>')", i, text)
         elif text[i : i + 2] == "==":
             raise InvalidSelector("'==' is not a selector operator (use '=')", i, text)
+        elif text[i : i + 2] in _OPERATORS_2:
+            tok = Token(Kind.OP, text[i : i + 2], i, i + 2)
+        elif ch in _OPERATORS_1:
+            tok = Token(Kind.OP, ch, i, i + 1)
         else:
             raise InvalidSelector(f"unexpected character {ch!r}", i, text)
         tokens.append(tok)

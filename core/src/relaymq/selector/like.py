@@ -59,12 +59,13 @@ class LikePlan:
     """How to test a string against a pattern.
 
     ``kind`` is one of: ``equals``, ``prefix``, ``suffix``, ``contains``,
-    ``any`` (pattern '%'), ``length`` (only '_'), or ``general``, for which
-    ``matcher`` is a function ``str -> bool``.
+    ``affixes`` (``text%suffix``), ``any`` (pattern '%'), ``length`` (only
+    '_'), or ``general``, for which ``matcher`` is a function ``str -> bool``.
     """
 
     kind: str
     text: str = ""
+    suffix: str = ""
     length: int = 0
     matcher: Callable[[str], bool] | None = None
 
@@ -89,6 +90,13 @@ def plan_like(pattern: str, escape: str | None) -> LikePlan:
         and isinstance(segments[1], str)
     ):
         return LikePlan("contains", segments[1])
+    if (
+        len(segments) == 3
+        and isinstance(segments[0], str)
+        and segments[1] is ANY_RUN
+        and isinstance(segments[2], str)
+    ):
+        return LikePlan("affixes", segments[0], suffix=segments[2])
     return LikePlan("general", matcher=make_matcher(segments))
 
 
