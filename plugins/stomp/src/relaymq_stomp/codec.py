@@ -1,0 +1,229 @@
+"""A sans-IO STOMP frame parser with limits.
+
+Bytes go in (`FrameParser.feed`), complete frames come out. Nothing here knows
+about sockets, sessions or the broker, so the codec is tested with plain bytes.
+
+Why it is shaped this way:
+
+* The common case is a read that holds whole frames. `feed` then works on the
+  received `bytes` directly and only keeps (in a bytearray) the tail of a frame
+  that is not complete yet; nothing is copied twice.
+* A frame's headers end at the first empty line (`\\n\\n`, or `\\n\\r\\n` from a
+  1.2 client using CRLF). Headers are decoded once and split into a dict in one
+  C-level call; a repeated header keeps its first value (STOMP 1.2).
+* Limits protect the broker from one client: the header section (command
+  length, header count, header line length) is checked while it is still
+  incomplete, incrementally, so a client cannot make the parser rescan or
+  buffer without bound; a body is bounded by `max_data_length` and a whole
+  frame by `max_frame_size`, both checked before its bytes are buffered.
+* Heart-beats (EOLs between frames) are skipped and counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import FrameError
+from .frames import Frame
+
+_NUL = 0
+
+
+@dataclass(slots=True)
+class Limits:
+    """Wire-format limits (ActiveMQ's StompWireFormat defaults)."""
+
+    max_command_length: int = 1024
+    max_header_length: int = 10 * 1024  # one `name:value` line
+    max_headers: int = 1000
+    max_data_length: int = 100 * 1024 * 1024  # body bytes
+    max_frame_size: int = 100 * 1024 * 1024 + 1024 * 1024  # header section + body
+
+    @property
+    def max_header_section(self) -> int:
+        """Bytes a header section may take before its terminating empty line."""
+        return min(self.max_frame_size,
+                   self.max_command_length + self.max_headers * (self.max_header_length + 1) + 2)
+
+
+class FrameParser:
+    """Cuts a byte stream into `Frame`s.
+
+    `feed(data)` returns the frames completed by `data`. When the stream is
+    broken it raises `FrameError`; the frames completed before the error are
+    in `error_frames` so the caller can still act on them in order.
+    """
+
+    __slots__ = ("limits", "_buf", "_hdr_scan", "_lines", "_line_start", "_need",
+                 "_nul_scan", "heartbeats", "error_frames", "broken")
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self._buf = bytearray()  # bytes of an incomplete frame (starts at its first byte)
+        self._hdr_scan = 0  # where to continue looking for the end of the headers
+        self._lines = 0  # newlines seen in an incomplete header section
+        self._line_start = 0  # start of the current (incomplete) header line
+        self._need = 0  # total buffered bytes needed before the frame can complete
+        self._nul_scan = -1  # where to continue looking for NUL (no content-length)
+        self.heartbeats = 0
+        self.error_frames: list[Frame] = []
+        self.broken = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        if self.broken:
+            return []
+        if self._buf:
+            buf = self._buf
+            buf += data
+            if len(buf) < self._need:
+                return []
+        else:
+            buf = data  # type: ignore[assignment]
+        frames: list[Frame] = []
+        try:
+            pos = self._parse(buf, frames)
+        except FrameError:
+            self.broken = True
+            self._buf = bytearray()
+            self.error_frames = frames
+            raise
+        if pos >= len(buf):
+            if self._buf:
+                self._buf = bytearray()
+        elif buf is self._buf:
+            if pos:
+                del buf[:pos]
+        else:
+            self._buf = bytearray(memoryview(buf)[pos:])
+        return frames
+
+    # -- the parser proper ----------------------------------------------------------
+    def _parse(self, buf: bytes | bytearray, frames: list[Frame]) -> int:
+        limits = self.limits
+        n = len(buf)
+        pos = 0
+        while pos < n:
+            c = buf[pos]
+            if c == 10 or c == 13:  # EOL: a heart-beat or the padding after a NUL
+                pos += 1
+                if c == 10:
+                    self.heartbeats += 1
+                continue
+            # -- header section ----------------------------------------------------
+            scan = pos + self._hdr_scan if self._hdr_scan else pos
+            end = buf.find(b"\n\n", scan)
+            limit = end if end >= 0 else n
+            crlf = buf.find(b"\n\r\n", scan, limit + 1 if end >= 0 else n)
+            if crlf >= 0 and (end < 0 or crlf < end):
+                end, body_start = crlf, crlf + 3
+            elif end >= 0:
+                body_start = end + 2
+            else:
+                self._check_partial_headers(buf, pos, scan, n)
+                return pos
+            self._hdr_scan = 0
+            self._lines = 0
+            self._line_start = 0
+            hsize = end - pos
+            if hsize > limits.max_header_section:
+                raise FrameError("frame header section too large",
+                                 f"{hsize} bytes; the limit is {limits.max_header_section}")
+            try:
+                text = bytes(buf[pos:end]).decode()
+            except UnicodeDecodeError as exc:
+                raise FrameError("garbage: a frame header is not UTF-8", str(exc)) from None
+            if "\r" in text:
+                text = text.replace("\r\n", "\n")
+            lines = text.split("\n")
+            command = lines[0]
+            if len(command) > limits.max_command_length:
+                raise FrameError("garbage: command too long", f"{len(command)} characters")
+            nh = len(lines) - 1
+            if nh > limits.max_headers:
+                raise FrameError("too many headers", f"{nh}; the limit is {limits.max_headers}")
+            if hsize > limits.max_header_length:
+                longest = max(map(len, lines))
+                if longest > limits.max_header_length:
+                    raise FrameError("header too long",
+                                     f"{longest} characters; the limit is {limits.max_header_length}")
+            if nh:
+                try:
+                    headers = dict(reversed([ln.split(":", 1) for ln in lines[1:]]))
+                except ValueError:
+                    bad = next(ln for ln in lines[1:] if ":" not in ln)
+                    raise FrameError("garbage: a header line has no ':'", repr(bad[:80])) from None
+            else:
+                headers = {}
+            # -- body ---------------------------------------------------------------
+            cl = headers.get("content-length")
+            if cl is not None:
+                length = _content_length(cl)
+                if length > limits.max_data_length:
+                    raise FrameError("frame body too large",
+                                     f"content-length {length}; the limit is {limits.max_data_length}")
+                stop = body_start + length
+                if stop - pos > limits.max_frame_size:
+                    raise FrameError("frame too large", f"the limit is {limits.max_frame_size} bytes")
+                if stop >= n:
+                    self._need = stop + 1 - pos
+                    self._hdr_scan = end - pos  # cheap rescan once the body is complete
+                    return pos
+                if buf[stop] != _NUL:
+                    raise FrameError("bad content-length: the frame does not end with NUL after "
+                                     f"{length} body bytes")
+            else:
+                scan = body_start if self._nul_scan < 0 else pos + self._nul_scan
+                stop = buf.find(b"\x00", scan)
+                if stop < 0:
+                    if n - body_start > limits.max_data_length or n - pos > limits.max_frame_size:
+                        raise FrameError("frame body too large",
+                                         f"no NUL within {limits.max_data_length} bytes")
+                    self._nul_scan = n - pos
+                    self._hdr_scan = end - pos
+                    self._need = 0
+                    return pos
+            self._nul_scan = -1
+            self._need = 0
+            body = bytes(buf[body_start:stop])
+            frames.append(Frame(command, headers, body, "\\" in text, stop + 1 - pos))
+            pos = stop + 1
+        return pos
+
+    def _check_partial_headers(self, buf: bytes | bytearray, pos: int, scan: int, n: int) -> None:
+        """Bound an incomplete header section without rescanning what was checked."""
+        limits = self.limits
+        if n - pos > limits.max_header_section:
+            raise FrameError("frame header section too large",
+                             f"no end of headers within {limits.max_header_section} bytes")
+        # Only bytes after `scan` are new; the last byte may start "\n\n", so keep it.
+        lines = self._lines + buf.count(b"\n", scan, n)
+        last_nl = buf.rfind(b"\n", scan, n)
+        line_start = last_nl + 1 - pos if last_nl >= 0 else self._line_start
+        if lines > limits.max_headers + 1:
+            raise FrameError("too many headers", f"the limit is {limits.max_headers}")
+        if n - pos - line_start > max(limits.max_header_length, limits.max_command_length):
+            what = "command" if lines == 0 else "header"
+            raise FrameError(f"{what} too long" if lines else "garbage: no command line",
+                             f"a line exceeds {limits.max_header_length} bytes")
+        # resume one byte early so a "\n\n" (or "\n\r\n") split across reads is found
+        resume = max(n - 2, pos)
+        if resume > scan:
+            self._lines = lines - buf.count(b"\n", resume, n)
+        else:
+            resume = scan
+            self._lines = lines - buf.count(b"\n", scan, n)
+        self._hdr_scan = resume - pos
+        self._line_start = line_start
+        self._need = 0
+
+
+def _content_length(text: str) -> int:
+    t = text.strip()
+    if not t.isdigit() or not t.isascii():
+        raise FrameError("bad content-length", f"content-length:{text[:40]!r} is not a length")
+    return int(t)

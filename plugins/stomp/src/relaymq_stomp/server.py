@@ -1,0 +1,292 @@
+"""The asyncio side: a listening connector and one `asyncio.Protocol` per socket.
+
+Reading: `data_received` parses synchronously and queues the frames; one task
+per connection processes them strictly in order, awaiting each (so a producer's
+messages reach the kernel in the order it sent them). The task only exists
+while there is work, and frames that complete without suspending cost no extra
+loop turn. While the kernel keeps a send waiting (producer flow control, a slow
+store) frames pile up, and past `max_pending_frames` the socket stops being
+read until the backlog is gone: TCP then pushes back on the producer.
+
+Writing: frames are appended to a buffer that is flushed once per loop turn, so
+a burst of MESSAGE frames costs one `send()` call. When the transport's buffer
+passes its high-water mark asyncio pauses us; `auto`-ack deliveries are then not
+acknowledged until it resumes, which bounds what one slow consumer can pin.
+
+Heart-beats: one timer per direction, re-armed lazily (no per-byte timer work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections import deque
+from typing import TYPE_CHECKING
+
+from relaymq.spi.transport import ConnectorContext
+
+from .codec import FrameParser
+from .config import StompOptions
+from .errors import FrameError, ProtocolError
+from .frames import Frame
+from .session import SessionContext, StompSession
+
+if TYPE_CHECKING:
+    from relaymq.broker.broker import Broker
+
+log = logging.getLogger("relaymq.stomp")
+
+
+class StompConnector:
+    """Listens for STOMP clients on `stomp://`, `stomp+nio://` or `stomp+ssl://`."""
+
+    def __init__(self, context: ConnectorContext) -> None:
+        self.context = context
+        self.scheme = context.uri.scheme
+        self.broker: Broker = context.broker
+        self.options = StompOptions.from_context(context)
+        self.ssl: ssl.SSLContext | None = context.ssl_context()
+        self.connections: set[StompProtocol] = set()
+        self._server: asyncio.Server | None = None
+        self._address = ""
+
+    async def start(self) -> None:
+        uri = self.context.uri
+        loop = asyncio.get_running_loop()
+        port = uri.port if uri.port is not None else (61614 if self.ssl else 61613)
+        self._server = await loop.create_server(
+            lambda: StompProtocol(self), uri.host, port, ssl=self.ssl, reuse_address=True,
+            backlog=512,
+        )
+        sock = self._server.sockets[0].getsockname()
+        self._address = f"{sock[0]}:{sock[1]}"
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        conns = list(self.connections)
+        for p in conns:
+            p.abort()
+        await asyncio.gather(*(p.closed for p in conns), return_exceptions=True)
+        self._server = None
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+
+def StompTransportFactory(context: ConnectorContext) -> StompConnector:  # noqa: N802 - entry point
+    """Entry point for `stomp`, `stomp+nio` and `stomp+ssl` in `relaymq.transports`."""
+    return StompConnector(context)
+
+
+class StompProtocol(asyncio.Protocol):
+    """One client socket: parser, session, output buffer, heart-beat timers."""
+
+    def __init__(self, connector: StompConnector) -> None:
+        self.connector = connector
+        self.options = connector.options
+        self.loop = asyncio.get_running_loop()
+        self.parser = FrameParser(self.options.limits)
+        self.transport: asyncio.Transport | None = None
+        self.session: StompSession | None = None
+        self._frames: deque[Frame | FrameError] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._out = bytearray()
+        self._flush_scheduled = False
+        self._write_paused = False
+        self._read_paused = False
+        self._closing = False  # no more frames are processed
+        self._lost = False
+        self.closed: asyncio.Future[None] = self.loop.create_future()
+        self._last_read = self.loop.time()
+        self._last_write = self._last_read
+        self._send_every = 0.0
+        self._recv_within = 0.0
+        self._connect_timer: asyncio.TimerHandle | None = None
+        self._send_timer: asyncio.TimerHandle | None = None
+        self._recv_timer: asyncio.TimerHandle | None = None
+
+    # -- asyncio callbacks ----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        opts = self.options
+        transport.set_write_buffer_limits(high=opts.write_buffer_high)
+        peer = transport.get_extra_info("peername")
+        remote = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        conns = self.connector.connections
+        if opts.max_connections and len(conns) >= opts.max_connections:
+            log.warning("refusing STOMP connection from %s: maximumConnections=%d reached",
+                        remote, opts.max_connections)
+            transport.abort()
+            self._lost = True
+            return
+        conns.add(self)
+        self.session = StompSession(SessionContext(
+            broker=self.connector.broker, options=opts, write=self.write, close=self.close,
+            heartbeat=self._start_heartbeat, transport=self.connector.scheme,
+            remote_address=remote,
+        ))
+        if opts.connect_timeout_ms:
+            self._connect_timer = self.loop.call_later(opts.connect_timeout_ms / 1000.0,
+                                                       self._connect_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._last_read = self.loop.time()
+        try:
+            frames: list[Frame | FrameError] = list(self.parser.feed(data))
+        except FrameError as exc:
+            frames = [*self.parser.error_frames, exc]
+            self.transport.pause_reading()  # type: ignore[union-attr]
+        if not frames:
+            return
+        self._frames.extend(frames)
+        if self._task is None:
+            self._task = self.loop.create_task(self._process())
+        elif not self._read_paused and len(self._frames) >= self.options.max_pending_frames:
+            self._read_paused = True
+            self.transport.pause_reading()  # type: ignore[union-attr]
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # Frames already read are still processed (a producer that sent and hung up
+        # expects its messages delivered); only their answers go nowhere.
+        self._lost = True
+        self._cancel_timers()
+        self.connector.connections.discard(self)
+        self._out = bytearray()
+        if self.session is not None:
+            self.session.auto_acks.clear()
+        if self._task is None:
+            self.loop.create_task(self._teardown())
+        # else the processing task tears down when the backlog is done
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self.session is not None and not self._lost:
+            self.session.flushed()
+
+    # -- processing ----------------------------------------------------------------------
+    async def _process(self) -> None:
+        session = self.session
+        assert session is not None
+        frames = self._frames
+        try:
+            while frames and not self._closing:
+                item = frames.popleft()
+                if isinstance(item, FrameError):
+                    session.error(item)
+                    break
+                await session.handle(item)
+        finally:
+            self._task = None
+            if self._lost:
+                await self._teardown()
+            elif self._read_paused and not self._closing:
+                self._read_paused = False
+                self.transport.resume_reading()  # type: ignore[union-attr]
+
+    async def _teardown(self) -> None:
+        try:
+            if self.session is not None:
+                await self.session.close()
+        except Exception:  # noqa: BLE001
+            log.exception("closing STOMP session failed")
+        finally:
+            if not self.closed.done():
+                self.closed.set_result(None)
+
+    # -- output --------------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        if self._lost:
+            return
+        self._out += data
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._lost or not self._out:
+            return
+        data, self._out = self._out, bytearray()
+        self.transport.write(data)  # type: ignore[union-attr]
+        self._last_write = self.loop.time()
+        if not self._write_paused and self.session is not None:
+            self.session.flushed()
+
+    def close(self) -> None:
+        """Flush, then close (after an ERROR that ends the connection, or DISCONNECT)."""
+        self._closing = True
+        self._frames.clear()
+        if self._lost:
+            return
+        self._flush()
+        self.transport.close()  # type: ignore[union-attr]
+
+    def abort(self) -> None:
+        """Broker shutdown: drop the socket; `closed` completes after the teardown."""
+        self._closing = True
+        self._frames.clear()
+        if self.transport is not None and not self._lost:
+            self.transport.abort()
+
+    # -- heart-beats and timeouts ------------------------------------------------------------
+    def _cancel_timers(self) -> None:
+        for t in (self._connect_timer, self._send_timer, self._recv_timer):
+            if t is not None:
+                t.cancel()
+        self._connect_timer = self._send_timer = self._recv_timer = None
+
+    def _connect_timeout(self) -> None:
+        self._connect_timer = None
+        session = self.session
+        if session is not None and session.conn is None and not self._lost:
+            session.error(ProtocolError("no CONNECT frame within "
+                                        f"{self.options.connect_timeout_ms} ms"))
+
+    def _start_heartbeat(self, send_ms: int, recv_ms: int) -> None:
+        self._cancel_timers()
+        if send_ms > 0:
+            self._send_every = send_ms / 1000.0
+            self._send_timer = self.loop.call_later(self._send_every, self._send_tick)
+        if recv_ms > 0:
+            self._recv_within = recv_ms / 1000.0 * self.options.hb_grace_multiplier
+            self._recv_timer = self.loop.call_later(self._recv_within, self._recv_tick)
+
+    def _send_tick(self) -> None:
+        self._send_timer = None
+        if self._lost or self._closing:
+            return
+        idle = self.loop.time() - self._last_write
+        if idle >= self._send_every * 0.9 and not self._out:
+            self.transport.write(b"\n")  # type: ignore[union-attr]
+            self._last_write = self.loop.time()
+            idle = 0.0
+        self._send_timer = self.loop.call_later(max(self._send_every - idle, 0.001),
+                                                self._send_tick)
+
+    def _recv_tick(self) -> None:
+        self._recv_timer = None
+        if self._lost or self._closing:
+            return
+        silent = self.loop.time() - self._last_read
+        if silent >= self._recv_within:
+            log.info("STOMP client %s silent for %.1f s; closing",
+                     self.session.ctx.remote_address if self.session else "?", silent)
+            if self.session is not None:
+                self.session.error(ProtocolError(
+                    "heart-beat timeout", f"nothing received for {silent:.3f} s"))
+            else:
+                self.transport.abort()  # type: ignore[union-attr]
+            return
+        self._recv_timer = self.loop.call_later(self._recv_within - silent, self._recv_tick)

@@ -1,0 +1,420 @@
+"""The STOMP protocol session: frames in, kernel calls, frames out.
+
+Sans-IO: the session never touches a socket. It receives parsed `Frame`s from
+the server (one at a time, in order, awaited: that is what keeps per-producer
+FIFO) and emits bytes through the injected `SessionContext.write`. The server
+tells it when written bytes went out (`flushed`), which is when `auto`
+deliveries are acknowledged: acking on dispatch instead would let a queue push
+its whole backlog into a socket buffer in one go.
+
+Errors follow ActiveMQ: a `StompError` from a handler becomes an ERROR frame
+and the connection stays; a `ProtocolError` also closes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from relaymq.broker.security import ConnectRequest
+from relaymq.dispatch.consumer import NackMode
+from relaymq.errors import (
+    ClientIdInUse,
+    RelayMQError,
+    SecurityError,
+    SubscriptionInUse,
+    UnknownDelivery,
+)
+from relaymq.model.destination import InvalidDestination
+from relaymq.model.message import now_millis
+from relaymq.selector import InvalidSelector
+
+from . import frames as F
+from .config import StompOptions
+from .destinations import DestinationMapper
+from .errors import ProtocolError, StompError
+from .frames import V10, Frame, encode_frame, unescape_headers
+from .mapping import message_from_send
+from .subscription import ACK_MODES, AUTO, CLIENT, Subscription
+
+if TYPE_CHECKING:
+    from relaymq.broker.broker import Broker
+    from relaymq.broker.connection import ClientConnection
+
+log = logging.getLogger("relaymq.stomp")
+
+
+@dataclass(slots=True)
+class SessionContext:
+    """What a session needs from its server, as one object."""
+
+    broker: Broker
+    options: StompOptions
+    #: queue bytes for the client (buffered; the server flushes once per loop turn)
+    write: Callable[[bytes], None]
+    #: flush what was written, then close the connection
+    close: Callable[[], None]
+    #: the negotiated heart-beat: (ms between our sends, ms the client may be silent)
+    heartbeat: Callable[[int, int], None]
+    transport: str = "stomp"
+    remote_address: str | None = None
+
+
+class StompSession:
+    def __init__(self, ctx: SessionContext) -> None:
+        self.ctx = ctx
+        self.write = ctx.write
+        self.version = V10
+        self.conn: ClientConnection | None = None
+        self.mapper: DestinationMapper = None  # type: ignore[assignment]  # set on CONNECT
+        self.subs: dict[str, Subscription] = {}
+        self._by_num: dict[int, Subscription] = {}
+        self._nums = 0
+        #: auto-ack deliveries written but not yet flushed to the socket
+        self.auto_acks: list[tuple[Subscription, int]] = []
+        #: NACKs inside a transaction, applied on COMMIT
+        self._tx_nacks: dict[str, list[tuple[Subscription, int]]] = {}
+        self.closing = False
+        self._closed = False
+        self._handlers: dict[str, Callable[[Frame], Awaitable[None]]] = {
+            F.CONNECT: self._connect, F.STOMP: self._connect, F.SEND: self._send,
+            F.SUBSCRIBE: self._subscribe, F.UNSUBSCRIBE: self._unsubscribe,
+            F.ACK: self._ack, F.NACK: self._nack, F.BEGIN: self._begin,
+            F.COMMIT: self._commit, F.ABORT: self._abort, F.DISCONNECT: self._disconnect,
+        }
+
+    # -- entry points used by the server ------------------------------------------------
+    async def handle(self, frame: Frame) -> None:
+        """Process one frame completely (including its receipt) or answer ERROR."""
+        if self.closing:
+            return
+        cmd = frame.command
+        receipt = None
+        try:
+            handler = self._handlers.get(cmd)
+            if handler is None:
+                raise ProtocolError(f"Unknown STOMP action: {cmd[:40]}",
+                                    "STOMP commands: " + ", ".join(sorted(F.CLIENT_COMMANDS)))
+            if frame.escaped and self.version != V10 and cmd != F.CONNECT and cmd != F.STOMP:
+                frame.headers = unescape_headers(frame.headers, self.version)
+            receipt = frame.headers.get("receipt")
+            if self.conn is None and cmd != F.CONNECT and cmd != F.STOMP:
+                if cmd == F.DISCONNECT:
+                    self._finish(receipt)
+                    return
+                raise StompError("Not connected", f"send CONNECT before {cmd}")
+            await handler(frame)
+            if receipt is not None and cmd != F.DISCONNECT and not self.closing:
+                self.write(_receipt(receipt, self.version))
+        except StompError as exc:
+            self.error(exc, receipt)
+        except (RelayMQError, InvalidSelector, InvalidDestination) as exc:
+            self.error(StompError(str(exc), type(exc).__name__), receipt)
+        except Exception as exc:  # noqa: BLE001 - one client's frame must not hurt others
+            log.exception("STOMP %s from %s failed", cmd, self.ctx.remote_address)
+            self.error(ProtocolError(f"internal error: {type(exc).__name__}", str(exc)), receipt)
+
+    def error(self, exc: StompError, receipt: str | None = None) -> None:
+        """Send an ERROR frame; close the connection when the error is fatal."""
+        if self.closing:
+            return
+        headers = {"message": exc.message}
+        if receipt is not None:
+            headers["receipt-id"] = receipt
+        headers.update(exc.headers)
+        headers["content-type"] = "text/plain"
+        self.write(encode_frame(F.ERROR, headers, exc.detail.encode(), self.version))
+        if exc.fatal:
+            log.info("closing STOMP connection from %s: %s", self.ctx.remote_address, exc.message)
+            self.closing = True
+            self.auto_acks.clear()
+            self.ctx.close()
+
+    def flushed(self) -> None:
+        """Written frames reached the socket: acknowledge the `auto` deliveries among them."""
+        acks = self.auto_acks
+        if not acks or self.closing:
+            return
+        self.auto_acks = []
+        for sub, did in acks:
+            consumer = sub.consumer
+            if consumer is None or consumer.closed:
+                continue
+            try:
+                consumer.ack(did)
+            except UnknownDelivery:
+                pass
+
+    async def close(self) -> None:
+        """The socket is gone: return unacknowledged deliveries, end the kernel connection."""
+        self.closing = True
+        self.auto_acks.clear()
+        if self._closed:
+            return
+        self._closed = True
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            await conn.close()
+
+    def subscription_closed(self, sub: Subscription, reason: str) -> None:
+        if self.subs.get(sub.id) is sub:
+            del self.subs[sub.id]
+            self._by_num.pop(sub.num, None)
+            self.error(StompError(f"subscription {sub.id} was closed by the broker", reason))
+
+    # -- CONNECT ---------------------------------------------------------------------------
+    async def _connect(self, frame: Frame) -> None:
+        if self.conn is not None:
+            raise StompError("Already connected")
+        h = frame.headers
+        accepted = [v.strip() for v in h.get("accept-version", V10).split(",")]
+        version = next((v for v in reversed(F.SUPPORTED_VERSIONS) if v in accepted), None)
+        if version is None:
+            raise ProtocolError("Supported protocol versions are 1.0,1.1,1.2",
+                                f"the client accepts {h.get('accept-version')}",
+                                {"version": ",".join(F.SUPPORTED_VERSIONS)})
+        opts = self.ctx.options
+        send_ms, recv_ms = self._heartbeat(h.get("heart-beat"), opts.default_heart_beat)
+        request = ConnectRequest(
+            username=h.get("login"), password=h.get("passcode"),
+            client_id=h.get("client-id") or None, transport=self.ctx.transport,
+            remote_address=self.ctx.remote_address,
+        )
+        try:
+            conn = await self.ctx.broker.connect(request)
+        except SecurityError as exc:
+            raise ProtocolError(str(exc) or "Authentication failed",
+                                "the broker's authentication refused this login") from None
+        except ClientIdInUse as exc:
+            raise ProtocolError(str(exc), "InvalidClientIDException") from None
+        except RelayMQError as exc:
+            raise ProtocolError(str(exc), type(exc).__name__) from None
+        if self.closing:  # the socket went away while we authenticated
+            await conn.close()
+            return
+        self.conn = conn
+        self.version = version
+        self.mapper = DestinationMapper(conn)
+        headers = {"version": version, "session": conn.id, "server": opts.server,
+                   "heart-beat": f"{send_ms},{recv_ms}"}
+        self.write(encode_frame(F.CONNECTED, headers, b"", version, content_length=False))
+        self.ctx.heartbeat(send_ms, recv_ms)
+
+    @staticmethod
+    def _heartbeat(header: str | None, default: tuple[int, int]) -> tuple[int, int]:
+        """Return (server send interval, client silence allowed) in ms.
+
+        We can send as often as the client wants (`cy`) and accept the client's
+        own rate (`cx`); the CONNECTED header says so (`cy,cx`), like ActiveMQ."""
+        if header is None:
+            cx, cy = default
+        else:
+            try:
+                cx, cy = (int(x.strip()) for x in header.split(","))
+                if cx < 0 or cy < 0:
+                    raise ValueError
+            except ValueError:
+                raise ProtocolError("invalid heart-beat header",
+                                    f"heart-beat:{header!r}; expected two numbers, e.g. 10000,10000"
+                                    ) from None
+        return cy, cx
+
+    # -- SEND ------------------------------------------------------------------------------
+    async def _send(self, frame: Frame) -> None:
+        conn = self.conn
+        assert conn is not None
+        headers = frame.headers
+        txid = headers.pop("transaction", None)
+        headers.pop("receipt", None)
+        message = message_from_send(headers, frame.body, self.mapper, conn.new_message_id(),
+                                    now_millis())
+        await conn.send(message, txid)
+
+    # -- SUBSCRIBE / UNSUBSCRIBE -------------------------------------------------------------
+    async def _subscribe(self, frame: Frame) -> None:
+        conn = self.conn
+        assert conn is not None
+        h = frame.headers
+        text = h.get("destination")
+        dest = self.mapper.parse(text)
+        sid = h.get("id") or text
+        assert sid is not None
+        if sid in self.subs:
+            raise StompError(f"subscription id {sid!r} is already in use on this connection")
+        ack_mode = h.get("ack", AUTO)
+        if ack_mode not in ACK_MODES:
+            raise StompError(f"invalid ack mode {ack_mode!r}", "use auto, client or client-individual")
+        browser = _flag(h, "browser")
+        durable = h.get("activemq.subscriptionName") or h.get("durable-subscription-name")
+        if durable is not None:
+            if dest.is_queue:
+                raise StompError("durable subscriptions are for topics",
+                                 f"{text} is a queue; subscribe to a /topic/ destination")
+            if not conn.client_id:
+                raise StompError("a durable subscription needs a client-id",
+                                 "set client-id on CONNECT")
+        if browser and not dest.is_queue:
+            raise StompError("browsing needs a queue", f"{text} is not a queue")
+        prefetch = _int_header(h, "activemq.prefetchSize")
+        if prefetch is not None and prefetch <= 0:
+            prefetch = 1  # STOMP has no pull; ActiveMQ treats 0 as "one at a time" too
+        priority = _int_header(h, "activemq.priority") or 0
+        self._nums += 1
+        sub = Subscription(self, sid, self._nums, text or "", ack_mode, browser, durable)
+        self.subs[sid] = sub
+        self._by_num[sub.num] = sub
+        try:
+            sub.consumer = await conn.subscribe(
+                dest, selector=h.get("selector"), prefetch=prefetch,
+                exclusive=_flag(h, "activemq.exclusive"), browser=browser,
+                durable_name=durable, no_local=_flag(h, "activemq.noLocal"),
+                priority=priority, name=f"stomp:{conn.id}:{sid}",
+                selector_string_conversion=True, on_message=sub.on_message,
+                on_browse_end=sub.on_browse_end if browser else None,
+            )
+        except BaseException:
+            self.subs.pop(sid, None)
+            self._by_num.pop(sub.num, None)
+            raise
+        sub.consumer.on_closed = sub.on_closed
+
+    async def _unsubscribe(self, frame: Frame) -> None:
+        conn = self.conn
+        assert conn is not None
+        h = frame.headers
+        sid = h.get("id")
+        durable = h.get("activemq.subscriptionName") or h.get("durable-subscription-name")
+        sub = self.subs.get(sid) if sid is not None else None
+        if sub is None and sid is None and h.get("destination") is not None:
+            sub = self.subs.get(h["destination"])  # STOMP 1.0: by destination
+        if sub is None and durable is None:
+            raise StompError(f"no subscription {sid or h.get('destination')!r} on this connection")
+        if sub is not None:
+            del self.subs[sub.id]
+            self._by_num.pop(sub.num, None)
+            if sub.consumer is not None:
+                conn.close_consumer(sub.consumer)
+        if durable is not None:
+            try:
+                await conn.unsubscribe(durable)
+            except SubscriptionInUse as exc:
+                raise StompError(str(exc)) from None
+
+    # -- ACK / NACK --------------------------------------------------------------------------
+    def _find(self, h: dict[str, str]) -> tuple[Subscription, int]:
+        ack_id = h.get("id")
+        if ack_id is not None:
+            num, sep, did = ack_id.partition("-")
+            if sep and num.isdigit() and did.isdigit():
+                sub = self._by_num.get(int(num))
+                if sub is not None and (sub.browser or sub.ack_mode == AUTO or sub.holds(int(did))):
+                    return sub, int(did)
+        mid = h.get("message-id") or ack_id
+        if mid is not None:
+            sid = h.get("subscription")
+            subs = [self.subs[sid]] if sid is not None and sid in self.subs else self.subs.values()
+            for sub in subs:
+                did2 = sub.msgids.get(mid)
+                if did2 is not None and sub.holds(did2):
+                    return sub, did2
+        what = ack_id if ack_id is not None else mid
+        if what is None:
+            raise StompError("ACK/NACK needs an 'id' header (STOMP 1.2) or 'message-id'")
+        raise StompError(f"Unknown ack id {what!r}",
+                         "the message was already acknowledged, or never delivered on this "
+                         "connection")
+
+    async def _ack(self, frame: Frame) -> None:
+        conn = self.conn
+        assert conn is not None
+        h = frame.headers
+        sub, did = self._find(h)
+        txid = h.get("transaction")
+        txn = conn.transaction(txid) if txid is not None else None
+        if sub.browser or sub.ack_mode == AUTO or sub.consumer is None:
+            return  # nothing to settle: browsed copies and auto deliveries
+        consumer = sub.consumer
+        if sub.ack_mode == CLIENT:
+            mids = [e.message.message_id for d, e in consumer.inflight.items() if d <= did]
+            done = consumer.ack_cumulative(did, txn)
+            sub.forget(mids)  # type: ignore[arg-type]
+        else:
+            mid = consumer.inflight[did].message.message_id
+            done = consumer.ack(did, txn)
+            sub.msgids.pop(mid, None)  # type: ignore[arg-type]
+        if done is not None and "receipt" in h:
+            await done  # the receipt promises the ack is durable
+
+    async def _nack(self, frame: Frame) -> None:
+        conn = self.conn
+        assert conn is not None
+        h = frame.headers
+        sub, did = self._find(h)
+        txid = h.get("transaction")
+        if txid is not None:
+            conn.transaction(txid)  # unknown transaction -> ERROR
+            self._tx_nacks.setdefault(txid, []).append((sub, did))
+            return
+        self._apply_nack(sub, did)
+
+    @staticmethod
+    def _apply_nack(sub: Subscription, did: int) -> None:
+        consumer = sub.consumer
+        if sub.browser or sub.ack_mode == AUTO or consumer is None or not consumer.holds(did):
+            return
+        sub.msgids.pop(consumer.inflight[did].message.message_id, None)  # type: ignore[arg-type]
+        consumer.nack(did, NackMode.POISON)
+
+    # -- transactions ------------------------------------------------------------------------
+    def _txid(self, frame: Frame) -> str:
+        txid = frame.headers.get("transaction")
+        if not txid:
+            raise StompError(f"{frame.command} needs a 'transaction' header")
+        return txid
+
+    async def _begin(self, frame: Frame) -> None:
+        assert self.conn is not None
+        self.conn.begin(self._txid(frame))
+
+    async def _commit(self, frame: Frame) -> None:
+        assert self.conn is not None
+        txid = self._txid(frame)
+        await self.conn.commit(txid)
+        for sub, did in self._tx_nacks.pop(txid, ()):
+            self._apply_nack(sub, did)
+
+    async def _abort(self, frame: Frame) -> None:
+        assert self.conn is not None
+        txid = self._txid(frame)
+        self.conn.rollback(txid)
+        self._tx_nacks.pop(txid, None)
+
+    # -- DISCONNECT --------------------------------------------------------------------------
+    async def _disconnect(self, frame: Frame) -> None:
+        self._finish(frame.headers.get("receipt"))
+
+    def _finish(self, receipt: str | None) -> None:
+        if receipt is not None:
+            self.write(_receipt(receipt, self.version))
+        self.closing = True
+        self.ctx.close()
+
+
+def _receipt(receipt_id: str, version: str) -> bytes:
+    return encode_frame(F.RECEIPT, {"receipt-id": receipt_id}, b"", version, content_length=False)
+
+
+def _flag(h: dict[str, str], name: str) -> bool:
+    return h.get(name, "").strip().lower() == "true"
+
+
+def _int_header(h: dict[str, str], name: str) -> int | None:
+    raw = h.get(name)
+    if raw is None:
+        return None
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise StompError(f"invalid '{name}' header", f"{raw!r} is not an integer") from None

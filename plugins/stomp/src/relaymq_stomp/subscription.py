@@ -1,0 +1,97 @@
+"""One STOMP subscription: renders the kernel's deliveries as MESSAGE frames and
+finds deliveries again from ACK/NACK headers.
+
+The `ack` header is `<subscription number>-<delivery id>`: opaque to the client,
+but it lets an ACK find its delivery without a per-message table. STOMP 1.0/1.1
+clients ack by `message-id`, so client-ack subscriptions also keep
+`message-id -> delivery id` for the deliveries they hold.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from relaymq.dispatch.consumer import Consumer, Delivery
+
+from .frames import V12, escape
+from .mapping import ENCODING, render_block
+
+if TYPE_CHECKING:
+    from .session import StompSession
+
+AUTO = "auto"
+CLIENT = "client"
+CLIENT_INDIVIDUAL = "client-individual"
+ACK_MODES = (AUTO, CLIENT, CLIENT_INDIVIDUAL)
+
+
+class Subscription:
+    __slots__ = ("session", "id", "num", "destination_text", "ack_mode", "consumer",
+                 "browser", "durable_name", "_head", "msgids")
+
+    def __init__(self, session: StompSession, sid: str, num: int, destination_text: str,
+                 ack_mode: str, browser: bool, durable_name: str | None) -> None:
+        self.session = session
+        self.id = sid
+        self.num = num
+        self.destination_text = destination_text
+        self.ack_mode = ack_mode
+        self.browser = browser
+        self.durable_name = durable_name
+        self.consumer: Consumer | None = None
+        self._head = f"MESSAGE\nsubscription:{escape(sid, session.version)}\nack:{num}-".encode()
+        #: message-id -> delivery id, for client-ack subscriptions (1.0/1.1 ACK by message-id)
+        self.msgids: dict[str, int] = {}
+
+    # -- kernel -> client ------------------------------------------------------------------
+    def on_message(self, delivery: Delivery) -> None:
+        """Write one MESSAGE frame; called synchronously by the queue's dispatch."""
+        session = self.session
+        m = delivery.message
+        block = m.encoded if m.encoding == ENCODING else None
+        version = session.version
+        if block is None or (version != V12 and b"\\" in block):
+            block = render_block(m, version)
+        redelivered = b"\nredelivered:true\n" if delivery.delivery_count else b"\n"
+        session.write(b"".join((
+            self._head, str(delivery.id).encode(), redelivered,
+            session.mapper.header_line(m.destination),  # type: ignore[arg-type]
+            block, m.body, b"\x00",
+        )))
+        mode = self.ack_mode
+        if mode == AUTO:
+            if not self.browser:
+                session.auto_acks.append((self, delivery.id))
+        else:
+            msgids = self.msgids
+            msgids[m.message_id] = delivery.id  # type: ignore[index]
+            if len(msgids) > 2 * len(self.consumer.inflight if self.consumer else ()) + 1024:
+                self._prune()
+
+    def on_browse_end(self) -> None:
+        """ActiveMQ ends a browse with an empty MESSAGE marked `browser:end`."""
+        session = self.session
+        session.write(
+            f"MESSAGE\nsubscription:{escape(self.id, session.version)}\nmessage-id:0\n"
+            f"browser:end\ndestination:{escape(self.destination_text, session.version)}\n"
+            "content-length:0\n\n\x00".encode()
+        )
+
+    def on_closed(self, reason: str) -> None:
+        """The broker ended the consumer (its destination was deleted)."""
+        self.session.subscription_closed(self, reason)
+
+    # -- client -> kernel ----------------------------------------------------------------
+    def holds(self, delivery_id: int) -> bool:
+        c = self.consumer
+        return c is not None and c.holds(delivery_id)
+
+    def forget(self, message_ids: list[str]) -> None:
+        for mid in message_ids:
+            self.msgids.pop(mid, None)
+
+    def _prune(self) -> None:
+        c = self.consumer
+        if c is None:
+            return
+        self.msgids = {mid: did for mid, did in self.msgids.items() if c.holds(did)}
