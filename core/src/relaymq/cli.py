@@ -295,7 +295,7 @@ def config_check(file: str, defines: tuple[str, ...], strict: bool) -> None:
         config = load_config(file, _parse_defines(defines), strict)
     except ConfigError as exc:
         errors = exc.errors or [str(exc)]
-        config = None
+        config = getattr(exc, "partial_config", None)
     plugin_warnings: list[str] = []
     if config is not None:
         try:

@@ -89,8 +89,14 @@ def load_config_text(
     report = Report(strict=strict)
     props = Properties(properties, env=env, base_dir=base_dir, conf_dir=conf_dir)
     config = build(BuildContext(props, report), root, filename)
-    report.raise_if_errors()
     config.properties = props.as_dict()
     config.warnings = list(report.warnings)
     config.notes = list(report.notes)
+    try:
+        report.raise_if_errors()
+    except ConfigError as exc:
+        # What could be built despite the errors, so `config check` can also
+        # report the plugins it names; never run a broker from it.
+        exc.partial_config = config  # type: ignore[attr-defined]
+        raise
     return config
