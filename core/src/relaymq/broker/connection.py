@@ -12,6 +12,7 @@ await conn.close()                              # unacked deliveries return, tem
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ from relaymq.errors import (
     TransactionError,
 )
 from relaymq.model.destination import Destination, DestinationKind
-from relaymq.model.message import Message, now_millis
+from relaymq.model.message import Message
 from relaymq.selector import Selector
 from relaymq.spi.persistence import AddSubscription, RemoveSubscription, SubscriptionRecord, subscription_key
 
@@ -54,6 +55,7 @@ class ClientConnection:
         self.temporary: list[Destination] = []
         self.transactions: dict[str, LocalTransaction] = {}
         self._authorized: set[tuple[str, Destination]] = set()
+        self._can_write: set[Destination] = set()
         self.closed = False
         self._subs: dict[int, SubscriptionQueue] = {}  # non-durable topic subscriptions
 
@@ -77,35 +79,44 @@ class ClientConnection:
         return f"{self._msg_prefix}{next(self._producer_seq)}"
 
     async def send(self, message: Message, txid: str | None = None) -> None:
-        """Route `message`; returns when it is accepted (stored when durable)."""
+        """Route `message`; returns when it is accepted (stored when durable).
+
+        This is the per-message path of every transport: keep it lean."""
         if self.closed:
             raise DestinationError("connection is closed")
         dest = message.destination
         if dest is None:
             raise DestinationError("a message needs a destination")
-        if (("write", dest)) not in self._authorized:
+        if dest not in self._can_write:
             self.authorize("write", dest)
+            self._can_write.add(dest)
         if message.message_id is None:
-            message.message_id = self.new_message_id()
+            message.message_id = self._msg_prefix + str(next(self._producer_seq))
         if not message.timestamp:
-            message.timestamp = now_millis()
+            message.timestamp = time.time_ns() // 1_000_000
         message.producer_id = self.id
-        if self.broker.usage.memory.full and not (message.durable and self.broker.region.store_persistent):
-            await self.broker.region.flow_control(self.broker.usage.memory.wait(), dest)
+        broker = self.broker
+        memory = broker.usage.memory
+        if memory.used >= memory.limit and not (message.durable and broker.region.store_persistent):
+            await broker.region.flow_control(memory.wait(), dest)
         if message.scheduled_delay or message.scheduled_period or message.scheduled_repeat:
-            if self.broker.scheduler is not None:
-                self.broker.scheduler.schedule(message, self)
+            if broker.scheduler is not None:
+                broker.scheduler.schedule(message, self)
                 return
-        txn = self.transactions.get(txid) if txid is not None else None
-        if txid is not None and txn is None:
-            raise TransactionError(f"unknown transaction {txid}")
         batch = SendBatch()
-        ctx = SendContext(self, batch, txn is not None, self.network)
-        await self.broker.chain(ctx, message)
-        if txn is not None:
+        if txid is not None:
+            txn = self.transactions.get(txid)
+            if txn is None:
+                raise TransactionError(f"unknown transaction {txid}")
+            await broker.chain(SendContext(self, batch, True, self.network), message)
             txn.add_batch(batch)
+            return
+        await broker.chain(SendContext(self, batch, False, self.network), message)
+        if batch.ops:
+            await broker.region.commit(batch)
         else:
-            await self.broker.region.commit(batch)
+            for queue, entry in batch.placed:
+                queue.enqueue(entry)
 
     # -- consuming -------------------------------------------------------------------
     async def subscribe(

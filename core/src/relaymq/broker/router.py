@@ -42,8 +42,8 @@ class SendContext:
     in_transaction: bool = False
     #: True for messages that arrived over a broker connection (mirror, federation)
     network: bool = False
-    #: filters may leave notes for later filters
-    notes: dict[str, Any] = field(default_factory=dict)
+    #: filters may leave notes for later filters (created on first use)
+    notes: dict[str, Any] | None = None
 
 
 class Router:

@@ -95,6 +95,21 @@ class Queue:
         if entry.seq > self._loaded_seq:
             self._loaded_seq = entry.seq
         self._hold(entry)
+        consumers = self.consumers
+        if len(consumers) == 1 and not self.pending and not self._dispatching:
+            # Fast path: one consumer with room, nothing waiting ahead of this message.
+            c = consumers[0]
+            msg = entry.message
+            if (c.selector is None and msg.group_id is None and not self.groups
+                    and c.capacity() > 0 and not (msg.expiration and msg.is_expired())):
+                self._dispatching = True
+                try:
+                    self._deliver(c, entry)
+                finally:
+                    self._dispatching = False
+                if self._again or self.browsers:
+                    self.dispatch()
+                return
         self.pending.append(entry)
         self.dispatch()
 

@@ -9,11 +9,11 @@ A comma separates the parts of a composite destination.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 
-class DestinationKind(enum.Enum):
+class DestinationKind(enum.Enum):  # noqa: D101
     QUEUE = "queue"
     TOPIC = "topic"
     TEMP_QUEUE = "temp-queue"
@@ -35,14 +35,34 @@ class InvalidDestination(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Destination:
-    """A queue or topic by kind and name; hashable, cheap to compare."""
+    """A queue or topic by kind and name; hashable, cheap to compare.
+
+    The hash and the wildcard/composite flags are computed once: destinations are
+    looked up in dicts on every send.
+    """
 
     kind: DestinationKind
     name: str
+    _hash: int = field(init=False, repr=False, compare=False)
+    _wild: bool = field(init=False, repr=False, compare=False)
+    _composite: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.strip():
             raise InvalidDestination("a destination name must not be empty")
+        object.__setattr__(self, "_hash", hash((self.kind, self.name)))
+        object.__setattr__(self, "_wild", is_wildcard(self.name))
+        object.__setattr__(self, "_composite", "," in self.name)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
+        if not isinstance(other, Destination):
+            return NotImplemented
+        return self._hash == other._hash and self.name == other.name and self.kind is other.kind
 
     @classmethod
     def queue(cls, name: str) -> Destination:
@@ -71,11 +91,11 @@ class Destination:
 
     @property
     def is_composite(self) -> bool:
-        return "," in self.name
+        return self._composite
 
     @property
     def is_wildcard(self) -> bool:
-        return is_wildcard(self.name)
+        return self._wild
 
     def composite_parts(self) -> list[Destination]:
         """The parts of a composite name; each part may carry its own prefix."""

@@ -48,7 +48,7 @@ class Message:
         "correlation_id", "reply_to", "type", "group_id", "group_seq", "user_id",
         "content_type", "body", "body_type", "_properties", "_loader", "annotations",
         "encoded", "encoding", "origin", "producer_id", "scheduled_delay",
-        "scheduled_period", "scheduled_repeat",
+        "scheduled_period", "scheduled_repeat", "_size",
     )
 
     def __init__(
@@ -102,6 +102,7 @@ class Message:
         self.scheduled_delay = 0
         self.scheduled_period = 0
         self.scheduled_repeat = 0
+        self._size = 0
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -121,10 +122,14 @@ class Message:
 
     @property
     def size(self) -> int:
-        """Approximate memory footprint used for usage limits."""
-        n = len(self.body) + 200
-        if self.encoded is not None and self.encoded is not self.body:
-            n += len(self.encoded)
+        """Approximate memory footprint used for usage limits (computed once:
+        a message is not changed after it is sent; `copy` makes a new one)."""
+        n = self._size
+        if not n:
+            n = len(self.body) + 200
+            if self.encoded is not None and self.encoded is not self.body:
+                n += len(self.encoded)
+            self._size = n
         return n
 
     def is_expired(self, now_ms: int | None = None) -> bool:
@@ -139,6 +144,7 @@ class Message:
             setattr(m, name, getattr(self, name))
         if self._properties is not None:
             m._properties = dict(self._properties)
+        m._size = 0
         if changes:
             props = changes.pop("properties", None)
             for k, v in changes.items():
