@@ -178,3 +178,17 @@ async def test_counters(make_broker, connect):
     assert s["enqueued"] == 4 and s["dequeued"] == 1 and s["dispatched"] == 4
     assert s["in_flight"] == 3 and s["pending"] == 3 and s["consumers"] == 1
     assert s["memory_used"] > 0
+
+
+async def test_producer_counter(make_broker, connect):
+    from relaymq.model.destination import Destination
+
+    b = await make_broker()
+    conn = await connect(b)
+    await conn.kernel.add_producer(Destination.queue("P"))
+    await conn.kernel.add_producer(Destination.topic("T"))
+    stats = b.destination_stats()
+    assert stats["queue://P"]["producers"] == 1 and stats["topic://T"]["producers"] == 1
+    await conn.close()
+    stats = b.destination_stats()
+    assert stats["queue://P"]["producers"] == 0 and stats["topic://T"]["producers"] == 0

@@ -56,6 +56,7 @@ class ClientConnection:
         self.transactions: dict[str, LocalTransaction] = {}
         self._authorized: set[tuple[str, Destination]] = set()
         self._can_write: set[Destination] = set()
+        self._producers: list[Destination] = []
         self.closed = False
         self._subs: dict[int, SubscriptionQueue] = {}  # non-durable topic subscriptions
 
@@ -117,6 +118,30 @@ class ClientConnection:
         else:
             for queue, entry in batch.placed:
                 queue.enqueue(entry)
+
+    async def add_producer(self, destination: Destination) -> None:
+        """Count a producer attached to `destination` (AMQP sender link, JMS producer);
+        sending does not need it, the `producers` counter does."""
+        self.authorize("write", destination)
+        target = await self._stats_target(destination)
+        if target is not None:
+            target.stats.producers += 1
+            self._producers.append(destination)
+
+    async def remove_producer(self, destination: Destination) -> None:
+        if destination in self._producers:
+            self._producers.remove(destination)
+            target = await self._stats_target(destination)
+            if target is not None:
+                target.stats.producers -= 1
+
+    async def _stats_target(self, destination: Destination):  # type: ignore[no-untyped-def]
+        if destination.is_wildcard or destination.is_composite:
+            return None
+        region = self.broker.region
+        if destination.is_queue:
+            return await region.queue(destination)
+        return await region.topic(destination)
 
     # -- consuming -------------------------------------------------------------------
     async def subscribe(
@@ -289,6 +314,8 @@ class ClientConnection:
         self.transactions.clear()
         for consumer in list(self.consumers.values()):
             self.close_consumer(consumer)
+        for dest in list(self._producers):
+            await self.remove_producer(dest)
         for dest in self.temporary:
             await self.broker.delete_temporary(dest)
         self.temporary.clear()
