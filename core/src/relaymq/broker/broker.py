@@ -292,6 +292,17 @@ class Broker:
         self.connections.add(conn)
         return conn
 
+    def claim_client_id(self, conn: ClientConnection, client_id: str) -> None:
+        """Give an open connection its client id (AMQP learns it after SASL, at open);
+        raises `ClientIdInUse` when another open connection holds it."""
+        holder = self._client_ids.get(client_id)
+        if holder is not None and holder is not conn and not holder.closed:
+            raise ClientIdInUse(f"client id {client_id!r} is already in use by another connection")
+        if conn.client_id and self._client_ids.get(conn.client_id) is conn:
+            del self._client_ids[conn.client_id]
+        conn.client_id = client_id
+        self._client_ids[client_id] = conn
+
     def authorize(self, principal: Principal, action: str, destination: Destination) -> bool:
         verdict = self.plugins.pm.hook.relaymq_authorize(
             broker=self, principal=principal, action=action, destination=destination)
