@@ -1,0 +1,486 @@
+"""One client's AMQP connection on the broker side (sans-IO).
+
+Bytes come in through `feed`; bytes go out through the injected `write`, and
+`close_socket` asks the owner to close. In order:
+
+1. the protocol header: SASL (answered by `sasl.SaslServer`) or, when
+   allowed, plain AMQP;
+2. authentication: ``broker.connect`` (the ``relaymq_authenticate`` hook)
+   before the SASL outcome, so a refused client never reaches the AMQP layer;
+3. the AMQP layer: proton's engine (`engine.Engine`) takes every byte after
+   the SASL outcome; its events drive sessions and links (`links`).
+
+Sends from all links of a connection go through one pipeline so a producer's
+messages keep their order even when ``conn.send`` has to wait (flow control,
+a store write).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from relaymq.broker.security import ConnectRequest
+from relaymq.errors import ClientIdInUse, SecurityError
+from relaymq.model.message import Message
+
+from relaymq_amqp import engine as pn
+from relaymq_amqp.engine import Condition, Engine
+from relaymq_amqp.links import ConsumerLink, Link, ProducerLink
+from relaymq_amqp.sasl import AMQP_HEADER, AUTH, SASL_HEADER, SYS, SaslError, SaslServer
+from relaymq_amqp.types import Symbol
+
+if TYPE_CHECKING:
+    from relaymq.broker.broker import Broker
+    from relaymq.broker.connection import ClientConnection
+
+log = logging.getLogger("relaymq.amqp")
+
+SOLE_CONNECTION = "sole-connection-for-container"
+ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
+
+
+@dataclass(slots=True)
+class AmqpOptions:
+    """Connector settings from the URI (see docs/amqp.md for each option)."""
+
+    max_frame_size: int = 1024 * 1024
+    channel_max: int = 32767
+    idle_timeout_ms: int = 30000
+    producer_credit: int = 1000
+    max_message_size: int = 0
+    connect_timeout_s: float = 30.0
+    allow_non_sasl: bool = True
+    mechanisms: tuple[str, ...] = ("PLAIN", "ANONYMOUS")
+    maximum_connections: int = 0
+    session_capacity: int = 0
+    trace: bool = False
+
+
+class AmqpConnection:
+    """The AMQP protocol for one accepted socket (no socket calls in here)."""
+
+    def __init__(self, broker: Broker, options: AmqpOptions, write: Callable[[bytes], None],
+                 close_socket: Callable[[], None], *, remote_address: str | None = None,
+                 certificates: list[Any] | None = None, refuse: str | None = None) -> None:
+        self.broker = broker
+        self.options = options
+        self._write = write
+        self._close_socket = close_socket
+        self.remote_address = remote_address
+        self.certificates = certificates or []
+        self.refuse_reason = refuse  # e.g. maximumConnections reached: refused at open
+        self.loop = asyncio.get_running_loop()
+        self.kconn: ClientConnection | None = None
+        self.engine: Engine | None = None
+        self.sasl: SaslServer | None = None
+        self.links: dict[Any, Link] = {}
+        self.opened = False
+        self.closed = False
+        self._state = "header"
+        self._pending_input = bytearray()
+        self._pumping = False
+        self._flush_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._sendq: deque[tuple[Message, ProducerLink, Any]] = deque()
+        self._sending = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._open_timer = self.loop.call_later(options.connect_timeout_s, self._open_timeout)
+
+    # -- bytes in ------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        if self.closed:
+            return
+        state = self._state
+        if state == "amqp":
+            assert self.engine is not None
+            self.engine.push(data)
+            self._process()
+            return
+        try:
+            if state == "header":
+                self._header(data)
+            elif state == "sasl":
+                self._sasl(data)
+            elif state == "auth":
+                self._pending_input += data
+        except SaslError as exc:
+            log.info("AMQP client %s: %s; closing", self.remote_address, exc)
+            self._abort()
+
+    def _header(self, data: bytes) -> None:
+        buf = self._pending_input
+        buf += data
+        if len(buf) < 8 and (SASL_HEADER.startswith(bytes(buf)) or AMQP_HEADER.startswith(bytes(buf))):
+            return
+        received = bytes(buf)
+        self._pending_input = bytearray()
+        head = received[:8]
+        if head == SASL_HEADER:
+            self._state = "sasl"
+            self.sasl = SaslServer(self.options.mechanisms)
+            self._sasl(received)
+        elif head == AMQP_HEADER and self.options.allow_non_sasl:
+            self._authenticate(None, None, received)
+        else:
+            # Protocol header mismatch: answer with the header we speak, then close.
+            log.info("AMQP client %s sent %r, not an AMQP header; closing",
+                     self.remote_address, head)
+            self._write(SASL_HEADER if head == AMQP_HEADER else AMQP_HEADER)
+            self._abort()
+
+    def _sasl(self, data: bytes) -> None:
+        assert self.sasl is not None
+        out, creds, leftover = self.sasl.feed(data)
+        if out:
+            self._write(out)
+        if creds is not None:
+            if creds.mechanism not in self.options.mechanisms:
+                self._write(self.sasl.outcome(False, AUTH))
+                self._abort()
+                return
+            self._authenticate(creds.username, creds.password, leftover, sasl=True)
+
+    def _authenticate(self, username: str | None, password: str | None, leftover: bytes,
+                      sasl: bool = False) -> None:
+        self._state = "auth"
+        self._pending_input = bytearray(leftover)
+        self.spawn(self._connect(username, password, sasl))
+
+    async def _connect(self, username: str | None, password: str | None, sasl: bool) -> None:
+        ok, code = True, AUTH
+        if self.refuse_reason is None:
+            request = ConnectRequest(username=username, password=password, transport="amqp",
+                                     remote_address=self.remote_address,
+                                     certificates=list(self.certificates))
+            try:
+                self.kconn = await self.broker.connect(request)
+            except SecurityError as exc:
+                log.info("AMQP client %s refused: %s", self.remote_address, exc)
+                ok = False
+            except Exception:  # noqa: BLE001 - report a system error, keep the broker up
+                log.exception("authenticating AMQP client %s failed", self.remote_address)
+                ok, code = False, SYS
+        if self.closed:
+            await self._release_kernel()
+            return
+        if sasl:
+            assert self.sasl is not None
+            self._write(self.sasl.outcome(ok, code))
+        if not ok:
+            if not sasl:  # no SASL outcome to carry the refusal: refuse at open
+                self.refuse_reason = "amqp:unauthorized-access"
+            else:
+                self._abort()
+                return
+        self._start_amqp()
+
+    def _start_amqp(self) -> None:
+        o = self.options
+        self.engine = Engine(server=True, max_frame_size=o.max_frame_size,
+                             channel_max=o.channel_max, idle_timeout_ms=o.idle_timeout_ms,
+                             trace=o.trace)
+        self._state = "amqp"
+        data, self._pending_input = bytes(self._pending_input), bytearray()
+        if data:
+            self.engine.push(data)
+        self._process()
+
+    # -- the engine loop ---------------------------------------------------------------
+    def _process(self) -> None:
+        """Handle collected events, then write what proton produced."""
+        engine = self.engine
+        if engine is None or self._pumping:
+            return
+        self._pumping = True
+        try:
+            engine.pump(self)
+        except Exception:  # noqa: BLE001 - a bug in one connection must not stop the broker
+            log.exception("AMQP connection %s failed; closing it", self.remote_address)
+            self._pumping = False
+            self._fail(Condition("amqp:internal-error", "the broker failed to process a frame"))
+            return
+        finally:
+            self._pumping = False
+        out = engine.output()
+        while out:
+            self._write(out)
+            out = engine.output()
+        if engine.head_closed or engine.closed:
+            self._close_now()
+        elif self._timer is None and self.opened:
+            self._arm_timer()
+
+    def want_flush(self) -> None:
+        """Output is waiting (a delivery, a settlement): write it this loop turn."""
+        if not self._flush_scheduled and not self.closed:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self.closed:
+            self._process()
+
+    def _arm_timer(self) -> None:
+        assert self.engine is not None
+        now = pn.monotonic_ms()
+        deadline = self.engine.tick(now)
+        if deadline:
+            self._timer = self.loop.call_later(max(deadline - now, 1) / 1000.0, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.closed or self.engine is None:
+            return
+        self._arm_timer()
+        self._process()
+
+    # -- events (called by Engine.pump) -----------------------------------------------
+    def on_connection_remote_open(self) -> None:
+        engine = self.engine
+        assert engine is not None
+        self.opened = True
+        if self._open_timer is not None:
+            self._open_timer.cancel()
+            self._open_timer = None
+        props: dict[Any, Any] = {
+            Symbol("product"): "RelayMQ",
+            Symbol("version"): _version(),
+            Symbol("queue-prefix"): "queue://",
+            Symbol("topic-prefix"): "topic://",
+        }
+        container = engine.remote_container or ""
+        refusal = self._refusal()
+        if refusal is None and self.kconn is not None and container:
+            if SOLE_CONNECTION in engine.remote_desired_capabilities:
+                try:
+                    self.broker.claim_client_id(self.kconn, container)
+                except ClientIdInUse as exc:
+                    refusal = Condition("amqp:invalid-field", str(exc),
+                                        {Symbol("invalid-field"): Symbol("container-id")})
+            else:
+                # Durable subscriptions are named by container id; without the
+                # sole-connection capability the id need not be unique (Artemis).
+                self.kconn.client_id = container
+        if refusal is not None:
+            props[Symbol("amqp:connection-establishment-failed")] = True
+        engine.open(container_id=self.broker.name or "relaymq",
+                    offered_capabilities=[ANONYMOUS_RELAY, SOLE_CONNECTION],
+                    properties=props)
+        if refusal is not None:
+            log.info("AMQP client %s (%s) refused: %s", self.remote_address, container, refusal)
+            engine.close(refusal)
+
+    def _refusal(self) -> Condition | None:
+        reason = self.refuse_reason
+        if reason is None:
+            return None
+        if reason == "amqp:unauthorized-access":
+            return Condition(reason, "authentication failed")
+        return Condition("amqp:resource-limit-exceeded", reason)
+
+    def on_connection_remote_close(self) -> None:
+        engine = self.engine
+        assert engine is not None
+        cond = engine.remote_condition
+        if cond is not None:
+            log.info("AMQP client %s closed with %s", self.remote_address, cond)
+        self._close_links()
+        if not engine.local_closed:
+            engine.close()
+
+    def on_session_remote_open(self, session: Any) -> None:
+        pn.session_open(session, self.options.session_capacity)
+
+    def on_session_remote_close(self, session: Any) -> None:
+        for link in [lk for lk in self.links.values() if lk.session == session]:
+            link.close()
+            self._forget(link)
+        pn.session_close(session)
+
+    def on_link_remote_open(self, link: Any) -> None:
+        if link in self.links or self.kconn is None:
+            return
+        if pn.link_is_sender(link):
+            consumer = ConsumerLink(self, link)
+            self.links[link] = consumer
+            self.spawn(consumer.attach())
+        else:
+            producer = ProducerLink(self, link)
+            self.links[link] = producer
+            producer.attach()
+
+    def on_link_remote_close(self, link: Any, closed: bool) -> None:
+        handler = self.links.get(link)
+        if handler is None:
+            return
+        if not handler.closed:
+            handler.on_remote_close(closed)
+        self._forget(handler)
+
+    def on_link_flow(self, link: Any) -> None:
+        handler = self.links.get(link)
+        if handler is not None:
+            handler.on_flow()
+
+    def on_delivery(self, link: Any, delivery: Any) -> None:
+        handler = self.links.get(link)
+        if handler is not None:
+            handler.on_delivery(delivery)
+
+    def on_transport_error(self) -> None:
+        assert self.engine is not None
+        cond = self.engine.transport_condition
+        log.info("AMQP connection %s: protocol error %s", self.remote_address, cond)
+
+    def on_transport_closed(self) -> None:
+        pass
+
+    # -- links -----------------------------------------------------------------------
+    def link_closed(self, link: Link) -> None:
+        """A link handler closed its end; proton's link is freed when both ends are."""
+        if pn.link_remote_closed(link.link):
+            self._forget(link)
+
+    def _forget(self, link: Link) -> None:
+        if self.links.pop(link.link, None) is not None:
+            pn.link_free(link.link)
+
+    def _close_links(self) -> None:
+        for link in list(self.links.values()):
+            if not link.closed:
+                link.closed = True
+                link.detached()
+        self.links.clear()
+
+    # -- sends ------------------------------------------------------------------------
+    def submit(self, message: Message, link: ProducerLink, delivery: Any) -> None:
+        """Queue a received message for ``conn.send`` (in arrival order)."""
+        self._sendq.append((message, link, delivery))
+        if not self._sending:
+            self._sending = True
+            self.spawn(self._send_loop())
+
+    async def _send_loop(self) -> None:
+        q = self._sendq
+        kconn = self.kconn
+        assert kconn is not None
+        send = kconn.send
+        try:
+            while q:
+                message, link, d = q.popleft()
+                try:
+                    await send(message)
+                except Exception as exc:  # noqa: BLE001 - refused sends are settled rejected
+                    link.sent(d, exc)
+                else:
+                    link.sent(d, None)
+        finally:
+            self._sending = False
+        self.want_flush()
+
+    def watch(self, fut: Awaitable[None]) -> None:
+        """Log a failed store removal (an ack the store could not write)."""
+        if isinstance(fut, asyncio.Future):
+            fut.add_done_callback(_log_failure)
+
+    def unsubscribe_later(self, name: str) -> None:
+        kconn = self.kconn
+        if kconn is None:
+            return
+
+        async def unsubscribe() -> None:
+            try:
+                await kconn.unsubscribe(name)
+            except Exception as exc:  # noqa: BLE001
+                log.info("unsubscribing %r failed: %s", name, exc)
+
+        self.spawn(unsubscribe())
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def spawn(self, coro: Any) -> None:
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("AMQP connection %s task failed", self.remote_address,
+                      exc_info=task.exception())
+        if not self.closed:
+            self._process()
+
+    def _open_timeout(self) -> None:
+        self._open_timer = None
+        if not self.opened and not self.closed:
+            log.info("AMQP client %s did not finish SASL/open within %.1fs; dropping it",
+                     self.remote_address, self.options.connect_timeout_s)
+            self._abort()
+
+    def _fail(self, condition: Condition) -> None:
+        engine = self.engine
+        if engine is None or engine.local_closed:
+            self._abort()
+            return
+        self._close_links()
+        engine.close(condition)
+        self._process()
+
+    def close(self, condition: Condition | None = None) -> None:
+        """Close from the broker side (connector stopping)."""
+        if self.closed:
+            return
+        if self.engine is not None and self.opened:
+            self._fail(condition or Condition("amqp:connection:forced", "the broker is stopping"))
+        else:
+            self._abort()
+
+    def _close_now(self) -> None:
+        if not self.closed:
+            self._abort()
+
+    def _abort(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._close_socket()
+
+    def connection_lost(self) -> None:
+        """The socket is gone: release everything this connection held."""
+        self.closed = True
+        for h in (self._open_timer, self._timer):
+            if h is not None:
+                h.cancel()
+        self._open_timer = self._timer = None
+        self._close_links()
+        self._sendq.clear()
+        if self.engine is not None:
+            self.engine.close_tail()
+            self.engine.free()
+            self.engine = None
+        self.spawn(self._release_kernel())
+
+    async def _release_kernel(self) -> None:
+        kconn, self.kconn = self.kconn, None
+        if kconn is not None:
+            await kconn.close()
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("relaymq-amqp")
+    except Exception:  # noqa: BLE001
+        return "0"
+
+
+def _log_failure(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("storing an acknowledgement failed: %s", fut.exception())

@@ -1,0 +1,437 @@
+"""Broker-side AMQP links: a client's producer (our receiver) and consumer (our sender).
+
+`ProducerLink` turns complete incoming deliveries into kernel messages and
+queues them on the connection's send pipeline; the delivery is settled
+`accepted` once ``conn.send`` returned (stored, for a durable message on a
+persistent store), or `rejected` with an error condition.
+
+`ConsumerLink` is a kernel consumer in credit mode: link credit is the
+prefetch window, drain is honoured, and the peer's outcomes map to the kernel's
+settlements (accepted=ack, released=release, modified failed=fail,
+rejected=reject, the DLQ).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from relaymq.dispatch.consumer import Consumer, Delivery
+from relaymq.errors import (
+    DestinationError,
+    ResourceLimitExceeded,
+    SecurityError,
+    SubscriptionInUse,
+    TransactionError,
+    UnknownDelivery,
+)
+from relaymq.model.destination import Destination, DestinationKind, InvalidDestination
+from relaymq.selector import InvalidSelector
+from relaymq.spi.persistence import subscription_key
+
+from relaymq_amqp import engine as pn
+from relaymq_amqp.engine import Condition, Terminus
+from relaymq_amqp.mapping import (
+    capabilities_for,
+    destination_for,
+    from_kernel,
+    kind_from_capabilities,
+    to_kernel,
+    with_delivery_count,
+)
+from relaymq_amqp.scanner import DecodeError
+from relaymq_amqp.types import Described, Symbol
+
+if TYPE_CHECKING:
+    from relaymq_amqp.connection import AmqpConnection
+
+log = logging.getLogger("relaymq.amqp")
+
+SELECTOR_FILTER_CODE = 0x0000468C00000004
+SELECTOR_FILTER_NAME = "apache.org:selector-filter:string"
+NO_LOCAL_FILTER_CODE = 0x0000468C00000003
+NO_LOCAL_FILTER_NAME = "apache.org:no-local-filter:list"
+
+
+def condition_for(exc: BaseException) -> Condition:
+    """The AMQP error condition for a kernel refusal."""
+    if isinstance(exc, SecurityError):
+        return Condition("amqp:unauthorized-access", str(exc))
+    if isinstance(exc, ResourceLimitExceeded):
+        return Condition("amqp:resource-limit-exceeded", str(exc))
+    if isinstance(exc, SubscriptionInUse):
+        return Condition("amqp:resource-locked", str(exc))
+    if isinstance(exc, (InvalidDestination, InvalidSelector, DecodeError)):
+        name = "amqp:decode-error" if isinstance(exc, DecodeError) else "amqp:invalid-field"
+        return Condition(name, str(exc))
+    if isinstance(exc, DestinationError):
+        return Condition("amqp:not-found", str(exc))
+    if isinstance(exc, TransactionError):
+        return Condition("amqp:transaction:unknown-id", str(exc))
+    return Condition("amqp:internal-error", f"{type(exc).__name__}: {exc}")
+
+
+class Link:
+    """What both directions share: the proton link, its connection, its name."""
+
+    def __init__(self, conn: AmqpConnection, link: Any) -> None:
+        self.conn = conn
+        self.link = link
+        self.name = pn.link_name(link)
+        self.session = pn.link_session(link)
+        self.closed = False
+
+    def refuse(self, condition: Condition, source: bool) -> None:
+        """Refuse an attach the AMQP way: answer with a null terminus, then close."""
+        if source:
+            pn.set_source(self.link, None)
+            pn.set_target(self.link, pn.remote_target(self.link))
+        else:
+            pn.set_target(self.link, None)
+            pn.set_source(self.link, pn.remote_source(self.link))
+        pn.link_open(self.link)
+        self.close(condition)
+
+    def close(self, condition: Condition | None = None, closed: bool = True) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.detached()
+        if closed:
+            pn.link_close(self.link, condition)
+        else:
+            pn.link_detach(self.link, condition)
+        self.conn.link_closed(self)
+
+    def detached(self) -> None:
+        """Release kernel resources (overridden)."""
+
+    def on_delivery(self, delivery: Any) -> None: ...
+
+    def on_flow(self) -> None: ...
+
+    def on_remote_close(self, closed: bool) -> None:
+        cond = pn.link_remote_condition(self.link)
+        if cond is not None:
+            log.debug("link %s detached by the peer: %s", self.name, cond)
+        self.close(None, closed)
+
+
+# ---------------------------------------------------------------------------
+# client producer -> broker
+# ---------------------------------------------------------------------------
+
+
+class ProducerLink(Link):
+    """The broker's receiver for one client producer."""
+
+    def __init__(self, conn: AmqpConnection, link: Any) -> None:
+        super().__init__(conn, link)
+        self.destination: Destination | None = None
+        self.window = conn.options.producer_credit
+        self.inflight = 0  # received, not yet through conn.send
+        self._partial: list[bytes] = []
+        self._partial_size = 0
+        self.max_message_size = conn.options.max_message_size
+
+    def attach(self) -> None:
+        target = pn.remote_target(self.link)
+        kconn = self.conn.kconn
+        assert kconn is not None
+        if target.kind == 3:  # coordinator
+            self.refuse(Condition("amqp:not-implemented",
+                                  "RelayMQ does not support AMQP transactions yet"), source=False)
+            return
+        try:
+            if target.dynamic:
+                kind = kind_from_capabilities(target.capabilities, DestinationKind.TEMP_QUEUE)
+                kind = DestinationKind.TEMP_TOPIC if kind in (DestinationKind.TOPIC,
+                                                              DestinationKind.TEMP_TOPIC) \
+                    else DestinationKind.TEMP_QUEUE
+                self.destination = kconn.create_temporary(kind)
+                target.address = self.destination.key
+                target.capabilities = capabilities_for(self.destination)
+            elif target.address:
+                self.destination = destination_for(target.address, target.capabilities)
+                if self.destination.is_temporary and self.destination not in kconn.temporary \
+                        and kconn.broker.temporary_owner(self.destination) is None:
+                    raise DestinationError(f"temporary destination {self.destination} does not exist")
+                kconn.authorize("write", self.destination)
+        except Exception as exc:  # noqa: BLE001 - every refusal becomes a condition
+            self.refuse(condition_for(exc), source=False)
+            return
+        pn.set_target(self.link, target)
+        pn.set_source(self.link, pn.remote_source(self.link))
+        pn.link_open(self.link, rcv_settle_mode=pn.RCV_FIRST,
+                     max_message_size=self.max_message_size)
+        pn.link_flow(self.link, self.window)
+
+    def on_delivery(self, d: Any) -> None:
+        if self.closed:
+            return
+        link = self.link
+        if pn.link_current(link) != d:
+            return  # an update on a delivery we already read
+        if pn.delivery_aborted(d):
+            self._partial.clear()
+            self._partial_size = 0
+            pn.link_advance(link)
+            pn.delivery_settle(d)
+            self._top_up()
+            return
+        if pn.delivery_partial(d):
+            n = pn.delivery_pending(d)
+            if n:
+                self._partial.append(self.conn.engine.recv(link, n))
+                self._partial_size += n
+                if self.max_message_size and self._partial_size > self.max_message_size:
+                    self._too_large()
+            return
+        data = self.conn.engine.recv(link, pn.delivery_pending(d))
+        if self._partial:
+            self._partial.append(data)
+            data = b"".join(self._partial)
+            self._partial.clear()
+            self._partial_size = 0
+        if self.max_message_size and len(data) > self.max_message_size:
+            self._too_large()
+            return
+        settled = pn.delivery_settled(d)
+        pn.link_advance(link)
+        try:
+            message, _ = to_kernel(data, self.destination)
+        except Exception as exc:  # noqa: BLE001 - a bad message is refused, not fatal
+            self._refused(None if settled else d, condition_for(exc))
+            return
+        self.inflight += 1
+        self.conn.submit(message, self, None if settled else d)
+
+    def _too_large(self) -> None:
+        self.close(Condition("amqp:link:message-size-exceeded",
+                             f"messages on this link may have at most {self.max_message_size} bytes"))
+
+    def sent(self, d: Any, error: BaseException | None) -> None:
+        """Called by the connection's send pipeline when ``conn.send`` finished."""
+        self.inflight -= 1
+        if d is not None and not self.closed:
+            if error is None:
+                pn.delivery_update(d, pn.ACCEPTED)
+                pn.delivery_settle(d)
+            else:
+                pn.settle_with(d, pn.REJECTED, condition_for(error))
+        elif error is not None and not self.closed:
+            # A pre-settled message cannot be rejected: tell the producer by closing the link.
+            log.info("pre-settled message on link %s refused: %s", self.name, error)
+            self.close(condition_for(error))
+            return
+        self._top_up()
+
+    def _refused(self, d: Any, condition: Condition) -> None:
+        if d is not None:
+            pn.settle_with(d, pn.REJECTED, condition)
+        else:
+            log.info("dropping a pre-settled message on link %s: %s", self.name, condition)
+        self._top_up()
+
+    def _top_up(self) -> None:
+        if self.closed:
+            return
+        credit = pn.link_credit(self.link)
+        if credit + self.inflight <= self.window // 2:
+            pn.link_flow(self.link, self.window - credit - self.inflight)
+
+
+# ---------------------------------------------------------------------------
+# broker -> client consumer
+# ---------------------------------------------------------------------------
+
+
+def _selector_from(filters: dict[str, Any]) -> tuple[str | None, bool, dict[Any, Any]]:
+    """(selector, no_local, the filters we honour) from a source's filter map."""
+    selector = None
+    no_local = False
+    accepted: dict[Any, Any] = {}
+    for key, value in filters.items():
+        descriptor = value.descriptor if isinstance(value, Described) else None
+        inner = value.value if isinstance(value, Described) else value
+        if descriptor in (SELECTOR_FILTER_CODE, SELECTOR_FILTER_NAME) or key == "jms-selector":
+            selector = str(inner) if inner is not None else None
+            accepted[Symbol(key)] = value
+        elif descriptor in (NO_LOCAL_FILTER_CODE, NO_LOCAL_FILTER_NAME) or key == "no-local":
+            no_local = True
+            accepted[Symbol(key)] = value
+    return selector, no_local, accepted
+
+
+class ConsumerLink(Link):
+    """The broker's sender for one client consumer (or browser)."""
+
+    def __init__(self, conn: AmqpConnection, link: Any) -> None:
+        super().__init__(conn, link)
+        self.consumer: Consumer | None = None
+        self.unsettled: dict[Any, int] = {}
+        self.presettled = False
+        self.browser = False
+        self.durable_name: str | None = None
+        self._tag = 0
+        self._unsubscribe_on_close = False
+
+    async def attach(self) -> None:
+        kconn = self.conn.kconn
+        assert kconn is not None
+        link = self.link
+        source = pn.remote_source(link)
+        try:
+            dest, selector, no_local, accepted = self._resolve(source)
+            self.presettled = pn.link_remote_snd_settle_mode(link) == pn.SND_SETTLED
+            self.browser = source.distribution_mode == pn.DIST_MODE_COPY and dest.is_queue
+            consumer = await kconn.subscribe(
+                dest, selector=selector, credit_mode=True, browser=self.browser,
+                durable_name=self.durable_name, no_local=no_local, name=self.name,
+                on_message=self._on_message,
+            )
+        except Exception as exc:  # noqa: BLE001 - every refusal becomes a condition
+            if not self.closed:
+                self.refuse(condition_for(exc), source=True)
+            return
+        if self.closed:  # the peer detached while we subscribed
+            kconn.close_consumer(consumer)
+            return
+        self.consumer = consumer
+        consumer.on_drained = self._on_drained
+        consumer.on_closed = self._on_kernel_closed
+        source.address = source.address or dest.key
+        source.filter = accepted
+        if not source.capabilities or source.dynamic:
+            source.capabilities = capabilities_for(dest)
+        pn.set_source(link, source)
+        pn.set_target(link, pn.remote_target(link))
+        pn.link_open(link, snd_settle_mode=pn.SND_SETTLED if self.presettled else pn.SND_UNSETTLED,
+                     rcv_settle_mode=pn.RCV_FIRST)
+        self.on_flow()
+        self.conn.want_flush()
+
+    def _resolve(self, source: Terminus) -> tuple[Destination, str | None, bool, dict[Any, Any]]:
+        kconn = self.conn.kconn
+        assert kconn is not None
+        selector, no_local, accepted = _selector_from(source.filter)
+        if source.dynamic:
+            kind = kind_from_capabilities(source.capabilities, DestinationKind.TEMP_QUEUE)
+            kind = DestinationKind.TEMP_TOPIC if kind in (DestinationKind.TOPIC,
+                                                          DestinationKind.TEMP_TOPIC) \
+                else DestinationKind.TEMP_QUEUE
+            dest = kconn.create_temporary(kind)
+            source.address = dest.key
+            return dest, selector, no_local, accepted
+        if not source.address:
+            # Qpid JMS looks an existing durable subscription up by link name alone
+            # (to resume it, or to unsubscribe); reply with what it subscribed to.
+            sub = None
+            if kconn.client_id:
+                sub = kconn.broker.region.subscriptions.get(
+                    subscription_key(kconn.client_id, self.name))
+            if sub is None or sub.record is None:
+                raise DestinationError(f"no durable subscription named {self.name!r}")
+            dest = Destination.parse(sub.record.topic)
+            self.durable_name = self.name
+            selector = sub.record.selector
+            if selector:
+                accepted[Symbol("jms-selector")] = Described(Symbol(SELECTOR_FILTER_NAME), selector)
+            source.address = dest.key
+            source.durable = pn.UNSETTLED_STATE
+            source.expiry_policy = pn.EXPIRE_NEVER
+            return dest, selector, sub.record.no_local or no_local, accepted
+        dest = destination_for(source.address, source.capabilities)
+        if dest.is_topic and source.durable and source.expiry_policy == pn.EXPIRE_NEVER:
+            self.durable_name = self.name
+        return dest, selector, no_local, accepted
+
+    # -- kernel -> wire ------------------------------------------------------------
+    def _on_message(self, delivery: Delivery) -> None:
+        msg = delivery.message
+        count = delivery.delivery_count
+        data = msg.encoded
+        if data is None or msg.encoding != "amqp":
+            data = from_kernel(msg, count)
+        elif count:
+            data = with_delivery_count(data, count)
+        if self.presettled:
+            d = pn.send(self.link, b"", data)
+            pn.delivery_settle(d)
+            if not self.browser and self.consumer is not None:
+                self._settle(self.consumer.ack, delivery.id)
+        else:
+            self._tag += 1
+            d = pn.send(self.link, self._tag.to_bytes(8, "big"), data)
+            self.unsettled[d] = delivery.id
+        self.conn.want_flush()
+
+    def _on_drained(self) -> None:
+        if not self.closed:
+            pn.link_drained(self.link)
+            self.conn.want_flush()
+
+    def _on_kernel_closed(self, reason: str) -> None:
+        self.consumer = None
+        self.close(Condition("amqp:resource-deleted", reason))
+        self.conn.want_flush()
+
+    def on_flow(self) -> None:
+        c = self.consumer
+        if c is None or self.closed:
+            return
+        c.set_credit(pn.link_credit(self.link), bool(pn.link_get_drain(self.link)))
+
+    # -- wire -> kernel ---------------------------------------------------------------
+    def on_delivery(self, d: Any) -> None:
+        state = pn.delivery_remote_state(d)
+        settled = pn.delivery_settled(d)
+        if not settled and (state == 0 or state == pn.RECEIVED):
+            return
+        did = self.unsettled.pop(d, None)
+        c = self.consumer
+        if did is None or c is None or self.browser:
+            pn.delivery_settle(d)
+            return
+        try:
+            if state == pn.ACCEPTED or state == 0:
+                self._settle(c.ack, did)
+            elif state == pn.RELEASED:
+                c.release(did)
+            elif state == pn.MODIFIED:
+                failed, undeliverable = pn.remote_modified_flags(d)
+                if failed or undeliverable:
+                    c.fail(did)
+                else:
+                    c.release(did)
+            elif state == pn.REJECTED:
+                c.reject(did)
+            else:
+                c.release(did)
+        except UnknownDelivery:
+            pass
+        if not settled:
+            pn.delivery_update(d, state)
+        pn.delivery_settle(d)
+
+    def _settle(self, ack: Any, did: int) -> None:
+        try:
+            fut = ack(did)
+        except UnknownDelivery:
+            return
+        if fut is not None:
+            self.conn.watch(fut)
+
+    def detached(self) -> None:
+        c = self.consumer
+        self.consumer = None
+        self.unsettled.clear()
+        kconn = self.conn.kconn
+        if c is not None and kconn is not None:
+            kconn.close_consumer(c)
+
+    def on_remote_close(self, closed: bool) -> None:
+        durable = self.durable_name
+        super().on_remote_close(closed)
+        if closed and durable is not None:
+            self.conn.unsubscribe_later(durable)

@@ -1,0 +1,310 @@
+"""AMQP messages and addresses <-> the kernel's `Message` and `Destination`.
+
+Inbound, a kernel message keeps the received bytes (`encoded`, encoding
+``"amqp"``) and copies only the fields routing needs; application properties
+load lazily. Outbound, an AMQP message goes out as it came in (with a new
+header section when it is a redelivery); a message from another protocol is
+encoded once from its fields.
+
+Field mapping (AMQP -> kernel): header durable/priority/ttl -> durable,
+priority, expiration; properties message-id, user-id, subject (JMSType),
+reply-to, correlation-id, content-type, absolute-expiry-time, creation-time,
+group-id, group-sequence -> the fields of the same meaning. Non-string ids
+follow Qpid JMS: ``AMQP_ULONG:``, ``AMQP_UUID:``, ``AMQP_BINARY:`` prefixes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from functools import partial
+from typing import Any
+
+from relaymq.model.destination import Destination, DestinationKind, InvalidDestination
+from relaymq.model.message import DEFAULT_PRIORITY, BodyType, Message, now_millis
+
+from relaymq_amqp import encode as enc
+from relaymq_amqp.scanner import (
+    APPLICATION_PROPERTIES,
+    MESSAGE_ANNOTATIONS,
+    PROPERTIES,
+    Sections,
+    body_value,
+    decode_map_at,
+    scan,
+)
+from relaymq_amqp.types import RawValue, Symbol, Timestamp, UByte, UInt, ULong
+
+ENCODING = "amqp"
+
+# Qpid JMS message annotations.
+JMS_MSG_TYPE = "x-opt-jms-msg-type"
+JMS_DEST = "x-opt-jms-dest"
+JMS_REPLY_TO = "x-opt-jms-reply-to"
+_JMS_TYPE_FOR_BODY = {
+    BodyType.EMPTY: 0, BodyType.OBJECT: 1, BodyType.MAP: 2, BodyType.BYTES: 3,
+    BodyType.STREAM: 4, BodyType.TEXT: 5,
+}
+_DEST_TYPE = {
+    DestinationKind.QUEUE: 0, DestinationKind.TOPIC: 1,
+    DestinationKind.TEMP_QUEUE: 2, DestinationKind.TEMP_TOPIC: 3,
+}
+_KIND_FOR_TYPE = {v: k for k, v in _DEST_TYPE.items()}
+
+_CAPABILITY_KINDS = {
+    "topic": DestinationKind.TOPIC,
+    "queue": DestinationKind.QUEUE,
+    "temporary-queue": DestinationKind.TEMP_QUEUE,
+    "temporary-topic": DestinationKind.TEMP_TOPIC,
+}
+_PREFIXED = ("queue://", "topic://", "temp-queue://", "temp-topic://")
+
+
+# ---------------------------------------------------------------------------
+# Addresses
+# ---------------------------------------------------------------------------
+
+
+def kind_from_capabilities(capabilities: list[str] | tuple[str, ...] | None,
+                           default: DestinationKind = DestinationKind.QUEUE) -> DestinationKind:
+    """The destination kind a terminus asks for (Qpid JMS capabilities)."""
+    if capabilities:
+        for cap in capabilities:
+            kind = _CAPABILITY_KINDS.get(cap)
+            if kind is not None:
+                return kind
+    return default
+
+
+def destination_for(address: str, capabilities: list[str] | tuple[str, ...] | None = None,
+                    default: DestinationKind = DestinationKind.QUEUE) -> Destination:
+    """`queue://X`, `topic://X`, `temp-queue://X`, `temp-topic://X`, or a bare name
+    whose kind comes from the terminus capabilities (a queue when none says)."""
+    if address.startswith(_PREFIXED):
+        return Destination.parse(address)
+    return Destination.parse(address, kind_from_capabilities(capabilities, default))
+
+
+def capabilities_for(dest: Destination) -> list[str]:
+    return {
+        DestinationKind.QUEUE: ["queue"], DestinationKind.TOPIC: ["topic"],
+        DestinationKind.TEMP_QUEUE: ["temporary-queue"],
+        DestinationKind.TEMP_TOPIC: ["temporary-topic"],
+    }[dest.kind]
+
+
+# ---------------------------------------------------------------------------
+# Ids
+# ---------------------------------------------------------------------------
+
+
+def id_to_str(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, uuid.UUID):
+        return f"AMQP_UUID:{value}"
+    if isinstance(value, int):
+        return f"AMQP_ULONG:{value}"
+    if isinstance(value, (bytes, bytearray)):
+        return f"AMQP_BINARY:{bytes(value).hex().upper()}"
+    return str(value)
+
+
+def str_to_id(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        if value.startswith("AMQP_ULONG:"):
+            return ULong(int(value[11:]))
+        if value.startswith("AMQP_UUID:"):
+            return uuid.UUID(value[10:])
+        if value.startswith("AMQP_BINARY:"):
+            return bytes.fromhex(value[12:])
+        if value.startswith("AMQP_STRING:"):
+            return value[12:]
+    except ValueError:
+        pass
+    return value
+
+
+# ---------------------------------------------------------------------------
+# AMQP -> kernel
+# ---------------------------------------------------------------------------
+
+_BODY_TYPES = {
+    "data": BodyType.BYTES, "binary": BodyType.BYTES, "string": BodyType.TEXT,
+    "null": BodyType.EMPTY, "value": BodyType.AMQP_VALUE, "sequence": BodyType.AMQP_SEQUENCE,
+}
+
+
+def _props_at(data: bytes, span: tuple[int, int], message: Message) -> dict[str, Any]:
+    return decode_map_at(data, span)
+
+
+def load_properties(message: Message) -> dict[str, Any]:
+    """The registered lazy loader: application properties of a stored AMQP message."""
+    data = message.encoded
+    if data is None:
+        return {}
+    return decode_map_at(data, scan(data).application_properties)
+
+
+def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Sections]:
+    """A kernel message for received AMQP bytes. `destination` None means the
+    anonymous relay: the message's `to` (and `x-opt-jms-dest`) names it.
+    Raises `DecodeError` for bytes that are not an AMQP message, and
+    `InvalidDestination` when no destination can be found."""
+    s = scan(data)
+    durable = False
+    priority = DEFAULT_PRIORITY
+    ttl = 0
+    h = s.header
+    if h:
+        n = len(h)
+        durable = bool(h[0])
+        if n > 1 and h[1] is not None:
+            priority = h[1]
+        if n > 2 and h[2]:
+            ttl = h[2]
+    p = s.properties
+    message_id = correlation_id = user_id = subject = content_type = group_id = None
+    reply_to = None
+    expiration = timestamp = group_seq = 0
+    to = None
+    if p:
+        n = len(p)
+        p = p + [None] * (13 - n) if n < 13 else p
+        mid = p[0]
+        message_id = mid if mid is None or isinstance(mid, str) else id_to_str(mid)
+        if p[1] is not None:
+            user_id = bytes(p[1]).decode("utf-8", "replace")
+        to = p[2]
+        subject = p[3]
+        if p[4] is not None:
+            reply_to = _reply_to(p[4], s, data)
+        if p[5] is not None:
+            correlation_id = id_to_str(p[5])
+        content_type = p[6]
+        expiration = p[8] or 0
+        timestamp = p[9] or 0
+        group_id = p[10]
+        group_seq = p[11] or 0
+    if not expiration and ttl:
+        expiration = now_millis() + ttl
+    if destination is None:
+        destination = _relay_destination(to, s, data)
+    kind, body = body_value(data, s)
+    aps = s.application_properties
+    m = Message(
+        body,
+        destination=destination,
+        message_id=message_id,
+        durable=durable,
+        priority=priority,
+        expiration=expiration,
+        timestamp=timestamp,
+        correlation_id=correlation_id,
+        reply_to=reply_to,
+        type=subject,
+        group_id=group_id,
+        group_seq=group_seq,
+        user_id=user_id,
+        content_type=content_type,
+        body_type=_BODY_TYPES[kind],
+        properties=None if aps is not None else {},
+        loader=partial(_props_at, data, aps) if aps is not None else None,
+        encoded=data,
+        encoding=ENCODING,
+    )
+    return m, s
+
+
+def _relay_destination(to: Any, s: Sections, data: bytes) -> Destination:
+    if not to:
+        raise InvalidDestination("a message sent to the anonymous relay needs a 'to' address")
+    kind = DestinationKind.QUEUE
+    if s.message_annotations is not None and not str(to).startswith(_PREFIXED):
+        t = decode_map_at(data, s.message_annotations).get(JMS_DEST)
+        kind = _KIND_FOR_TYPE.get(t, DestinationKind.QUEUE) if isinstance(t, int) else kind
+    return destination_for(str(to), None, kind)
+
+
+def _reply_to(address: str, s: Sections, data: bytes) -> Destination | None:
+    kind = DestinationKind.QUEUE
+    if s.message_annotations is not None and not address.startswith(_PREFIXED):
+        t = decode_map_at(data, s.message_annotations).get(JMS_REPLY_TO)
+        kind = _KIND_FOR_TYPE.get(t, DestinationKind.QUEUE) if isinstance(t, int) else kind
+    try:
+        return destination_for(address, None, kind)
+    except InvalidDestination:
+        return None
+
+
+# ---------------------------------------------------------------------------
+# kernel -> AMQP
+# ---------------------------------------------------------------------------
+
+
+def with_delivery_count(data: bytes, delivery_count: int) -> bytes:
+    """`data` with its header section replaced so it says `delivery_count` and
+    first-acquirer false; only the header is re-encoded."""
+    s = scan(data)
+    h = list(s.header or [])
+    h += [None] * (5 - len(h))
+    new = enc.header_section(h[0], h[1], h[2], None, delivery_count)
+    if s.header_span is None:
+        return new + data
+    start, end = s.header_span
+    return data[:start] + new + data[end:]
+
+
+def from_kernel(m: Message, delivery_count: int = 0) -> bytes:
+    """AMQP bytes for a message that did not arrive over AMQP (or lost its bytes)."""
+    now = now_millis()
+    ttl = max(m.expiration - now, 1) if m.expiration else None
+    parts = [enc.header_section(m.durable, m.priority if m.priority != DEFAULT_PRIORITY else None,
+                                ttl, None, delivery_count)]
+    annotations: dict[Any, Any] = {
+        Symbol(JMS_MSG_TYPE): UByte(_JMS_TYPE_FOR_BODY.get(m.body_type, 3)),
+    }
+    if m.destination is not None:
+        annotations[Symbol(JMS_DEST)] = UByte(_DEST_TYPE[m.destination.kind])
+    if m.reply_to is not None:
+        annotations[Symbol(JMS_REPLY_TO)] = UByte(_DEST_TYPE[m.reply_to.kind])
+    for key, value in (m.annotations or {}).items():
+        annotations[Symbol("x-opt-" + key.replace("_", "-"))] = value
+    parts.append(enc.section(MESSAGE_ANNOTATIONS, annotations))
+    parts.append(enc.list_section(PROPERTIES, [
+        str_to_id(m.message_id),
+        m.user_id.encode() if m.user_id is not None else None,
+        m.destination.key if m.destination is not None else None,
+        m.type,
+        m.reply_to.key if m.reply_to is not None else None,
+        str_to_id(m.correlation_id),
+        Symbol(m.content_type) if m.content_type else None,
+        None,
+        Timestamp(m.expiration) if m.expiration else None,
+        Timestamp(m.timestamp) if m.timestamp else None,
+        m.group_id,
+        UInt(m.group_seq) if m.group_seq else None,
+    ]))
+    props = m.properties
+    if props:
+        parts.append(enc.section(APPLICATION_PROPERTIES, {str(k): v for k, v in props.items()}))
+    parts.append(_body(m))
+    return b"".join(parts)
+
+
+def _body(m: Message) -> bytes:
+    body = bytes(m.body)
+    bt = m.body_type
+    if bt == BodyType.TEXT:
+        n = len(body)
+        head = bytes((0xA1, n)) if n < 256 else b"\xb1" + n.to_bytes(4, "big")
+        return b"\x00\x53\x77" + head + body
+    if bt == BodyType.EMPTY:
+        return b"\x00\x53\x77\x40"
+    if bt == BodyType.AMQP_VALUE:
+        return enc.section(0x77, RawValue(body))
+    if bt == BodyType.AMQP_SEQUENCE:
+        return body
+    return enc.section(0x75, body)

@@ -1,0 +1,386 @@
+"""A small AMQP 1.0 decoder and a lazy scanner for encoded messages.
+
+The broker forwards AMQP messages as the bytes it received. It only needs a few
+fields to route them (header: durable, priority, ttl; properties: message-id,
+to, group-id, ...), so `scan` walks the sections by their size prefixes, decodes
+the header and properties lists, and records where the other sections are.
+Application properties and annotations are decoded only when somebody asks
+(a selector, another protocol), and the body is never decoded: for another
+protocol we slice out the payload bytes.
+
+Type codes are those of the AMQP 1.0 type system (OASIS AMQP 1.0 part 1).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from typing import Any
+
+from relaymq_amqp.types import Described
+
+_U16 = struct.Struct(">H").unpack_from
+_I16 = struct.Struct(">h").unpack_from
+_U32 = struct.Struct(">I").unpack_from
+_I32 = struct.Struct(">i").unpack_from
+_U64 = struct.Struct(">Q").unpack_from
+_I64 = struct.Struct(">q").unpack_from
+_F32 = struct.Struct(">f").unpack_from
+_F64 = struct.Struct(">d").unpack_from
+
+# Section descriptors (smallulong codes).
+HEADER = 0x70
+DELIVERY_ANNOTATIONS = 0x71
+MESSAGE_ANNOTATIONS = 0x72
+PROPERTIES = 0x73
+APPLICATION_PROPERTIES = 0x74
+DATA = 0x75
+AMQP_SEQUENCE = 0x76
+AMQP_VALUE = 0x77
+FOOTER = 0x78
+
+_SECTION_NAMES = {
+    "amqp:header:list": HEADER,
+    "amqp:delivery-annotations:map": DELIVERY_ANNOTATIONS,
+    "amqp:message-annotations:map": MESSAGE_ANNOTATIONS,
+    "amqp:properties:list": PROPERTIES,
+    "amqp:application-properties:map": APPLICATION_PROPERTIES,
+    "amqp:data:binary": DATA,
+    "amqp:amqp-sequence:list": AMQP_SEQUENCE,
+    "amqp:amqp-value:*": AMQP_VALUE,
+    "amqp:footer:map": FOOTER,
+}
+
+# Width of fixed-size encodings by the constructor's high nibble.
+_FIXED = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}
+
+
+class DecodeError(ValueError):
+    """Bytes that are not a valid AMQP encoding."""
+
+
+def decode(data: bytes, pos: int = 0) -> tuple[Any, int]:
+    """Decode one value at `pos`; return it and the position after it."""
+    try:
+        return _decode(data, pos)
+    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+        raise DecodeError(f"truncated or invalid AMQP value at offset {pos}: {exc}") from None
+
+
+def _decode(data: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901 - one flat dispatch is fastest
+    c = data[pos]
+    pos += 1
+    if c == 0xA1:  # str8
+        end = pos + 1 + data[pos]
+        return data[pos + 1:end].decode(), end
+    if c == 0xA3:  # sym8
+        end = pos + 1 + data[pos]
+        return data[pos + 1:end].decode("ascii"), end
+    if c == 0x40:
+        return None, pos
+    if c == 0x52 or c == 0x50 or c == 0x53:  # smalluint, ubyte, smallulong
+        return data[pos], pos + 1
+    if c == 0x43 or c == 0x44:  # uint0, ulong0
+        return 0, pos
+    if c == 0x41:
+        return True, pos
+    if c == 0x42:
+        return False, pos
+    if c == 0x56:
+        return data[pos] != 0, pos + 1
+    if c == 0x54 or c == 0x55 or c == 0x51:  # smallint, smalllong, byte
+        v = data[pos]
+        return (v - 256 if v > 127 else v), pos + 1
+    if c == 0x71:
+        return _I32(data, pos)[0], pos + 4
+    if c == 0x70:
+        return _U32(data, pos)[0], pos + 4
+    if c == 0x81:
+        return _I64(data, pos)[0], pos + 8
+    if c == 0x80 or c == 0x83:  # ulong, timestamp
+        return (_U64(data, pos)[0] if c == 0x80 else _I64(data, pos)[0]), pos + 8
+    if c == 0xA0:  # vbin8
+        end = pos + 1 + data[pos]
+        return data[pos + 1:end], end
+    if c == 0xB0 or c == 0xB1 or c == 0xB3:
+        n = _U32(data, pos)[0]
+        end = pos + 4 + n
+        if end > len(data):
+            raise DecodeError(f"variable-width value at offset {pos} runs past the end")
+        raw = data[pos + 4:end]
+        if c == 0xB0:
+            return raw, end
+        return raw.decode("ascii" if c == 0xB3 else "utf-8"), end
+    if c == 0x60:
+        return _U16(data, pos)[0], pos + 2
+    if c == 0x61:
+        return _I16(data, pos)[0], pos + 2
+    if c == 0x82:
+        return _F64(data, pos)[0], pos + 8
+    if c == 0x72:
+        return _F32(data, pos)[0], pos + 4
+    if c == 0x98:
+        return uuid.UUID(bytes=bytes(data[pos:pos + 16])), pos + 16
+    if c == 0x73:  # char: UTF-32
+        return chr(_U32(data, pos)[0]), pos + 4
+    if c == 0x74 or c == 0x84 or c == 0x94:  # decimals stay raw
+        n = 4 if c == 0x74 else 8 if c == 0x84 else 16
+        return bytes(data[pos:pos + n]), pos + n
+    if c == 0x45:
+        return [], pos
+    if c == 0xC0 or c == 0xD0:
+        if c == 0xC0:
+            size, count, pos = data[pos], data[pos + 1], pos + 2
+            end = pos + size - 1
+        else:
+            size, count = _U32(data, pos)[0], _U32(data, pos + 4)[0]
+            pos += 8
+            end = pos + size - 4
+        out = []
+        for _ in range(count):
+            v, pos = _decode(data, pos)
+            out.append(v)
+        if pos != end:
+            raise DecodeError("list size does not match its elements")
+        return out, pos
+    if c == 0xC1 or c == 0xD1:
+        if c == 0xC1:
+            size, count, pos = data[pos], data[pos + 1], pos + 2
+            end = pos + size - 1
+        else:
+            size, count = _U32(data, pos)[0], _U32(data, pos + 4)[0]
+            pos += 8
+            end = pos + size - 4
+        if count % 2:
+            raise DecodeError("a map needs an even number of elements")
+        m: dict[Any, Any] = {}
+        for _ in range(count // 2):
+            k, pos = _decode(data, pos)
+            v, pos = _decode(data, pos)
+            if isinstance(k, (list, dict)):
+                k = repr(k)
+            m[k] = v
+        if pos != end:
+            raise DecodeError("map size does not match its elements")
+        return m, pos
+    if c == 0x00:
+        descriptor, pos = _decode(data, pos)
+        value, pos = _decode(data, pos)
+        return Described(descriptor, value), pos
+    if c == 0xE0 or c == 0xF0:
+        return _decode_array(data, pos, c == 0xF0)
+    raise DecodeError(f"unknown AMQP type code 0x{c:02x} at offset {pos - 1}")
+
+
+def _decode_array(data: bytes, pos: int, wide: bool) -> tuple[list[Any], int]:
+    if wide:
+        size, count = _U32(data, pos)[0], _U32(data, pos + 4)[0]
+        pos += 8
+        end = pos + size - 4
+    else:
+        size, count = data[pos], data[pos + 1]
+        pos += 2
+        end = pos + size - 1
+    descriptor = None
+    if data[pos] == 0x00:
+        descriptor, pos = _decode(data, pos + 1)
+    code = data[pos]
+    pos += 1
+    out: list[Any] = []
+    for _ in range(count):
+        # Elements share one constructor and are encoded without it.
+        v, pos = _decode_element(data, pos, code)
+        out.append(Described(descriptor, v) if descriptor is not None else v)
+    if pos != end:
+        raise DecodeError("array size does not match its elements")
+    return out, pos
+
+
+def _decode_element(data: bytes, pos: int, code: int) -> tuple[Any, int]:
+    hi = code >> 4
+    if hi in _FIXED:
+        n = _FIXED[hi]
+        return _decode(bytes([code]) + bytes(data[pos:pos + n]), 0)[0], pos + n
+    if hi == 0xA or hi == 0xC or hi == 0xE:
+        n = 1 + data[pos]
+        return _decode(bytes([code]) + bytes(data[pos:pos + n]), 0)[0], pos + n
+    if hi == 0xB or hi == 0xD or hi == 0xF:
+        n = 4 + _U32(data, pos)[0]
+        return _decode(bytes([code]) + bytes(data[pos:pos + n]), 0)[0], pos + n
+    raise DecodeError(f"unknown array element type 0x{code:02x}")
+
+
+def skip(data: bytes, pos: int) -> int:
+    """The position after the value at `pos`, without decoding it."""
+    c = data[pos]
+    hi = c >> 4
+    if c == 0x00:
+        return skip(data, skip(data, pos + 1))
+    if hi in _FIXED:
+        return pos + 1 + _FIXED[hi]
+    if hi == 0xA or hi == 0xC or hi == 0xE:
+        return pos + 2 + data[pos + 1]
+    if hi == 0xB or hi == 0xD or hi == 0xF:
+        return pos + 5 + _U32(data, pos + 1)[0]
+    raise DecodeError(f"unknown AMQP type code 0x{c:02x} at offset {pos}")
+
+
+# ---------------------------------------------------------------------------
+# Message sections
+# ---------------------------------------------------------------------------
+
+
+class Sections:
+    """Where each section of an encoded message is, with header and properties decoded.
+
+    `header` and `properties` are the decoded lists (None when absent); the
+    other sections are (start, end) spans into the bytes, decoded on demand.
+    """
+
+    __slots__ = ("header", "header_span", "delivery_annotations", "message_annotations",
+                 "properties", "application_properties", "body_start", "body_end", "footer")
+
+    def __init__(self) -> None:
+        self.header: list[Any] | None = None
+        self.header_span: tuple[int, int] | None = None
+        self.delivery_annotations: tuple[int, int] | None = None
+        self.message_annotations: tuple[int, int] | None = None
+        self.properties: list[Any] | None = None
+        self.application_properties: tuple[int, int] | None = None
+        self.body_start = 0
+        self.body_end = 0
+        self.footer: tuple[int, int] | None = None
+
+
+def _section_code(data: bytes, pos: int) -> tuple[int, int]:
+    """The section descriptor at `pos` (after the 0x00) and where its value starts."""
+    c = data[pos]
+    if c == 0x53:
+        return data[pos + 1], pos + 2
+    if c == 0x80:
+        v = _U64(data, pos + 1)[0]
+        return (v if v <= 0xFF else -1), pos + 9
+    if c == 0xA3 or c == 0xB3:
+        name, after = _decode(data, pos)
+        return _SECTION_NAMES.get(name, -1), after
+    raise DecodeError(f"bad section descriptor at offset {pos}")
+
+
+def scan(data: bytes) -> Sections:
+    """Locate the sections of an encoded AMQP message (header/properties decoded)."""
+    try:
+        return _scan(data)
+    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+        raise DecodeError(f"malformed AMQP message: {exc}") from None
+
+
+def _scan(data: bytes) -> Sections:
+    s = Sections()
+    pos = 0
+    n = len(data)
+    while pos < n:
+        if data[pos] != 0:
+            raise DecodeError(f"expected a described section at offset {pos}")
+        start = pos
+        code, pos = _section_code(data, pos + 1)
+        if code == HEADER:
+            s.header, pos = _decode(data, pos)
+            s.header_span = (start, pos)
+        elif code == PROPERTIES:
+            s.properties, pos = _decode(data, pos)
+        elif code == DATA or code == AMQP_VALUE or code == AMQP_SEQUENCE:
+            s.body_start = start
+            pos = skip(data, pos)
+            while pos < n:  # more body sections (data*, amqp-sequence*) until the footer
+                code2, vpos = _section_code(data, pos + 1)
+                if code2 == FOOTER:
+                    break
+                pos = skip(data, vpos)
+            s.body_end = pos
+            if pos < n:
+                _, vpos = _section_code(data, pos + 1)
+                s.footer = (pos, skip(data, vpos))
+                pos = s.footer[1]
+            if pos != n:
+                raise DecodeError("bytes after the footer")
+            break
+        else:
+            end = skip(data, pos)
+            if code == MESSAGE_ANNOTATIONS:
+                s.message_annotations = (pos, end)
+            elif code == APPLICATION_PROPERTIES:
+                s.application_properties = (pos, end)
+            elif code == DELIVERY_ANNOTATIONS:
+                s.delivery_annotations = (pos, end)
+            elif code == FOOTER:
+                s.footer = (pos, end)
+            else:
+                raise DecodeError(f"unknown message section 0x{code:x}")
+            pos = end
+        if pos > n:
+            raise DecodeError("a section runs past the end of the message")
+    if not s.body_start:
+        s.body_start = s.body_end = pos
+    return s
+
+
+def decode_map_at(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:
+    """Decode the map value of a section span (annotations, application properties)."""
+    if span is None:
+        return {}
+    value, _ = decode(data, span[0])
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DecodeError("expected a map section")
+    return value
+
+
+def application_properties(data: bytes) -> dict[str, Any]:
+    """The application-properties of an encoded message (the lazy loader's work)."""
+    return decode_map_at(data, scan(data).application_properties)
+
+
+def body_value(data: bytes, s: Sections) -> tuple[str, bytes]:
+    """The body as (kind, bytes) without interpreting it: ``("data", payload)``,
+    ``("string", utf8)``, ``("binary", payload)``, ``("null", b"")``, or
+    ``("value"|"sequence", raw encoded sections)``."""
+    start, end = s.body_start, s.body_end
+    if start == end:
+        return "null", b""
+    code, pos = _section_code(data, start + 1)
+    if code == DATA:
+        after = skip(data, pos)
+        if after == end:
+            return "data", _binary_payload(data, pos)
+        parts = []
+        while pos < end:  # several data sections: concatenate their payloads
+            parts.append(_binary_payload(data, pos))
+            pos = skip(data, pos)
+            if pos < end:
+                _, pos = _section_code(data, pos + 1)
+        return "data", b"".join(parts)
+    if code == AMQP_VALUE:
+        c = data[pos]
+        if c == 0xA1:
+            return "string", data[pos + 2:end]
+        if c == 0xB1:
+            return "string", data[pos + 5:end]
+        if c == 0xA0 or c == 0xB0:
+            return "binary", _binary_payload(data, pos)
+        if c == 0x40:
+            return "null", b""
+        return "value", data[pos:end]
+    return "sequence", data[start:end]
+
+
+def _binary_payload(data: bytes, pos: int) -> bytes:
+    c = data[pos]
+    if c == 0xA0:
+        return data[pos + 2:pos + 2 + data[pos + 1]]
+    if c == 0xB0:
+        n = _U32(data, pos + 1)[0]
+        return data[pos + 5:pos + 5 + n]
+    if c == 0x40:
+        return b""
+    raise DecodeError(f"expected binary, found type 0x{c:02x}")

@@ -1,0 +1,172 @@
+"""The `amqp://`, `amqps://` and `amqp+ssl://` transport connectors.
+
+``<transportConnector uri="amqp://0.0.0.0:5672?maximumConnections=1000"/>``.
+asyncio owns the listening socket and every accepted one (TLS with Python's
+`ssl` for `amqps`/`amqp+ssl`, from ``certFile``/``keyFile``); each socket's
+bytes go to an `AmqpConnection`, which is sans-IO.
+
+URI options (ActiveMQ names; the ``wireFormat.``/``transport.`` prefixes are
+accepted too): maximumConnections, maxFrameSize, channelMax, idleTimeout,
+producerCredit, maxMessageSize, connectAttemptTimeout, allowNonSaslConnections,
+saslMechanisms, sessionCapacity, trace. See docs/amqp.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from relaymq.spi.transport import ConnectorContext
+
+from relaymq_amqp.connection import AmqpConnection, AmqpOptions
+
+log = logging.getLogger("relaymq.amqp")
+
+_PREFIXES = ("", "wireFormat.", "transport.")
+
+
+def _opt(ctx: ConnectorContext, *names: str) -> str | None:
+    for name in names:
+        for prefix in _PREFIXES:
+            value = ctx.option(prefix + name)
+            if value is not None:
+                return value
+    return None
+
+
+def _int(ctx: ConnectorContext, default: int, *names: str) -> int:
+    value = _opt(ctx, *names)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"connector {ctx.uri.raw}: option {names[0]}={value!r} is not a number") from None
+
+
+def _bool(ctx: ConnectorContext, default: bool, *names: str) -> bool:
+    value = _opt(ctx, *names)
+    if value is None:
+        return default
+    return value.strip().lower() in ("true", "1", "yes", "on")
+
+
+def options_from(ctx: ConnectorContext) -> AmqpOptions:
+    """Read the connector's URI options (unknown ones are reported by the broker)."""
+    d = AmqpOptions()
+    mechs = _opt(ctx, "saslMechanisms")
+    return AmqpOptions(
+        max_frame_size=_int(ctx, d.max_frame_size, "maxFrameSize", "maxAmqpFrameSize"),
+        channel_max=_int(ctx, d.channel_max, "channelMax"),
+        idle_timeout_ms=_int(ctx, d.idle_timeout_ms, "idleTimeout"),
+        producer_credit=max(_int(ctx, d.producer_credit, "producerCredit"), 1),
+        max_message_size=_int(ctx, d.max_message_size, "maxMessageSize"),
+        connect_timeout_s=_int(ctx, int(d.connect_timeout_s * 1000), "connectAttemptTimeout") / 1000.0,
+        allow_non_sasl=_bool(ctx, d.allow_non_sasl, "allowNonSaslConnections"),
+        mechanisms=tuple(m.strip().upper() for m in mechs.split(",") if m.strip())
+        if mechs else d.mechanisms,
+        maximum_connections=_int(ctx, d.maximum_connections, "maximumConnections"),
+        session_capacity=_int(ctx, d.session_capacity, "sessionCapacity"),
+        trace=_bool(ctx, d.trace, "trace"),
+    )
+
+
+class _Socket(asyncio.Protocol):
+    """Bytes between one socket and its `AmqpConnection`."""
+
+    def __init__(self, connector: AmqpConnector) -> None:
+        self.connector = connector
+        self.transport: asyncio.Transport | None = None
+        self.conn: AmqpConnection | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        cert = transport.get_extra_info("peercert")
+        c = self.connector
+        refuse = None
+        limit = c.options.maximum_connections
+        if limit and len(c.connections) >= limit:
+            refuse = f"maximumConnections ({limit}) reached"
+        self.conn = AmqpConnection(
+            c.context.broker, c.options, transport.write, transport.close,
+            remote_address=f"{peer[0]}:{peer[1]}" if peer else None,
+            certificates=[cert] if cert else [], refuse=refuse,
+        )
+        c.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        assert self.conn is not None
+        self.conn.feed(data)
+
+    def eof_received(self) -> bool | None:
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connector.connections.discard(self)
+        if self.conn is not None:
+            self.conn.connection_lost()
+
+
+class AmqpConnector:
+    """A listening AMQP 1.0 connector."""
+
+    def __init__(self, context: ConnectorContext) -> None:
+        self.context = context
+        self.scheme = context.uri.scheme
+        self.options = options_from(context)
+        self.ssl = context.ssl_context()
+        self.connections: set[_Socket] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._address = ""
+
+    async def start(self) -> None:
+        uri = self.context.uri
+        port = uri.port if uri.port is not None else (5671 if self.ssl else 5672)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Socket(self), uri.host, port, ssl=self.ssl, reuse_address=True,
+            backlog=_int(self.context, 1024, "backlog"),
+        )
+        sock = self._server.sockets[0].getsockname()
+        host = uri.host if uri.host not in ("0.0.0.0", "::") else sock[0]
+        self._address = f"{host}:{sock[1]}"
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for s in list(self.connections):
+            if s.conn is not None:
+                s.conn.close()
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+            except TimeoutError:
+                pass
+            self._server = None
+        for s in list(self.connections):
+            if s.transport is not None:
+                s.transport.abort()
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def __repr__(self) -> str:
+        return f"<AmqpConnector {self.scheme}://{self._address}>"
+
+
+def AmqpTransportFactory(context: ConnectorContext) -> AmqpConnector:  # noqa: N802 - entry point
+    """The `relaymq.transports` entry point for amqp, amqps and amqp+ssl."""
+    return AmqpConnector(context)
+
+
+__all__ = ["AmqpConnector", "AmqpTransportFactory", "options_from"]
