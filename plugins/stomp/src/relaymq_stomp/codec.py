@@ -137,8 +137,10 @@ class FrameParser:
                 text = bytes(buf[pos:end]).decode()
             except UnicodeDecodeError as exc:
                 raise FrameError("garbage: a frame header is not UTF-8", str(exc)) from None
-            if "\r" in text:
+            if "\r" in text:  # CRLF line ends (STOMP 1.2)
                 text = text.replace("\r\n", "\n")
+                if text.endswith("\r"):
+                    text = text[:-1]
             lines = text.split("\n")
             command = lines[0]
             if len(command) > limits.max_command_length:
@@ -206,10 +208,13 @@ class FrameParser:
         line_start = last_nl + 1 - pos if last_nl >= 0 else self._line_start
         if lines > limits.max_headers + 1:
             raise FrameError("too many headers", f"the limit is {limits.max_headers}")
-        if n - pos - line_start > max(limits.max_header_length, limits.max_command_length):
-            what = "command" if lines == 0 else "header"
-            raise FrameError(f"{what} too long" if lines else "garbage: no command line",
-                             f"a line exceeds {limits.max_header_length} bytes")
+        if lines == 0:
+            if n - pos > limits.max_command_length:
+                raise FrameError("garbage: command too long",
+                                 f"no end of line within {limits.max_command_length} bytes")
+        elif n - pos - line_start > limits.max_header_length:
+            raise FrameError("header too long",
+                             f"a header line exceeds {limits.max_header_length} bytes")
         # resume one byte early so a "\n\n" (or "\n\r\n") split across reads is found
         resume = max(n - 2, pos)
         if resume > scan:

@@ -24,7 +24,7 @@ from relaymq.model.message import BodyType, Message
 
 from .destinations import DestinationMapper, stomp_name, stomp_name_of_key
 from .errors import StompError
-from .frames import V12, escape
+from .frames import V11, V12, escape
 
 ENCODING = "stomp"
 
@@ -166,6 +166,6 @@ def block_for(m: Message, version: str) -> bytes:
     """The cached block when it fits `version`, else a freshly rendered one."""
     if m.encoding == ENCODING:
         block = m.encoded
-        if block is not None and (version == V12 or b"\\" not in block):
+        if block is not None and (version == V12 or (version == V11 and b"\\r" not in block)):
             return block
     return render_block(m, version)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from relaymq.dispatch.consumer import Consumer, Delivery
 
-from .frames import V12, escape
+from .frames import V10, V12, escape
 from .mapping import ENCODING, render_block
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class Subscription:
         m = delivery.message
         block = m.encoded if m.encoding == ENCODING else None
         version = session.version
-        if block is None or (version != V12 and b"\\" in block):
+        if block is None or (version != V12 and _needs_render(block, version)):
             block = render_block(m, version)
         redelivered = b"\nredelivered:true\n" if delivery.delivery_count else b"\n"
         session.write(b"".join((
@@ -95,3 +95,11 @@ class Subscription:
         if c is None:
             return
         self.msgids = {mid: did for mid, did in self.msgids.items() if c.holds(did)}
+
+
+def _needs_render(block: bytes, version: str) -> bool:
+    """The cached block is escaped for 1.2; 1.1 differs only in not escaping CR,
+    and 1.0 does not escape at all."""
+    if version == V10:
+        return b"\\" in block
+    return b"\\r" in block
