@@ -1,0 +1,81 @@
+"""The `lock` file: one broker per KahaDB directory.
+
+An exclusive `fcntl.flock` on `<directory>/lock`, held for the life of the
+store. The kernel drops it when the process dies, however it dies, so there is
+no stale lock to clean up after a crash (unlike a pid file). The holder writes
+who it is into the file, so the broker that is refused can say who holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+
+log = logging.getLogger("relaymq.kahadb")
+
+
+class StoreLockedError(RuntimeError):
+    """Another broker (or another store in this process) uses the directory."""
+
+
+class DirectoryLock:
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "lock"
+        self._fd = -1
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+    def try_acquire(self) -> bool:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except BaseException:
+            os.close(fd)
+            raise
+        info = f"pid={os.getpid()} host={socket.gethostname()} since={time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info.encode(), 0)
+        self._fd = fd
+        return True
+
+    def holder(self) -> str:
+        """Who holds the lock, as its holder wrote it (best effort)."""
+        try:
+            text = self.path.read_text().strip()
+        except OSError:
+            text = ""
+        return text or "unknown holder"
+
+    async def acquire(self, *, wait: bool, interval: float) -> None:
+        """Take the lock; fail at once or, with `wait`, retry every `interval` s."""
+        if self.try_acquire():
+            return
+        if not wait:
+            raise StoreLockedError(
+                f"KahaDB directory {self.path.parent} is locked by another broker "
+                f"({self.holder()}). Stop that broker or give this one another directory; "
+                f"for a shared-storage master/slave pair set failIfLocked=\"false\" so this "
+                f"broker waits for the lock")
+        log.warning("KahaDB directory %s is locked by %s; waiting for it (retrying every %.1f s)",
+                    self.path.parent, self.holder(), interval)
+        while not self.try_acquire():
+            await asyncio.sleep(interval)
+        log.info("acquired the KahaDB lock on %s", self.path.parent)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing drops the flock
+            self._fd = -1
