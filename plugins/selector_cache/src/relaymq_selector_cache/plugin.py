@@ -93,6 +93,12 @@ class VirtualSelectorCacheBrokerPlugin:
         path = self.config.persist_file
         if path is None:
             return
+        if path.is_dir():
+            # Never "move aside" a directory: persistFile="${activemq.data}" is a typo
+            # for a file inside it, not a corrupt cache.
+            raise ConfigError(f"<virtualSelectorCacheBrokerPlugin persistFile=\"{path}\"> is a "
+                              "directory; name a file, e.g. persistFile=\"${activemq.data}/"
+                              "selectorcache.json\"")
         try:
             found = read_cache(path)
         except CorruptCache as exc:
