@@ -102,14 +102,25 @@ def snake_to_camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+#: ActiveMQ spellings camelCase cannot produce (acronyms); any spelling that maps
+#: to the same snake_case name is accepted on input, these are what docs show.
+ACTIVEMQ_SPELLINGS = {"inactive_timout_before_gc": "inactiveTimoutBeforeGC"}
+
+
 def attribute_name(f: dataclasses.Field[Any]) -> str:
     """The XML attribute spelling of a field: its ``xml`` metadata or camelCase."""
-    return str(f.metadata.get("xml") or snake_to_camel(f.name))
+    return str(f.metadata.get("xml") or ACTIVEMQ_SPELLINGS.get(f.name) or snake_to_camel(f.name))
 
 
 def attribute_names(config_cls: type) -> list[str]:
-    """The attribute spellings `convert` accepts for ``config_cls`` (for docs)."""
-    return [attribute_name(f) for f in _settable_fields(config_cls)]
+    """The attribute spellings `convert` accepts for ``config_cls`` (for docs); fields
+    filled from child elements (dataclasses, lists of them) are not attributes."""
+    hints = typing.get_type_hints(config_cls, include_extras=True)
+    return [
+        attribute_name(f) for f in _settable_fields(config_cls)
+        if _dataclass_of(hints[f.name]) is None and _list_item_of(hints[f.name]) is None
+        or _list_item_of(hints[f.name]) in (str, int, float)
+    ]
 
 
 # ---------------------------------------------------------------------------
