@@ -136,7 +136,9 @@ def test_parse_like_segments() -> None:
         ("a%c", "affixes"),
         ("%", "any"),
         ("___", "length"),
-        ("a_c", "general"),
+        ("a_c", "regex"),
+        ("a_c%", "regex"),
+        ("a_%_b", "regex"),
         ("%a%b%", "general"),
     ],
 )

@@ -273,6 +273,8 @@ class _CodeGen:
             test = "True"
         elif plan.kind == "length":
             test = f"len({t}) == {plan.length}"
+        elif plan.kind == "regex":
+            test = f"{self.bind_object(plan.matcher)}({t}) is not None"
         else:
             test = f"{self.bind_object(plan.matcher)}({t})"
         if node.negated:

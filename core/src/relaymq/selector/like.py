@@ -1,13 +1,15 @@
 """LIKE pattern translation.
 
 Patterns are turned into the cheapest Python test that is exact: equality,
-``startswith``, ``endswith``, substring, length check, or a chunk matcher
-built from fixed-length regular expressions with every literal character
-escaped (so ``.``, ``*``, ``[`` and friends in a pattern mean themselves). Escape handling follows ActiveMQ,
-which is what JMS clients have been tested against: the escape character only
-escapes a following ``_``, ``%`` or another escape character; elsewhere it
-stands for itself (and if it is itself ``%`` or ``_`` it keeps its wildcard
-meaning there).
+``startswith``, ``endswith``, substring, length check, one anchored regular
+expression (patterns with at most one ``%``), or a chunk matcher built from
+fixed-length regular expressions (several ``%``). Every literal character is
+escaped, so ``.``, ``*``, ``[`` and friends in a pattern mean themselves.
+
+Escape handling follows ActiveMQ, which is what JMS clients have been tested
+against: the escape character only escapes a following ``_``, ``%`` or another
+escape character; elsewhere it stands for itself (and if it is itself ``%`` or
+``_`` it keeps its wildcard meaning there).
 """
 
 from __future__ import annotations
@@ -60,14 +62,15 @@ class LikePlan:
 
     ``kind`` is one of: ``equals``, ``prefix``, ``suffix``, ``contains``,
     ``affixes`` (``text%suffix``), ``any`` (pattern '%'), ``length`` (only
-    '_'), or ``general``, for which ``matcher`` is a function ``str -> bool``.
+    '_'), ``regex`` (``matcher`` is a compiled ``fullmatch``, returning a match
+    or None) or ``general`` (``matcher`` returns a bool).
     """
 
     kind: str
     text: str = ""
     suffix: str = ""
     length: int = 0
-    matcher: Callable[[str], bool] | None = None
+    matcher: Callable[[str], object] | None = None
 
 
 def plan_like(pattern: str, escape: str | None) -> LikePlan:
@@ -97,7 +100,25 @@ def plan_like(pattern: str, escape: str | None) -> LikePlan:
         and isinstance(segments[2], str)
     ):
         return LikePlan("affixes", segments[0], suffix=segments[2])
+    if sum(1 for s in segments if s is ANY_RUN) <= 1:
+        # With at most one '%' a single anchored regex cannot backtrack
+        # badly (O(len(text) * len(pattern))) and runs entirely in C.
+        regex = re.compile(like_regex(segments), re.DOTALL)
+        return LikePlan("regex", matcher=regex.fullmatch)  # type: ignore[arg-type]
     return LikePlan("general", matcher=make_matcher(segments))
+
+
+def like_regex(segments: list[Segment]) -> str:
+    """Regular expression source for segments, to be used with ``fullmatch``."""
+    parts = []
+    for s in segments:
+        if s is ANY_RUN:
+            parts.append(".*")
+        elif s is ANY_ONE:
+            parts.append(".")
+        else:
+            parts.append(re.escape(s))  # type: ignore[arg-type]
+    return "".join(parts)
 
 
 def make_matcher(segments: list[Segment]) -> Callable[[str], bool]:
