@@ -7,6 +7,7 @@ topics named ``VirtualTopic.>`` are virtual (the documented default).
 
 from relaymq_virtual_topic.fanout import ORIGINAL_DESTINATION
 from relaymq_virtual_topic.interceptor import VirtualDestinationInterceptor
+from relaymq_virtual_topic.mirrored import MirroredQueue
 from relaymq_virtual_topic.model import (
     CompositeDestination,
     ForwardTarget,
@@ -22,6 +23,7 @@ __all__ = [
     "CompositeDestination",
     "ForwardTarget",
     "InterceptorConfig",
+    "MirroredQueue",
     "SelectorProvider",
     "VirtualDestinationInterceptor",
     "VirtualTopic",
