@@ -72,9 +72,13 @@ def _decode(data: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901 - one flat 
     pos += 1
     if c == 0xA1:  # str8
         end = pos + 1 + data[pos]
+        if end > len(data):
+            raise DecodeError(f"string at offset {pos} runs past the end")
         return data[pos + 1:end].decode(), end
     if c == 0xA3:  # sym8
         end = pos + 1 + data[pos]
+        if end > len(data):
+            raise DecodeError(f"symbol at offset {pos} runs past the end")
         return data[pos + 1:end].decode("ascii"), end
     if c == 0x40:
         return None, pos
@@ -101,6 +105,8 @@ def _decode(data: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901 - one flat 
         return (_U64(data, pos)[0] if c == 0x80 else _I64(data, pos)[0]), pos + 8
     if c == 0xA0:  # vbin8
         end = pos + 1 + data[pos]
+        if end > len(data):
+            raise DecodeError(f"binary at offset {pos} runs past the end")
         return data[pos + 1:end], end
     if c == 0xB0 or c == 0xB1 or c == 0xB3:
         n = _U32(data, pos)[0]

@@ -1,0 +1,242 @@
+"""Queues end to end with proton clients: order, credit, drain, settlement, every outcome."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from proton import Delivery, Message
+from proton.reactor import AtMostOnce
+from proton.utils import SendException
+from relaymq.model.destination import Destination
+
+
+def wait_for(cond: Any, client: Any = None, timeout: float = 5.0) -> None:
+    """Wait for a broker-side condition, letting `client` write what it queued
+    (a blocking client only does I/O while it waits)."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached in time")
+        if client is not None:
+            client.container.timeout = 0.01
+            client.container.process()
+        else:
+            time.sleep(0.01)
+
+
+def pump(client: Any, seconds: float) -> None:
+    """Let a blocking client process I/O for a while."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        client.container.timeout = 0.01
+        client.container.process()
+
+
+def settle(receiver: Any, state: int, failed: bool = False, undeliverable: bool = False) -> None:
+    """Settle the oldest received delivery with `state` and the modified flags."""
+    d = receiver.fetcher.unsettled.popleft()
+    if state == Delivery.MODIFIED:
+        d.local.failed = failed
+        d.local.undeliverable = undeliverable
+    d.update(state)
+    d.settle()
+
+
+def test_send_and_receive_in_order_with_properties(connect: Any, amqp_broker: Any) -> None:
+    c = connect()
+    s = c.create_sender("queue://orders")
+    for i in range(50):
+        s.send(Message(body=f"m{i}", id=f"ID:{i}", properties={"i": i}, subject="kind"))
+    assert amqp_broker.queue_size("orders") == 50
+    r = c.create_receiver("orders", credit=10)  # a bare name is a queue
+    for i in range(50):
+        m = r.receive(timeout=5)
+        assert (m.body, m.id, m.properties, m.subject) == (f"m{i}", f"ID:{i}", {"i": i}, "kind")
+        r.accept()
+    wait_for(lambda: amqp_broker.queue_size("orders") == 0, c)
+
+
+def test_encoded_bytes_are_forwarded_unchanged(connect: Any, amqp_broker: Any) -> None:
+    c = connect()
+    sent = Message(body={"map": [1, 2]}, instructions={"x-opt-da": 1}, annotations={"x-opt-ma": "v"},
+                   properties={"p": 1.5})
+    c.create_sender("queue://raw").send(sent)
+    broker = amqp_broker.broker
+    stored = amqp_broker.call(
+        lambda: broker.region.queues[Destination.queue("raw")].pending.peek().message)
+    assert stored.encoding == "amqp" and stored.encoded == bytes(sent.encode())
+    got = c.create_receiver("queue://raw", credit=1).receive(timeout=5)
+    assert got.body == {"map": [1, 2]} and got.annotations == {"x-opt-ma": "v"}
+    assert got.instructions == {"x-opt-da": 1} and got.properties == {"p": 1.5}
+
+
+def test_competing_consumers_share_a_queue(connect: Any) -> None:
+    c = connect()
+    r1 = c.create_receiver("queue://shared", credit=5, name="r1")
+    r2 = c.create_receiver("queue://shared", credit=5, name="r2")
+    s = c.create_sender("queue://shared")
+    for i in range(10):
+        s.send(Message(body=i))
+    got = []
+    for r in (r1, r2):
+        for _ in range(5):
+            got.append(r.receive(timeout=5).body)
+            r.accept()
+    assert sorted(got) == list(range(10))
+
+
+def test_no_credit_means_nothing_then_exactly_the_credit(connect: Any, amqp_broker: Any) -> None:
+    c = connect()
+    s = c.create_sender("queue://credit")
+    for i in range(5):
+        s.send(Message(body=i))
+    r = c.create_receiver("queue://credit", credit=0)
+    pump(c, 0.3)
+    assert r.fetcher.has_message == 0
+    r.link.flow(2)
+    c.wait(lambda: r.fetcher.has_message == 2, timeout=5)
+    pump(c, 0.3)
+    assert r.fetcher.has_message == 2
+    assert amqp_broker.queue_size("credit") == 5  # delivered, not acknowledged
+
+
+def test_drain_delivers_what_is_there_then_zeroes_the_credit(connect: Any) -> None:
+    c = connect()
+    s = c.create_sender("queue://drain")
+    for i in range(3):
+        s.send(Message(body=i))
+    r = c.create_receiver("queue://drain", credit=0)
+    r.link.drain(10)
+    c.wait(lambda: r.fetcher.has_message == 3 and not r.link.draining(), timeout=5)
+    assert r.link.credit == 0
+    # an empty queue drains at once
+    r2 = c.create_receiver("queue://drain-empty", credit=0)
+    r2.link.drain(5)
+    c.wait(lambda: not r2.link.draining(), timeout=5)
+    assert r2.link.credit == 0 and r2.fetcher.has_message == 0
+
+
+def test_presettled_sends_arrive(connect: Any) -> None:
+    c = connect()
+    s = c.create_sender("queue://fast", options=AtMostOnce())
+    for i in range(20):
+        s.send(Message(body=i))
+    r = c.create_receiver("queue://fast", credit=20)
+    assert [r.receive(timeout=5).body for _ in range(20)] == list(range(20))
+
+
+def test_presettled_consumer_acknowledges_on_send(connect: Any, amqp_broker: Any) -> None:
+    c = connect()
+    c.create_sender("queue://amo").send(Message(body="x"))
+    r = c.create_receiver("queue://amo", credit=5, options=AtMostOnce())
+    assert r.receive(timeout=5).body == "x"
+    wait_for(lambda: amqp_broker.queue_size("amo") == 0, c)
+
+
+def test_released_returns_the_message_uncounted(connect: Any) -> None:
+    c = connect()
+    c.create_sender("queue://rel").send(Message(body="again"))
+    r = c.create_receiver("queue://rel", credit=1)
+    assert r.receive(timeout=5).body == "again"
+    settle(r, Delivery.RELEASED)
+    m = r.receive(timeout=5)
+    assert m.body == "again" and m.delivery_count == 0
+    r.accept()
+
+
+@pytest.mark.parametrize("flags", [(True, False), (False, True)], ids=["failed", "undeliverable"])
+def test_modified_failed_redelivers_with_a_delivery_count(connect: Any, flags: tuple[bool, bool]) -> None:
+    c = connect()
+    c.create_sender("queue://mod").send(Message(body="x", durable=True, priority=6))
+    r = c.create_receiver("queue://mod", credit=1)
+    first = r.receive(timeout=5)
+    assert first.delivery_count == 0
+    settle(r, Delivery.MODIFIED, *flags)
+    m = r.receive(timeout=5)
+    assert (m.body, m.delivery_count, m.first_acquirer, m.durable, m.priority) == ("x", 1, False, True, 6)
+    r.accept()
+
+
+def test_modified_without_flags_is_a_release(connect: Any) -> None:
+    c = connect()
+    c.create_sender("queue://mod0").send(Message(body="x"))
+    r = c.create_receiver("queue://mod0", credit=1)
+    r.receive(timeout=5)
+    settle(r, Delivery.MODIFIED)
+    assert r.receive(timeout=5).delivery_count == 0
+
+
+def test_rejected_goes_to_the_dead_letter_queue(connect: Any, amqp_broker: Any) -> None:
+    c = connect()
+    c.create_sender("queue://rej").send(Message(body="poison", durable=True, id="ID:p"))
+    r = c.create_receiver("queue://rej", credit=1)
+    r.receive(timeout=5)
+    r.reject()
+    dlq = c.create_receiver("queue://ActiveMQ.DLQ", credit=1)
+    m = dlq.receive(timeout=5)
+    assert m.body == "poison" and m.id == "ID:p"
+    assert m.annotations["x-opt-original-destination"] == "queue://rej"
+    assert amqp_broker.queue_size("rej") == 0
+
+
+@pytest.mark.slow
+def test_too_many_failures_dead_letter_the_message(connect: Any) -> None:
+    c = connect()
+    c.create_sender("queue://flaky").send(Message(body="x", durable=True))
+    r = c.create_receiver("queue://flaky", credit=1)
+    counts = []
+    for _ in range(7):  # the default policy: 6 redeliveries
+        counts.append(r.receive(timeout=10).delivery_count)
+        settle(r, Delivery.MODIFIED, True)
+    assert counts == list(range(7))
+    dlq = c.create_receiver("queue://ActiveMQ.DLQ", credit=1)
+    assert dlq.receive(timeout=10).body == "x"
+
+
+def test_unacknowledged_messages_return_when_the_consumer_closes(connect: Any) -> None:
+    c = connect()
+    c.create_sender("queue://back").send(Message(body="x"))
+    r = c.create_receiver("queue://back", credit=1)
+    r.receive(timeout=5)
+    r.close()
+    m = c.create_receiver("queue://back", credit=1, name="second").receive(timeout=5)
+    assert m.body == "x" and m.delivery_count == 1
+
+
+def test_large_message_in_many_frames(make_broker: Any, connect: Any) -> None:
+    bt = make_broker("amqp://127.0.0.1:0?maxFrameSize=4096")
+    c = connect(bt.url())
+    body = bytes(range(256)) * 4096 * 3  # 3 MiB
+    c.create_sender("queue://big").send(Message(body=body), timeout=30)
+    m = c.create_receiver("queue://big", credit=1).receive(timeout=30)
+    assert m.body == body
+
+
+def test_message_size_limit_detaches_the_producer(make_broker: Any, connect: Any) -> None:
+    bt = make_broker("amqp://127.0.0.1:0?maxMessageSize=1000")
+    c = connect(bt.url())
+    s = c.create_sender("queue://limited")
+    s.send(Message(body=b"x" * 100))
+    with pytest.raises(Exception, match="message-size-exceeded"):
+        s.send(Message(body=b"x" * 5000))
+
+
+def test_refused_send_is_rejected_with_a_condition(make_broker: Any, connect: Any) -> None:
+    from relaymq.hookspecs import hookimpl
+
+    class NoWrites:
+        @hookimpl
+        def relaymq_authorize(self, principal: Any, action: str, destination: Any) -> bool | None:
+            return False if (action == "write" and destination.name == "secret") else None
+
+    bt = make_broker(setup=lambda b: b.plugins.register(NoWrites()))
+    c = connect(bt.url())
+    relay = c.create_sender(None)
+    relay.send(Message(address="queue://open", body="ok"))
+    with pytest.raises(SendException) as err:
+        relay.send(Message(address="queue://secret", body="no"))
+    assert err.value.state == Delivery.REJECTED
+    with pytest.raises(Exception, match="unauthorized-access"):
+        c.create_sender("queue://secret")
