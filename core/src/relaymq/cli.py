@@ -291,6 +291,7 @@ def config_check(file: str, defines: tuple[str, ...], strict: bool) -> None:
     _quiet_logging()
     registry = PluginRegistry(strict=strict)
     errors: list[str] = []
+    config: BrokerConfig | None
     try:
         config = load_config(file, _parse_defines(defines), strict)
     except ConfigError as exc:

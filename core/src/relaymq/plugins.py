@@ -194,12 +194,14 @@ def install_hint(group: str, name: str) -> str | None:
     return hint
 
 
-def _raise_load_failure(manager: Any, ep: importlib.metadata.EntryPoint, exc: Exception) -> None:
+def _raise_load_failure(manager: Any, ep: importlib.metadata.EntryPoint,
+                        exc: BaseException) -> None:
+    """stevedore's on_load_failure_callback: never log-and-continue."""
     raise _LoadFailed(ep, exc) from exc
 
 
 class _LoadFailed(Exception):
-    def __init__(self, ep: importlib.metadata.EntryPoint, exc: Exception) -> None:
+    def __init__(self, ep: importlib.metadata.EntryPoint, exc: BaseException) -> None:
         super().__init__(str(exc))
         self.ep = ep
         self.exc = exc
@@ -293,7 +295,8 @@ class PluginRegistry:
         if group not in self._inventory:
             if self._attribution is None:
                 self._attribution = _attribution()
-            listing = NamedExtensionManager(group, names=[], on_missing_entrypoints_callback=None)
+            listing: NamedExtensionManager[Any] = NamedExtensionManager(
+                group, names=[], on_missing_entrypoints_callback=None)
             by_name: dict[str, list[EntryPointInfo]] = {}
             for ep in listing.list_entry_points():
                 dists = self._attribution.get((group, ep.name, ep.value)) or [("unknown", "?")]
@@ -380,7 +383,7 @@ class PluginRegistry:
             return self._loaded[(group, name)]
         info = self._group(group)[name][0]
         try:
-            manager = NamedExtensionManager(
+            manager: NamedExtensionManager[Any] = NamedExtensionManager(
                 group, names=[name], on_load_failure_callback=_raise_load_failure,
                 on_missing_entrypoints_callback=None,
             )

@@ -127,8 +127,8 @@ def _placeholder_bean(ctx: BuildContext, bean: Node) -> None:
             continue
         if "value" in prop.attributes:
             locations.append((prop.attributes["value"], prop))
-        for value in (n for n in prop.walk() if n.tag == "value"):
-            locations.append((value.text, value))
+        for value_node in (n for n in prop.walk() if n.tag == "value"):
+            locations.append((value_node.text, value_node))
     for raw, node in locations:
         location = ctx.sub(raw.strip(), node)
         if not location:

@@ -346,7 +346,7 @@ def convert(
                 item is PluginElement or dataclasses.is_dataclass(item)
             ):
                 values[f.name] = [  # type: ignore[union-attr]
-                    c if item is PluginElement else convert(item, c, report=own)
+                    c if item is PluginElement else convert(typing.cast(type, item), c, report=own)
                     for c in child.children
                 ]
             elif tp is not None and typing.get_origin(tp) in (Union, types.UnionType, None) and (

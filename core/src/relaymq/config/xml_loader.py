@@ -37,7 +37,7 @@ class _TreeBuilder(ContentHandler):
         self.locator = locator
 
     def line(self) -> int:
-        return self.locator.getLineNumber() if self.locator is not None else 0
+        return int(self.locator.getLineNumber() or 0) if self.locator is not None else 0
 
     def startElementNS(  # noqa: N802 - SAX API
         self, name: tuple[str | None, str], qname: str | None, attrs: AttributesNSImpl
