@@ -28,6 +28,7 @@ import dataclasses
 import importlib.metadata
 import logging
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -167,9 +168,25 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _attribution() -> dict[tuple[str, str, str], list[tuple[str, str]]]:
-    """(group, name, value) -> [(distribution, version)], first on sys.path first."""
-    table: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+_Attribution = dict[tuple[str, str, str], list[tuple[str, str]]]
+_attribution_cache: dict[tuple[str, ...], _Attribution] = {}
+
+
+def _attribution() -> _Attribution:
+    """(group, name, value) -> [(distribution, version)], first on sys.path first.
+
+    Cached per ``sys.path`` (as stevedore caches its listing): scanning every
+    installed distribution's metadata costs tens of milliseconds, and tests
+    start hundreds of brokers.
+    """
+    key = tuple(sys.path)
+    if key not in _attribution_cache:
+        _attribution_cache[key] = _scan_distributions()
+    return _attribution_cache[key]
+
+
+def _scan_distributions() -> _Attribution:
+    table: _Attribution = {}
     seen: set[str] = set()
     for dist in importlib.metadata.distributions():
         dist_name = dist.metadata["Name"] or "unknown"
@@ -224,7 +241,7 @@ class PluginRegistry:
         self.strict = strict
         self._pm: pluggy.PluginManager | None = None
         self._inventory: dict[str, dict[str, list[EntryPointInfo]]] = {}
-        self._attribution: dict[tuple[str, str, str], list[tuple[str, str]]] | None = None
+        self._attribution: _Attribution | None = None
         self._loaded: dict[tuple[str, str], Any] = {}
         self._described: dict[str, str] = {}
         #: (group, name, origin) of every element built, in build order
