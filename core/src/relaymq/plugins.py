@@ -359,18 +359,20 @@ class PluginRegistry:
         noun = GROUPS.get(group, group)
         element = f"<{name}>" if group != TRANSPORTS else f"'{name}://'"
         installed = ", ".join(self.names(group)) or "nothing"
-        msg = f"{element}{at(origin)} needs {noun} named '{name}'; installed: {installed}"
+        return (f"{element}{at(origin)} needs {noun} named '{name}'; installed: {installed}; "
+                + self.advice(group, name))
+
+    def advice(self, group: str, name: str) -> str:
+        """What to do about a missing name: the pip install, or why there is none."""
         hint = install_hint(group, name)
-        reason = NOT_PROVIDED.get(group, {}).get(name)
         if hint:
-            msg += f"; install it with {hint}"
-        elif reason:
-            msg += f"; {reason}"
-        else:
-            msg += (f"; no first-party RelayMQ plugin provides it{suggest(name, self.names(group))} "
-                    f"(a third-party plugin would declare it in the entry-point group {group}); "
-                    "remove the element or install a plugin that provides it")
-        return msg
+            return f"install it with {hint}"
+        reason = NOT_PROVIDED.get(group, {}).get(name)
+        if reason:
+            return reason
+        return (f"no first-party RelayMQ plugin provides it{suggest(name, self.names(group))} "
+                f"(a third-party plugin would declare it in the entry-point group {group}); "
+                "remove the element or install a plugin that provides it")
 
     def resolve(self, group: str, name: str, origin: Origin | None = None) -> Any:
         """The loaded object of entry point ``name`` in ``group``.
@@ -488,7 +490,8 @@ class PluginRegistry:
             try:
                 if self.transport_factory(scheme) is None:
                     msg = (f"<transportConnector uri=\"{tc.uri}\">{at(tc.origin)} will be skipped: "
-                           + self.not_found_message(TRANSPORTS, scheme).split("; ", 1)[1])
+                           f"no installed transport serves '{scheme}://'; "
+                           + self.advice(TRANSPORTS, scheme))
                     (errors if self.strict else warnings).append(msg)
             except ConfigError as exc:
                 errors.extend(exc.errors or [str(exc)])
