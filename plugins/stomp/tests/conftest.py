@@ -40,7 +40,12 @@ class BrokerThread:
             await broker.start()
             return broker
 
-        self.broker: Broker = self.run(start())
+        try:
+            self.broker: Broker = self.run(start())
+        except BaseException:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(5)
+            raise
         self.host, self.port = host_port(self.broker.connector_address(scheme))
 
     def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 30) -> Any:

@@ -222,3 +222,16 @@ def test_arbitrary_bytes_never_crash(data: bytes, chunk: int) -> None:
     except FrameError:
         pass
     assert p.buffered <= 256 + 64
+
+
+def test_unknown_command_refused_as_soon_as_its_line_ends() -> None:
+    from relaymq_stomp.frames import CLIENT_COMMANDS
+
+    p = FrameParser(commands=CLIENT_COMMANDS)
+    with pytest.raises(FrameError, match="Unknown STOMP action: GET"):
+        p.feed(b"GET / HTTP/1.1\r\nHost: x\r\n")
+    p = FrameParser(commands=CLIENT_COMMANDS)
+    with pytest.raises(FrameError, match="Unknown STOMP action"):
+        p.feed(b"GET / HTTP/1.1\r\n\r\n")
+    p = FrameParser(commands=CLIENT_COMMANDS)
+    assert p.feed(b"SEN") == [] and p.feed(b"D\ndestination:/q\n") == []

@@ -54,11 +54,15 @@ class FrameParser:
     in `error_frames` so the caller can still act on them in order.
     """
 
-    __slots__ = ("limits", "_buf", "_hdr_scan", "_lines", "_line_start", "_need",
+    __slots__ = ("limits", "commands", "_buf", "_hdr_scan", "_lines", "_line_start", "_need",
                  "_nul_scan", "heartbeats", "error_frames", "broken")
 
-    def __init__(self, limits: Limits | None = None) -> None:
+    def __init__(self, limits: Limits | None = None,
+                 commands: frozenset[str] | None = None) -> None:
         self.limits = limits or Limits()
+        #: when given, any other command is refused as soon as its line is complete
+        #: (an HTTP request or a TLS hello must not wait for a NUL that never comes)
+        self.commands = commands
         self._buf = bytearray()  # bytes of an incomplete frame (starts at its first byte)
         self._hdr_scan = 0  # where to continue looking for the end of the headers
         self._lines = 0  # newlines seen in an incomplete header section
@@ -145,6 +149,8 @@ class FrameParser:
             command = lines[0]
             if len(command) > limits.max_command_length:
                 raise FrameError("garbage: command too long", f"{len(command)} characters")
+            if self.commands is not None and command not in self.commands:
+                raise _unknown(command)
             nh = len(lines) - 1
             if nh > limits.max_headers:
                 raise FrameError("too many headers", f"{nh}; the limit is {limits.max_headers}")
@@ -208,6 +214,11 @@ class FrameParser:
         line_start = last_nl + 1 - pos if last_nl >= 0 else self._line_start
         if lines > limits.max_headers + 1:
             raise FrameError("too many headers", f"the limit is {limits.max_headers}")
+        if lines and self.commands is not None and self._lines == 0:
+            eol = buf.find(b"\n", pos, n)
+            command = bytes(buf[pos:eol]).rstrip(b"\r").decode("utf-8", "replace")
+            if command not in self.commands:
+                raise _unknown(command)
         if lines == 0:
             if n - pos > limits.max_command_length:
                 raise FrameError("garbage: command too long",
@@ -232,3 +243,8 @@ def _content_length(text: str) -> int:
     if not t.isdigit() or not t.isascii():
         raise FrameError("bad content-length", f"content-length:{text[:40]!r} is not a length")
     return int(t)
+
+
+def _unknown(command: str) -> FrameError:
+    return FrameError(f"Unknown STOMP action: {command[:40]}",
+                      "a frame starts with a STOMP command such as CONNECT, SEND or SUBSCRIBE")

@@ -38,7 +38,7 @@ class StompOptions:
     #: close a socket that has not sent CONNECT within this many ms (0: never)
     connect_timeout_ms: int = 30000
     #: high-water mark of the transport's write buffer, bytes
-    write_buffer_high: int = 1024 * 1024
+    write_buffer_high: int = 256 * 1024
     #: stop reading a socket while this many frames wait to be processed
     max_pending_frames: int = 256
     server: str = field(default_factory=lambda: f"{SERVER_NAME}/{_version()}")

@@ -29,7 +29,7 @@ from relaymq.spi.transport import ConnectorContext
 from .codec import FrameParser
 from .config import StompOptions
 from .errors import FrameError, ProtocolError
-from .frames import Frame
+from .frames import CLIENT_COMMANDS, Frame
 from .session import SessionContext, StompSession
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class StompProtocol(asyncio.Protocol):
         self.connector = connector
         self.options = connector.options
         self.loop = asyncio.get_running_loop()
-        self.parser = FrameParser(self.options.limits)
+        self.parser = FrameParser(self.options.limits, CLIENT_COMMANDS)
         self.transport: asyncio.Transport | None = None
         self.session: StompSession | None = None
         self._frames: deque[Frame | FrameError] = deque()

@@ -1,0 +1,259 @@
+"""Ack modes, ACK/NACK by the `ack` header (and by message-id for 1.0/1.1),
+prefetch, redelivery and dead-lettering."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from relaymq.dispatch.redelivery import RedeliveryPlugin
+from relaymq.testing import plugin_element
+
+from .conftest import BrokerThread, connect
+
+
+def _send_n(conn, dest: str, n: int, **headers: str) -> None:
+    for i in range(n):
+        conn.send(dest, f"m{i}", headers=dict(headers))
+
+
+def test_auto_ack_consumes(server: BrokerThread, client) -> None:
+    conn, col = client()
+    conn.subscribe("/queue/auto", id="1", ack="auto")
+    _send_n(conn, "/queue/auto", 5)
+    assert len(col.wait_messages(5)) == 5
+    assert server.wait_queue_size("auto", 0) == 0
+    conn.disconnect()
+    c2, col2 = client()
+    c2.subscribe("/queue/auto", id="1")
+    time.sleep(0.2)
+    assert col2.messages == []
+
+
+def test_client_ack_is_cumulative(server: BrokerThread, client) -> None:
+    conn, col = client()
+    conn.subscribe("/queue/cum", id="1", ack="client")
+    _send_n(conn, "/queue/cum", 3)
+    msgs = col.wait_messages(3)
+    assert all("redelivered" not in m.headers for m in msgs)
+    conn.ack(msgs[1].headers["ack"], receipt="a1")
+    assert col.wait_receipt("a1")
+    assert server.wait_queue_size("cum", 1) == 1
+    conn.disconnect()
+    c2, col2 = client()
+    c2.subscribe("/queue/cum", id="2", ack="client")
+    m = col2.wait_messages(1)[0]
+    assert m.body == "m2" and m.headers["redelivered"] == "true"
+    assert m.headers["message-id"] == msgs[2].headers["message-id"]
+
+
+def test_client_individual_ack(server: BrokerThread, client) -> None:
+    conn, col = client()
+    conn.subscribe("/queue/ind", id="1", ack="client-individual")
+    _send_n(conn, "/queue/ind", 3)
+    msgs = col.wait_messages(3)
+    conn.ack(msgs[1].headers["ack"], receipt="a")
+    assert col.wait_receipt("a")
+    assert server.wait_queue_size("ind", 2) == 2
+    conn.disconnect()
+    c2, col2 = client()
+    c2.subscribe("/queue/ind", id="1", ack="client-individual")
+    assert sorted(m.body for m in col2.wait_messages(2)) == ["m0", "m2"]
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1"])
+def test_ack_by_message_id(server: BrokerThread, version: str) -> None:
+    conn, col = connect(server, version)
+    if version == "1.0":
+        conn.subscribe("/queue/old", id="s", ack="client")
+    else:
+        conn.subscribe("/queue/old", id="s", ack="client")
+    conn.send("/queue/old", "x")
+    m = col.wait_messages(1)[0]
+    if version == "1.0":
+        conn.ack(m.headers["message-id"], receipt="r")
+    else:
+        conn.ack(m.headers["message-id"], "s", receipt="r")
+    assert col.wait_receipt("r")
+    assert not col.errors
+    assert server.wait_queue_size("old", 0) == 0
+    conn.disconnect()
+
+
+def test_unknown_ack_id_keeps_connection(raw) -> None:
+    c = raw()
+    c.connect()
+    c.send("ACK\nid:nope-1\nreceipt:r\n\n\x00")
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and h["receipt-id"] == "r" and "ack" in h["message"].lower()
+    c.send("ACK\nid:99-99\n\n\x00")
+    assert c.read()[0] == "ERROR"
+    c.send("NACK\nmessage-id:ID:foo\n\n\x00")
+    assert c.read()[0] == "ERROR"
+    c.send("SEND\ndestination:/queue/ok\nreceipt:ok\n\nx\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "ok"})
+
+
+def test_double_ack_is_an_error(raw) -> None:
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/dbl\nid:1\nack:client-individual\n\n\x00")
+    c.send("SEND\ndestination:/queue/dbl\n\nx\x00")
+    _, h, _ = c.read()
+    c.send(f"ACK\nid:{h['ack']}\nreceipt:1\n\n\x00")
+    assert c.read()[0] == "RECEIPT"
+    c.send(f"ACK\nid:{h['ack']}\nreceipt:2\n\n\x00")
+    assert c.read()[0] == "ERROR"
+
+
+def test_prefetch_bounds_unacked_deliveries(client) -> None:
+    conn, col = client()
+    conn.subscribe("/queue/pf", id="1", ack="client-individual",
+                   headers={"activemq.prefetchSize": "2"})
+    _send_n(conn, "/queue/pf", 5)
+    col.wait_messages(2)
+    time.sleep(0.2)
+    assert len(col.messages) == 2
+    conn.ack(col.messages[0].headers["ack"])
+    col.wait_messages(3)
+    time.sleep(0.1)
+    assert len(col.messages) == 3
+
+
+def test_prefetch_shares_between_consumers(client) -> None:
+    a, cola = client()
+    b, colb = client()
+    a.subscribe("/queue/share", id="1", ack="client", headers={"activemq.prefetchSize": "1"})
+    b.subscribe("/queue/share", id="1", ack="client", headers={"activemq.prefetchSize": "1"})
+    time.sleep(0.1)
+    _send_n(a, "/queue/share", 2)
+    cola.wait_messages(1)
+    colb.wait_messages(1)
+    assert len(cola.messages) == 1 and len(colb.messages) == 1
+
+
+def _dlq_headers(col) -> dict[str, str]:
+    return col.wait_messages(1)[0].headers
+
+
+def test_nack_without_policy_dead_letters_at_once(client) -> None:
+    conn, col = client()
+    conn.subscribe("/queue/work", id="1", ack="client-individual")
+    exp = int(time.time() * 1000) + 600_000
+    conn.send("/queue/work", "poison", headers={"persistent": "true", "expires": str(exp),
+                                                 "app": "v1"})
+    m = col.wait_messages(1)[0]
+    conn.nack(m.headers["ack"], receipt="n")
+    assert col.wait_receipt("n")
+    d, dcol = client()
+    d.subscribe("/queue/ActiveMQ.DLQ", id="dlq")
+    h = _dlq_headers(dcol)
+    assert dcol.messages[0].body == "poison"
+    assert h["message-id"] == m.headers["message-id"]
+    assert h["original-destination"] == "/queue/work"
+    assert h["originalExpiration"] == str(exp)
+    assert h["expires"] == "0"
+    assert h["app"] == "v1"
+    assert h["persistent"] == "true"
+    assert h["destination"] == "/queue/ActiveMQ.DLQ"
+    time.sleep(0.1)
+    assert len(col.messages) == 1  # not redelivered
+
+
+def _redelivery(bt_setup_max: int):
+    element = plugin_element("redeliveryPlugin", [
+        plugin_element("redeliveryPolicyMap", [
+            plugin_element("redeliveryPolicyMap", [
+                plugin_element("redeliveryPolicyEntries", [
+                    plugin_element("redeliveryPolicy", queue="retry.>",
+                                   maximumRedeliveries=str(bt_setup_max),
+                                   initialRedeliveryDelay="20", redeliveryDelay="20"),
+                ]),
+            ]),
+        ]),
+    ], sendToDlqIfMaxRetriesExceeded="true")
+
+    def setup(broker) -> None:
+        RedeliveryPlugin.from_element(element).install(broker)
+
+    return setup
+
+
+def test_nack_with_redelivery_policy(start_broker) -> None:
+    bt = start_broker(setup=_redelivery(2))
+    conn, col = connect(bt)
+    conn.subscribe("/queue/retry.a", id="1", ack="client-individual")
+    conn.send("/queue/retry.a", "flaky", headers={"persistent": "true"})
+    seen = []
+    for i in range(3):
+        m = col.wait_messages(i + 1)[i]
+        seen.append(m.headers.get("redelivered"))
+        conn.nack(m.headers["ack"])
+    assert seen == [None, "true", "true"]
+    time.sleep(0.2)
+    assert len(col.messages) == 3  # two redeliveries, then the DLQ
+    d, dcol = connect(bt)
+    d.subscribe("/queue/ActiveMQ.DLQ", id="d")
+    h = dcol.wait_messages(1)[0].headers
+    assert h["original-destination"] == "/queue/retry.a"
+    assert h["message-id"] == col.messages[0].headers["message-id"]
+    conn.disconnect()
+    d.disconnect()
+
+
+def test_policy_not_matching_dead_letters_at_once(start_broker) -> None:
+    bt = start_broker(setup=_redelivery(5))
+    conn, col = connect(bt)
+    conn.subscribe("/queue/other", id="1", ack="client")
+    conn.send("/queue/other", "x", headers={"persistent": "true"})
+    conn.nack(col.wait_messages(1)[0].headers["ack"])
+    time.sleep(0.2)
+    assert len(col.messages) == 1
+    assert bt.wait_queue_size("ActiveMQ.DLQ", 1) == 1
+    conn.disconnect()
+
+
+def test_delivery_count_visible_to_selectors(start_broker) -> None:
+    bt = start_broker(setup=_redelivery(5))
+    conn, col = connect(bt)
+    conn.subscribe("/queue/retry.sel", id="1", ack="client-individual")
+    conn.send("/queue/retry.sel", "x", headers={"persistent": "true"})
+    conn.nack(col.wait_messages(1)[0].headers["ack"])  # failed delivery 1
+    m = col.wait_messages(2)[1]
+    assert m.headers["redelivered"] == "true"
+    conn.unsubscribe("1")  # returned unacked: delivery 2 did not succeed either
+    conn.subscribe("/queue/retry.sel", id="2", ack="client-individual",
+                   headers={"selector": "JMSXDeliveryCount = 1"})
+    time.sleep(0.2)
+    assert len(col.messages) == 2
+    conn.unsubscribe("2")
+    conn.subscribe("/queue/retry.sel", id="3", ack="client-individual",
+                   headers={"selector": "JMSXDeliveryCount = 3"})
+    m3 = col.wait_messages(3)[2]
+    assert m3.headers["subscription"] == "3"
+    assert m3.headers["message-id"] == m.headers["message-id"]
+    conn.disconnect()
+
+
+def test_ack_receipt_for_persistent_message(client) -> None:
+    conn, col = client()
+    conn.subscribe("/queue/pa", id="1", ack="client-individual")
+    conn.send("/queue/pa", "x", headers={"persistent": "true"}, receipt="s")
+    assert col.wait_receipt("s")
+    m = col.wait_messages(1)[0]
+    conn.ack(m.headers["ack"], receipt="a")
+    assert col.wait_receipt("a")
+
+
+def test_disconnect_returns_unacked_to_other_consumer(client) -> None:
+    a, cola = client()
+    b, colb = client()
+    a.subscribe("/queue/ret", id="1", ack="client-individual")
+    _send_n(b, "/queue/ret", 3)
+    cola.wait_messages(3)
+    b.subscribe("/queue/ret", id="1", ack="client-individual")
+    time.sleep(0.05)
+    a.disconnect()
+    got = colb.wait_messages(3)
+    assert [m.body for m in got] == ["m0", "m1", "m2"]
+    assert all(m.headers["redelivered"] == "true" for m in got)

@@ -1,0 +1,83 @@
+"""Flow control: producers are slowed by not reading their sockets; slow consumers
+do not make the broker acknowledge (and buffer) a whole queue."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+from relaymq.config.model import SystemUsageConfig, UsageLimit
+
+from .conftest import RawClient, connect
+
+BODY = b"x" * 1024
+
+
+def _producer(host: str, port: int, n: int, done: threading.Event, dest: str = "/queue/flow") -> None:
+    with socket.create_connection((host, port)) as s:
+        s.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00")
+        frames = [b"SEND\ndestination:%s\nseq:%d\ncontent-length:1024\n\n%s\x00"
+                  % (dest.encode(), i, BODY) for i in range(n)]
+        for i in range(0, n, 50):
+            s.sendall(b"".join(frames[i:i + 50]))
+        s.sendall(b"SEND\ndestination:%s\nreceipt:end\n\nlast\x00" % dest.encode())
+        buf = b""
+        while b"receipt-id:end" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    done.set()
+
+
+def test_producer_is_paused_while_memory_is_full(start_broker) -> None:
+    bt = start_broker(system_usage=SystemUsageConfig(memory=UsageLimit(limit=300_000)))
+    n = 3000
+    done = threading.Event()
+    t = threading.Thread(target=_producer, args=(bt.host, bt.port, n, done), daemon=True)
+    t.start()
+    time.sleep(1.0)
+    assert not done.is_set()
+    held = bt.queue_size("flow")
+    assert 0 < held < 600, held
+
+    def paused() -> list[bool]:
+        return [p._read_paused for c in bt.broker.connectors for p in c.connections]
+
+    assert any(bt.call(paused))
+    time.sleep(0.3)
+    assert bt.queue_size("flow") == held  # nothing more accepted while full
+
+    cons, col = connect(bt)
+    cons.subscribe("/queue/flow", id="1", ack="auto")
+    msgs = col.wait_messages(n + 1, timeout=30)
+    assert done.wait(10)
+    assert [m.headers.get("seq") for m in msgs[:n]] == [str(i) for i in range(n)]
+    assert msgs[n].body == "last"
+    cons.disconnect()
+
+
+def test_slow_auto_ack_consumer_does_not_drain_the_queue(start_broker) -> None:
+    bt = start_broker()
+    c = RawClient(bt)
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/slow\nid:1\nack:auto\nactivemq.prefetchSize:100\n\n\x00")
+    n = 12000
+    done = threading.Event()
+    _producer(bt.host, bt.port, n, done, "/queue/slow")
+    time.sleep(0.5)
+    # The consumer reads nothing: only what fits in the socket buffers (the kernel's
+    # and the transport's, a few MB on loopback) is acknowledged.
+    remaining = bt.queue_size("slow")
+    assert remaining > n - 6000, remaining
+    got = 0
+    while got < n + 1:
+        cmd, h, body = c.read(timeout=10)
+        assert cmd == "MESSAGE"
+        if got < n:
+            assert h["seq"] == str(got)
+        got += 1
+    assert bt.wait_queue_size("slow", 0) == 0
+    c.close()

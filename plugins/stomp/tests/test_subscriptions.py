@@ -1,0 +1,231 @@
+"""SUBSCRIBE options: durable subscriptions, exclusive consumers, browsing,
+selectors with ActiveMQ's STOMP string conversion, message groups."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import BrokerThread, connect
+
+DURABLE = {"activemq.subscriptionName": "sub-1"}
+
+
+def test_durable_subscription_across_reconnects(server: BrokerThread) -> None:
+    conn, col = connect(server, headers={"client-id": "app"})
+    conn.subscribe("/topic/news", id="1", ack="client-individual", headers=DURABLE)
+    conn.send("/topic/news", "while here")
+    m = col.wait_messages(1)[0]
+    conn.ack(m.headers["ack"])
+    conn.disconnect()
+    prod, _ = connect(server)
+    for i in range(3):
+        prod.send("/topic/news", f"away {i}", receipt=f"r{i}")
+    time.sleep(0.1)
+    conn2, col2 = connect(server, headers={"client-id": "app"})
+    conn2.subscribe("/topic/news", id="1", ack="auto", headers=DURABLE)
+    assert [m.body for m in col2.wait_messages(3)] == ["away 0", "away 1", "away 2"]
+    conn2.disconnect()
+    prod.disconnect()
+
+
+def test_non_durable_topic_subscription_misses_messages_while_away(client) -> None:
+    conn, col = client()
+    conn.subscribe("/topic/nd", id="1")
+    conn.unsubscribe("1")
+    conn.send("/topic/nd", "missed")
+    conn.subscribe("/topic/nd", id="2")
+    time.sleep(0.05)
+    conn.send("/topic/nd", "seen")
+    assert [m.body for m in col.wait_messages(1)] == ["seen"]
+    time.sleep(0.1)
+    assert len(col.messages) == 1
+
+
+def test_unsubscribe_durable_in_use_then_delete(server: BrokerThread, raw) -> None:
+    c = raw()
+    c.connect("accept-version:1.2\nhost:x\nclient-id:dur\n")
+    c.send("SUBSCRIBE\ndestination:/topic/d\nid:1\nactivemq.subscriptionName:s\nreceipt:s\n\n\x00")
+    assert c.read()[0] == "RECEIPT"
+    c.send("UNSUBSCRIBE\nactivemq.subscriptionName:s\nreceipt:u1\n\n\x00")
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and h["message"] == "Durable consumer is in use" and h["receipt-id"] == "u1"
+    c.send("UNSUBSCRIBE\nid:1\nreceipt:u2\n\n\x00")  # detach; the subscription stays
+    assert c.read()[0] == "RECEIPT"
+    assert server.call(lambda: len(server.broker.region.subscriptions)) == 1
+    c.send("UNSUBSCRIBE\nactivemq.subscriptionName:s\nreceipt:u3\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "u3"})
+    assert server.call(lambda: len(server.broker.region.subscriptions)) == 0
+
+
+def test_unsubscribe_with_id_and_name_removes_durable(server: BrokerThread, raw) -> None:
+    c = raw()
+    c.connect("accept-version:1.2\nhost:x\nclient-id:dur2\n")
+    c.send("SUBSCRIBE\ndestination:/topic/d2\nid:1\nactivemq.subscriptionName:s\n\n\x00")
+    c.send("UNSUBSCRIBE\nid:1\nactivemq.subscriptionName:s\nreceipt:u\n\n\x00")
+    assert c.read()[0] == "RECEIPT"
+    assert server.call(lambda: len(server.broker.region.subscriptions)) == 0
+
+
+def test_durable_subscription_on_a_queue_is_an_error(raw) -> None:
+    c = raw()
+    c.connect("accept-version:1.2\nhost:x\nclient-id:dq\n")
+    c.send("SUBSCRIBE\ndestination:/queue/q\nid:1\nactivemq.subscriptionName:s\nreceipt:r\n\n\x00")
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and h["receipt-id"] == "r"
+    c.send("SEND\ndestination:/queue/q\nreceipt:ok\n\nx\x00")
+    assert c.read()[0] == "RECEIPT"
+
+
+def test_durable_subscription_needs_client_id(raw) -> None:
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/topic/t\nid:1\nactivemq.subscriptionName:s\n\n\x00")
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and "client-id" in h["message"]
+
+
+def test_exclusive_consumer(client) -> None:
+    a, cola = client()
+    b, colb = client()
+    a.subscribe("/queue/excl", id="1", ack="auto", headers={"activemq.exclusive": "true"})
+    time.sleep(0.05)
+    b.subscribe("/queue/excl", id="1", ack="auto", headers={"activemq.exclusive": "true"})
+    time.sleep(0.05)
+    for i in range(10):
+        b.send("/queue/excl", str(i))
+    cola.wait_messages(10)
+    assert colb.messages == []
+    a.unsubscribe("1")
+    time.sleep(0.05)
+    b.send("/queue/excl", "failover")
+    assert [m.body for m in colb.wait_messages(1)] == ["failover"]
+
+
+def test_competing_consumers_without_exclusive(client) -> None:
+    a, cola = client()
+    b, colb = client()
+    a.subscribe("/queue/rr", id="1", headers={"activemq.prefetchSize": "1"}, ack="client")
+    b.subscribe("/queue/rr", id="1", headers={"activemq.prefetchSize": "1"}, ack="client")
+    time.sleep(0.05)
+    for i in range(4):
+        a.send("/queue/rr", str(i))
+    cola.wait_messages(1)
+    colb.wait_messages(1)
+
+
+def test_browser(server: BrokerThread, raw) -> None:
+    c = raw()
+    c.connect()
+    for i in range(3):
+        c.send(f"SEND\ndestination:/queue/browse\nreceipt:r{i}\n\nm{i}\x00")
+        c.read()
+    c.send("SUBSCRIBE\ndestination:/queue/browse\nid:b\nbrowser:true\n\n\x00")
+    frames = [c.read() for _ in range(4)]
+    assert [f[2] for f in frames[:3]] == [b"m0", b"m1", b"m2"]
+    cmd, h, body = frames[3]
+    assert cmd == "MESSAGE"
+    assert h["browser"] == "end" and h["message-id"] == "0" and body == b""
+    assert h["subscription"] == "b" and h["destination"] == "/queue/browse"
+    assert server.queue_size("browse") == 3  # nothing consumed
+
+
+def test_browser_on_empty_queue_and_with_selector(raw) -> None:
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/empty.b\nid:b\nbrowser:true\n\n\x00")
+    assert c.read()[1]["browser"] == "end"
+    c.send("SEND\ndestination:/queue/sel.b\nkind:a\nreceipt:1\n\nA\x00")
+    c.send("SEND\ndestination:/queue/sel.b\nkind:b\nreceipt:2\n\nB\x00")
+    c.read(), c.read()
+    c.send("SUBSCRIBE\ndestination:/queue/sel.b\nid:s\nbrowser:true\nselector:kind = 'b'\n\n\x00")
+    assert c.read()[2] == b"B"
+    assert c.read()[1]["browser"] == "end"
+
+
+def test_browser_on_topic_is_an_error(raw) -> None:
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/topic/t\nid:b\nbrowser:true\n\n\x00")
+    assert c.read()[0] == "ERROR"
+
+
+@pytest.mark.parametrize(("selector", "matching"), [
+    ("count > 5", ["7", "10"]),
+    ("count = 7", ["7"]),
+    ("count BETWEEN 2 AND 8", ["3", "7"]),
+    ("price < 2.5", ["3"]),  # price 1.5 only on count 3
+    ("vip = true", ["10"]),
+    ("count + 1 > 5", []),  # arithmetic on a string header never matches
+    ("color = 'red'", ["3", "10"]),
+    ("JMSXGroupID = 'g7'", ["7"]),
+    ("JMSPriority > 4", ["10"]),
+    ("JMSType = 'special'", ["3"]),
+])
+def test_selectors_with_stomp_string_conversion(client, selector: str, matching: list[str]) -> None:
+    conn, col = client()
+    dest = "/queue/sel." + str(abs(hash(selector)))
+    conn.subscribe(dest, id="1", headers={"selector": selector})
+    prod, pcol = client()
+    prod.send(dest, "3", headers={"count": "3", "price": "1.5", "color": "red", "type": "special"})
+    prod.send(dest, "7", headers={"count": "7", "price": "9", "JMSXGroupID": "g7"})
+    prod.send(dest, "10", headers={"count": "10", "vip": "true", "color": "red", "priority": "9"},
+              receipt="done")
+    assert pcol.wait_receipt("done")
+    time.sleep(0.15)
+    assert sorted((m.body for m in col.messages), key=int) == matching
+
+
+def test_topic_selector(client) -> None:
+    conn, col = client()
+    conn.subscribe("/topic/tsel", id="1", headers={"selector": "level >= 3"})
+    time.sleep(0.05)
+    for lvl in (1, 3, 5):
+        conn.send("/topic/tsel", str(lvl), headers={"level": str(lvl)})
+    assert [m.body for m in col.wait_messages(2)] == ["3", "5"]
+
+
+def test_invalid_selector_keeps_connection(raw) -> None:
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/x\nid:1\nselector:count >>> 5\nreceipt:r\n\n\x00")
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and h["receipt-id"] == "r"
+    c.send("SUBSCRIBE\ndestination:/queue/x\nid:1\nreceipt:r2\n\n\x00")  # id reusable
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "r2"})
+
+
+def test_duplicate_subscription_id(raw) -> None:
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/a\nid:1\n\n\x00")
+    c.send("SUBSCRIBE\ndestination:/queue/b\nid:1\nreceipt:r\n\n\x00")
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and "already" in h["message"]
+
+
+def test_unsubscribe_unknown_id(raw) -> None:
+    c = raw()
+    c.connect()
+    c.send("UNSUBSCRIBE\nid:nope\nreceipt:r\n\n\x00")
+    assert c.read()[0] == "ERROR"
+    c.send("SEND\ndestination:/queue/ok\nreceipt:ok\n\nx\x00")
+    assert c.read()[0] == "RECEIPT"
+
+
+def test_message_groups_stick_to_one_consumer(client) -> None:
+    a, cola = client()
+    b, colb = client()
+    a.subscribe("/queue/grp", id="1")
+    b.subscribe("/queue/grp", id="1")
+    time.sleep(0.05)
+    for i in range(10):
+        a.send("/queue/grp", f"{i % 2}-{i}", headers={"JMSXGroupID": f"g{i % 2}"})
+    deadline = time.monotonic() + 5
+    while len(cola.messages) + len(colb.messages) < 10 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    groups_a = {m.body.split("-")[0] for m in cola.messages}
+    groups_b = {m.body.split("-")[0] for m in colb.messages}
+    assert not groups_a & groups_b
+    assert all("JMSXGroupID" not in m.headers for m in cola.messages + colb.messages)
