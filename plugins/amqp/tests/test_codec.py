@@ -6,10 +6,11 @@ import time
 import uuid
 
 import pytest
-from proton import Data, Described as PDescribed, Message as PMessage, symbol, ulong
+from proton import Data, symbol, ulong
+from proton import Described as PDescribed
+from proton import Message as PMessage
 from relaymq.model.destination import Destination
 from relaymq.model.message import BodyType, Message
-
 from relaymq_amqp.encode import encode, header_section, symbol_array
 from relaymq_amqp.mapping import (
     destination_for,

@@ -17,7 +17,7 @@ import struct
 import uuid
 from typing import Any
 
-from relaymq_amqp.types import Described
+from relaymq_amqp.types import Described, Symbol, ULong
 
 _U16 = struct.Struct(">H").unpack_from
 _I16 = struct.Struct(">h").unpack_from
@@ -79,13 +79,17 @@ def _decode(data: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901 - one flat 
         end = pos + 1 + data[pos]
         if end > len(data):
             raise DecodeError(f"symbol at offset {pos} runs past the end")
-        return data[pos + 1:end].decode("ascii"), end
+        return Symbol(data[pos + 1:end].decode("ascii")), end
     if c == 0x40:
         return None, pos
-    if c == 0x52 or c == 0x50 or c == 0x53:  # smalluint, ubyte, smallulong
+    if c == 0x52 or c == 0x50:  # smalluint, ubyte
         return data[pos], pos + 1
-    if c == 0x43 or c == 0x44:  # uint0, ulong0
+    if c == 0x53:  # smallulong
+        return ULong(data[pos]), pos + 1
+    if c == 0x43:  # uint0
         return 0, pos
+    if c == 0x44:  # ulong0
+        return ULong(0), pos
     if c == 0x41:
         return True, pos
     if c == 0x42:
@@ -101,8 +105,10 @@ def _decode(data: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901 - one flat 
         return _U32(data, pos)[0], pos + 4
     if c == 0x81:
         return _I64(data, pos)[0], pos + 8
-    if c == 0x80 or c == 0x83:  # ulong, timestamp
-        return (_U64(data, pos)[0] if c == 0x80 else _I64(data, pos)[0]), pos + 8
+    if c == 0x83:  # timestamp
+        return _I64(data, pos)[0], pos + 8
+    if c == 0x80:
+        return ULong(_U64(data, pos)[0]), pos + 8
     if c == 0xA0:  # vbin8
         end = pos + 1 + data[pos]
         if end > len(data):
@@ -116,7 +122,7 @@ def _decode(data: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901 - one flat 
         raw = data[pos + 4:end]
         if c == 0xB0:
             return raw, end
-        return raw.decode("ascii" if c == 0xB3 else "utf-8"), end
+        return Symbol(raw.decode("ascii")) if c == 0xB3 else raw.decode(), end
     if c == 0x60:
         return _U16(data, pos)[0], pos + 2
     if c == 0x61:
