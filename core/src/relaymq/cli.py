@@ -74,14 +74,28 @@ class RelayMQGroup(click.Group):
         try:
             command = registry.resolve(CLI, cmd_name)
         except ConfigError as exc:
-            if ctx.resilient_parsing or "--help" in sys.argv[1:2]:
-                return click.Command(cmd_name, help=f"(unavailable: {exc})", hidden=False)
             raise click.ClickException(str(exc)) from exc
         if not isinstance(command, click.Command):
             raise click.ClickException(
                 f"entry point '{cmd_name}' in {CLI} from {plugin_claims[0].describe()} is "
                 f"{type(command).__name__}, not a click command")
         return command
+
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """``relaymq --help`` lists a broken plugin command instead of failing."""
+        rows = []
+        for name in self.list_commands(ctx):
+            try:
+                cmd = self.get_command(ctx, name)
+            except click.ClickException as exc:
+                rows.append((name, f"(unavailable: {exc.message.splitlines()[0]})"))
+                continue
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def _parse_defines(values: Sequence[str]) -> dict[str, str]:

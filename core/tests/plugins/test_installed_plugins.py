@@ -173,3 +173,20 @@ def test_unnamed_broken_and_conflicting_plugins_do_not_stop_a_broker(troubled_si
     listing = run_python(troubled_site, "relaymq.cli", "plugins", "list", module=True)
     assert "conflicts (a configuration naming these fails):" in listing.stdout
     assert "broker_plugins 'conflictingPlugin'" in listing.stdout
+
+
+def test_broken_plugin_command_is_listed_and_fails_alone(troubled_site: Path) -> None:
+    listing = run_python(troubled_site, "relaymq.cli", "--help", module=True)
+    assert listing.returncode == 0, listing.stderr
+    assert "broken" in listing.stdout and "(unavailable:" in listing.stdout
+    done = run_python(troubled_site, "relaymq.cli", "broken", module=True)
+    assert done.returncode == 1
+    assert "failed to import: ModuleNotFoundError" in done.stderr
+    check = run_python(troubled_site, "relaymq.cli", "plugins", "list", module=True)
+    assert check.returncode == 0, check.stderr
+
+
+def test_a_plugin_cannot_replace_a_builtin_command(troubled_site: Path) -> None:
+    done = run_python(troubled_site, "relaymq.cli", "run", "--help", module=True)
+    assert done.returncode == 1
+    assert "'run' is a built-in relaymq command, but relaymq-conflict-a 0.1.0" in done.stderr
