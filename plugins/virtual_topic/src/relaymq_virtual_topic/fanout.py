@@ -47,15 +47,15 @@ _INDEX_LIMIT = 10_000
 def forwarded_copy(message: Message, target: Destination, record_origin: bool) -> Message:
     """`message` re-addressed to `target`, remembering where it was sent.
 
-    The encoded form is kept: like the destination, the annotation is broker
-    envelope that transports render next to the bytes, and re-encoding every
-    copy of a fan-out would cost what virtual topics are meant to save.
+    Re-addressing keeps the transport's encoded form (transports render the
+    destination themselves), but recording the origin drops it: annotations are
+    part of what a transport encodes (STOMP's cached header block carries
+    ``original-destination``), so the copy is encoded afresh at its edge.
     """
-    copy = message.copy(destination=target)
-    if record_origin and message.destination is not None:
-        copy.annotations = {**(message.annotations or {}),
-                            ORIGINAL_DESTINATION: message.destination.key}
-    return copy
+    if not record_origin or message.destination is None:
+        return message.copy(destination=target)
+    annotations = {**(message.annotations or {}), ORIGINAL_DESTINATION: message.destination.key}
+    return message.copy(destination=target, annotations=annotations)
 
 
 class ConsumerQueueIndex:
