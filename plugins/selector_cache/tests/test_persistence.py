@@ -150,3 +150,41 @@ async def test_an_unwritable_location_does_not_stop_the_broker(start, tmp_path, 
     assert any("cannot write" in r.getMessage() for r in caplog.records)
     assert broker.started
     assert [e.text for e in broker.extensions["selector-cache"].cache.entries(A)] == ["a = 1"]
+
+
+async def test_restart_with_a_persistent_store(tmp_path):
+    """With kahaDB the consumer queue and its messages survive too: the real setup."""
+    pytest.importorskip("relaymq_kahadb")
+    from relaymq.broker.broker import Broker
+    from relaymq.config.loader import load_config_text
+
+    xml = f"""<broker xmlns="http://activemq.apache.org/schema/core">
+      <persistenceAdapter><kahaDB directory="{tmp_path}/kahadb"/></persistenceAdapter>
+      <plugins><virtualSelectorCacheBrokerPlugin persistFile="{tmp_path}/selectorcache.json"/>
+      </plugins>
+      <destinationInterceptors><virtualDestinationInterceptor><virtualDestinations>
+        <virtualTopic name="VirtualTopic.>" prefix="Consumer.*." selectorAware="true"/>
+      </virtualDestinations></virtualDestinationInterceptor></destinationInterceptors>
+    </broker>"""
+
+    async def publish(conn, *colors: str) -> None:
+        for color in colors:
+            await conn.send(ORDERS, f"{color}", persistent=True, properties={"color": color})
+
+    first = Broker(load_config_text(xml, strict=True), strict=True)
+    await first.start()
+    conn = await connect_broker(first)
+    await (await conn.consumer(A, selector="color = 'red'")).close()
+    await publish(conn, "red", "blue")
+    await first.stop()
+
+    second = Broker(load_config_text(xml, strict=True), strict=True)
+    await second.start()
+    try:
+        conn = await connect_broker(second)
+        await publish(conn, "red", "blue")  # before the consumer is back
+        back = await conn.consumer(A, selector="color = 'red'")
+        assert [m.text for m in await back.receive_all(0.2)] == ["red", "red"]
+        assert second.queue_size("Consumer.A.VirtualTopic.Orders") == 0
+    finally:
+        await second.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from relaymq.model.destination import Destination
 from relaymq_virtual_topic import ORIGINAL_DESTINATION
 
@@ -209,3 +210,62 @@ async def test_durable_messages_fan_out_as_durable_copies(start, connect):
     await conn.send(ORDERS, "d", persistent=True, priority=7)
     m = await a.receive(1)
     assert m.durable and m.priority == 7
+
+
+async def test_yaml_configuration(connect, texts):
+    from relaymq.broker.broker import Broker
+    from relaymq.config.loader import load_config_text
+
+    config = load_config_text("""
+broker:
+  persistent: false
+  destinationInterceptors:
+    - virtualDestinationInterceptor:
+        virtualDestinations:
+          - virtualTopic: {name: ">", prefix: VirtualTopicConsumers.*., selectorAware: true}
+          - compositeQueue:
+              name: MY.QUEUE
+              forwardTo:
+                - queue: {physicalName: FOO}
+                - filteredDestination: {selector: "odd = 'yes'", topic: BAR}
+""", "yaml", strict=True)
+    broker = Broker(config, strict=True)
+    await broker.start()
+    try:
+        conn = await connect(broker)
+        vt = await conn.consumer("queue://VirtualTopicConsumers.X.Prices", selector="p > 1")
+        foo = await conn.consumer("queue://FOO")
+        bar = await conn.consumer("topic://BAR")
+        await conn.send("topic://Prices", "2", properties={"p": 2})
+        await conn.send("topic://Prices", "0", properties={"p": 0})
+        await conn.send("queue://MY.QUEUE", "odd", properties={"odd": "yes"})
+        assert await texts(vt) == ["2"]
+        assert await texts(foo) == ["odd"]
+        assert await texts(bar) == ["odd"]
+    finally:
+        await broker.stop()
+
+
+async def test_consumer_queues_keep_durable_copies_across_a_restart(tmp_path, connect, texts):
+    pytest.importorskip("relaymq_kahadb")
+    from relaymq.broker.broker import Broker
+    from relaymq.config.loader import load_config_text
+
+    xml = (f'<broker xmlns="http://activemq.apache.org/schema/core"><persistenceAdapter>'
+           f'<kahaDB directory="{tmp_path}/kahadb"/></persistenceAdapter></broker>')
+    first = Broker(load_config_text(xml, strict=True), strict=True)
+    await first.start()
+    conn = await connect(first)
+    await (await conn.consumer(GROUP_A)).close()  # group A exists, then goes away
+    await conn.send(ORDERS, "kept", persistent=True)
+    await conn.send(ORDERS, "not kept", persistent=False)
+    await first.stop()
+
+    second = Broker(load_config_text(xml, strict=True), strict=True)
+    await second.start()
+    try:
+        conn = await connect(second)
+        await conn.send(ORDERS, "after restart", persistent=True)  # the queue was recovered
+        assert await texts(await conn.consumer(GROUP_A)) == ["kept", "after restart"]
+    finally:
+        await second.stop()
