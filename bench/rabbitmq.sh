@@ -11,6 +11,7 @@
 #   bench/rabbitmq.sh stop
 #   bench/rabbitmq.sh status   # prints the pid if running
 #   bench/rabbitmq.sh target   # prints a --target spec for relaymq-bench
+#   bench/rabbitmq.sh ctl list_queues name messages durable   # rabbitmqctl against this node
 #
 # Ports (override with env): AMQP 1.0 (and 0-9-1) 5673, STOMP 61614,
 # Erlang distribution 25673; epmd binds 127.0.0.1 only.
@@ -143,5 +144,12 @@ case "${1:-}" in
         pid="$(running_pid)" || { log "not running"; exit 1; }
         echo "label=rabbitmq,url=amqp://guest:guest@127.0.0.1:$AMQP_PORT,url=stomp://guest:guest@127.0.0.1:$STOMP_PORT,pid=$pid,style=rabbitmq"
         ;;
-    *) echo "usage: $0 start|stop|status|target" >&2; exit 2 ;;
+    ctl)
+        shift
+        running_pid >/dev/null || { log "not running"; exit 1; }
+        node_env
+        export RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+        exec /usr/lib/rabbitmq/bin/rabbitmqctl -n "$NODE" "$@"
+        ;;
+    *) echo "usage: $0 start|stop|status|target|ctl ARGS..." >&2; exit 2 ;;
 esac

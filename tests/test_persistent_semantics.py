@@ -12,10 +12,11 @@ from relaymq.model.destination import Destination
 pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
 
 
-def kahadb_config(directory: str, **fields) -> BrokerConfig:
+def kahadb_config(directory: str, sync: str = "always", **fields) -> BrokerConfig:
     return BrokerConfig(
         persistent=True,
-        persistence_adapter=PluginElement("kahaDB", {"directory": directory}),
+        persistence_adapter=PluginElement(
+            "kahaDB", {"directory": directory, "journalDiskSyncStrategy": sync}),
         **fields,
     )
 
@@ -90,7 +91,7 @@ async def test_queue_messages_ids_and_sequences_survive_restart(tmp_path):
 @pytest.mark.slow
 async def test_backlog_beyond_memory_is_paged_from_the_store(tmp_path):
     limit = 2 << 20
-    cfg = kahadb_config(str(tmp_path / "k"),
+    cfg = kahadb_config(str(tmp_path / "k"), sync="never",
                         system_usage=SystemUsageConfig(memory=UsageLimit(limit=limit)))
     b = await started(cfg)
     try:

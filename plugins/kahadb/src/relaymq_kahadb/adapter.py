@@ -195,6 +195,7 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
     async def _close_quietly(self) -> None:
         self._open = False
         if self._writer is not None:
+            self._writer.kick_now()
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self._writer.stop)
             self._writer = None

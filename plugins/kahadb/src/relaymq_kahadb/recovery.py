@@ -176,6 +176,10 @@ def recover(directory: Path, index_dir: Path, config: KahaDBConfig, *,
         is_last = fid == ids[-1]
         damaged = [d for d in res.damage if not (is_last and d.tail)]
         torn = [d for d in res.damage if is_last and d.tail]
+        for d in damaged:
+            if d.tail:  # the end of a file already rolled over: damage, not an interrupted write
+                d.tail = False
+                d.reason += ", at the end of a file that was complete"
         if res.header_error and (res.records or fid != ids[-1] or any(_nonzero(path))):
             damaged.insert(0, Damage(0, FILE_HEADER_LEN, f"file header: {res.header_error}"))
         elif res.header_error and not read_only:

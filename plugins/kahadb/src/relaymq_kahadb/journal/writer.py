@@ -89,6 +89,8 @@ class JournalWriter:
         self.spare = spare
         self.stats = WriterStats()
         self._q: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._batch: list[tuple[object, ...]] = []  # loop side, not yet handed over
+        self._kick_pending = False
         self._cond = threading.Condition()
         self._file = tail_file
         self._pos = tail_offset
@@ -120,20 +122,39 @@ class JournalWriter:
 
     def submit(self, file_id: int, offset: int, rtype: int, payload: bytes,
                fut: asyncio.Future[None] | None, sync: bool) -> None:
-        """Queue a record at its reserved position; `fut` completes when durable."""
+        """Queue a record at its reserved position; `fut` completes when durable.
+
+        Loop thread only. Items are handed to the writer thread once per loop
+        iteration (`_kick`), not one by one: waking a thread costs a futex call
+        and a GIL hand-over, and all producers resumed in one iteration can share it.
+        """
         if self._failed is not None:
             raise JournalError(f"the journal failed earlier: {self._failed}") from self._failed
-        self._q.put((file_id, offset, rtype, payload, fut, sync))
-        if self._failed is not None:  # lost the race with a failing writer thread
-            self._drain_failed()
+        self._batch.append((file_id, offset, rtype, payload, fut, sync))
+        if not self._kick_pending:
+            self._kick_pending = True
+            self.loop.call_soon(self._kick)
 
     def flush(self, fut: asyncio.Future[None], sync: bool = True) -> None:
         """Complete `fut` once everything queued before it is written (and synced)."""
         if self._failed is not None:
             raise JournalError(f"the journal failed earlier: {self._failed}") from self._failed
-        self._q.put((_BARRIER, fut, sync))
-        if self._failed is not None:
-            self._drain_failed()
+        self._batch.append((_BARRIER, fut, sync))
+        if not self._kick_pending:
+            self._kick_pending = True
+            self.loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        self._kick_pending = False
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self._q.put(batch)
+            if self._failed is not None:  # lost the race with a failing writer thread
+                self._drain_failed()
+
+    def kick_now(self) -> None:
+        """Hand over what is queued now (loop thread; before `stop`)."""
+        self._kick()
 
     def stop(self) -> None:
         """Write what is queued, sync, close (blocking: call it off the loop)."""
@@ -185,16 +206,15 @@ class JournalWriter:
                         continue
                 else:
                     item = q.get()
-                pending = [item]
-                size = len(item[3]) if isinstance(item, tuple) and len(item) == 6 else 0
+                pending = _items(item)
+                size = _size(pending)
                 while size < self.max_batch_bytes:
                     try:
-                        item = q.get_nowait()
+                        more = _items(q.get_nowait())
                     except queue.Empty:
                         break
-                    pending.append(item)
-                    if isinstance(item, tuple) and len(item) == 6:
-                        size += len(item[3])
+                    pending.extend(more)
+                    size += _size(more)
                 stop = self._process(pending)
                 pending = []
                 if stop:
@@ -332,22 +352,27 @@ class JournalWriter:
 
     def _drain_failed(self, pending: list[object] = ()) -> None:  # type: ignore[assignment]
         err = self._failed
-        futs: list[asyncio.Future[None]] = []
-        for item in pending:
-            if isinstance(item, tuple):
-                fut = item[1] if item[0] is _BARRIER else item[4]
-                if fut is not None:
-                    futs.append(fut)
+        items = list(pending)
         while True:
             try:
-                item = self._q.get_nowait()
+                items.extend(_items(self._q.get_nowait()))
             except queue.Empty:
                 break
+        futs: list[asyncio.Future[None]] = []
+        for item in items:
             if isinstance(item, tuple):
                 fut = item[1] if item[0] is _BARRIER else item[4]
                 if fut is not None:
                     futs.append(fut)
         self._complete(futs, err)
+
+
+def _items(got: object) -> list[object]:
+    return got if isinstance(got, list) else [got]
+
+
+def _size(items: list[object]) -> int:
+    return sum(len(i[3]) for i in items if isinstance(i, tuple) and len(i) == 6)
 
 
 def _resolve(futs: list[asyncio.Future[None]], exc: BaseException | None) -> None:
