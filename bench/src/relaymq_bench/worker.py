@@ -1,0 +1,144 @@
+"""Entry point of one producer or consumer process (``python -m relaymq_bench.worker CFG``).
+
+Why separate processes: N producers and M consumers must not share one GIL,
+or the client would saturate long before the broker.  The coordinator passes
+a JSON config as argv[1]; the worker connects and attaches/subscribes, prints
+``{"event": "ready"}``, waits for "go" on stdin, runs its hot loop, and
+prints one ``{"event": "result", ...}`` line.  Client CPU is measured with
+``getrusage`` around the hot loop only, so interpreter start-up and
+connection setup are not billed to messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import traceback
+import zlib
+from array import array
+from typing import Any
+
+from . import payload
+from .amqp_client import AmqpClient, ClientStats, LinkOptions
+from .amqp_codec import TransferTemplate
+from .checker import SequenceChecker
+from .control import Control, emit
+from .stomp_client import StompClient
+from .stomp_codec import SendTemplate
+
+MAX_LATENCY_SAMPLES = 2_000_000
+
+
+def encode_latencies(lat: array) -> dict[str, Any]:
+    """zlib+base64 of int64 nanoseconds; strided down if huge (percentiles stay valid)."""
+    stride = max(1, -(-len(lat) // MAX_LATENCY_SAMPLES))
+    kept = lat[::stride] if stride > 1 else lat
+    return {"count": len(lat), "stride": stride,
+            "data": base64.b64encode(zlib.compress(kept.tobytes(), 1)).decode("ascii")}
+
+
+def decode_latencies(blob: dict[str, Any]) -> array:
+    out = array("q")
+    out.frombytes(zlib.decompress(base64.b64decode(blob["data"])))
+    return out
+
+
+def _stats_dict(st: ClientStats) -> dict[str, Any]:
+    return {"t_go": st.t_go, "t_first": st.t_first, "t_last": st.t_last,
+            "cpu_user": st.cpu_user, "cpu_sys": st.cpu_sys, "io": st.extra}
+
+
+def run_producer(cfg: dict[str, Any], control: Control) -> dict[str, Any]:
+    body = payload.make_body(cfg["size"], cfg["run_id"], cfg["index"])
+    count, duration, rate = cfg.get("count"), cfg.get("duration"), cfg.get("rate")
+    if cfg["protocol"] == "amqp":
+        client = AmqpClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
+                            cfg.get("vhost"))
+        link = cfg["link"]
+        client.attach_sender(LinkOptions(link["address"], link.get("durable", 0),
+                                         tuple(link.get("capabilities", ())),
+                                         link.get("expiry_policy")))
+        template = TransferTemplate(client.handle, body, payload.SEQ_OFFSET, cfg["persistent"],
+                                    client.remote_max_frame)
+        emit("ready")
+        client.wait_go(control)
+        st = client.produce(template, count, duration, rate, cfg["max_inflight"], cfg["batch"],
+                            control)
+    else:
+        client = StompClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
+                             cfg.get("vhost") or "/")
+        stpl = SendTemplate(cfg["address"], body, cfg["persistent"], cfg.get("headers"))
+        emit("ready")
+        client.wait_go(control)
+        st = client.produce(stpl, count, duration, rate, cfg["max_inflight"], cfg["batch"],
+                            cfg["receipt_every"], control)
+    client.close()
+    return {"role": "producer", "index": cfg["index"], "sent": st.sent, "accepted": st.accepted,
+            "rejected": st.rejected, "released": st.released, "other": st.other_outcomes,
+            **_stats_dict(st)}
+
+
+def run_consumer(cfg: dict[str, Any], control: Control) -> dict[str, Any]:
+    checker = SequenceChecker(cfg["run_id"], cfg.get("count") or 0)
+    latencies = array("q")
+    expect = cfg.get("expect")
+    progress = cfg.get("progress_interval")
+    if cfg["protocol"] == "amqp":
+        client = AmqpClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
+                            cfg.get("vhost"))
+        link = cfg["link"]
+        client.attach_receiver(LinkOptions(link["address"], link.get("durable", 0),
+                                           tuple(link.get("capabilities", ())),
+                                           link.get("expiry_policy")),
+                               presettled=cfg.get("ack") == "auto")
+        emit("ready")
+        cmds = client.wait_go(control)
+        expect = _expect_from(cmds, expect)
+        st = client.consume(checker, cfg["credit"], expect, control, progress, latencies,
+                            cfg.get("nap", 0.0))
+    else:
+        client = StompClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
+                             cfg.get("vhost") or "/")
+        if cfg.get("subscribe_early"):
+            client.subscribe(cfg["address"], cfg["credit"], cfg.get("ack", "client"))
+        emit("ready")
+        cmds = client.wait_go(control)
+        expect = _expect_from(cmds, expect)
+        st = client.consume(checker, cfg["address"], cfg["credit"], cfg.get("ack", "client"),
+                            expect, control, progress, latencies, cfg.get("nap", 0.0))
+    client.close()
+    return {"role": "consumer", "index": cfg["index"], "received": st.sent,
+            "check": checker.to_json(), "latency": encode_latencies(latencies),
+            **_stats_dict(st)}
+
+
+def _expect_from(cmds: list[str], expect: int | None) -> int | None:
+    for cmd in cmds:
+        if cmd.startswith("expect "):
+            expect = int(cmd.split()[1])
+    return expect
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = json.loads(argv[0])
+    control = Control()
+    try:
+        if cfg["role"] == "producer":
+            result = run_producer(cfg, control)
+        else:
+            result = run_consumer(cfg, control)
+    except SystemExit as exc:
+        emit("error", message=str(exc))
+        return 1
+    except Exception as exc:  # report, don't die silently: the coordinator shows this
+        emit("error", message=f"{type(exc).__name__}: {exc}",
+             traceback=traceback.format_exc(limit=5))
+        return 1
+    emit("result", **result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
