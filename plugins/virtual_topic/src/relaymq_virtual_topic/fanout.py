@@ -68,16 +68,18 @@ class ConsumerQueueIndex:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._cache: dict[Destination, list[Destination]] = {}
+        self._cache: dict[str, list[Destination]] = {}
 
-    def queues(self, pattern: Destination) -> list[Queue]:
+    def queues(self, pattern: str) -> list[Queue]:
+        """The existing queues matching the queue name `pattern` (wildcards allowed)."""
         names = self._cache.get(pattern)
         queues = self.broker.region.queues
         if names is None:
             if len(self._cache) >= _INDEX_LIMIT:
                 self._cache.clear()
+            wanted = Destination.queue(pattern)
             names = self._cache[pattern] = [
-                d for d in queues if not d.is_temporary and pattern.matches(d)]
+                d for d in queues if not d.is_temporary and wanted.matches(d)]
         return [q for d in names if (q := queues.get(d)) is not None]
 
     @hookimpl
@@ -115,7 +117,7 @@ class Fanout:
             if vt.local and ctx.network:
                 continue  # came over a broker connection: its origin fanned it out
             copies = []
-            for queue in self.index.queues(vt.consumer_queues(dest)):
+            for queue in self.index.queues(vt.prefix + dest.name + vt.postfix):
                 if queue.destination in seen:
                     continue
                 seen.add(queue.destination)

@@ -55,8 +55,8 @@ class VirtualDestinationInterceptor:
         #: True when this is the documented default, not a configured element
         self.default = default
         self.fanout: Fanout | None = None
-        self._topics: dict[Destination, tuple[VirtualTopic, ...]] = {}
-        self._composites: dict[Destination, tuple[CompositeDestination, ...]] = {}
+        #: destination -> what applies to it (None: nothing); filled as sends arrive
+        self._plans: dict[Destination, _Plan | None] = {}
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Broker) -> VirtualDestinationInterceptor:
@@ -93,7 +93,9 @@ class VirtualDestinationInterceptor:
 
     # -- the send filter -------------------------------------------------------------
     async def filter(self, ctx: SendContext, message: Message, next: Next) -> None:
-        if message.destination is None:
+        dest = message.destination
+        # One dict lookup for the common case: a destination nothing here applies to.
+        if dest is None or self._plans.get(dest, _UNKNOWN) is None:
             await next(ctx, message)
             return
         await self._route(ctx, message, next, 0)
@@ -101,14 +103,17 @@ class VirtualDestinationInterceptor:
     async def _route(self, ctx: SendContext, message: Message, next: Next, depth: int) -> None:
         dest = message.destination
         assert dest is not None
+        plan = self._plans.get(dest, _UNKNOWN)
+        if plan is _UNKNOWN:
+            plan = self._plan(dest)
+        if plan is None:
+            await next(ctx, message)
+            return
         if dest.is_composite:
             for part in dest.composite_parts():
                 await self._route(ctx, message.copy(destination=part), next, depth)
             return
-        if dest.is_wildcard:
-            await next(ctx, message)
-            return
-        composites = self._composites_for(dest)
+        composites, topics = plan
         if composites:
             if depth >= MAX_FORWARD_DEPTH:
                 raise DestinationError(
@@ -120,7 +125,6 @@ class VirtualDestinationInterceptor:
                 keep = keep or not comp.forward_only or (comp.send_when_not_matched and not taken)
             if not keep:
                 return
-        topics = self._topics_for(dest)
         if topics:
             assert self.fanout is not None, "install() was not called"
             await self.fanout.publish(ctx, message, topics, next)
@@ -145,29 +149,28 @@ class VirtualDestinationInterceptor:
                 await self._route(ctx, copy, next, depth + 1)
         return len(copies)
 
-    # -- lookups (cached per destination name) -------------------------------------------
-    def _topics_for(self, dest: Destination) -> tuple[VirtualTopic, ...]:
-        found = self._topics.get(dest)
-        if found is None:
-            found = ()
+    # -- what applies to a destination (cached) ----------------------------------------------
+    def _plan(self, dest: Destination) -> _Plan | None:
+        """(composites, virtual topics) covering `dest`; None when nothing applies."""
+        plan: _Plan | None
+        if dest.is_composite:
+            plan = ((), ())  # split, then each part is planned on its own
+        elif dest.is_wildcard:
+            plan = None
+        else:
+            composites = tuple(c for c in self.config.composites if c.covers(dest))
+            topics: tuple[VirtualTopic, ...] = ()
             if dest.is_topic and not dest.is_temporary:
-                found = tuple(vt for vt in self.config.topics if vt.covers(dest))
-            self._topics[dest] = found
-            _bound(self._topics)
-        return found
-
-    def _composites_for(self, dest: Destination) -> tuple[CompositeDestination, ...]:
-        found = self._composites.get(dest)
-        if found is None:
-            found = tuple(c for c in self.config.composites if c.covers(dest))
-            self._composites[dest] = found
-            _bound(self._composites)
-        return found
+                topics = tuple(vt for vt in self.config.topics if vt.covers(dest))
+            plan = (composites, topics) if composites or topics else None
+        if len(self._plans) >= _LOOKUP_LIMIT:
+            self._plans.clear()
+        self._plans[dest] = plan
+        return plan
 
 
-def _bound(cache: dict[Destination, Any]) -> None:
-    if len(cache) > _LOOKUP_LIMIT:
-        cache.clear()
+_UNKNOWN: Any = object()
+_Plan = tuple[tuple[CompositeDestination, ...], tuple[VirtualTopic, ...]]
 
 
 def _at(config: InterceptorConfig) -> str:
