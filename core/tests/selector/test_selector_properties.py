@@ -315,19 +315,19 @@ def _compile(text: str, convert: bool = False) -> Selector | None:
 # Properties.
 
 
-@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=40))
 def test_any_text_compiles_or_raises_invalid_selector(text: str) -> None:
     _compile(text)
 
 
-@settings(max_examples=1500)
+@settings(max_examples=1000, deadline=None)
 @given(st.text(alphabet="ab'()=<>+-*/%., 0123456789xXeEfFlL_$\\\n!#NOTANDORINLIKEISU", max_size=30))
 def test_selector_alphabet_text_compiles_or_raises_invalid_selector(text: str) -> None:
     _compile(text)
 
 
-@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(token_soup, fields_strategy, st.booleans())
 def test_token_soup_compiles_or_raises_and_never_raises_on_evaluate(
     text: str, fields: dict[str, Any], convert: bool
@@ -339,7 +339,7 @@ def test_token_soup_compiles_or_raises_and_never_raises_on_evaluate(
         assert sel.matches(fields) is (result is True)
 
 
-@settings(max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(selector_text, fields_strategy, st.booleans())
 def test_compiled_code_agrees_with_reference_evaluator(
     text: str, fields: dict[str, Any], convert: bool
@@ -355,7 +355,7 @@ def test_compiled_code_agrees_with_reference_evaluator(
     assert result is expected, (text, fields, sel.source)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(selector_text)
 def test_generated_selectors_mostly_compile(text: str) -> None:
     # Guard against the generator drifting into mostly-invalid output, which
@@ -370,7 +370,7 @@ def test_generator_yield_is_high() -> None:
     compiled = 0
     examples = []
 
-    @settings(max_examples=300, database=None)
+    @settings(max_examples=300, database=None, deadline=None)
     @given(selector_text)
     def collect(text: str) -> None:
         examples.append(text)
@@ -380,7 +380,7 @@ def test_generator_yield_is_high() -> None:
     assert compiled >= len(examples) * 0.6, (compiled, len(examples))
 
 
-@settings(max_examples=2000)
+@settings(max_examples=1500, deadline=None)
 @given(
     st.text(alphabet="ab_%!.*+?[](){}^$|\\", max_size=8),
     st.sampled_from([None, "!", "\\", "%", "_", "a", "."]),

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from relaymq.selector.nodes import VKind
 from relaymq.selector.runtime import Comparisons, Tri
@@ -83,7 +83,7 @@ def java_string(value: object) -> str | None:
     """
     t = type(value)
     if t is str:
-        return value  # type: ignore[return-value]
+        return cast(str, value)
     if t is bool:
         return "true" if value else "false"
     if t is int:
@@ -92,7 +92,7 @@ def java_string(value: object) -> str | None:
         except ValueError:  # beyond Python's int-to-str digit limit; not a Java long
             return None
     if t is float:
-        return java_double_string(value)  # type: ignore[arg-type]
+        return java_double_string(cast(float, value))
     return None
 
 

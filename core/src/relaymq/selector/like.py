@@ -18,10 +18,23 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-ANY_ONE = object()
-ANY_RUN = object()
 
-Segment = str | object
+class Wildcard:
+    """A wildcard marker in a parsed pattern (distinct from any literal text)."""
+
+    __slots__ = ("symbol",)
+
+    def __init__(self, symbol: str) -> None:
+        self.symbol = symbol
+
+    def __repr__(self) -> str:
+        return f"Wildcard({self.symbol!r})"
+
+
+ANY_ONE = Wildcard("_")
+ANY_RUN = Wildcard("%")
+
+Segment = str | Wildcard
 
 
 def parse_like(pattern: str, escape: str | None) -> list[Segment]:
@@ -77,7 +90,7 @@ def plan_like(pattern: str, escape: str | None) -> LikePlan:
     """Choose the fastest exact matching strategy for a pattern."""
     segments = parse_like(pattern, escape)
     if all(isinstance(s, str) for s in segments):
-        return LikePlan("equals", "".join(segments))  # type: ignore[arg-type]
+        return LikePlan("equals", "".join(s for s in segments if isinstance(s, str)))
     if segments == [ANY_RUN]:
         return LikePlan("any")
     if all(s is ANY_ONE for s in segments):
@@ -104,7 +117,7 @@ def plan_like(pattern: str, escape: str | None) -> LikePlan:
         # With at most one '%' a single anchored regex cannot backtrack
         # badly (O(len(text) * len(pattern))) and runs entirely in C.
         regex = re.compile(like_regex(segments), re.DOTALL)
-        return LikePlan("regex", matcher=regex.fullmatch)  # type: ignore[arg-type]
+        return LikePlan("regex", matcher=regex.fullmatch)
     return LikePlan("general", matcher=make_matcher(segments))
 
 
@@ -112,12 +125,10 @@ def like_regex(segments: list[Segment]) -> str:
     """Regular expression source for segments, to be used with ``fullmatch``."""
     parts = []
     for s in segments:
-        if s is ANY_RUN:
-            parts.append(".*")
-        elif s is ANY_ONE:
-            parts.append(".")
+        if isinstance(s, str):
+            parts.append(re.escape(s))
         else:
-            parts.append(re.escape(s))  # type: ignore[arg-type]
+            parts.append(".*" if s is ANY_RUN else ".")
     return "".join(parts)
 
 
@@ -168,9 +179,9 @@ def make_matcher(segments: list[Segment]) -> Callable[[str], bool]:
 
 
 def _chunk_regex(chunk: list[Segment]) -> re.Pattern[str]:
-    parts = ["." if s is ANY_ONE else re.escape(s) for s in chunk]  # type: ignore[arg-type]
+    parts = [re.escape(s) if isinstance(s, str) else "." for s in chunk]
     return re.compile("".join(parts), re.DOTALL)
 
 
 def _chunk_length(chunk: list[Segment]) -> int:
-    return sum(1 if s is ANY_ONE else len(s) for s in chunk)  # type: ignore[arg-type]
+    return sum(len(s) if isinstance(s, str) else 1 for s in chunk)

@@ -11,6 +11,7 @@ at subscribe time rather than silently matching nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from relaymq.selector.errors import InvalidSelector
 from relaymq.selector.functions import FUNCTIONS
@@ -317,7 +318,7 @@ class _Parser:
             self.leave()
             self.require(operand, VKind.NUM, f"operand of unary '{tok.value}'")
             if isinstance(operand, Literal) and type(operand.value) in (int, float):
-                value = operand.value
+                value = cast(int | float, operand.value)
                 if tok.value == "-":
                     value = -value
                     if type(value) is int and value == LONG_MIN_MAGNITUDE:
@@ -336,7 +337,7 @@ class _Parser:
             if tok.negatable_only:
                 raise self.fail("exact numeric literal does not fit in a long", tok.pos)
             self.advance()
-            return self.finish(Literal(tok.pos, tok.value), VKind.NUM)  # type: ignore[arg-type]
+            return self.finish(Literal(tok.pos, cast(int | float, tok.value)), VKind.NUM)
         if kind is Kind.KEYWORD:
             if tok.value in ("TRUE", "FALSE"):
                 self.advance()
