@@ -30,6 +30,7 @@ from relaymq.model.message import Message
 
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition, Engine
+from relaymq_amqp.frames import FrameGuard
 from relaymq_amqp.links import ConsumerLink, Link, ProducerLink
 from relaymq_amqp.sasl import AMQP_HEADER, AUTH, SASL_HEADER, SYS, SaslError, SaslServer
 from relaymq_amqp.types import Symbol
@@ -77,6 +78,7 @@ class AmqpConnection:
         self.loop = asyncio.get_running_loop()
         self.kconn: ClientConnection | None = None
         self.engine: Engine | None = None
+        self.guard = FrameGuard(options.max_frame_size)
         self.sasl: SaslServer | None = None
         self.links: dict[Any, Link] = {}
         self.opened = False
@@ -84,6 +86,7 @@ class AmqpConnection:
         self._state = "header"
         self._pending_input = bytearray()
         self._pumping = False
+        self._closing = False  # a close was sent after an error: drop the socket once written
         self._flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._sendq: deque[tuple[Message, ProducerLink, Any]] = deque()
@@ -97,8 +100,7 @@ class AmqpConnection:
             return
         state = self._state
         if state == "amqp":
-            assert self.engine is not None
-            self.engine.push(data)
+            self._push(data)
             self._process()
             return
         try:
@@ -184,11 +186,28 @@ class AmqpConnection:
         self.engine = Engine(server=True, max_frame_size=o.max_frame_size,
                              channel_max=o.channel_max, idle_timeout_ms=o.idle_timeout_ms,
                              trace=o.trace)
+        self.guard = FrameGuard(o.max_frame_size)
         self._state = "amqp"
         data, self._pending_input = bytes(self._pending_input), bytearray()
         if data:
-            self.engine.push(data)
+            self._push(data)
         self._process()
+
+    def _push(self, data: bytes) -> None:
+        """Hand checked bytes to proton; a bad frame closes the connection."""
+        engine = self.engine
+        assert engine is not None
+        if self._closing:
+            return
+        good = self.guard.feed(data)
+        if good == len(data):
+            engine.push(data)
+            return
+        if good:
+            engine.push(data[:good])
+        condition, description = self.guard.error or ("amqp:decode-error", "bad frame")
+        log.info("AMQP client %s: %s (%s); closing", self.remote_address, description, condition)
+        self._fail(Condition(condition, description))
 
     # -- the engine loop ---------------------------------------------------------------
     def _process(self) -> None:
@@ -210,7 +229,7 @@ class AmqpConnection:
         while out:
             self._write(out)
             out = engine.output()
-        if engine.head_closed or engine.closed:
+        if self._closing or engine.head_closed or engine.closed:
             self._close_now()
         elif self._timer is None and self.opened:
             self._arm_timer()
@@ -424,13 +443,18 @@ class AmqpConnection:
             self._abort()
 
     def _fail(self, condition: Condition) -> None:
+        """Close the connection with `condition`: send close, then drop the socket."""
         engine = self.engine
         if engine is None or engine.local_closed:
             self._abort()
             return
         self._close_links()
+        if not self.opened:  # an error before open: open first, so close is legal
+            engine.open(container_id=self.broker.name or "relaymq")
         engine.close(condition)
-        self._process()
+        self._closing = True
+        if not self._pumping:
+            self._process()
 
     def close(self, condition: Condition | None = None) -> None:
         """Close from the broker side (connector stopping)."""

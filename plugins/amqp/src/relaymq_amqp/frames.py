@@ -1,0 +1,157 @@
+"""A guard on the AMQP frame stream in front of proton.
+
+Proton 0.40's engine ignores frames it cannot decode and performatives it does
+not know, so a broken or hostile peer would stall instead of being told. The
+guard looks at every frame header (size, data offset, type), checks that the
+body is one of the nine performatives as a described list that fits in its
+frame, and fully decodes the small control frames. Transfer payloads are not
+buffered or decoded: only their performative's prefix is checked.
+
+`feed` returns how many bytes of the chunk are good; the caller hands those to
+proton and closes the connection with the guard's `error` condition when the
+count falls short.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from relaymq_amqp.scanner import DecodeError, decode
+
+_HEADER = struct.Struct(">IBBH")
+_U32 = struct.Struct(">I").unpack_from
+
+PERFORMATIVES = range(0x10, 0x19)  # open .. close
+TRANSFER = 0x14
+#: Control frames are small; a larger one is buffered only up to this size.
+MAX_CONTROL_FRAME = 1024 * 1024
+
+
+class FrameGuard:
+    """Validates an AMQP frame stream that starts with the 8-byte protocol header."""
+
+    __slots__ = ("max_frame_size", "_skip", "_partial", "error")
+
+    def __init__(self, max_frame_size: int) -> None:
+        self.max_frame_size = max_frame_size
+        self._skip = 8  # the protocol header: proton checks it
+        self._partial = b""  # the start of a frame that straddles chunks
+        self.error: tuple[str, str] | None = None  # (condition, description)
+
+    def feed(self, data: bytes) -> int:
+        """Check `data`; return how many of its bytes may go to proton."""
+        if self.error is not None:
+            return 0
+        n = len(data)
+        pos = 0
+        if self._skip:
+            if self._skip >= n:
+                self._skip -= n
+                return n
+            pos = self._skip
+            self._skip = 0
+        if self._partial:
+            head = self._partial
+            buf = head + data[pos:]
+            verdict = self._check(buf, 0, len(buf))
+            if verdict is None:  # still not enough to judge
+                self._partial = buf
+                return n
+            if verdict < 0:
+                return 0
+            self._partial = b""
+            # the frame started in an earlier chunk: continue after it
+            consumed = verdict - len(head)
+            if consumed > n - pos:
+                self._skip = consumed - (n - pos)
+                return n
+            pos += consumed
+        while pos < n:
+            verdict = self._check(data, pos, n)
+            if verdict is None:
+                self._partial = data[pos:]
+                return n
+            if verdict < 0:
+                return pos
+            if verdict > n:
+                self._skip = verdict - n
+                return n
+            pos = verdict
+        return n
+
+    def _check(self, data: bytes, pos: int, n: int) -> int | None:
+        """The end offset of the frame at `pos` (possibly beyond `n`), None when
+        more bytes are needed to judge it, or -1 (with `error` set) when it is bad."""
+        if n - pos < 8:
+            return None
+        size, doff, ftype, _channel = _HEADER.unpack_from(data, pos)
+        if size < 8 or doff < 2 or doff * 4 > size:
+            return self._fail("amqp:connection:framing-error",
+                              f"bad frame header (size {size}, data offset {doff})")
+        if self.max_frame_size and size > self.max_frame_size:
+            return self._fail("amqp:connection:framing-error",
+                              f"frame of {size} bytes exceeds the max-frame-size {self.max_frame_size}")
+        if ftype != 0:
+            return self._fail("amqp:connection:framing-error", f"unexpected frame type {ftype}")
+        end = pos + size
+        body = pos + doff * 4
+        if body == end:
+            return end  # an empty frame: a heartbeat
+        avail = min(n, end)
+        if avail < end and avail - body < 12:
+            return None
+        return self._perf(data, body, avail, end)
+
+    def _perf(self, data: bytes, body: int, avail: int, end: int) -> int | None:
+        if end - body < 3:
+            return self._fail("amqp:decode-error", "truncated performative")
+        if data[body] != 0x00:
+            return self._fail("amqp:decode-error", "a frame body must be a described performative")
+        c = data[body + 1]
+        if c == 0x53:
+            code = data[body + 2]
+            lst = body + 3
+        elif c == 0x80:
+            if avail - body < 10:
+                return None if avail < end else self._fail("amqp:decode-error", "truncated descriptor")
+            code = int.from_bytes(data[body + 2:body + 10], "big")
+            lst = body + 10
+        else:
+            return self._fail("amqp:decode-error", f"unsupported performative descriptor 0x{c:02x}")
+        if code not in PERFORMATIVES:
+            return self._fail("amqp:not-implemented", f"unknown performative 0x{code:x}")
+        if lst >= avail:
+            return None if avail < end else self._fail("amqp:decode-error", "missing performative fields")
+        t = data[lst]
+        if t == 0x45:
+            fields_end = lst + 1
+        elif t == 0xC0:
+            if lst + 1 >= avail:
+                return None
+            fields_end = lst + 2 + data[lst + 1]
+        elif t == 0xD0:
+            if lst + 5 > avail:
+                return None
+            fields_end = lst + 5 + _U32(data, lst + 1)[0]
+        else:
+            return self._fail("amqp:decode-error", f"performative fields must be a list, not 0x{t:02x}")
+        if fields_end > end:
+            return self._fail("amqp:decode-error", "performative runs past the end of its frame")
+        if code == TRANSFER:
+            return end
+        # A control frame: small, so decode it fully.
+        if end > avail:
+            if end - body > MAX_CONTROL_FRAME:
+                return self._fail("amqp:decode-error", "control frame too large")
+            return None
+        if fields_end != end:
+            return self._fail("amqp:decode-error", "bytes after the performative")
+        try:
+            decode(bytes(data[lst:fields_end]))
+        except DecodeError as exc:
+            return self._fail("amqp:decode-error", str(exc))
+        return end
+
+    def _fail(self, condition: str, description: str) -> int:
+        self.error = (condition, description)
+        return -1

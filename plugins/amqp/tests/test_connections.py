@@ -1,0 +1,300 @@
+"""Connection-level behaviour: SASL, TLS, heartbeats, limits, timeouts and bad input."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from proton import ConnectionException, Message, SSLDomain
+from proton.utils import BlockingConnection
+from relaymq.broker.security import Principal
+from relaymq.errors import SecurityError
+from relaymq.hookspecs import hookimpl
+from relaymq_amqp.encode import frame, performative
+from relaymq_amqp.sasl import AMQP_HEADER, SASL_HEADER
+from relaymq_amqp.scanner import decode
+
+# ---------------------------------------------------------------------------
+# a raw AMQP peer, for what real clients will not do
+# ---------------------------------------------------------------------------
+
+
+class RawPeer:
+    def __init__(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=5)
+        self.buf = b""
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_exact(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError("closed")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_frame(self) -> tuple[int, Any]:
+        """(frame type, decoded body or None for an empty frame)."""
+        size, doff, ftype = struct.unpack(">IBB", self.read_exact(6))
+        rest = self.read_exact(size - 6)
+        body = rest[doff * 4 - 6:]
+        return ftype, decode(body)[0] if body else None
+
+    def frames_until_closed(self, timeout: float = 5) -> list[Any]:
+        self.sock.settimeout(timeout)
+        out = []
+        try:
+            while True:
+                out.append(self.read_frame()[1])
+        except (EOFError, ConnectionResetError):
+            return out
+
+    def closed_within(self, seconds: float) -> bool:
+        self.sock.settimeout(seconds)
+        try:
+            while True:
+                if not self.sock.recv(65536):
+                    return True
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            return True
+
+    def open_amqp(self, idle_timeout: int | None = None) -> None:
+        """AMQP header (no SASL) and an open; reads the broker's header and open."""
+        self.send(AMQP_HEADER)
+        self.send(frame(performative(0x10, ["raw-peer", None, None, None, idle_timeout])))
+        assert self.read_exact(8) == AMQP_HEADER
+        _, body = self.read_frame()
+        assert body.descriptor == 0x10
+
+
+def close_condition(frames: list[Any]) -> Any:
+    for f in frames:
+        if f is not None and f.descriptor == 0x18:  # close
+            error = f.value[0] if f.value else None  # error: [condition, description, info]
+            return error.value[0] if error is not None else None
+    return None
+
+
+# ---------------------------------------------------------------------------
+# SASL
+# ---------------------------------------------------------------------------
+
+
+class PasswordCheck:
+    """A test-only authentication hook: alice/secret, and no anonymous users."""
+
+    @hookimpl
+    def relaymq_authenticate(self, request: Any) -> Principal | None:
+        if request.username is None:
+            raise SecurityError("anonymous access is disabled")
+        if (request.username, request.password) != ("alice", "secret"):
+            raise SecurityError(f"bad credentials for {request.username}")
+        return Principal(request.username)
+
+
+@pytest.fixture
+def secured(make_broker: Any) -> Any:
+    return make_broker(setup=lambda b: b.plugins.register(PasswordCheck()))
+
+
+def test_sasl_plain_accepted(secured: Any) -> None:
+    c = BlockingConnection(secured.url(), timeout=5, user="alice", password="secret",
+                           allowed_mechs="PLAIN", allow_insecure_mechs=True)
+    try:
+        c.create_sender("queue://q").send(Message(body="hi"))
+        assert c.create_receiver("queue://q", credit=1).receive(timeout=5).body == "hi"
+        conns = secured.call(lambda: [k.user for k in secured.broker.connections])
+        assert "alice" in conns
+    finally:
+        c.close()
+
+
+def test_sasl_plain_rejected(secured: Any) -> None:
+    with pytest.raises(ConnectionException):
+        BlockingConnection(secured.url(), timeout=5, user="alice", password="wrong",
+                           allowed_mechs="PLAIN", allow_insecure_mechs=True)
+
+
+def test_sasl_anonymous_refused_by_the_hook(secured: Any) -> None:
+    with pytest.raises(ConnectionException):
+        BlockingConnection(secured.url(), timeout=5, allowed_mechs="ANONYMOUS")
+
+
+def test_sasl_outcome_on_the_wire(secured: Any) -> None:
+    peer = RawPeer(secured.address())
+    peer.send(SASL_HEADER)
+    assert peer.read_exact(8) == SASL_HEADER
+    _, mechs = peer.read_frame()
+    assert mechs.descriptor == 0x40 and set(mechs.value[0]) == {"PLAIN", "ANONYMOUS"}
+    peer.send(frame(performative(0x41, [_sym("PLAIN"), b"\x00alice\x00nope"]), 1))
+    _, outcome = peer.read_frame()
+    assert outcome.descriptor == 0x44 and outcome.value[0] == 1  # auth failed
+    assert peer.closed_within(2)
+
+
+def test_non_sasl_clients_can_be_refused(make_broker: Any) -> None:
+    bt = make_broker("amqp://127.0.0.1:0?allowNonSaslConnections=false")
+    peer = RawPeer(bt.address())
+    peer.send(AMQP_HEADER)
+    assert peer.read_exact(8) == SASL_HEADER  # the header we speak, then close
+    assert peer.closed_within(2)
+
+
+def _sym(name: str) -> Any:
+    from relaymq_amqp.types import Symbol
+
+    return Symbol(name)
+
+
+# ---------------------------------------------------------------------------
+# TLS
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed; it makes the test's self-signed certificate")
+    cert, key = tmp_path / "server.pem", tmp_path / "server.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    return cert, key
+
+
+@pytest.mark.parametrize("scheme", ["amqps", "amqp+ssl"])
+def test_tls(make_broker: Any, certificate: tuple[Path, Path], scheme: str) -> None:
+    cert, key = certificate
+    bt = make_broker(f"{scheme}://127.0.0.1:0?certFile={cert}&keyFile={key}")
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    domain.set_trusted_ca_db(str(cert))
+    domain.set_peer_authentication(SSLDomain.VERIFY_PEER)
+    c = BlockingConnection(f"amqps://{bt.address(scheme)}", timeout=5, ssl_domain=domain)
+    try:
+        c.create_sender("queue://tls").send(Message(body="secret"))
+        assert c.create_receiver("queue://tls", credit=1).receive(timeout=5).body == "secret"
+    finally:
+        c.close()
+
+
+def test_tls_connector_without_a_certificate_fails_to_start(make_broker: Any) -> None:
+    with pytest.raises(Exception, match="certFile"):
+        make_broker("amqps://127.0.0.1:0")
+
+
+# ---------------------------------------------------------------------------
+# heartbeats and timeouts
+# ---------------------------------------------------------------------------
+
+
+def test_broker_heartbeats_keep_an_idle_client_connected(url: str) -> None:
+    c = BlockingConnection(url, timeout=5, heartbeat=1)
+    try:
+        end = time.monotonic() + 3
+        while time.monotonic() < end:  # idle, but the client keeps processing I/O
+            c.container.timeout = 0.05
+            c.container.process()
+        c.create_sender("queue://hb").send(Message(body="alive"))
+    finally:
+        c.close()
+
+
+def test_silent_client_is_dropped_after_the_idle_timeout(make_broker: Any) -> None:
+    bt = make_broker("amqp://127.0.0.1:0?idleTimeout=400")
+    peer = RawPeer(bt.address())
+    peer.open_amqp()
+    started = time.monotonic()
+    frames = peer.frames_until_closed(timeout=5)
+    assert time.monotonic() - started < 3
+    cond = close_condition(frames)
+    assert cond == "amqp:resource-limit-exceeded"
+
+
+def test_client_that_never_opens_is_dropped(make_broker: Any) -> None:
+    bt = make_broker("amqp://127.0.0.1:0?connectAttemptTimeout=300")
+    silent = RawPeer(bt.address())
+    assert silent.closed_within(3)
+    half = RawPeer(bt.address())
+    half.send(SASL_HEADER)  # starts SASL, never finishes it
+    assert half.closed_within(3)
+
+
+# ---------------------------------------------------------------------------
+# limits and bad input
+# ---------------------------------------------------------------------------
+
+
+def test_maximum_connections(make_broker: Any) -> None:
+    bt = make_broker("amqp://127.0.0.1:0?maximumConnections=1")
+    first = BlockingConnection(bt.url(), timeout=5)
+    try:
+        with pytest.raises(ConnectionException, match="resource-limit-exceeded"):
+            second = BlockingConnection(bt.url(), timeout=5)
+            second.create_sender("queue://x")
+        first.create_sender("queue://x").send(Message(body="first still works"))
+    finally:
+        first.close()
+
+
+def test_channel_max_limits_sessions(make_broker: Any) -> None:
+    bt = make_broker("amqp://127.0.0.1:0?channelMax=1")
+    c = BlockingConnection(bt.url(), timeout=5)
+    try:
+        assert c.conn.transport.remote_channel_max == 1
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\x00\x00\x00\x10\x02\x00\x00\x00\x00\x53\x99\x45\x00\x00\x00\x00",  # unknown performative
+    b"\x00\x00\x00\x0c\x02\x00\x00\x00\xff\xff\xff\xff",  # undecodable body
+    b"\xff\xff\xff\xff" * 4,  # absurd frame size
+    b"\x00\x00\x00\x10\x02\x00\x00\x07\x00\x53\x12\x45\x00\x00\x00\x00",  # attach on no session
+])
+def test_malformed_frames_close_only_that_connection(amqp_broker: Any, url: str,
+                                                     garbage: bytes) -> None:
+    good = BlockingConnection(url, timeout=5)
+    try:
+        peer = RawPeer(amqp_broker.address())
+        peer.open_amqp()
+        peer.send(garbage)
+        frames = peer.frames_until_closed()
+        cond = close_condition(frames)
+        assert cond is not None and cond.startswith("amqp:")
+        good.create_sender("queue://ok").send(Message(body="unaffected"))
+        assert good.create_receiver("queue://ok", credit=1).receive(timeout=5).body == "unaffected"
+    finally:
+        good.close()
+
+
+@pytest.mark.parametrize("header", [b"GET / HTTP/1.1\r\n\r\n", b"AMQP\x01\x01\x00\x00", b"\x16\x03\x01\x00"])
+def test_protocol_header_mismatch(amqp_broker: Any, header: bytes) -> None:
+    peer = RawPeer(amqp_broker.address())
+    peer.send(header)
+    reply = peer.read_exact(8)
+    assert reply in (AMQP_HEADER, SASL_HEADER)
+    assert peer.closed_within(2)
+
+
+def test_connection_close_is_answered(url: str, amqp_broker: Any) -> None:
+    c = BlockingConnection(url, timeout=5)
+    c.create_receiver("queue://gone", credit=1)
+    c.close()
+    deadline = time.monotonic() + 5
+    while amqp_broker.call(lambda: len(amqp_broker.broker.connections)):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
