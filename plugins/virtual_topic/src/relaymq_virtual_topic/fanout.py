@@ -117,7 +117,7 @@ class Fanout:
             if vt.local and ctx.network:
                 continue  # came over a broker connection: its origin fanned it out
             copies = []
-            for queue in self.index.queues(vt.prefix + dest.name + vt.postfix):
+            for queue in self.index.queues(vt.consumer_queues(dest)):
                 if queue.destination in seen:
                     continue
                 seen.add(queue.destination)

@@ -66,9 +66,9 @@ class VirtualTopic:
     def covers(self, topic: Destination) -> bool:
         return self.topic.matches(topic)
 
-    def consumer_queues(self, topic: Destination) -> Destination:
-        """The (wildcard) queue pattern naming `topic`'s consumer queues."""
-        return Destination.queue(f"{self.prefix}{topic.name}{self.postfix}")
+    def consumer_queues(self, topic: Destination) -> str:
+        """The (wildcard) queue name pattern of `topic`'s consumer queues."""
+        return self.prefix + topic.name + self.postfix
 
     def describe(self) -> str:
         flags = [n for n in ("selector_aware", "local", "concurrent_send", "transacted_send",
