@@ -182,8 +182,10 @@ class Broker:
             uri = TransportUri.parse(tc.uri)
             factory = self.plugins.transport_factory(uri.scheme)
             if factory is None:
+                advice = getattr(self.plugins, "advice", None)
+                hint = f" ({advice('relaymq.transports', uri.scheme)})" if advice else ""
                 msg = (f"<transportConnector uri=\"{tc.uri}\"> at {tc.origin}: no installed "
-                       f"transport serves '{uri.scheme}://'; skipped")
+                       f"transport serves '{uri.scheme}://'; skipped{hint}")
                 if self.strict:
                     raise ConfigError(msg + " (--strict)")
                 log.warning(msg)
