@@ -269,3 +269,11 @@ async def test_consumer_queues_keep_durable_copies_across_a_restart(tmp_path, co
         assert await texts(await conn.consumer(GROUP_A)) == ["kept", "after restart"]
     finally:
         await second.stop()
+
+
+async def test_advisory_topics_are_never_virtual(start, connect, texts):
+    broker = await start(entries=['<virtualTopic name=">" prefix="C.*."/>'])
+    conn = await connect(broker)
+    q = await conn.consumer("queue://C.X.ActiveMQ.Advisory.Queue")
+    await conn.send("topic://ActiveMQ.Advisory.Queue", "advisory")
+    assert await texts(q) == []

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("relaymq.virtual_topic")
 
+#: Advisory topics are never virtual (as in ActiveMQ), even under name=">".
+ADVISORY = "ActiveMQ.Advisory."
 #: Forwarding deeper than this is a loop through wildcard composites.
 MAX_FORWARD_DEPTH = 16
 _LOOKUP_LIMIT = 10_000
@@ -80,7 +82,7 @@ class VirtualDestinationInterceptor:
         """Connect to the broker without adding the filter (the default's filter is
         returned by the ``relaymq_interceptors`` hook instead)."""
         index = ConsumerQueueIndex(broker)
-        broker.plugins.pm.register(index)
+        broker.plugins.register(index, description="<virtualDestinationInterceptor> queue index")
         self.fanout = Fanout(broker, index)
         for line in self.describe():
             log.info("virtual destinations%s: %s",
@@ -160,7 +162,7 @@ class VirtualDestinationInterceptor:
         else:
             composites = tuple(c for c in self.config.composites if c.covers(dest))
             topics: tuple[VirtualTopic, ...] = ()
-            if dest.is_topic and not dest.is_temporary:
+            if dest.is_topic and not dest.is_temporary and not dest.name.startswith(ADVISORY):
                 topics = tuple(vt for vt in self.config.topics if vt.covers(dest))
             plan = (composites, topics) if composites or topics else None
         if len(self._plans) >= _LOOKUP_LIMIT:
