@@ -33,6 +33,7 @@ from typing import Any
 
 from . import checker as chk
 from .procstat import BrokerMonitor, process_name
+from .purge import purge_amqp, purge_stomp
 from .scenarios import Scenario
 from .stats import latency_summary_us
 from .targets import Target, link_config
@@ -171,6 +172,14 @@ def run_once(sc: Scenario, target: Target, run_index: int = 0,
     else:
         base["address"] = link["address"]
         base["headers"] = link.get("headers")
+    purged = 0
+    if sc.purge and sc.pattern == "queue":
+        if sc.protocol == "amqp":
+            purged = purge_amqp(ep, link)
+        else:
+            purged = purge_stomp(ep, link["address"])
+        if purged:
+            log(f"purged {purged} leftover message(s) from {link['address']}")
     pid = target.broker_pid()
     monitor = BrokerMonitor(pid)
     fanout = sc.pattern == "topic"
@@ -257,7 +266,7 @@ def run_once(sc: Scenario, target: Target, run_index: int = 0,
         "protocol": sc.protocol, "mode": sc.mode, "pattern": sc.pattern,
         "persistent": sc.persistent, "size": sc.size, "count": sc.count,
         "duration": sc.duration, "producers": sc.producers, "consumers": sc.consumers,
-        "rate_target": sc.rate, "sent": sum(p["sent"] for p in prod),  # type: ignore[index]
+        "rate_target": sc.rate, "purged": purged, "sent": sum(p["sent"] for p in prod),  # type: ignore[index]
         "accepted": total, "rejected": sum(p["rejected"] for p in prod),  # type: ignore[index]
         "received": received,
         **{k: v for k, v in verdict.as_dict().items() if k not in ("received",)},

@@ -55,6 +55,7 @@ class Scenario:
     runs: int = 1
     warmup: int = 0                  # unreported runs before the measured ones
     drain_timeout: float = 10.0      # give up on missing messages after this idle time
+    purge: bool = True               # queue runs: drain leftovers before starting
     nap_ms: float = 1.0              # idle consumer polls every nap_ms instead of waking per
                                      # arrival (throughput runs only; 0 with rate)
 
