@@ -46,16 +46,24 @@ class Limits:
                    self.max_command_length + self.max_headers * (self.max_header_length + 1) + 2)
 
 
+_HEADERS, _BODY_LENGTH, _BODY_NUL = 0, 1, 2
+
+
 class FrameParser:
     """Cuts a byte stream into `Frame`s.
 
     `feed(data)` returns the frames completed by `data`. When the stream is
     broken it raises `FrameError`; the frames completed before the error are
     in `error_frames` so the caller can still act on them in order.
+
+    An incomplete frame is kept in a bytearray and the parser remembers what it
+    is waiting for (the end of the headers, `content-length` bytes, or a NUL);
+    a read that cannot complete it is appended without being scanned again, and
+    the frame is turned into `bytes` once, when it can complete.
     """
 
-    __slots__ = ("limits", "commands", "_buf", "_hdr_scan", "_lines", "_line_start", "_need",
-                 "_nul_scan", "heartbeats", "error_frames", "broken")
+    __slots__ = ("limits", "commands", "_buf", "_state", "_hdr_scan", "_lines", "_line_start",
+                 "_need", "heartbeats", "error_frames", "broken")
 
     def __init__(self, limits: Limits | None = None,
                  commands: frozenset[str] | None = None) -> None:
@@ -64,11 +72,11 @@ class FrameParser:
         #: (an HTTP request or a TLS hello must not wait for a NUL that never comes)
         self.commands = commands
         self._buf = bytearray()  # bytes of an incomplete frame (starts at its first byte)
+        self._state = _HEADERS  # what the incomplete frame waits for
         self._hdr_scan = 0  # where to continue looking for the end of the headers
         self._lines = 0  # newlines seen in an incomplete header section
         self._line_start = 0  # start of the current (incomplete) header line
-        self._need = 0  # total buffered bytes needed before the frame can complete
-        self._nul_scan = -1  # where to continue looking for NUL (no content-length)
+        self._need = 0  # bytes the frame needs in total (known from content-length)
         self.heartbeats = 0
         self.error_frames: list[Frame] = []
         self.broken = False
@@ -81,34 +89,48 @@ class FrameParser:
     def feed(self, data: bytes) -> list[Frame]:
         if self.broken:
             return []
-        if self._buf:
-            buf = self._buf
-            buf += data
-            if len(buf) < self._need:
-                return []
-        else:
-            buf = data  # type: ignore[assignment]
         frames: list[Frame] = []
         try:
-            pos = self._parse(buf, frames)
+            buf = self._buf
+            if buf:
+                buf += data
+                if not self._can_complete(buf, data):
+                    return frames
+                data = bytes(buf)
+                self._buf = bytearray()
+            pos = self._parse(data, frames)
         except FrameError:
             self.broken = True
             self._buf = bytearray()
             self.error_frames = frames
             raise
-        if pos >= len(buf):
-            if self._buf:
-                self._buf = bytearray()
-        elif buf is self._buf:
-            if pos:
-                del buf[:pos]
-        else:
-            self._buf = bytearray(memoryview(buf)[pos:])
+        if pos < len(data):
+            self._buf = bytearray(memoryview(data)[pos:])
         return frames
 
-    # -- the parser proper ----------------------------------------------------------
-    def _parse(self, buf: bytes | bytearray, frames: list[Frame]) -> int:
+    def _can_complete(self, buf: bytearray, data: bytes) -> bool:
+        """Whether the buffered frame may be complete now; enforces limits meanwhile."""
+        state = self._state
+        if state == _BODY_LENGTH:
+            return len(buf) >= self._need
         limits = self.limits
+        if state == _BODY_NUL:
+            if b"\x00" in data:
+                return True
+            if len(buf) > limits.max_frame_size or len(buf) - self._hdr_scan > limits.max_data_length:
+                raise FrameError("frame body too large",
+                                 f"no NUL within {limits.max_data_length} bytes")
+            return False
+        scan = self._hdr_scan
+        if buf.find(b"\n\n", scan) >= 0 or buf.find(b"\n\r\n", scan) >= 0:
+            return True
+        self._check_partial_headers(buf, 0, scan, len(buf))
+        return False
+
+    # -- the parser proper ----------------------------------------------------------
+    def _parse(self, buf: bytes, frames: list[Frame]) -> int:
+        limits = self.limits
+        commands = self.commands
         n = len(buf)
         pos = 0
         while pos < n:
@@ -118,50 +140,52 @@ class FrameParser:
                 if c == 10:
                     self.heartbeats += 1
                 continue
-            # -- header section ----------------------------------------------------
-            scan = pos + self._hdr_scan if self._hdr_scan else pos
+            # -- header section: ends at the first empty line ----------------------
+            scan = pos + self._hdr_scan
             end = buf.find(b"\n\n", scan)
-            limit = end if end >= 0 else n
-            crlf = buf.find(b"\n\r\n", scan, limit + 1 if end >= 0 else n)
-            if crlf >= 0 and (end < 0 or crlf < end):
-                end, body_start = crlf, crlf + 3
-            elif end >= 0:
+            text = None
+            if end >= 0:
                 body_start = end + 2
-            else:
-                self._check_partial_headers(buf, pos, scan, n)
-                return pos
+                try:
+                    text = buf[pos:end].decode()
+                except UnicodeDecodeError as exc:
+                    raise FrameError("garbage: a frame header is not UTF-8", str(exc)) from None
+                if "\r" in text:
+                    text = None  # maybe CRLF line ends: look again below
+            if text is None:
+                crlf = buf.find(b"\n\r\n", scan, end + 1 if end >= 0 else n)
+                if crlf >= 0 and (end < 0 or crlf < end):
+                    end, body_start = crlf, crlf + 3
+                elif end < 0:
+                    self._state = _HEADERS
+                    self._check_partial_headers(buf, pos, scan, n)
+                    return pos
+                try:
+                    text = buf[pos:end].decode()
+                except UnicodeDecodeError as exc:
+                    raise FrameError("garbage: a frame header is not UTF-8", str(exc)) from None
+                if "\r" in text:  # CRLF line ends (STOMP 1.2)
+                    text = text.replace("\r\n", "\n")
+                    if text.endswith("\r"):
+                        text = text[:-1]
             self._hdr_scan = 0
             self._lines = 0
             self._line_start = 0
             hsize = end - pos
-            if hsize > limits.max_header_section:
-                raise FrameError("frame header section too large",
-                                 f"{hsize} bytes; the limit is {limits.max_header_section}")
-            try:
-                text = bytes(buf[pos:end]).decode()
-            except UnicodeDecodeError as exc:
-                raise FrameError("garbage: a frame header is not UTF-8", str(exc)) from None
-            if "\r" in text:  # CRLF line ends (STOMP 1.2)
-                text = text.replace("\r\n", "\n")
-                if text.endswith("\r"):
-                    text = text[:-1]
-            lines = text.split("\n")
-            command = lines[0]
-            if len(command) > limits.max_command_length:
-                raise FrameError("garbage: command too long", f"{len(command)} characters")
-            if self.commands is not None and command not in self.commands:
-                raise _unknown(command)
-            nh = len(lines) - 1
-            if nh > limits.max_headers:
-                raise FrameError("too many headers", f"{nh}; the limit is {limits.max_headers}")
             if hsize > limits.max_header_length:
-                longest = max(map(len, lines))
-                if longest > limits.max_header_length:
-                    raise FrameError("header too long",
-                                     f"{longest} characters; the limit is {limits.max_header_length}")
-            if nh:
+                self._check_header_block(text, hsize)
+            lines = text.split("\n")
+            if len(lines) > limits.max_headers + 1:
+                raise FrameError("too many headers",
+                                 f"{len(lines) - 1}; the limit is {limits.max_headers}")
+            command = lines[0]
+            if commands is not None and command not in commands:
+                if len(command) > limits.max_command_length:
+                    raise FrameError("garbage: command too long", f"{len(command)} characters")
+                raise _unknown(command)
+            if len(lines) > 1:
                 try:
-                    headers = dict(reversed([ln.split(":", 1) for ln in lines[1:]]))
+                    headers = dict([ln.split(":", 1) for ln in lines[:0:-1]])  # first one wins
                 except ValueError:
                     bad = next(ln for ln in lines[1:] if ":" not in ln)
                     raise FrameError("garbage: a header line has no ':'", repr(bad[:80])) from None
@@ -170,7 +194,10 @@ class FrameParser:
             # -- body ---------------------------------------------------------------
             cl = headers.get("content-length")
             if cl is not None:
-                length = _content_length(cl)
+                if cl.isdigit() and cl.isascii():
+                    length = int(cl)
+                else:
+                    length = _content_length(cl)
                 if length > limits.max_data_length:
                     raise FrameError("frame body too large",
                                      f"content-length {length}; the limit is {limits.max_data_length}")
@@ -178,29 +205,43 @@ class FrameParser:
                 if stop - pos > limits.max_frame_size:
                     raise FrameError("frame too large", f"the limit is {limits.max_frame_size} bytes")
                 if stop >= n:
+                    self._state = _BODY_LENGTH
                     self._need = stop + 1 - pos
-                    self._hdr_scan = end - pos  # cheap rescan once the body is complete
+                    self._hdr_scan = end - pos  # the header end is found at once next time
                     return pos
-                if buf[stop] != _NUL:
+                if buf[stop] != 0:
                     raise FrameError("bad content-length: the frame does not end with NUL after "
                                      f"{length} body bytes")
             else:
-                scan = body_start if self._nul_scan < 0 else pos + self._nul_scan
-                stop = buf.find(b"\x00", scan)
+                stop = buf.find(b"\x00", body_start)
                 if stop < 0:
                     if n - body_start > limits.max_data_length or n - pos > limits.max_frame_size:
                         raise FrameError("frame body too large",
                                          f"no NUL within {limits.max_data_length} bytes")
-                    self._nul_scan = n - pos
+                    self._state = _BODY_NUL
                     self._hdr_scan = end - pos
-                    self._need = 0
                     return pos
-            self._nul_scan = -1
-            self._need = 0
-            body = bytes(buf[body_start:stop])
-            frames.append(Frame(command, headers, body, "\\" in text, stop + 1 - pos))
+            frames.append(Frame(command, headers, buf[body_start:stop], "\\" in text,
+                                stop + 1 - pos))
             pos = stop + 1
+        self._state = _HEADERS
         return pos
+
+    def _check_header_block(self, text: str, hsize: int) -> None:
+        limits = self.limits
+        if hsize > limits.max_header_section:
+            raise FrameError("frame header section too large",
+                             f"{hsize} bytes; the limit is {limits.max_header_section}")
+        lines = text.split("\n")
+        if len(lines[0]) > limits.max_command_length:
+            raise FrameError("garbage: command too long", f"{len(lines[0])} characters")
+        if len(lines) - 1 > limits.max_headers:
+            raise FrameError("too many headers",
+                             f"{len(lines) - 1}; the limit is {limits.max_headers}")
+        longest = max(map(len, lines))
+        if longest > limits.max_header_length:
+            raise FrameError("header too long",
+                             f"{longest} characters; the limit is {limits.max_header_length}")
 
     def _check_partial_headers(self, buf: bytes | bytearray, pos: int, scan: int, n: int) -> None:
         """Bound an incomplete header section without rescanning what was checked."""

@@ -50,6 +50,12 @@ def _split(text: str) -> tuple[DestinationKind, str, bool]:
     return DestinationKind.QUEUE, t, False
 
 
+@lru_cache(maxsize=8192)
+def _shared(kind: DestinationKind, name: str) -> Destination:
+    """One `Destination` object per name for every connection."""
+    return Destination(kind, name)
+
+
 @lru_cache(maxsize=4096)
 def stomp_name(dest: Destination) -> str:
     """A destination as any connection other than a temp's owner writes it."""
@@ -69,18 +75,31 @@ def stomp_name_of_key(key: str) -> str:
 class DestinationMapper:
     """Per-connection translation; knows this connection's temporary destinations."""
 
-    __slots__ = ("_conn", "_temps", "_names", "_lines")
+    __slots__ = ("_conn", "_temps", "_names", "_lines", "_parsed")
 
     def __init__(self, conn: ClientConnection) -> None:
         self._conn = conn
         self._temps: dict[tuple[DestinationKind, str], Destination] = {}
         self._names: dict[Destination, str] = {}  # own temps -> the name the client used
         self._lines: dict[Destination, bytes] = {}
+        #: header text -> destination; a producer names the same few destinations on
+        #: every SEND, and handing the kernel the same object makes its dict lookups
+        #: identity hits
+        self._parsed: dict[str, Destination] = {}
 
     def parse(self, text: str | None, header: str = "destination") -> Destination:
         """Parse a destination header; refuse a missing or empty one (not fatal)."""
         if text is None:
             raise StompError(f"missing '{header}' header")
+        dest = self._parsed.get(text)
+        if dest is None:
+            dest = self._parse(text, header)
+            if len(self._parsed) >= 1024:
+                self._parsed.clear()
+            self._parsed[text] = dest
+        return dest
+
+    def _parse(self, text: str, header: str) -> Destination:
         if "," in text:
             parts = [self._one(p, header) for p in text.split(",") if p.strip()]
             if not parts:
@@ -106,7 +125,7 @@ class DestinationMapper:
                 self._lines.pop(dest, None)
             return dest
         try:
-            return Destination(kind, name)
+            return _shared(kind, name)
         except InvalidDestination as exc:
             raise StompError(str(exc)) from None
 

@@ -226,8 +226,7 @@ class StompSession:
         conn = self.conn
         assert conn is not None
         headers = frame.headers
-        txid = headers.pop("transaction", None)
-        headers.pop("receipt", None)
+        txid = headers.get("transaction")  # removed from the headers with the other reserved ones
         message = message_from_send(headers, frame.body, self.mapper, conn.new_message_id(),
                                     now_millis())
         await conn.send(message, txid)
@@ -316,8 +315,8 @@ class StompSession:
             sid = h.get("subscription")
             subs = [self.subs[sid]] if sid is not None and sid in self.subs else self.subs.values()
             for sub in subs:
-                did2 = sub.msgids.get(mid)
-                if did2 is not None and sub.holds(did2):
+                did2 = sub.find_message(mid)
+                if did2 is not None:
                     return sub, did2
         what = ack_id if ack_id is not None else mid
         if what is None:
@@ -337,13 +336,14 @@ class StompSession:
             return  # nothing to settle: browsed copies and auto deliveries
         consumer = sub.consumer
         if sub.ack_mode == CLIENT:
-            mids = [e.message.message_id for d, e in consumer.inflight.items() if d <= did]
+            if sub.msgids:
+                sub.forget([e.message.message_id for d, e in consumer.inflight.items()  # type: ignore[misc]
+                            if d <= did])
             done = consumer.ack_cumulative(did, txn)
-            sub.forget(mids)  # type: ignore[arg-type]
         else:
-            mid = consumer.inflight[did].message.message_id
+            if sub.msgids:
+                sub.msgids.pop(consumer.inflight[did].message.message_id, None)  # type: ignore[arg-type]
             done = consumer.ack(did, txn)
-            sub.msgids.pop(mid, None)  # type: ignore[arg-type]
         if done is not None and "receipt" in h:
             await done  # the receipt promises the ack is durable
 
@@ -364,7 +364,8 @@ class StompSession:
         consumer = sub.consumer
         if sub.browser or sub.ack_mode == AUTO or consumer is None or not consumer.holds(did):
             return
-        sub.msgids.pop(consumer.inflight[did].message.message_id, None)  # type: ignore[arg-type]
+        if sub.msgids:
+            sub.msgids.pop(consumer.inflight[did].message.message_id, None)  # type: ignore[arg-type]
         consumer.nack(did, NackMode.POISON)
 
     # -- transactions ------------------------------------------------------------------------

@@ -3,8 +3,9 @@ finds deliveries again from ACK/NACK headers.
 
 The `ack` header is `<subscription number>-<delivery id>`: opaque to the client,
 but it lets an ACK find its delivery without a per-message table. STOMP 1.0/1.1
-clients ack by `message-id`, so client-ack subscriptions also keep
-`message-id -> delivery id` for the deliveries they hold.
+clients ack by `message-id`, so their client-ack subscriptions also keep
+`message-id -> delivery id` for the deliveries they hold (a 1.2 client that
+acks by message-id anyway is served by a scan of its unacknowledged deliveries).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ ACK_MODES = (AUTO, CLIENT, CLIENT_INDIVIDUAL)
 
 class Subscription:
     __slots__ = ("session", "id", "num", "destination_text", "ack_mode", "consumer",
-                 "browser", "durable_name", "_head", "msgids")
+                 "browser", "durable_name", "_head", "msgids", "_track")
 
     def __init__(self, session: StompSession, sid: str, num: int, destination_text: str,
                  ack_mode: str, browser: bool, durable_name: str | None) -> None:
@@ -42,6 +43,7 @@ class Subscription:
         self._head = f"MESSAGE\nsubscription:{escape(sid, session.version)}\nack:{num}-".encode()
         #: message-id -> delivery id, for client-ack subscriptions (1.0/1.1 ACK by message-id)
         self.msgids: dict[str, int] = {}
+        self._track = ack_mode != AUTO and not browser and session.version != V12
 
     # -- kernel -> client ------------------------------------------------------------------
     def on_message(self, delivery: Delivery) -> None:
@@ -58,11 +60,10 @@ class Subscription:
             session.mapper.header_line(m.destination),  # type: ignore[arg-type]
             block, m.body, b"\x00",
         )))
-        mode = self.ack_mode
-        if mode == AUTO:
+        if self.ack_mode == AUTO:
             if not self.browser:
                 session.auto_acks.append((self, delivery.id))
-        else:
+        elif self._track:
             msgids = self.msgids
             msgids[m.message_id] = delivery.id  # type: ignore[index]
             if len(msgids) > 2 * len(self.consumer.inflight if self.consumer else ()) + 1024:
@@ -85,6 +86,19 @@ class Subscription:
     def holds(self, delivery_id: int) -> bool:
         c = self.consumer
         return c is not None and c.holds(delivery_id)
+
+    def find_message(self, message_id: str) -> int | None:
+        """The delivery id of an unacknowledged delivery of `message_id`."""
+        c = self.consumer
+        if c is None:
+            return None
+        did = self.msgids.get(message_id)
+        if did is not None:
+            return did if c.holds(did) else None
+        for did, entry in c.inflight.items():
+            if entry.message.message_id == message_id:
+                return did
+        return None
 
     def forget(self, message_ids: list[str]) -> None:
         for mid in message_ids:

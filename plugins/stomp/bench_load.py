@@ -1,0 +1,196 @@
+"""Lean STOMP load test: broker CPU per message, producer -> queue -> consumer.
+
+    .venv/bin/python plugins/stomp/bench_load.py [--n 200000] [--size 1024]
+        [--producers 1] [--ack client|auto] [--persistent] [--url host:port]
+
+Starts a RelayMQ broker (memory store, STOMP connector) in a subprocess unless
+`--url` points at a running one (then give `--pid` of the broker to measure,
+e.g. ActiveMQ's java process). Producers pipeline SEND frames (a receipt every
+`--receipt-every`, at most `--inflight` unreceipted); consumers subscribe with
+`activemq.prefetchSize` and, in client mode, send one cumulative ACK per read.
+The broker's CPU time (user + system, from /proc) over the run divided by the
+messages consumed is the number that matters; wall-clock throughput is printed
+too. Clients run in their own processes so they do not share the broker's core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import time
+
+SERVE = r"""
+import asyncio, sys
+from relaymq.testing import running_broker
+async def main():
+    async with running_broker(None, "stomp://127.0.0.1:0") as b:
+        print(b.connector_address("stomp"), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+try:
+    import uvloop
+    uvloop.install()
+except ImportError:
+    pass
+import os
+if os.environ.get("BENCH_PROFILE"):
+    import cProfile
+    cProfile.run("asyncio.run(main())", os.environ["BENCH_PROFILE"])
+else:
+    asyncio.run(main())
+"""
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _connect(host: str, port: int) -> socket.socket:
+    s = socket.create_connection((host, port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(b"CONNECT\naccept-version:1.2\nhost:localhost\nlogin:admin\npasscode:admin\n\n\x00")
+    buf = b""
+    while b"\x00" not in buf:
+        buf += s.recv(4096)
+    if not buf.startswith(b"CONNECTED"):
+        raise SystemExit(f"CONNECT refused: {buf[:200]!r}")
+    return s
+
+
+def producer(host: str, port: int, dest: str, n: int, size: int, persistent: bool,
+             receipt_every: int, inflight: int, go: mp.Event) -> None:
+    s = _connect(host, port)
+    body = b"x" * size
+    extra = b"persistent:true\n" if persistent else b""
+    plain = (b"SEND\ndestination:%s\n%scontent-length:%d\n\n" % (dest.encode(), extra, size)) + body + b"\x00"
+
+    def with_receipt(i: int) -> bytes:
+        return (b"SEND\ndestination:%s\n%sreceipt:%d\ncontent-length:%d\n\n"
+                % (dest.encode(), extra, i, size)) + body + b"\x00"
+
+    go.wait()
+    sent = confirmed = 0
+    buf = b""
+    while confirmed < n:
+        batch = []
+        while sent < n and sent - confirmed < inflight and len(batch) < 64:
+            sent += 1
+            batch.append(with_receipt(sent) if sent % receipt_every == 0 or sent == n else plain)
+        if batch:
+            s.sendall(b"".join(batch))
+        if sent - confirmed >= inflight or sent == n:
+            buf += s.recv(65536)
+            while True:
+                i = buf.find(b"receipt-id:")
+                if i < 0:
+                    break
+                j = buf.find(b"\n", i)
+                if j < 0:
+                    break
+                confirmed = max(confirmed, int(buf[i + 11:j]))
+                buf = buf[j:]
+            if b"ERROR" in buf:
+                raise SystemExit(f"producer got {buf[:300]!r}")
+    s.close()
+
+
+def consumer(host: str, port: int, dest: str, n: int, ack: str, prefetch: int,
+             ready: mp.Event, done: mp.Queue) -> None:
+    s = _connect(host, port)
+    s.sendall(b"SUBSCRIBE\ndestination:%s\nid:0\nack:%s\nactivemq.prefetchSize:%d\nreceipt:s\n\n\x00"
+              % (dest.encode(), ack.encode(), prefetch))
+    buf = b""
+    while b"receipt-id:s" not in buf:
+        buf += s.recv(4096)
+    ready.set()
+    got = 0
+    tail = b""
+    t_first = 0.0
+    while got < n:
+        chunk = s.recv(262144)
+        if not chunk:
+            raise SystemExit("broker closed the consumer")
+        if not t_first:
+            t_first = time.monotonic()
+        data = tail + chunk
+        last = data.rfind(b"\x00")
+        if last < 0:
+            tail = data
+            continue
+        got += data.count(b"\x00", 0, last + 1)
+        if ack == "client":
+            a = data.rfind(b"\nack:", 0, last)
+            e = data.find(b"\n", a + 5)
+            s.sendall(b"ACK\nid:" + data[a + 5:e] + b"\n\n\x00")
+        tail = data[last + 1:]
+    done.put((got, t_first, time.monotonic()))
+    s.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=200_000, help="messages per producer")
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--producers", type=int, default=1)
+    ap.add_argument("--ack", choices=["client", "auto"], default="client")
+    ap.add_argument("--prefetch", type=int, default=1000)
+    ap.add_argument("--persistent", action="store_true")
+    ap.add_argument("--receipt-every", type=int, default=100)
+    ap.add_argument("--inflight", type=int, default=2000)
+    ap.add_argument("--url", help="host:port of a running broker (default: start RelayMQ)")
+    ap.add_argument("--pid", type=int, help="pid of the broker to measure with --url")
+    ap.add_argument("--dest", default="/queue/bench.load")
+    args = ap.parse_args()
+
+    proc = None
+    if args.url:
+        host, port = args.url.rsplit(":", 1)
+        pid = args.pid
+    else:
+        proc = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        host, port = proc.stdout.readline().strip().rsplit(":", 1)
+        pid = proc.pid
+    port_i = int(port)
+    total = args.n * args.producers
+    ctx = mp.get_context("fork")
+    go, ready, done = ctx.Event(), ctx.Event(), ctx.Queue()
+    cons = ctx.Process(target=consumer, args=(host, port_i, args.dest, total, args.ack,
+                                              args.prefetch, ready, done))
+    cons.start()
+    ready.wait(10)
+    prods = [ctx.Process(target=producer, args=(host, port_i, args.dest, args.n, args.size,
+                                                args.persistent, args.receipt_every,
+                                                args.inflight, go))
+             for _ in range(args.producers)]
+    for p in prods:
+        p.start()
+    time.sleep(0.5)
+    cpu0 = cpu_seconds(pid) if pid else 0.0
+    t0 = time.monotonic()
+    go.set()
+    got, _t_first, t_end = done.get(timeout=600)
+    cpu1 = cpu_seconds(pid) if pid else 0.0
+    for p in prods:
+        p.join(30)
+    cons.join(10)
+    wall = t_end - t0
+    print(f"{total} x {args.size} B {'persistent' if args.persistent else 'non-persistent'}, "
+          f"{args.producers} producer(s), ack:{args.ack}, prefetch {args.prefetch}")
+    print(f"  consumed {got} in {wall:.2f} s = {got / wall:,.0f} msg/s")
+    if pid:
+        print(f"  broker CPU {cpu1 - cpu0:.2f} s = {(cpu1 - cpu0) / got * 1e6:.1f} us/msg")
+    if proc is not None:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Header mapping without sockets: SEND headers -> Message -> MESSAGE block."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from relaymq.dispatch.deadletter import ORIGINAL_DESTINATION, ORIGINAL_EXPIRATION
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+from relaymq_stomp.destinations import DestinationMapper
+from relaymq_stomp.frames import V10, V11, V12
+from relaymq_stomp.mapping import _render, message_from_send, render_block
+
+text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
+name = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+               min_size=1, max_size=8)
+value = st.one_of(text, st.integers(), st.floats(allow_nan=False), st.booleans(), st.none())
+
+
+class _Conn:
+    id = "ID:test-1-1-1:1"
+
+
+@settings(max_examples=300, deadline=None)
+@given(props=st.dictionaries(name, value, max_size=4), corr=st.none() | text,
+       mtype=st.none() | text, ctype=st.none() | text, durable=st.booleans(),
+       dlq=st.booleans(), mid=st.sampled_from(["ID:h-1-2-1:3:-1:1:42", "plain", "a:b\\c\nd"]))
+def test_fast_block_equals_reference(props, corr, mtype, ctype, durable, dlq, mid) -> None:
+    m = Message(b"body", destination=Destination.queue("q"), message_id=mid, durable=durable,
+                correlation_id=corr, type=mtype, content_type=ctype, properties=props,
+                reply_to=Destination.topic("r:x"), timestamp=5, expiration=7,
+                annotations={ORIGINAL_DESTINATION: "queue://A", ORIGINAL_EXPIRATION: 9} if dlq else None)
+    assert render_block(m, V12) == _render(m, V12)
+    for v in (V10, V11):
+        assert render_block(m, v) == _render(m, v)
+
+
+def test_send_mapping_consumes_reserved_headers() -> None:
+    mapper = DestinationMapper(_Conn())  # type: ignore[arg-type]
+    h = {"destination": "/topic/t", "persistent": "TRUE", "priority": "12", "expires": "99",
+         "type": "x", "correlation-id": "c", "reply-to": "/queue/r", "JMSXGroupID": "g",
+         "JMSXGroupSeq": "2", "AMQ_SCHEDULED_DELAY": "5", "content-type": "text/plain",
+         "content-length": "4", "color": "red"}
+    m = message_from_send(h, b"body", mapper, "ID:x:1", 123)
+    assert m.destination == Destination.topic("t")
+    assert m.durable and m.priority == 9 and m.expiration == 99 and m.type == "x"
+    assert m.correlation_id == "c" and m.reply_to == Destination.queue("r")
+    assert m.group_id == "g" and m.group_seq == 2 and m.scheduled_delay == 5
+    assert m.content_type == "text/plain" and m.body_type == "bytes"
+    assert m.properties == {"color": "red"}
+    assert m.encoding == "stomp" and m.encoded == render_block(m)
+
+
+def test_destination_objects_are_shared() -> None:
+    a = DestinationMapper(_Conn())  # type: ignore[arg-type]
+    b = DestinationMapper(_Conn())  # type: ignore[arg-type]
+    assert a.parse("/queue/same") is b.parse("/queue/same")
+    assert a.parse("/queue/x,/topic/y") == Destination.queue("x,topic://y")
