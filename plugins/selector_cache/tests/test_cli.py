@@ -56,3 +56,25 @@ def test_show_a_missing_file(tmp_path):
 def test_the_command_is_listed():
     result = CliRunner().invoke(main, ["--help"])
     assert "selector-cache" in result.output
+
+
+def test_forget_one_selector_then_a_whole_queue(tmp_path):
+    path = tmp_path / "selectorcache.json"
+    path.write_text(json.dumps(DOC))
+    result = run("forget", str(path), "Consumer.A.VirtualTopic.Orders", "--selector",
+                 "color = 'red'")
+    assert result.exit_code == 0, result.output
+    assert result.output == "queue://Consumer.A.VirtualTopic.Orders: TRUE\n"
+    result = run("forget", str(path), "queue://Consumer.B.VirtualTopic.Orders")
+    assert result.exit_code == 0, result.output
+    assert json.loads(path.read_text())["destinations"] == {
+        "queue://Consumer.A.VirtualTopic.Orders": [{"selector": "TRUE"}]}
+
+
+def test_forget_something_unknown(tmp_path):
+    path = tmp_path / "selectorcache.json"
+    path.write_text(json.dumps(DOC))
+    result = run("forget", str(path), "queue://Nope")
+    assert result.exit_code == 1
+    assert "has no selectors for queue://Nope" in result.output
+    assert json.loads(path.read_text()) == DOC

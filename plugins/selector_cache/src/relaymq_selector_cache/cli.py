@@ -1,8 +1,9 @@
-"""``relaymq selector-cache show FILE``: what a persisted selector cache holds.
+"""``relaymq selector-cache show|forget FILE``: inspect and prune a persisted cache.
 
-ActiveMQ showed the cache over JMX; RelayMQ's file is JSON, and this command
-reads it without changing it (a corrupt file is reported, not moved aside),
-so it is safe to run against the file of a running broker.
+ActiveMQ showed and pruned the cache over JMX; RelayMQ's file is JSON. ``show``
+reads it without changing it (a corrupt file is reported, not moved aside), so
+it is safe against a running broker's file; ``forget`` rewrites it (atomically)
+and is meant for a stopped broker.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import json
 from pathlib import Path
 
 import click
+from relaymq.model.destination import Destination
 
 from relaymq_selector_cache.cache import SelectorCache
-from relaymq_selector_cache.storage import CorruptCache, read_cache
+from relaymq_selector_cache.storage import CorruptCache, document, read_cache, write_atomic
 
 
 @click.group("selector-cache")
@@ -44,3 +46,32 @@ def show(file: Path, as_json: bool) -> None:
             click.echo(f"  {line}")
     for problem in problems:
         click.echo(f"skipped: {problem}", err=True)
+
+
+@selector_cache.command("forget")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.argument("queue")
+@click.option("--selector", "text", default=None, metavar="TEXT",
+              help="Forget only this selector (exactly as shown); default: all of QUEUE's.")
+def forget(file: Path, queue: str, text: str | None) -> None:
+    """Remove remembered selectors of QUEUE (queue://NAME or NAME) from FILE.
+
+    Selectors stay cached after their consumers leave; this is how an obsolete
+    one goes (ActiveMQ's deleteSelectorForDestination over JMX). Stop the broker
+    first: a running broker rewrites the file from its memory on its next change.
+    """
+    try:
+        found = read_cache(file)
+    except CorruptCache as exc:
+        raise click.ClickException(f"{file} is not a usable selector cache: {exc}") from exc
+    assert found is not None  # exists=True
+    destinations, _problems = found
+    cache = SelectorCache()
+    cache.load(destinations)
+    dest = Destination.parse(queue)
+    if not cache.forget(dest, text):
+        what = f"selector {text!r}" if text is not None else "selectors"
+        raise click.ClickException(f"{file} has no {what} for {dest}")
+    write_atomic(file, document(cache.to_json()))
+    left = cache.entries(dest)
+    click.echo(f"{dest}: " + (", ".join(e.text for e in left) if left else "nothing remembered"))
