@@ -33,6 +33,8 @@ from .checker import SequenceChecker
 from .control import Control, emit
 
 RECV_SIZE = 1 << 18
+RATE_TICK = 0.001  # fixed-rate producers wake at most every millisecond (each message
+                   # still carries its own send timestamp)
 
 
 class AmqpError(RuntimeError):
@@ -444,14 +446,21 @@ class AmqpClient:
             if not progressed:
                 timeout = 0.05
                 if rate and not stopping:
-                    timeout = min(timeout, max(0.0, (seq + 1) / rate - (mono - t0)))
+                    # pace in ticks of >= RATE_TICK: one wake-up sends all messages due
+                    timeout = min(timeout, max(RATE_TICK, (seq + 1) / rate - (mono - t0)))
                 if beat:
                     timeout = min(timeout, max(0.0, last_write + beat - mono))
                     if mono - last_write >= beat:
                         self._send(ac.EMPTY_FRAME)
                         last_write = mono
                 waits += 1
-                select.select([sock], [sock] if pending is not None else [], [], timeout)
+                if rate and pending is None and not stopping \
+                        and seq - settled < max_inflight // 2:
+                    # paced and far from the in-flight limit: outcomes can wait for the
+                    # next tick, so wake once per tick instead of once per outcome too
+                    time.sleep(timeout)
+                else:
+                    select.select([sock], [sock] if pending is not None else [], [], timeout)
         cpu1 = _cpu()
         self._rbuf = data
         st.sent, st.accepted, st.rejected = seq, accepted, rejected
@@ -509,6 +518,8 @@ class AmqpClient:
         next_progress = last_write + (progress_interval or 1e9)
         ctl_next = 0.0
         stopped = False
+        reported = 0
+        napped = False
         cpu0 = _cpu()
         st.t_go = time.time_ns()
         self._send(self._flow(credit))
@@ -539,6 +550,10 @@ class AmqpClient:
                     first_unacked = None
                     unacked = 0
                     last_write = mono
+                if checker.received != reported and mono >= next_progress:
+                    # the last chunk may have come between two progress ticks
+                    reported = checker.received
+                    emit("progress", received=reported)
                 if mono >= ctl_next or stopped:
                     ctl_next = mono + 0.05
                     for cmd in control.read_commands():
@@ -555,15 +570,19 @@ class AmqpClient:
                         self._send(ac.EMPTY_FRAME)
                         last_write = mono
                     timeout = min(timeout, beat)
-                if nap and not stopped:
-                    time.sleep(nap)  # let a batch accumulate: fewer, larger reads
-                else:
+                if nap and not stopped and not napped:
+                    # data is flowing: let a batch accumulate (fewer, larger reads)
+                    time.sleep(nap)
+                    napped = True
+                else:  # nothing came during a nap either: block until data arrives
+                    napped = False
                     select.select([sock, control], [], [], timeout)
                 continue
             if n == 0:
                 raise ConnectionError("broker closed the connection")
             now = time.time_ns()
             reads += 1
+            napped = False
             end += n
             pos = start
             got = 0
@@ -638,7 +657,8 @@ class AmqpClient:
                     last_write = mono
             if mono >= next_progress:
                 next_progress = mono + (progress_interval or 1e9)
-                emit("progress", received=checker.received)
+                reported = checker.received
+                emit("progress", received=reported)
             if mono >= ctl_next:
                 ctl_next = mono + 0.05
                 for cmd in control.read_commands():

@@ -24,7 +24,7 @@ import time
 from array import array
 
 from . import payload
-from .amqp_client import RECV_SIZE, ClientStats, _cpu
+from .amqp_client import RATE_TICK, RECV_SIZE, ClientStats, _cpu
 from .checker import SequenceChecker
 from .control import Control, emit
 from .stomp_codec import (
@@ -253,9 +253,16 @@ class StompClient:
             if not progressed:
                 timeout = 0.05
                 if rate and not stopping:
-                    timeout = min(timeout, max(0.0, (seq + 1) / rate - (mono - t0)))
+                    # pace in ticks of >= RATE_TICK: one wake-up sends all messages due
+                    timeout = min(timeout, max(RATE_TICK, (seq + 1) / rate - (mono - t0)))
                 waits += 1
-                select.select([sock], [sock] if pending is not None else [], [], timeout)
+                if rate and pending is None and not stopping \
+                        and seq - confirmed < max_inflight // 2:
+                    # paced and far from the in-flight limit: outcomes can wait for the
+                    # next tick, so wake once per tick instead of once per outcome too
+                    time.sleep(timeout)
+                else:
+                    select.select([sock], [sock] if pending is not None else [], [], timeout)
         cpu1 = _cpu()
         self._rbuf = data
         st.sent = st.accepted = seq
@@ -301,6 +308,8 @@ class StompClient:
         next_progress = time.monotonic() + (progress_interval or 1e9)
         ctl_next = 0.0
         stopped = False
+        reported = 0
+        napped = False
         while True:
             if expect is not None and checker.received >= expect:
                 break
@@ -326,6 +335,10 @@ class StompClient:
                     self._send(_ack_frame(last_ack_id))
                     unacked = 0
                 waits += 1
+                if checker.received != reported and mono >= next_progress:
+                    # the last chunk may have come between two progress ticks
+                    reported = checker.received
+                    emit("progress", received=reported)
                 if mono >= ctl_next or stopped:
                     ctl_next = mono + 0.05
                     for cmd in control.read_commands():
@@ -335,15 +348,19 @@ class StompClient:
                             expect = int(cmd.split()[1])
                     if stopped:
                         break
-                if nap and not stopped:
-                    time.sleep(nap)  # let a batch accumulate: fewer, larger reads
-                else:
+                if nap and not stopped and not napped:
+                    # data is flowing: let a batch accumulate (fewer, larger reads)
+                    time.sleep(nap)
+                    napped = True
+                else:  # nothing came during a nap either: block until data arrives
+                    napped = False
                     select.select([sock, control], [], [], 0.05)
                 continue
             if n == 0:
                 raise ConnectionError("broker closed the STOMP connection")
             now = time.time_ns()
             reads += 1
+            napped = False
             end += n
             pos = start
             got = 0
@@ -403,7 +420,8 @@ class StompClient:
                 start = end = 0
             if mono >= next_progress:
                 next_progress = mono + (progress_interval or 1e9)
-                emit("progress", received=checker.received)
+                reported = checker.received
+                emit("progress", received=reported)
             if mono >= ctl_next:
                 ctl_next = mono + 0.05
                 for cmd in control.read_commands():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import traceback
 import zlib
@@ -124,6 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     cfg = json.loads(argv[0])
     control = Control()
+    profile_dir = os.environ.get("RELAYMQ_BENCH_PROFILE")
+    profiler = None
+    if profile_dir:  # debugging aid: where does a worker's CPU go?
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         if cfg["role"] == "producer":
             result = run_producer(cfg, control)
@@ -136,6 +144,15 @@ def main(argv: list[str] | None = None) -> int:
         emit("error", message=f"{type(exc).__name__}: {exc}",
              traceback=traceback.format_exc(limit=5))
         return 1
+    if profiler is not None and profile_dir:
+        import io
+        import pstats
+
+        profiler.disable()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+        with open(os.path.join(profile_dir, f"{cfg['role']}-{cfg['index']}.txt"), "w") as fh:
+            fh.write(text.getvalue())
     emit("result", **result)
     return 0
 
