@@ -105,14 +105,19 @@ class ClientConnection:
                 broker.scheduler.schedule(message, self)
                 return
         batch = SendBatch()
+        txn = None
         if txid is not None:
             txn = self.transactions.get(txid)
             if txn is None:
                 raise TransactionError(f"unknown transaction {txid}")
-            await broker.chain(SendContext(self, batch, True, self.network), message)
+        try:
+            await broker.chain(SendContext(self, batch, txn is not None, self.network), message)
+        except BaseException:
+            batch.abandon()  # nothing of a failed send becomes visible
+            raise
+        if txn is not None:
             txn.add_batch(batch)
             return
-        await broker.chain(SendContext(self, batch, False, self.network), message)
         if batch.ops:
             await broker.region.commit(batch)
         else:
