@@ -327,7 +327,7 @@ class ScanResult:
 def _valid_at(buf: bytes | memoryview, size: int, file_id: int, pos: int) -> tuple[int, int] | str:
     """(type, payload length) of a valid record at `pos`, or why there is none."""
     if pos + REC_HEADER_LEN > size:
-        return "truncated record header"
+        return "truncated record header" if any(bytes(buf[pos:size])) else "zeros"
     magic, rtype, ln, crc = REC_HEADER.unpack_from(buf, pos)
     if magic != REC_MAGIC:
         return "no record header" if any(bytes(buf[pos:pos + REC_HEADER_LEN])) else "zeros"

@@ -1,0 +1,100 @@
+"""The lock file and the `<kahaDB>` element's attributes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from relaymq.config.model import Origin, PluginElement
+from relaymq.errors import ConfigError
+from relaymq_kahadb import KahaDBConfig, KahaDBPersistenceAdapter
+from relaymq_kahadb.lock import StoreLockedError
+
+from .conftest import Opener, adds
+
+
+async def test_second_store_on_the_directory_fails_clearly(open_store: Opener, tmp_path: Path) -> None:
+    await open_store()
+    other = KahaDBPersistenceAdapter(KahaDBConfig(directory=str(tmp_path / "kahadb")))
+    with pytest.raises(StoreLockedError, match=rf"locked by another broker \(pid={os.getpid()} "
+                                               r"host=.*failIfLocked=\"false\""):
+        await other.start()
+
+
+async def test_waiting_for_the_lock(open_store: Opener, tmp_path: Path) -> None:
+    first = await open_store()
+    await first.write(adds("queue://A", [1]))
+    second = KahaDBPersistenceAdapter(KahaDBConfig(
+        directory=str(tmp_path / "kahadb"), fail_if_locked=False, lock_acquire_sleep_interval=20,
+        cleanup_interval=0, checkpoint_interval=0))
+    starting = asyncio.create_task(second.start())
+    await asyncio.sleep(0.1)
+    assert not starting.done()  # waiting, as a shared-storage slave does
+    await first.stop()
+    await asyncio.wait_for(starting, 5)
+    try:
+        assert [m.seq for m in await second.read("queue://A")] == [1]
+    finally:
+        await second.stop()
+
+
+async def test_the_lock_is_released_on_stop_and_after_failed_start(tmp_path: Path) -> None:
+    d = tmp_path / "kahadb"
+    s = KahaDBPersistenceAdapter(KahaDBConfig(directory=str(d)))
+    await s.start()
+    await s.stop()
+    await s.stop()  # twice is harmless
+    d.joinpath("index.ckpt").write_bytes(b"RMQKIDX1 garbage")  # recoverable, still fine
+    s = KahaDBPersistenceAdapter(KahaDBConfig(directory=str(d), ignore_missing_journalfiles=False))
+    await s.start()
+    await s.stop()
+
+
+def element(**attrs: str) -> PluginElement:
+    return PluginElement("kahaDB", attributes=attrs, origin=Origin("activemq.xml", 14))
+
+
+def test_activemq_attributes_are_typed() -> None:
+    broker = SimpleNamespace(config=SimpleNamespace(data_directory="/var/lib/relaymq"), plugins=None)
+    store = KahaDBPersistenceAdapter.from_element(element(
+        journalMaxFileLength="16mb", journalDiskSyncStrategy="PERIODIC",
+        journalDiskSyncInterval="250", checkpointInterval="1000", cleanupInterval="5000",
+        enableAckCompaction="false", preallocationStrategy="zeros",
+        concurrentStoreAndDispatchQueues="false", indexCacheSize="20000"), broker)
+    c = store.config
+    assert (c.journal_max_file_length, c.journal_disk_sync_strategy, c.journal_disk_sync_interval) == (
+        16 << 20, "periodic", 250)
+    assert not c.enable_ack_compaction and c.preallocation_strategy == "zeros"
+    assert store.directory == Path("/var/lib/relaymq/kahadb")  # ActiveMQ's ${activemq.data}/kahadb
+    assert store.concurrent_store_and_dispatch_queues is False
+    assert any("indexCacheSize" in line for line in c.ignored_settings())
+
+
+def test_enable_journal_disk_syncs_false_means_never() -> None:
+    store = KahaDBPersistenceAdapter.from_element(element(directory="x", enableJournalDiskSyncs="false"))
+    assert store.config.journal_disk_sync_strategy == "never"
+
+
+@pytest.mark.parametrize("attrs, needle", [
+    ({"journalDiskSyncStrategy": "sometimes"}, "journalDiskSyncStrategy"),
+    ({"journalMaxFileLength": "8gb"}, "journalMaxFileLength"),
+    ({"journalMaxFileLength": "lots"}, "journalMaxFileLength"),
+    ({"preallocationScope": "planet"}, "preallocationScope"),
+])
+def test_bad_values_name_the_attribute_and_the_line(attrs: dict[str, str], needle: str) -> None:
+    with pytest.raises(ConfigError, match=rf"(?s){needle}.*activemq.xml:14|activemq.xml:14.*{needle}"):
+        KahaDBPersistenceAdapter.from_element(element(**attrs))
+
+
+async def test_settings_without_effect_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "relaymq")
+    store = KahaDBPersistenceAdapter.from_element(element(
+        directory=str(tmp_path), indexCacheSize="50000", noSuchThing="1"))
+    await store.start()
+    await store.stop()
+    assert "indexCacheSize=50000 has no effect" in caplog.text
+    assert "noSuchThing" in caplog.text
