@@ -544,12 +544,6 @@ class AmqpClient:
                     n = -1
             mono = time.monotonic()
             if n < 0:
-                if unacked and partial is None and first_unacked is not None:
-                    # idle: settle what we hold now (under load this waits for ack_batch)
-                    self._send(ac.disposition_frame(first_unacked, last_did))
-                    first_unacked = None
-                    unacked = 0
-                    last_write = mono
                 if checker.received != reported and mono >= next_progress:
                     # the last chunk may have come between two progress ticks
                     reported = checker.received
@@ -576,6 +570,14 @@ class AmqpClient:
                     napped = True
                 else:  # nothing came during a nap either: block until data arrives
                     napped = False
+                    if unacked and partial is None and first_unacked is not None:
+                        # settle what we hold before blocking; under load a disposition
+                        # goes out only every ack_batch messages (each send costs the
+                        # client a loopback TCP round through the kernel)
+                        self._send(ac.disposition_frame(first_unacked, last_did))
+                        first_unacked = None
+                        unacked = 0
+                        last_write = mono
                     select.select([sock, control], [], [], timeout)
                 continue
             if n == 0:

@@ -220,7 +220,7 @@ class Output:
         if len(targets) > 1:
             text += "\n" + ratio_table(self.records)
         if self.failures:
-            text += "\n**Integrity failures:**\n\n" + "".join(f"- {f}\n" for f in self.failures)
+            text += "\n**Failures:**\n\n" + "".join(f"- {f}\n" for f in self.failures)
         print(("\n" if self.json_to is sys.stdout else "") + text, end="")
         if args.markdown:
             with open(args.markdown, "w") as fh:

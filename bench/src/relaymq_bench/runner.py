@@ -130,7 +130,7 @@ class Run:
             w.result = ev
             self.last_progress = time.monotonic()
         elif kind == "error":
-            detail = ev.get("traceback") or "\n".join(w.stderr)
+            detail = ev.get("traceback", "") if os.environ.get("RELAYMQ_BENCH_DEBUG") else ""
             raise RunError(f"{w.name} failed: {ev.get('message')}\n{detail}".rstrip())
         elif kind == "exit" and w.result is None:
             w.proc.wait(5)
@@ -174,10 +174,14 @@ def run_once(sc: Scenario, target: Target, run_index: int = 0,
         base["headers"] = link.get("headers")
     purged = 0
     if sc.purge and sc.pattern == "queue":
-        if sc.protocol == "amqp":
-            purged = purge_amqp(ep, link)
-        else:
-            purged = purge_stomp(ep, link["address"])
+        try:
+            if sc.protocol == "amqp":
+                purged = purge_amqp(ep, link)
+            else:
+                purged = purge_stomp(ep, link["address"])
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise RunError(f"cannot use {link['address']} on {ep.url}: "
+                           f"{type(exc).__name__}: {exc}") from exc
         if purged:
             log(f"purged {purged} leftover message(s) from {link['address']}")
     pid = target.broker_pid()

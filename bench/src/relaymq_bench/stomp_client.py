@@ -330,10 +330,6 @@ class StompClient:
                     n = -1
             mono = time.monotonic()
             if n < 0:
-                if unacked and last_ack_id is not None:
-                    # idle: ack what we hold now (under load this waits for ack_threshold)
-                    self._send(_ack_frame(last_ack_id))
-                    unacked = 0
                 waits += 1
                 if checker.received != reported and mono >= next_progress:
                     # the last chunk may have come between two progress ticks
@@ -354,6 +350,11 @@ class StompClient:
                     napped = True
                 else:  # nothing came during a nap either: block until data arrives
                     napped = False
+                    if unacked and last_ack_id is not None:
+                        # ack what we hold before blocking; under load an ACK goes out
+                        # only every ack_threshold messages
+                        self._send(_ack_frame(last_ack_id))
+                        unacked = 0
                     select.select([sock, control], [], [], 0.05)
                 continue
             if n == 0:
@@ -364,7 +365,7 @@ class StompClient:
             end += n
             pos = start
             got = 0
-            last_hdr = (0, 0)
+            last_s = last_e = 0
             while pos < end:
                 c = buf[pos]
                 if c == 10 or c == 13:  # heart-beat EOLs between frames
@@ -373,7 +374,8 @@ class StompClient:
                 hdr_end = buf.find(b"\n\n", pos, end)
                 if hdr_end < 0:
                     break
-                cl = buf.find(b"\ncontent-length:", pos, hdr_end)
+                # brokers put content-length last or nearly so: search backwards
+                cl = buf.rfind(b"\ncontent-length:", pos, hdr_end)
                 body = hdr_end + 2
                 if cl >= 0:
                     fend = body + int(buf[cl + 16:buf.find(b"\n", cl + 16, hdr_end + 1)])
@@ -383,7 +385,7 @@ class StompClient:
                     fend = buf.find(b"\x00", body, end)
                     if fend < 0:
                         break
-                if buf.startswith(b"MESSAGE", pos):
+                if c == 77:  # "M": MESSAGE is the only server frame starting with M
                     if fend - body >= 28 and buf.startswith(magic, body):
                         run, prod, seq, ts = unpack_prefix(buf, body + 4)
                         record(run, prod, seq)
@@ -391,12 +393,15 @@ class StompClient:
                     else:
                         checker.record_foreign()
                     got += 1
-                    last_hdr = (pos, hdr_end)
+                    last_s = pos
+                    last_e = hdr_end
                 else:
                     frame, _ = parse_frame(bytes(buf[pos:fend + 1]), 0)
                     if frame is not None and frame.command == "ERROR":
                         raise StompError(f"broker error while consuming: {error_text(frame)}")
                 pos = fend + 1
+                if pos < end and buf[pos] == 10:  # the EOL most brokers send after NUL
+                    pos += 1
             if got:
                 if not st.t_first:
                     st.t_first = now
@@ -404,13 +409,12 @@ class StompClient:
                 st.sent += got
                 if client_ack:
                     unacked += got
-                    s, e = last_hdr
-                    i = buf.find(b"\nack:", s, e)
+                    i = buf.find(b"\nack:", last_s, last_e)
                     if i < 0:
-                        i = buf.find(b"\nmessage-id:", s, e)
-                        last_ack_id = bytes(buf[i + 12:buf.find(b"\n", i + 12, e + 1)])
+                        i = buf.find(b"\nmessage-id:", last_s, last_e)
+                        last_ack_id = bytes(buf[i + 12:buf.find(b"\n", i + 12, last_e + 1)])
                     else:
-                        last_ack_id = bytes(buf[i + 5:buf.find(b"\n", i + 5, e + 1)])
+                        last_ack_id = bytes(buf[i + 5:buf.find(b"\n", i + 5, last_e + 1)])
                     if unacked >= ack_threshold or (expect is not None
                                                     and checker.received >= expect):
                         self._send(_ack_frame(last_ack_id))
