@@ -308,7 +308,8 @@ class AmqpClient:
 
     # --- hot path: producing ------------------------------------------------
     def produce(self, template: ac.TransferTemplate, count: int | None, duration: float | None,
-                rate: float | None, max_inflight: int, batch: int, control: Control) -> ClientStats:
+                rate: float | None, max_inflight: int, batch: int, control: Control,
+                nap: float = 0.0) -> ClientStats:
         """Send ``count`` messages (or for ``duration`` s) and wait until all are settled.
 
         A new batch is built only when at least ``low_water`` messages may be
@@ -335,6 +336,7 @@ class AmqpClient:
         pending: memoryview | None = None
         stopping = False
         writes = preads = waits = 0
+        napped = False
         # frames that arrived with the attach reply (usually the first flow)
         data = self._rbuf[self._control_frames(self._rbuf):]
         self._rbuf = b""
@@ -399,6 +401,7 @@ class AmqpClient:
                 if not chunk:
                     raise ConnectionError("broker closed the connection")
                 progressed = True
+                napped = False
                 preads += 1
                 data = data + chunk if data else chunk
                 pos = 0
@@ -459,7 +462,12 @@ class AmqpClient:
                     # paced and far from the in-flight limit: outcomes can wait for the
                     # next tick, so wake once per tick instead of once per outcome too
                     time.sleep(timeout)
+                elif nap and not rate and pending is None and not stopping and not napped:
+                    # window-limited: let outcomes accumulate instead of waking per outcome
+                    time.sleep(nap)
+                    napped = True
                 else:
+                    napped = False
                     select.select([sock], [sock] if pending is not None else [], [], timeout)
         cpu1 = _cpu()
         self._rbuf = data

@@ -100,7 +100,7 @@ def _add_scenario_options(p: argparse.ArgumentParser, suite: bool) -> None:
     g.add_argument("--ack", choices=("client", "auto"), default="client",
                    help="client: consumer acknowledges; auto: broker settles on send")
     g.add_argument("--drain-timeout", type=float, default=10.0)
-    g.add_argument("--nap-ms", type=float, default=1.0,
+    g.add_argument("--nap-ms", type=float, default=4.0,
                    help="idle consumer poll interval in throughput runs (0: wake per arrival)")
     g.add_argument("--no-purge", dest="purge", action="store_false",
                    help="do not drain leftovers from the queue before each run")

@@ -205,6 +205,7 @@ def run_once(sc: Scenario, target: Target, run_index: int = 0,
             "rate": sc.rate / sc.producers if sc.rate else None,
             "max_inflight": sc.max_inflight, "batch": sc.batch,
             "receipt_every": sc.receipt_every,
+            "nap": 0.0 if sc.rate else sc.nap_ms / 1e3,
         }) for i in range(sc.producers)]
         run.wait(lambda: all(w.ready for w in producers), READY_TIMEOUT, "producers to attach")
 

@@ -56,7 +56,7 @@ class Scenario:
     warmup: int = 0                  # unreported runs before the measured ones
     drain_timeout: float = 10.0      # give up on missing messages after this idle time
     purge: bool = True               # queue runs: drain leftovers before starting
-    nap_ms: float = 1.0              # idle consumer polls every nap_ms instead of waking per
+    nap_ms: float = 4.0              # idle consumer polls every nap_ms instead of waking per
                                      # arrival (throughput runs only; 0 with rate)
 
     def validate(self) -> Scenario:

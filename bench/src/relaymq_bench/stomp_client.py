@@ -135,7 +135,7 @@ class StompClient:
     # --- hot path: producing ------------------------------------------------
     def produce(self, template: SendTemplate, count: int | None, duration: float | None,
                 rate: float | None, max_inflight: int, batch: int, receipt_every: int,
-                control: Control) -> ClientStats:
+                control: Control, nap: float = 0.0) -> ClientStats:
         """Send frames in batches; the send completes when the last frame is receipted.
 
         In duration mode the frame sent when time runs out may lack a receipt;
@@ -162,6 +162,7 @@ class StompClient:
         pending: memoryview | None = None
         stopping = False
         writes = preads = waits = 0
+        napped = False
         extra_needed = False
         data = self._rbuf
         self._rbuf = b""
@@ -226,6 +227,7 @@ class StompClient:
                 if not chunk:
                     raise ConnectionError("broker closed the STOMP connection")
                 progressed = True
+                napped = False
                 preads += 1
                 data = data + chunk if data else chunk
                 pos = 0
@@ -261,7 +263,12 @@ class StompClient:
                     # paced and far from the in-flight limit: outcomes can wait for the
                     # next tick, so wake once per tick instead of once per outcome too
                     time.sleep(timeout)
+                elif nap and not rate and pending is None and not stopping and not napped:
+                    # window-limited: let outcomes accumulate instead of waking per outcome
+                    time.sleep(nap)
+                    napped = True
                 else:
+                    napped = False
                     select.select([sock], [sock] if pending is not None else [], [], timeout)
         cpu1 = _cpu()
         self._rbuf = data

@@ -65,7 +65,7 @@ def run_producer(cfg: dict[str, Any], control: Control) -> dict[str, Any]:
         emit("ready")
         client.wait_go(control)
         st = client.produce(template, count, duration, rate, cfg["max_inflight"], cfg["batch"],
-                            control)
+                            control, cfg.get("nap", 0.0))
     else:
         client = StompClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
                              cfg.get("vhost") or "/")
@@ -73,7 +73,7 @@ def run_producer(cfg: dict[str, Any], control: Control) -> dict[str, Any]:
         emit("ready")
         client.wait_go(control)
         st = client.produce(stpl, count, duration, rate, cfg["max_inflight"], cfg["batch"],
-                            cfg["receipt_every"], control)
+                            cfg["receipt_every"], control, cfg.get("nap", 0.0))
     client.close()
     return {"role": "producer", "index": cfg["index"], "sent": st.sent, "accepted": st.accepted,
             "rejected": st.rejected, "released": st.released, "other": st.other_outcomes,
