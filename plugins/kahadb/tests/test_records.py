@@ -116,3 +116,14 @@ def test_file_header() -> None:
     bad = bytearray(file_header(7))
     bad[2] ^= 1
     assert check_file_header(bytes(bad), 7) is not None
+
+
+def test_single_op_fast_paths_match_the_encoder() -> None:
+    from relaymq_kahadb.journal.records import single_message, single_remove
+
+    enc = BatchEncoder()
+    enc.message(OP_ADD, "queue://\u00e9", 5, b"data")
+    assert single_message(OP_ADD, "queue://\u00e9", 5, b"data") == (enc.payload(), enc.ops)
+    enc = BatchEncoder()
+    enc.remove(OP_REMOVE, "queue://A", 5, 7)
+    assert single_remove("queue://A", 5, 7) == (enc.payload(), enc.ops)

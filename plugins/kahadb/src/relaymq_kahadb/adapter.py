@@ -58,6 +58,8 @@ from relaymq_kahadb.journal.records import (
     BatchEncoder,
     Op,
     encode_state,
+    single_message,
+    single_remove,
 )
 from relaymq_kahadb.journal.writer import JournalError, JournalWriter
 from relaymq_kahadb.lock import DirectoryLock
@@ -85,6 +87,7 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         elif overrides:
             raise TypeError("pass a KahaDBConfig or keyword attributes, not both")
         self.config = config
+        self._checksum = config.checksum_journal_files
         self.directory = Path(config.directory or "data/kahadb")
         self.index_dir = Path(config.index_directory) if config.index_directory else self.directory
         #: Read by the broker: dispatch before the store write completes.
@@ -209,9 +212,19 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
     async def write(self, ops: Sequence[StoreOp], *, sync: bool = True) -> None:
         if not ops:
             return
-        enc = self._encode(ops)
+        if len(ops) == 1 and type(ops[0]) is AddMessage:  # one send: the hot path
+            op = ops[0]
+            payload, parsed = single_message(OP_ADD, op.dest, op.seq, encode_message(op.message),
+                                             self._checksum)
+        elif len(ops) == 1 and type(ops[0]) is RemoveMessage:  # one ack
+            rm = ops[0]
+            loc = self.index.location(rm.dest, rm.seq)
+            payload, parsed = single_remove(rm.dest, rm.seq, loc[0] if loc is not None else NO_FILE)
+        else:
+            enc = self._encode(ops)
+            payload, parsed = enc.payload(), enc.ops
         fut = self._loop.create_future()  # type: ignore[union-attr]
-        self.append(RT_BATCH, enc.payload(), enc.ops, fut, sync)
+        self.append(RT_BATCH, payload, parsed, fut, sync)
         await fut
 
     def append(self, rtype: int, payload: bytes, ops: list[Op] | None,

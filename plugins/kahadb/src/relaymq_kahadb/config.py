@@ -88,7 +88,7 @@ class KahaDBConfig:
     cleanup_interval: int = 30000
     cleanup_on_stop: bool = True
     enable_ack_compaction: bool = True
-    compact_acks_after_no_gc: int = 10
+    compact_acks_after_no_gc: int = field(default=10, metadata={"xml": "compactAcksAfterNoGC"})
     compact_acks_ignores_store_growth: bool = False
     #: RelayMQ: rewrite a stuck file forward when less than this fraction of it is live.
     compaction_threshold: float = 0.5
@@ -111,14 +111,15 @@ class KahaDBConfig:
     enable_index_write_async: bool = False
     enable_index_recovery_file: bool = True
     enable_index_page_caching: bool = True
-    use_index_lfru_eviction: bool = False
-    index_lfu_eviction_factor: float = 0.2
+    use_index_lfru_eviction: bool = field(default=False, metadata={"xml": "useIndexLFRUEviction"})
+    index_lfu_eviction_factor: float = field(default=0.2, metadata={"xml": "indexLFUEvictionFactor"})
     max_async_jobs: int = 10000
     store_open_wire_version: int = 11
     lock_keep_alive_period: int = 0
     failover_producers_audit_depth: int = 1000
     max_failover_producers_to_track: int = 1000
-    purge_recovered_xa_transaction_strategy: str = "NEVER"
+    purge_recovered_xa_transaction_strategy: str = field(
+        default="NEVER", metadata={"xml": "purgeRecoveredXATransactionStrategy"})
 
     origin: Origin = field(default_factory=Origin)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -163,10 +164,12 @@ class KahaDBConfig:
     def ignored_settings(self) -> list[str]:
         """One line per attribute set to a non-default value that has no effect here."""
         out = []
-        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        fields = {f.name: f for f in dataclasses.fields(self)}
         for name, why in NOT_APPLICABLE.items():
-            if name in defaults and getattr(self, name) != defaults[name]:
-                out.append(f"{_camel(name)}={getattr(self, name)!r} has no effect: {why}")
+            f = fields.get(name)
+            if f is not None and getattr(self, name) != f.default:
+                xml = f.metadata.get("xml") or _camel(name)
+                out.append(f"{xml}={getattr(self, name)!r} has no effect: {why}")
         for attr in self.extra:
             out.append(f"{attr} is not a kahaDB attribute RelayMQ knows; ignored")
         return out

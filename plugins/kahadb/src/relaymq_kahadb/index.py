@@ -236,10 +236,6 @@ class StoreIndex:
         fk = self.file_keys.get(f)
         return sum(fk.values()) if fk else 0
 
-    def key_files(self, key: str) -> tuple[int, ...]:
-        k = self.keys.get(key)
-        return tuple(sorted(k.files_used())) if k is not None else ()
-
     def location(self, key: str, seq: int) -> Location | None:
         k = self.keys.get(key)
         return k.get(seq) if k is not None else None

@@ -206,6 +206,24 @@ class BatchEncoder:
         return b"".join(self.parts)
 
 
+def single_message(code: int, key: str, seq: int, data: bytes, checksum: bool = True
+                   ) -> tuple[bytes, list[Op]]:
+    """Payload and ops of a batch holding one ADD/MOVE: the common case, in one pack."""
+    kb = key.encode()
+    kl = len(kb)
+    head = struct.pack(f">BH{kl}sQII", code, kl, kb, seq, zlib.crc32(data) if checksum else 0,
+                       len(data))
+    return head + data, [(code, key, seq, kl + 19, len(data))]
+
+
+def single_remove(key: str, seq: int, target: int) -> tuple[bytes, list[Op]]:
+    """Payload and ops of a batch holding one REMOVE (a single ack)."""
+    kb = key.encode()
+    kl = len(kb)
+    return (struct.pack(f">BH{kl}sQI", OP_REMOVE, kl, kb, seq, target),
+            [(OP_REMOVE, key, seq, target)])
+
+
 def encode_state(dests: list[str], subs: dict[str, dict[str, Any]],
                  last_seq: dict[str, int]) -> bytes:
     return json.dumps({"dests": dests, "subs": subs, "last_seq": last_seq},
@@ -285,12 +303,6 @@ def parse_batch(payload: bytes | memoryview, keys: dict[bytes, str] | None = Non
     if pos != end:
         raise CorruptRecord("batch operations overrun the record")
     return ops
-
-
-def split_message_prefix(chunk: bytes | memoryview) -> tuple[int, int]:
-    """(crc, length) from the 8 bytes that precede a stored message."""
-    crc, ln = struct.unpack_from(">II", chunk, 0)
-    return crc, ln
 
 
 # ---------------------------------------------------------------------------
