@@ -87,7 +87,7 @@ class AmqpConnection:
         self._pending_input = bytearray()
         self._pumping = False
         self._closing = False  # a close was sent after an error: drop the socket once written
-        self._flush_scheduled = False
+        self.flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._sendq: deque[tuple[Message, ProducerLink, Any]] = deque()
         self._sending = False
@@ -101,7 +101,9 @@ class AmqpConnection:
         state = self._state
         if state == "amqp":
             self._push(data)
-            self._process()
+            self._pump()
+            if not self.flush_scheduled:
+                self.want_flush()
             return
         try:
             if state == "header":
@@ -210,6 +212,22 @@ class AmqpConnection:
         self._fail(Condition(condition, description))
 
     # -- the engine loop ---------------------------------------------------------------
+    def _pump(self) -> None:
+        """Handle collected events now; output waits for the flush this loop turn,
+        so the writes of many reads and settlements become one."""
+        engine = self.engine
+        if engine is None or self._pumping:
+            return
+        self._pumping = True
+        try:
+            engine.pump(self)
+        except Exception:  # noqa: BLE001 - a bug in one connection must not stop the broker
+            log.exception("AMQP connection %s failed; closing it", self.remote_address)
+            self._pumping = False
+            self._fail(Condition("amqp:internal-error", "the broker failed to process a frame"))
+        finally:
+            self._pumping = False
+
     def _process(self) -> None:
         """Handle collected events, then write what proton produced."""
         engine = self.engine
@@ -236,12 +254,12 @@ class AmqpConnection:
 
     def want_flush(self) -> None:
         """Output is waiting (a delivery, a settlement): write it this loop turn."""
-        if not self._flush_scheduled and not self.closed:
-            self._flush_scheduled = True
+        if not self.flush_scheduled and not self.closed:
+            self.flush_scheduled = True
             self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
+        self.flush_scheduled = False
         if not self.closed:
             self._process()
 

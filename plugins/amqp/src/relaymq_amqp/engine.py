@@ -53,6 +53,7 @@ LINK_FLOW = lib.PN_LINK_FLOW
 DELIVERY = lib.PN_DELIVERY
 TRANSPORT_ERROR = lib.PN_TRANSPORT_ERROR
 TRANSPORT_CLOSED = lib.PN_TRANSPORT_CLOSED
+TRANSPORT = lib.PN_TRANSPORT
 
 # Delivery states (outcomes).
 RECEIVED = lib.PN_RECEIVED
@@ -113,6 +114,7 @@ _pn_event_link = lib.pn_event_link
 _pn_event_session = lib.pn_event_session
 _pn_link_recv = lib.pn_link_recv
 _pn_link_send = lib.pn_link_send
+_pn_link_advance = lib.pn_link_advance
 _pn_delivery = lib.pn_delivery
 _from_buffer = ffi.from_buffer
 _unpack = ffi.unpack
@@ -377,7 +379,8 @@ def session_remote_condition(session: Any) -> Condition | None:
 
 
 def send(link: Any, tag: bytes, data: bytes) -> Any:
-    """Create a delivery on a sender link, write `data` and advance; returns it."""
+    """Create a delivery on a sender link, write `data` and advance; returns it.
+    (The broker's hot path uses `Engine.send`, which reuses one tag buffer.)"""
     d = _pn_delivery(link, (len(tag), _from_buffer(tag)))
     _pn_link_send(link, data, len(data))
     link_advance(link)
@@ -462,6 +465,11 @@ class Engine:
         self._outsize = 65536
         self._inbuf = ffi.new("char[]", 16384)
         self._insize = 16384
+        self._tagbuf = ffi.new("char[8]")
+        self._tagstruct = ffi.new("pn_delivery_tag_t*")
+        self._tagstruct.size = 8
+        self._tagstruct.start = self._tagbuf
+        self._tag = self._tagstruct[0]
         self._freed = False
 
     # -- connection endpoint ---------------------------------------------------
@@ -578,6 +586,15 @@ class Engine:
         lib.pn_transport_pop(t, n)
         return out
 
+    def send(self, link: Any, tag: int, data: bytes) -> Any:
+        """`send` with an integer tag written into a reused buffer: proton copies
+        the tag, so no Python bytes or cffi buffer is made per delivery."""
+        self._tagbuf[0:8] = tag.to_bytes(8, "big")
+        d = _pn_delivery(link, self._tag)
+        _pn_link_send(link, data, len(data))
+        _pn_link_advance(link)
+        return d
+
     def recv(self, link: Any, size: int) -> bytes:
         """Read up to `size` bytes of the link's current delivery."""
         if size > self._insize:
@@ -611,27 +628,32 @@ class Engine:
 
     # -- events ---------------------------------------------------------------------
     def pump(self, h: Any) -> None:
-        """Dispatch every collected event to `h` (see `Handler`)."""
+        """Dispatch every collected event to `h` (see `Handler`). Deliveries,
+        the one event per message, take the short way."""
         col = self.collector
         peek = _pn_collector_peek
         pop = _pn_collector_pop
         etype = _pn_event_type
+        event_delivery = _pn_event_delivery
+        on_delivery = h.on_delivery
+        dispatch = self._dispatch
         while True:
             ev = peek(col)
             if ev == NULL:
                 return
             t = etype(ev)
             try:
-                self._dispatch(h, ev, t)
+                if t == DELIVERY:
+                    d = event_delivery(ev)
+                    on_delivery(delivery_link(d), d)
+                elif t != TRANSPORT:
+                    dispatch(h, ev, t)
             finally:
                 pop(col)
 
     @staticmethod
     def _dispatch(h: Any, ev: Any, t: int) -> None:
-        if t == DELIVERY:
-            d = _pn_event_delivery(ev)
-            h.on_delivery(delivery_link(d), d)
-        elif t == LINK_FLOW:
+        if t == LINK_FLOW:
             h.on_link_flow(_pn_event_link(ev))
         elif t == LINK_REMOTE_OPEN:
             h.on_link_remote_open(_pn_event_link(ev))

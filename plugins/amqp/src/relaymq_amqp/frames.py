@@ -66,7 +66,32 @@ class FrameGuard:
                 self._skip = consumed - (n - pos)
                 return n
             pos += consumed
+        maxf = self.max_frame_size or 0xFFFFFFFF
+        header = _HEADER.unpack_from
         while pos < n:
+            # Fast path: a whole transfer (or heartbeat) header inside this chunk.
+            if n - pos >= 24:
+                size, doff, ftype, _ = header(data, pos)
+                if ftype == 0 and doff == 2 and 8 <= size <= maxf:
+                    end = pos + size
+                    body = pos + 8
+                    if body == end:
+                        pos = end
+                        continue
+                    if data[body] == 0 and data[body + 1] == 0x53 and data[body + 2] == TRANSFER:
+                        t = data[body + 3]
+                        if t == 0xC0:
+                            fields_end = body + 5 + data[body + 4]
+                        elif t == 0xD0:
+                            fields_end = body + 8 + _U32(data, body + 4)[0]
+                        else:
+                            fields_end = end + 1
+                        if fields_end <= end:
+                            if end > n:
+                                self._skip = end - n
+                                return n
+                            pos = end
+                            continue
             verdict = self._check(data, pos, n)
             if verdict is None:
                 self._partial = data[pos:]

@@ -47,6 +47,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("relaymq.amqp")
 
+_update = pn.delivery_update
+_settle = pn.delivery_settle
+_is_settled = pn.delivery_settled
+_remote_state = pn.delivery_remote_state
+_ACCEPTED = pn.ACCEPTED
+
 SELECTOR_FILTER_CODE = 0x0000468C00000004
 SELECTOR_FILTER_NAME = "apache.org:selector-filter:string"
 NO_LOCAL_FILTER_CODE = 0x0000468C00000003
@@ -129,6 +135,8 @@ class ProducerLink(Link):
         super().__init__(conn, link)
         self.destination: Destination | None = None
         self.window = conn.options.producer_credit
+        self.low_water = self.window // 2
+        self.credit = 0  # what the producer may still send (we count it: no C call per message)
         self.inflight = 0  # received, not yet through conn.send
         self._partial: list[bytes] = []
         self._partial_size = 0
@@ -165,29 +173,30 @@ class ProducerLink(Link):
         pn.link_open(self.link, rcv_settle_mode=pn.RCV_FIRST,
                      max_message_size=self.max_message_size)
         pn.link_flow(self.link, self.window)
+        self.credit = self.window
 
     def on_delivery(self, d: Any) -> None:
         if self.closed:
             return
         link = self.link
-        if pn.link_current(link) != d:
-            return  # an update on a delivery we already read
-        if pn.delivery_aborted(d):
-            self._partial.clear()
-            self._partial_size = 0
-            pn.link_advance(link)
-            pn.delivery_settle(d)
-            self._top_up()
-            return
+        n = pn.delivery_pending(d)
         if pn.delivery_partial(d):
-            n = pn.delivery_pending(d)
             if n:
                 self._partial.append(self.conn.engine.recv(link, n))
                 self._partial_size += n
                 if self.max_message_size and self._partial_size > self.max_message_size:
                     self._too_large()
             return
-        data = self.conn.engine.recv(link, pn.delivery_pending(d))
+        if n == 0:
+            if pn.delivery_aborted(d):
+                self._partial.clear()
+                self._partial_size = 0
+                pn.link_advance(link)
+                pn.delivery_settle(d)
+                self.credit -= 1
+                self._top_up()
+            return  # otherwise an update of a delivery we already took
+        data = self.conn.engine.recv(link, n)
         if self._partial:
             self._partial.append(data)
             data = b"".join(self._partial)
@@ -198,8 +207,9 @@ class ProducerLink(Link):
             return
         settled = pn.delivery_settled(d)
         pn.link_advance(link)
+        self.credit -= 1
         try:
-            message, _ = to_kernel(data, self.destination)
+            message = to_kernel(data, self.destination)[0]
         except Exception as exc:  # noqa: BLE001 - a bad message is refused, not fatal
             self._refused(None if settled else d, condition_for(exc))
             return
@@ -213,18 +223,19 @@ class ProducerLink(Link):
     def sent(self, d: Any, error: BaseException | None) -> None:
         """Called by the connection's send pipeline when ``conn.send`` finished."""
         self.inflight -= 1
-        if d is not None and not self.closed:
-            if error is None:
-                pn.delivery_update(d, pn.ACCEPTED)
-                pn.delivery_settle(d)
-            else:
-                pn.settle_with(d, pn.REJECTED, condition_for(error))
-        elif error is not None and not self.closed:
+        if error is None:
+            if d is not None and not self.closed:
+                _update(d, _ACCEPTED)
+                _settle(d)
+        elif d is not None and not self.closed:
+            pn.settle_with(d, pn.REJECTED, condition_for(error))
+        elif not self.closed:
             # A pre-settled message cannot be rejected: tell the producer by closing the link.
             log.info("pre-settled message on link %s refused: %s", self.name, error)
             self.close(condition_for(error))
             return
-        self._top_up()
+        if self.credit + self.inflight <= self.low_water:
+            self._top_up()
 
     def _refused(self, d: Any, condition: Condition) -> None:
         if d is not None:
@@ -234,11 +245,14 @@ class ProducerLink(Link):
         self._top_up()
 
     def _top_up(self) -> None:
+        """Grant credit back up to the window, counting messages still being sent
+        (so a producer waiting on flow control gets no more credit)."""
         if self.closed:
             return
-        credit = pn.link_credit(self.link)
-        if credit + self.inflight <= self.window // 2:
-            pn.link_flow(self.link, self.window - credit - self.inflight)
+        grant = self.window - self.credit - self.inflight
+        if grant > 0 and self.credit + self.inflight <= self.low_water:
+            pn.link_flow(self.link, grant)
+            self.credit += grant
 
 
 # ---------------------------------------------------------------------------
@@ -274,7 +288,7 @@ class ConsumerLink(Link):
         self.browser = False
         self.durable_name: str | None = None
         self._tag = 0
-        self._unsubscribe_on_close = False
+        self._send = conn.engine.send if conn.engine is not None else None
 
     async def attach(self) -> None:
         kconn = self.conn.kconn
@@ -349,22 +363,22 @@ class ConsumerLink(Link):
     # -- kernel -> wire ------------------------------------------------------------
     def _on_message(self, delivery: Delivery) -> None:
         msg = delivery.message
-        count = delivery.delivery_count
         data = msg.encoded
         if data is None or msg.encoding != "amqp":
-            data = from_kernel(msg, count)
-        elif count:
-            data = with_delivery_count(data, count)
+            data = from_kernel(msg, delivery.delivery_count)
+        elif delivery.delivery_count:
+            data = with_delivery_count(data, delivery.delivery_count)
         if self.presettled:
             d = pn.send(self.link, b"", data)
-            pn.delivery_settle(d)
+            _settle(d)
             if not self.browser and self.consumer is not None:
                 self._settle(self.consumer.ack, delivery.id)
         else:
-            self._tag += 1
-            d = pn.send(self.link, self._tag.to_bytes(8, "big"), data)
-            self.unsettled[d] = delivery.id
-        self.conn.want_flush()
+            tag = self._tag = self._tag + 1
+            self.unsettled[self._send(self.link, tag, data)] = delivery.id
+        conn = self.conn
+        if not conn.flush_scheduled:
+            conn.want_flush()
 
     def _on_drained(self) -> None:
         if not self.closed:
@@ -384,18 +398,32 @@ class ConsumerLink(Link):
 
     # -- wire -> kernel ---------------------------------------------------------------
     def on_delivery(self, d: Any) -> None:
-        state = pn.delivery_remote_state(d)
-        settled = pn.delivery_settled(d)
+        state = _remote_state(d)
+        if state == _ACCEPTED:  # the common case, kept short
+            did = self.unsettled.pop(d, None)
+            c = self.consumer
+            if did is not None and c is not None and not self.browser:
+                try:
+                    fut = c.ack(did)
+                except UnknownDelivery:
+                    fut = None
+                if fut is not None:
+                    self.conn.watch(fut)
+            if not _is_settled(d):
+                _update(d, state)
+            _settle(d)
+            return
+        settled = _is_settled(d)
         if not settled and (state == 0 or state == pn.RECEIVED):
             return
         did = self.unsettled.pop(d, None)
         c = self.consumer
         if did is None or c is None or self.browser:
-            pn.delivery_settle(d)
+            _settle(d)
             return
         try:
-            if state == pn.ACCEPTED or state == 0:
-                self._settle(c.ack, did)
+            if state == 0:
+                self._settle(c.ack, did)  # settled without an outcome: done with it
             elif state == pn.RELEASED:
                 c.release(did)
             elif state == pn.MODIFIED:
@@ -411,8 +439,8 @@ class ConsumerLink(Link):
         except UnknownDelivery:
             pass
         if not settled:
-            pn.delivery_update(d, state)
-        pn.delivery_settle(d)
+            _update(d, state)
+        _settle(d)
 
     def _settle(self, ack: Any, did: int) -> None:
         try:

@@ -154,10 +154,16 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
     Raises `DecodeError` for bytes that are not an AMQP message, and
     `InvalidDestination` when no destination can be found."""
     s = scan(data)
+    h = s.header
+    p = s.properties
+    if h is None and p is None and destination is not None and s.application_properties is None:
+        # The common shape (no header, no properties): fewer fields to fill.
+        kind, body = body_value(data, s)
+        return Message(body, destination=destination, body_type=_BODY_TYPES[kind],
+                       encoded=data, encoding=ENCODING), s
     durable = False
     priority = DEFAULT_PRIORITY
     ttl = 0
-    h = s.header
     if h:
         n = len(h)
         durable = bool(h[0])
@@ -165,7 +171,6 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
             priority = h[1]
         if n > 2 and h[2]:
             ttl = h[2]
-    p = s.properties
     message_id = correlation_id = user_id = subject = content_type = group_id = None
     reply_to = None
     expiration = timestamp = group_seq = 0

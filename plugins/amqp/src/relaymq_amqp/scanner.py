@@ -247,21 +247,21 @@ class Sections:
 
     `header` and `properties` are the decoded lists (None when absent); the
     other sections are (start, end) spans into the bytes, decoded on demand.
+    The defaults are class attributes, so a scan sets only what it found.
     """
 
-    __slots__ = ("header", "header_span", "delivery_annotations", "message_annotations",
-                 "properties", "application_properties", "body_start", "body_end", "footer")
-
-    def __init__(self) -> None:
-        self.header: list[Any] | None = None
-        self.header_span: tuple[int, int] | None = None
-        self.delivery_annotations: tuple[int, int] | None = None
-        self.message_annotations: tuple[int, int] | None = None
-        self.properties: list[Any] | None = None
-        self.application_properties: tuple[int, int] | None = None
-        self.body_start = 0
-        self.body_end = 0
-        self.footer: tuple[int, int] | None = None
+    header: list[Any] | None = None
+    header_span: tuple[int, int] | None = None
+    delivery_annotations: tuple[int, int] | None = None
+    message_annotations: tuple[int, int] | None = None
+    properties: list[Any] | None = None
+    application_properties: tuple[int, int] | None = None
+    body_start = 0
+    body_end = 0
+    footer: tuple[int, int] | None = None
+    #: for the usual body, one data binary or amqp-value string: where its bytes start
+    payload_start = 0
+    payload_kind: str | None = None
 
 
 def _section_code(data: bytes, pos: int) -> tuple[int, int]:
@@ -294,7 +294,29 @@ def _scan(data: bytes) -> Sections:
         if data[pos] != 0:
             raise DecodeError(f"expected a described section at offset {pos}")
         start = pos
-        code, pos = _section_code(data, pos + 1)
+        if data[pos + 1] == 0x53:
+            code = data[pos + 2]
+            pos += 3
+        else:
+            code, pos = _section_code(data, pos + 1)
+        if code == DATA or code == AMQP_VALUE:
+            # The usual body: one binary or string that ends the message.
+            c = data[pos]
+            if c == 0xB0 or c == 0xB1:
+                payload = pos + 5
+                end = payload + _U32(data, pos + 1)[0]
+            elif c == 0xA0 or c == 0xA1:
+                payload = pos + 2
+                end = payload + data[pos + 1]
+            else:
+                end = -1
+            if end == n:
+                s.body_start = start
+                s.body_end = n
+                s.payload_start = payload
+                s.payload_kind = ("data" if code == DATA else "binary") if c == 0xB0 or c == 0xA0 \
+                    else ("string" if code == AMQP_VALUE else None)
+                return s
         if code == HEADER:
             s.header, pos = _decode(data, pos)
             s.header_span = (start, pos)
@@ -357,6 +379,9 @@ def body_value(data: bytes, s: Sections) -> tuple[str, bytes]:
     """The body as (kind, bytes) without interpreting it: ``("data", payload)``,
     ``("string", utf8)``, ``("binary", payload)``, ``("null", b"")``, or
     ``("value"|"sequence", raw encoded sections)``."""
+    kind = s.payload_kind
+    if kind is not None:
+        return kind, data[s.payload_start:s.body_end]
     start, end = s.body_start, s.body_end
     if start == end:
         return "null", b""
