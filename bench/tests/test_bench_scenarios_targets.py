@@ -127,3 +127,11 @@ def test_check_reachable_explains_what_to_do():
         srv.bind(("127.0.0.1", 0))
         srv.listen()
         tg.check_reachable(tg.Endpoint("stomp", "127.0.0.1", srv.getsockname()[1]), "x")
+
+
+def test_every_shipped_suite_file_parses():
+    files = sorted(STANDARD.parent.glob("*.yaml"))
+    assert len(files) >= 2
+    for f in files:
+        suite = sc.load_suite(str(f))
+        assert suite and len({s.label for s in suite}) == len(suite), f

@@ -66,6 +66,7 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--markdown", default=None, metavar="FILE",
                    help="also write the Markdown summary to FILE")
     g.add_argument("--chart", default=None, metavar="PNG", help="write a comparison chart")
+    g.add_argument("--title", default=None, help="title of the Markdown summary and chart")
     g.add_argument("-q", "--quiet", action="store_true", help="no per-run progress on stderr")
 
 
@@ -213,6 +214,10 @@ class Output:
             print(msg, file=sys.stderr, flush=True)
 
     def finish(self, args: argparse.Namespace, title: str) -> int:
+        if args.title:
+            title = args.title
+        elif self.records:
+            title = f"{title}: " + " vs ".join(dict.fromkeys(r["target"] for r in self.records))
         if self.json_to is not sys.stdout:
             self.json_to.close()
         text = markdown_table(self.records)

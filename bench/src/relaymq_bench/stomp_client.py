@@ -35,6 +35,7 @@ from .stomp_codec import (
     error_text,
     parse_frame,
     receipt_number,
+    scan_message,
 )
 
 
@@ -76,35 +77,49 @@ class StompClient:
             except BlockingIOError:
                 select.select([], [self.sock], [], self.timeout)
 
-    def subscribe(self, destination: str, prefetch: int, ack: str = "client") -> None:
-        """Subscribe with a receipt so errors (bad destination, auth) surface here."""
+    def subscribe(self, destination: str, prefetch: int, ack: str = "client",
+                  wait_receipt: bool = True) -> None:
+        """SUBSCRIBE with a receipt, so a refused destination or login fails loudly.
+
+        With ``wait_receipt`` the receipt is awaited here (used before "ready",
+        when nothing can be queued yet).  Without it the consume loop sees
+        the RECEIPT or ERROR among the first frames: when subscribing to a
+        full queue, messages arrive ahead of the receipt and must not be
+        parsed on the slow path.
+        """
         headers = {"id": "0", "destination": destination, "ack": ack,
                    "prefetch-count": prefetch, "activemq.prefetchSize": prefetch,
                    "receipt": "sub-0"}
         blocking = self.sock.getblocking()
         self.sock.setblocking(True)
         self._send(build_frame("SUBSCRIBE", headers))
-        # Messages may already flow before the receipt; keep them in the buffer.
+        self.subscribed = True
+        if not wait_receipt:
+            self.sock.setblocking(blocking)
+            return
+        buf = bytearray(self._rbuf)
         deadline = time.monotonic() + self.timeout
         pos = 0
-        while time.monotonic() < deadline:
-            frame, nxt = parse_frame(self._rbuf, pos)
-            if frame is None:
-                chunk = self.sock.recv(65536)
+        while True:
+            scan = scan_message(buf, pos)
+            if scan is None:
+                if time.monotonic() > deadline:
+                    raise StompError(f"no receipt for SUBSCRIBE {destination}")
+                chunk = self.sock.recv(RECV_SIZE)
                 if not chunk:
                     raise ConnectionError("broker closed the connection on SUBSCRIBE")
-                self._rbuf += chunk
+                buf += chunk
                 continue
-            if frame.command == "ERROR":
-                raise StompError(f"SUBSCRIBE {destination} refused: {error_text(frame)}")
-            if frame.command == "RECEIPT" and frame.headers.get("receipt-id") == "sub-0":
-                self._rbuf = self._rbuf[:pos] + self._rbuf[nxt:]
-                break
-            pos = nxt
-        else:
-            raise StompError(f"no receipt for SUBSCRIBE {destination}")
+            if buf.startswith(b"RECEIPT", scan.start) or buf.startswith(b"ERROR", scan.start):
+                frame, _ = parse_frame(bytes(buf[scan.start:scan.next_pos]), 0)
+                if frame is not None and frame.command == "ERROR":
+                    raise StompError(f"SUBSCRIBE {destination} refused: {error_text(frame)}")
+                if frame is not None and frame.headers.get("receipt-id") == "sub-0":
+                    del buf[scan.start:scan.next_pos]
+                    break
+            pos = scan.next_pos
+        self._rbuf = bytes(buf)
         self.sock.setblocking(blocking)
-        self.subscribed = True
 
     def wait_go(self, control: Control) -> list[str]:
         """Idle until "go"; STOMP runs without heart-beats so nothing to service."""
@@ -294,7 +309,7 @@ class StompClient:
         cpu0 = _cpu()
         st.t_go = time.time_ns()
         if not self.subscribed:
-            self.subscribe(destination, prefetch, ack)
+            self.subscribe(destination, prefetch, ack, wait_receipt=False)
         sock.setblocking(False)
         recv_into = sock.recv_into
         client_ack = ack != "auto"
