@@ -6,7 +6,9 @@ Concurrent producer tasks write batches of adds (and removes of messages they
 added earlier) and print one line per operation *after* its write completed:
 ``A <key> <seq>`` or ``R <key> <seq>``. Whatever is printed was acknowledged
 as durable. Before a removal is written it prints ``r <key> <seq>``: from then
-on the message may be gone even if the ``R`` never made it out; the parent kills this process with SIGKILL at a random moment and
+on the message may be gone even if the ``R`` never made it out. Removing the
+whole destination TMP prints ``d <key> <upto>`` before and ``D <key> <upto>``
+after: every message of it up to that sequence is gone; the parent kills this process with SIGKILL at a random moment and
 checks the store against the printed lines. Cleanup and compaction run often,
 so kills also land in the middle of them.
 """
@@ -22,6 +24,7 @@ from relaymq.spi.persistence import (
     AddDestination,
     AddMessage,
     AddSubscription,
+    RemoveDestination,
     RemoveMessage,
     StoreOp,
     SubscriptionRecord,
@@ -29,8 +32,9 @@ from relaymq.spi.persistence import (
 from relaymq_kahadb import KahaDBConfig, KahaDBPersistenceAdapter
 
 QUEUES = ["queue://crash.a", "queue://crash.b", "queue://crash.c"]
+TMP = "queue://crash.tmp"  # removed and recreated now and then
 SUB = SubscriptionRecord("crash-client", "sub", "topic://crash.t", selector="n > 0")
-KEYS = QUEUES + [SUB.key]
+KEYS = QUEUES + [SUB.key, TMP]
 
 
 def body(key: str, seq: int, rng: random.Random) -> bytes:
@@ -49,6 +53,19 @@ async def main(directory: str, seed: int, strategy: str) -> None:
     live: dict[str, list[int]] = {k: [m.seq for m in await store.read(k)] for k in KEYS}
     out = sys.stdout
 
+    async def dropper() -> None:
+        r = random.Random(seed)
+        while True:
+            await asyncio.sleep(r.uniform(0.02, 0.15))
+            upto = last[TMP]
+            out.write(f"d {TMP} {upto}\n")
+            out.flush()
+            live[TMP] = []
+            await store.write([RemoveDestination(TMP)])
+            out.write(f"D {TMP} {upto}\n")
+            out.flush()
+            await store.write([AddDestination(TMP)])
+
     async def producer(p: int) -> None:
         r = random.Random(seed * 1000 + p)
         while True:
@@ -62,7 +79,7 @@ async def main(directory: str, seed: int, strategy: str) -> None:
                 lines.append(f"A {key} {seq}\n")
             for _ in range(r.randrange(0, 6)):
                 key = r.choice(KEYS)
-                if len(live[key]) > 20:
+                if len(live[key]) > 20 and key != TMP:
                     seq = live[key].pop(r.randrange(0, len(live[key]) // 2))
                     ops.append(RemoveMessage(key, seq))
                     lines.append(f"R {key} {seq}\n")
@@ -77,7 +94,7 @@ async def main(directory: str, seed: int, strategy: str) -> None:
             out.write("".join(lines))
             out.flush()
 
-    await asyncio.gather(*(producer(p) for p in range(16)))
+    await asyncio.gather(dropper(), *(producer(p) for p in range(16)))
 
 
 if __name__ == "__main__":

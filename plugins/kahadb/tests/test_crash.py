@@ -50,20 +50,23 @@ def run_and_kill(directory: Path, seed: int, strategy: str, lifetime: float) -> 
 
 
 async def check(directory: Path, added: dict[tuple[str, int], None], removed: set[tuple[str, int]],
-                maybe_removed: set[tuple[str, int]]) -> int:
+                maybe_removed: set[tuple[str, int]], dropped: dict[str, int],
+                maybe_dropped: dict[str, int]) -> int:
     store = KahaDBPersistenceAdapter(KahaDBConfig(directory=str(directory), cleanup_interval=0,
                                                   checkpoint_interval=0, cleanup_on_stop=False))
     await store.start()
     try:
         present: dict[tuple[str, int], bytes] = {}
-        for key in {k for k, _ in added} | {k for k, _ in removed}:
+        for key in {k for k, _ in added} | {k for k, _ in removed} | set(dropped):
             for m in await store.read(key):
                 present[(key, m.seq)] = m.message.body
         for (key, seq), b in present.items():
             assert b.startswith(f"{key}:{seq}:".encode()), f"{key} {seq} has wrong bytes"
-        missing = [k for k in added if k not in maybe_removed and k not in present]
+        missing = [k for k in added if k not in maybe_removed and k not in present
+                   and k[1] > maybe_dropped.get(k[0], 0)]
         assert not missing, f"acknowledged messages lost: {missing[:10]} ({len(missing)})"
         back = [k for k in removed if k in present]
+        back += [k for k in present if k[1] <= dropped.get(k[0], 0)]
         assert not back, f"acknowledged removals undone: {back[:10]} ({len(back)})"
         assert [s.key for s in await store.subscriptions()] == ["durable://crash-client:sub"]
         return len(present)
@@ -77,19 +80,25 @@ async def crash_loop(tmp_path: Path, iterations: int, strategy: str, seed: int) 
     added: dict[tuple[str, int], None] = {}
     removed: set[tuple[str, int]] = set()
     maybe_removed: set[tuple[str, int]] = set()
+    dropped: dict[str, int] = {}  # destination removed: everything up to this seq is gone
+    maybe_dropped: dict[str, int] = {}
     total_lines = 0
     for i in range(iterations):
         lines = run_and_kill(directory, seed * 100 + i, strategy, rng.uniform(0.2, 1.2))
         total_lines += len(lines)
         for line in lines:
             op, key, seq = line.split()
-            if op == "A":
+            if op == "D":
+                dropped[key] = max(dropped.get(key, 0), int(seq))
+            elif op == "d":
+                maybe_dropped[key] = max(maybe_dropped.get(key, 0), int(seq))
+            elif op == "A":
                 added[(key, int(seq))] = None
             elif op == "r":
                 maybe_removed.add((key, int(seq)))
             else:
                 removed.add((key, int(seq)))
-        await check(directory, added, removed, maybe_removed)
+        await check(directory, added, removed, maybe_removed, dropped, maybe_dropped)
     assert total_lines > 100 * iterations, "the worker should get real work done between kills"
 
 
