@@ -1,0 +1,747 @@
+"""Outgoing AMQP connections: what broker connections (mirror, federation,
+sender/receiver, peer) are built on.
+
+```python
+conn = AmqpConnection("tcp://b1:5672#tcp://b2:5672", user="u", password="p",
+                      retry_interval=5.0, reconnect_attempts=-1)
+await conn.connect()                       # the first reachable host
+sender = await conn.open_sender("queue://orders")
+outcome = await sender.send(encoded_amqp_bytes)   # Outcome("accepted")
+receiver = await conn.open_receiver("queue://in", credit=100, on_message=handle)
+await conn.close()
+```
+
+The same pieces as the server side: asyncio owns the socket (TLS with Python's
+`ssl`), `sasl.SaslClient` answers SASL (PLAIN when a user is given, else
+ANONYMOUS), and `engine.Engine` runs the AMQP layer. Messages are bytes, as
+the broker stores them: nothing is decoded here.
+
+Reconnection: when the connection drops, unsettled sends fail with
+`ConnectionLost` (the caller owns retry -- a mirror resends from its queue),
+sends still waiting for credit stay queued, and every link is attached again
+on the next connection. Hosts after ``#`` are tried in order (Artemis'
+failover list); `retry_interval` seconds pass between rounds, up to
+`reconnect_attempts` rounds (-1: forever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from relaymq_amqp import engine as pn
+from relaymq_amqp.engine import Condition, Engine, Terminus
+from relaymq_amqp.sasl import AMQP_HEADER, SaslClient, SaslError
+from relaymq_amqp.types import Described, Symbol, ULong
+
+log = logging.getLogger("relaymq.amqp.outgoing")
+
+SELECTOR_FILTER = ULong(0x0000468C00000004)
+
+
+class AmqpConnectionError(ConnectionError):
+    """The connection could not be made, or the peer refused it."""
+
+    def __init__(self, message: str, condition: Condition | None = None) -> None:
+        super().__init__(message)
+        self.condition = condition
+
+
+class ConnectionLost(AmqpConnectionError):
+    """The connection dropped before the peer settled a send."""
+
+
+class LinkRefused(AmqpConnectionError):
+    """The peer refused or closed a link."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The peer's verdict on a send: accepted, rejected, released or modified."""
+
+    state: str
+    condition: Condition | None = None
+    failed: bool = False
+    undeliverable: bool = False
+
+    @property
+    def accepted(self) -> bool:
+        return self.state == "accepted"
+
+
+_STATES = {pn.ACCEPTED: "accepted", pn.REJECTED: "rejected", pn.RELEASED: "released",
+           pn.MODIFIED: "modified", 0: "settled"}
+
+
+@dataclass(slots=True)
+class Endpoint:
+    host: str
+    port: int
+    tls: bool
+    user: str | None = None
+    password: str | None = None
+
+    def __str__(self) -> str:
+        return f"{'amqps' if self.tls else 'amqp'}://{self.host}:{self.port}"
+
+
+def parse_uri(uri: str) -> tuple[list[Endpoint], dict[str, str]]:
+    """Endpoints of ``tcp://h1:5672?opts#tcp://h2:5672`` (Artemis' failover form).
+    Schemes: tcp/amqp (plain), ssl/amqps/amqp+ssl (TLS, also ``sslEnabled=true``)."""
+    endpoints = []
+    options: dict[str, str] = {}
+    for part in uri.split("#"):
+        part = part.strip()
+        if not part:
+            continue
+        u = urlsplit(part)
+        opts = dict(parse_qsl(u.query))
+        options.update(opts)
+        tls = u.scheme in ("ssl", "amqps", "amqp+ssl") or opts.get("sslEnabled", "").lower() == "true"
+        if u.scheme not in ("tcp", "amqp", "ssl", "amqps", "amqp+ssl"):
+            raise ValueError(f"{part!r}: use tcp://, amqp://, amqps:// or ssl://")
+        endpoints.append(Endpoint(u.hostname or "localhost", u.port or (5671 if tls else 5672), tls,
+                                  unquote(u.username) if u.username else None,
+                                  unquote(u.password) if u.password else None))
+    if not endpoints:
+        raise ValueError(f"no host in {uri!r}")
+    return endpoints, options
+
+
+# ---------------------------------------------------------------------------
+# links
+# ---------------------------------------------------------------------------
+
+
+class _Link:
+    def __init__(self, conn: AmqpConnection, name: str, source: Terminus, target: Terminus) -> None:
+        self.conn = conn
+        self.name = name
+        self.source = source
+        self.target = target
+        self.pn: Any = None  # the proton link of the current connection
+        self.attached: asyncio.Future[None] = conn.loop.create_future()
+        self.closed = False
+        self.remote_source: Terminus | None = None
+        self.remote_target: Terminus | None = None
+
+    def _attach(self, session: Any) -> None:
+        raise NotImplementedError
+
+    def _opened(self) -> None:
+        self.remote_source = pn.remote_source(self.pn)
+        self.remote_target = pn.remote_target(self.pn)
+        refused = (self.remote_target.kind == 0) if isinstance(self, Sender) else \
+            (self.remote_source.kind == 0)
+        if refused:
+            return  # a close with the reason follows
+        if not self.attached.done():
+            self.attached.set_result(None)
+
+    def _remote_closed(self) -> None:
+        cond = pn.link_remote_condition(self.pn)
+        err = LinkRefused(f"link {self.name} closed by the peer: {cond or 'no reason given'}", cond)
+        if not self.attached.done():
+            self.attached.set_exception(err)
+        else:
+            log.warning("%s", err)
+        self._lost(err)
+        self.closed = True
+        self.conn._links.pop(self.name, None)
+        if not pn.link_local_closed(self.pn):
+            pn.link_close(self.pn)
+
+    def _lost(self, error: Exception) -> None:
+        """The connection (or the link) went away."""
+
+    async def close(self) -> None:
+        self.closed = True
+        self.conn._links.pop(self.name, None)
+        if self.pn is not None and self.conn._engine is not None and not pn.link_local_closed(self.pn):
+            pn.link_close(self.pn)
+            self.conn._flush()
+
+
+class Sender(_Link):
+    """Sends encoded AMQP messages; `send` resolves with the peer's `Outcome`."""
+
+    def __init__(self, conn: AmqpConnection, name: str, source: Terminus, target: Terminus,
+                 presettled: bool) -> None:
+        super().__init__(conn, name, source, target)
+        self.presettled = presettled
+        self._backlog: deque[tuple[bytes, asyncio.Future[Outcome] | None]] = deque()
+        self._unsettled: dict[Any, asyncio.Future[Outcome]] = {}
+        self._tag = 0
+
+    def _attach(self, session: Any) -> None:
+        self.pn = pn.sender(session, self.name)
+        pn.set_source(self.pn, self.source)
+        pn.set_target(self.pn, self.target)
+        pn.link_open(self.pn, snd_settle_mode=pn.SND_SETTLED if self.presettled else pn.SND_UNSETTLED)
+
+    @property
+    def credit(self) -> int:
+        return pn.link_credit(self.pn) if self.pn is not None and self.conn._engine is not None else 0
+
+    def send(self, data: bytes) -> asyncio.Future[Outcome]:
+        """Queue `data` (one encoded message); the future resolves when the peer
+        settles it (at once for a pre-settled sender)."""
+        if self.closed:
+            raise LinkRefused(f"sender {self.name} is closed")
+        fut: asyncio.Future[Outcome] = self.conn.loop.create_future()
+        self._backlog.append((data, fut))
+        self._pump()
+        return fut
+
+    def _pump(self) -> None:
+        if self.pn is None or not self.attached.done() or self.conn._engine is None:
+            return
+        engine = self.conn._engine
+        sent = False
+        while self._backlog and pn.link_credit(self.pn) > 0:
+            data, fut = self._backlog.popleft()
+            self._tag += 1
+            d = engine.send(self.pn, self._tag, data)
+            sent = True
+            if self.presettled:
+                pn.delivery_settle(d)
+                if fut is not None and not fut.done():
+                    fut.set_result(Outcome("accepted"))
+            elif fut is not None:
+                self._unsettled[d] = fut
+        if sent:
+            self.conn._flush()
+
+    def _on_flow(self) -> None:
+        self._pump()
+
+    def _on_delivery(self, d: Any) -> None:
+        state = pn.delivery_remote_state(d)
+        if not pn.delivery_settled(d) and state in (0, pn.RECEIVED):
+            return
+        fut = self._unsettled.pop(d, None)
+        if state == pn.REJECTED:
+            outcome = Outcome("rejected", pn.remote_rejected_condition(d))
+        elif state == pn.MODIFIED:
+            failed, undeliverable = pn.remote_modified_flags(d)
+            outcome = Outcome("modified", None, failed, undeliverable)
+        else:
+            outcome = Outcome(_STATES.get(state, "settled"))
+        pn.delivery_settle(d)
+        if fut is not None and not fut.done():
+            fut.set_result(outcome)
+
+    def _lost(self, error: Exception) -> None:
+        for fut in self._unsettled.values():
+            if not fut.done():
+                fut.set_exception(ConnectionLost(f"connection lost before {self.name}'s send was settled"))
+        self._unsettled.clear()
+        if self.closed:
+            for _, fut in self._backlog:
+                if fut is not None and not fut.done():
+                    fut.set_exception(error)
+            self._backlog.clear()
+
+
+class IncomingMessage:
+    """One received message: its bytes, and the outcome to send back."""
+
+    __slots__ = ("data", "_receiver", "_delivery", "settled")
+
+    def __init__(self, data: bytes, receiver: Receiver, delivery: Any, settled: bool) -> None:
+        self.data = data
+        self._receiver = receiver
+        self._delivery = delivery
+        self.settled = settled
+
+    def _settle(self, state: int, condition: Condition | None = None, failed: bool = False,
+                undeliverable: bool = False) -> None:
+        if self.settled:
+            return
+        self.settled = True
+        if self._receiver.pn is None or self._receiver.conn._engine is None:
+            return  # the connection that carried it is gone; the peer redelivers
+        pn.settle_with(self._delivery, state, condition, failed, undeliverable)
+        self._receiver._settled_one()
+
+    def accept(self) -> None:
+        self._settle(pn.ACCEPTED)
+
+    def release(self) -> None:
+        self._settle(pn.RELEASED)
+
+    def reject(self, condition: Condition | None = None) -> None:
+        self._settle(pn.REJECTED, condition)
+
+    def modify(self, failed: bool = True, undeliverable: bool = False) -> None:
+        self._settle(pn.MODIFIED, None, failed, undeliverable)
+
+
+class Receiver(_Link):
+    """Receives messages into `on_message`; credit is topped up to `credit`
+    as messages are settled (or at once, for `auto_accept`)."""
+
+    def __init__(self, conn: AmqpConnection, name: str, source: Terminus, target: Terminus,
+                 credit: int, on_message: Callable[[IncomingMessage], Any], auto_accept: bool) -> None:
+        super().__init__(conn, name, source, target)
+        self.window = credit
+        self.on_message = on_message
+        self.auto_accept = auto_accept
+        self._outstanding = 0  # delivered to on_message, not settled
+        self._parts: list[bytes] = []
+
+    def _attach(self, session: Any) -> None:
+        self.pn = pn.receiver(session, self.name)
+        pn.set_source(self.pn, self.source)
+        pn.set_target(self.pn, self.target)
+        pn.link_open(self.pn)
+        self._outstanding = 0
+        if self.window:
+            pn.link_flow(self.pn, self.window)
+
+    def _on_delivery(self, d: Any) -> None:
+        engine = self.conn._engine
+        assert engine is not None
+        n = pn.delivery_pending(d)
+        if pn.delivery_partial(d):
+            if n:
+                self._parts.append(engine.recv(self.pn, n))
+            return
+        if n == 0 and not self._parts:
+            if pn.delivery_aborted(d):
+                pn.link_advance(self.pn)
+                pn.delivery_settle(d)
+            return
+        data = engine.recv(self.pn, n) if n else b""
+        if self._parts:
+            self._parts.append(data)
+            data = b"".join(self._parts)
+            self._parts.clear()
+        settled = bool(pn.delivery_settled(d))
+        pn.link_advance(self.pn)
+        msg = IncomingMessage(data, self, d, settled)
+        self._outstanding += 1
+        try:
+            self.on_message(msg)
+        except Exception:  # noqa: BLE001 - a failing handler must not kill the connection
+            log.exception("on_message of receiver %s failed; releasing the message", self.name)
+            msg.release()
+        if self.auto_accept and not msg.settled:
+            msg.accept()
+        if settled:
+            self._settled_one()
+
+    def _settled_one(self) -> None:
+        self._outstanding -= 1
+        credit = pn.link_credit(self.pn)
+        if self.window and credit + self._outstanding <= self.window // 2:
+            pn.link_flow(self.pn, self.window - credit - self._outstanding)
+        self.conn._flush()
+
+    def flow(self, credit: int) -> None:
+        pn.link_flow(self.pn, credit)
+        self.conn._flush()
+
+
+# ---------------------------------------------------------------------------
+# the connection
+# ---------------------------------------------------------------------------
+
+
+class _Socket(asyncio.Protocol):
+    def __init__(self, conn: AmqpConnection) -> None:
+        self.conn = conn
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.conn._feed(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conn._socket_lost(self, exc)
+
+
+class AmqpConnection:
+    """An outgoing AMQP 1.0 connection with failover hosts and reconnection."""
+
+    def __init__(self, uri: str, *, user: str | None = None, password: str | None = None,
+                 container_id: str | None = None, retry_interval: float = 5.0,
+                 reconnect_attempts: int = -1, idle_timeout_ms: int = 30000,
+                 max_frame_size: int = 1024 * 1024, ssl_context: ssl.SSLContext | None = None,
+                 connect_timeout: float = 10.0, desired_capabilities: list[str] | None = None,
+                 properties: dict[str, Any] | None = None,
+                 on_connected: Callable[[AmqpConnection], Any] | None = None,
+                 on_disconnected: Callable[[AmqpConnection, Exception | None], Any] | None = None
+                 ) -> None:
+        self.endpoints, self.options = parse_uri(uri)
+        self.user = user
+        self.password = password
+        self.container_id = container_id or f"relaymq-{uuid.uuid4()}"
+        self.retry_interval = retry_interval
+        self.reconnect_attempts = reconnect_attempts
+        self.idle_timeout_ms = idle_timeout_ms
+        self.max_frame_size = max_frame_size
+        self.ssl_context = ssl_context
+        self.connect_timeout = connect_timeout
+        self.desired_capabilities = desired_capabilities
+        self.properties = properties
+        self.on_connected = on_connected
+        self.on_disconnected = on_disconnected
+        self.loop = asyncio.get_running_loop()
+        self.endpoint: Endpoint | None = None
+        self.remote_container: str | None = None
+        self.remote_offered_capabilities: list[str] = []
+        self._links: dict[str, _Link] = {}
+        self._by_ptr: dict[Any, _Link] = {}
+        self._lost: asyncio.Future[None] | None = None
+        self._engine: Engine | None = None
+        self._sasl: SaslClient | None = None
+        self._socket: _Socket | None = None
+        self._session: Any = None
+        self._opened: asyncio.Future[None] | None = None
+        self._connected = asyncio.Event()
+        self._closing = False
+        self._supervisor: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._flush_scheduled = False
+        self._names = 0
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    async def connect(self) -> None:
+        """Connect (trying every host, retrying per the policy); afterwards the
+        connection reconnects by itself when it drops."""
+        if self._supervisor is None:
+            first: asyncio.Future[None] = self.loop.create_future()
+            self._supervisor = self.loop.create_task(self._supervise(first))
+            await first
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        await asyncio.wait_for(self._connected.wait(), timeout)
+
+    async def _supervise(self, first: asyncio.Future[None]) -> None:
+        rounds = 0
+        last: Exception | None = None
+        while not self._closing:
+            for ep in self.endpoints:
+                if self._closing:
+                    break
+                try:
+                    lost = await self._connect_once(ep)
+                except (OSError, AmqpConnectionError, SaslError, TimeoutError) as exc:
+                    last = exc
+                    log.info("AMQP connection to %s failed: %s", ep, exc)
+                    continue
+                rounds = 0
+                if not first.done():
+                    first.set_result(None)
+                await lost  # connected: wait until it drops
+                break
+            else:
+                rounds += 1
+                if 0 <= self.reconnect_attempts < rounds:
+                    err = AmqpConnectionError(
+                        f"could not connect to {', '.join(map(str, self.endpoints))} after "
+                        f"{rounds} attempt(s): {last}")
+                    if not first.done():
+                        first.set_exception(err)
+                    self._fail_all(err)
+                    return
+            if not self._closing:
+                await asyncio.sleep(self.retry_interval)
+
+    async def _connect_once(self, ep: Endpoint) -> asyncio.Future[None]:
+        """Connect, authenticate and open; returns a future that completes when
+        this connection is lost."""
+        ctx = None
+        if ep.tls:
+            ctx = self.ssl_context or ssl.create_default_context(cafile=self.options.get("caFile")
+                                                                 or self.options.get("trustStorePath"))
+            if self.options.get("verifyHost", "true").lower() == "false":
+                ctx.check_hostname = False
+        self.endpoint = ep
+        self._engine = Engine(server=False, max_frame_size=self.max_frame_size,
+                              idle_timeout_ms=self.idle_timeout_ms)
+        self._sasl = SaslClient(ep.user or self.user, ep.password or self.password, ep.host)
+        self._opened = self.loop.create_future()
+        lost: asyncio.Future[None] = self.loop.create_future()
+        self._lost = lost
+        try:
+            _, sock = await asyncio.wait_for(
+                self.loop.create_connection(lambda: _Socket(self), ep.host, ep.port, ssl=ctx),
+                self.connect_timeout)
+            self._socket = sock
+            assert sock.transport is not None
+            sock.transport.write(self._sasl.start())
+            await asyncio.wait_for(asyncio.shield(self._opened), self.connect_timeout)
+        except BaseException:
+            self._teardown()
+            raise
+        self._connected.set()
+        log.info("AMQP connection to %s is open", ep)
+        for link in list(self._links.values()):
+            self._attach(link)
+        self._flush()
+        if self.on_connected is not None:
+            self.on_connected(self)
+        return lost
+
+    # -- bytes ------------------------------------------------------------------------
+    def _feed(self, data: bytes) -> None:
+        engine = self._engine
+        if engine is None:
+            return
+        sasl = self._sasl
+        if sasl is not None:
+            try:
+                out, ok, leftover = sasl.feed(data)
+            except SaslError as exc:
+                self._abort(AmqpConnectionError(f"SASL failed: {exc}"))
+                return
+            if out:
+                self._write(out)
+            if ok is None:
+                return
+            if not ok:
+                self._abort(AmqpConnectionError(f"authentication refused by {self.endpoint}"))
+                return
+            self._sasl = None
+            engine.open(container_id=self.container_id, hostname=self.endpoint.host if self.endpoint else None,
+                        desired_capabilities=self.desired_capabilities,
+                        properties={Symbol(k): v for k, v in (self.properties or {}).items()})
+            self._session = engine.session()
+            pn.session_open(self._session)
+            data = leftover
+        if data:
+            engine.push(data)
+        self._process()
+
+    def _write(self, data: bytes) -> None:
+        if self._socket is not None and self._socket.transport is not None:
+            self._socket.transport.write(data)
+
+    def _process(self) -> None:
+        engine = self._engine
+        if engine is None:
+            return
+        engine.pump(self)
+        if self._engine is None:
+            return
+        out = engine.output()
+        while out:
+            self._write(out)
+            out = engine.output()
+        if self._timer is None and self._opened is not None and self._opened.done():
+            self._arm_timer()
+
+    def _flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._do_flush)
+
+    def _do_flush(self) -> None:
+        self._flush_scheduled = False
+        self._process()
+
+    def _arm_timer(self) -> None:
+        if self._engine is None:
+            return
+        now = pn.monotonic_ms()
+        deadline = self._engine.tick(now)
+        if deadline:
+            self._timer = self.loop.call_later(max(deadline - now, 1) / 1000.0, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._arm_timer()
+        self._process()
+
+    # -- engine events -----------------------------------------------------------------
+    def on_connection_remote_open(self) -> None:
+        assert self._engine is not None
+        self.remote_container = self._engine.remote_container
+        self.remote_offered_capabilities = self._engine.remote_offered_capabilities
+        if self._opened is not None and not self._opened.done():
+            self._opened.set_result(None)
+
+    def on_connection_remote_close(self) -> None:
+        assert self._engine is not None
+        cond = self._engine.remote_condition
+        err = AmqpConnectionError(f"{self.endpoint} closed the connection: {cond or 'no reason'}", cond)
+        if self._opened is not None and not self._opened.done():
+            self._opened.set_exception(err)
+        if not self._engine.local_closed:
+            self._engine.close()
+        self._abort(err)
+
+    def on_session_remote_open(self, session: Any) -> None:
+        pass
+
+    def on_session_remote_close(self, session: Any) -> None:
+        self._abort(AmqpConnectionError("the peer ended the session"))
+
+    def on_link_remote_open(self, link: Any) -> None:
+        handler = self._by_pn(link)
+        if handler is not None:
+            handler._opened()
+
+    def on_link_remote_close(self, link: Any, closed: bool) -> None:
+        handler = self._by_pn(link)
+        if handler is not None:
+            handler._remote_closed()
+
+    def on_link_flow(self, link: Any) -> None:
+        handler = self._by_pn(link)
+        if isinstance(handler, Sender):
+            handler._on_flow()
+
+    def on_delivery(self, link: Any, delivery: Any) -> None:
+        handler = self._by_pn(link)
+        if handler is not None:
+            handler._on_delivery(delivery)  # type: ignore[attr-defined]
+
+    def on_transport_error(self) -> None:
+        assert self._engine is not None
+        log.info("AMQP connection to %s: %s", self.endpoint, self._engine.transport_condition)
+
+    def on_transport_closed(self) -> None:
+        pass
+
+    def _by_pn(self, link: Any) -> _Link | None:
+        return self._by_ptr.get(link)
+
+    # -- links -------------------------------------------------------------------------
+    def _name(self, prefix: str) -> str:
+        self._names += 1
+        return f"{self.container_id}-{prefix}-{self._names}"
+
+    def _attach(self, link: _Link) -> None:
+        if link.attached.done():
+            link.attached = self.loop.create_future()
+        link._attach(self._session)
+        self._by_ptr[link.pn] = link
+
+    async def _open(self, link: _Link) -> None:
+        if link.name in self._links:
+            raise ValueError(f"a link named {link.name!r} is already open")
+        self._links[link.name] = link
+        if self.connected:
+            self._attach(link)
+            self._flush()
+        try:
+            await asyncio.wait_for(asyncio.shield(link.attached), self.connect_timeout)
+        except BaseException:
+            self._links.pop(link.name, None)
+            raise
+
+    async def open_sender(self, address: str | None, *, name: str | None = None,
+                          capabilities: list[str] | None = None, presettled: bool = False,
+                          durable: bool = False) -> Sender:
+        """A sender to `address` (None: the anonymous relay, `to` in each message)."""
+        target = Terminus(address=address, capabilities=capabilities or [], kind=2,
+                          durable=1 if durable else 0)
+        sender = Sender(self, name or self._name("sender"), Terminus(kind=1), target, presettled)
+        await self._open(sender)
+        return sender
+
+    async def open_receiver(self, address: str | None, *, on_message: Callable[[IncomingMessage], Any],
+                            credit: int = 100, name: str | None = None,
+                            capabilities: list[str] | None = None, selector: str | None = None,
+                            dynamic: bool = False, durable: bool = False, browse: bool = False,
+                            auto_accept: bool = False) -> Receiver:
+        """A receiver from `address`; `on_message` gets each `IncomingMessage`
+        (settle it with accept/release/reject/modify, or use `auto_accept`)."""
+        source = Terminus(address=address, capabilities=capabilities or [], kind=1, dynamic=dynamic,
+                          durable=2 if durable else 0,
+                          expiry_policy=pn.EXPIRE_NEVER if durable else pn.EXPIRE_WITH_LINK,
+                          distribution_mode=pn.DIST_MODE_COPY if browse else 0)
+        if selector:
+            source.filter = {Symbol("jms-selector"): Described(SELECTOR_FILTER, selector)}
+        receiver = Receiver(self, name or self._name("receiver"), source, Terminus(kind=2), credit,
+                            on_message, auto_accept)
+        await self._open(receiver)
+        return receiver
+
+    # -- teardown ----------------------------------------------------------------------
+    def _abort(self, error: Exception | None) -> None:
+        if self._opened is not None and not self._opened.done() and error is not None:
+            self._opened.set_exception(error)
+        if self._socket is not None and self._socket.transport is not None:
+            self._process()
+            self._socket.transport.close()
+
+    def _socket_lost(self, sock: _Socket, exc: Exception | None) -> None:
+        if sock is not self._socket:
+            return
+        err = ConnectionLost(f"connection to {self.endpoint} lost{': ' + str(exc) if exc else ''}")
+        if self._opened is not None and not self._opened.done():
+            self._opened.set_exception(err)
+        was_connected = self.connected
+        self._teardown()
+        for link in list(self._links.values()):
+            link._lost(err)
+            link.pn = None
+        if was_connected and self.on_disconnected is not None:
+            self.on_disconnected(self, exc)
+        lost = self._lost
+        if lost is not None and not lost.done():
+            lost.set_result(None)
+
+    def _teardown(self) -> None:
+        self._connected.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._engine is not None:
+            self._engine.close_tail()
+            self._engine.free()
+            self._engine = None
+        self._session = None
+        self._by_ptr.clear()
+        if self._socket is not None and self._socket.transport is not None:
+            self._socket.transport.abort()
+        self._socket = None
+
+    def _fail_all(self, error: Exception) -> None:
+        for link in list(self._links.values()):
+            link.closed = True
+            link._lost(error)
+            if not link.attached.done():
+                link.attached.set_exception(error)
+
+    async def close(self) -> None:
+        """Close the connection politely and stop reconnecting."""
+        self._closing = True
+        if self._engine is not None and self.connected:
+            self._engine.close()
+            self._process()
+            lost = self._lost
+            if lost is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(lost), 2.0)
+                except TimeoutError:
+                    pass
+        self._teardown()
+        self._fail_all(AmqpConnectionError("the connection was closed"))
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            try:
+                await self._supervisor
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+
+
+__all__ = ["AmqpConnection", "AmqpConnectionError", "ConnectionLost", "IncomingMessage",
+           "LinkRefused", "Outcome", "Receiver", "Sender", "parse_uri", "AMQP_HEADER"]
