@@ -175,6 +175,10 @@ class Message:
             if new_props is not None:
                 m.properties = new_props
             if new_props is not None or any(k not in _ENCODING_NEUTRAL for k in changes):
+                if m._properties is None and m._loader is not None:
+                    # a lazy loader reads the encoded bytes dropped here: load first
+                    m._properties = dict(self.properties)
+                    m._loader = None
                 m.encoded = None
                 m.encoding = None
         return m
