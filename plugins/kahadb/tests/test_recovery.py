@@ -294,3 +294,22 @@ async def test_crash_images_recover_to_what_was_acknowledged(open_store: Opener,
             assert await content(s) == expected, f"{image.name} rebuilt"
         finally:
             await s.stop()
+
+
+async def test_long_rebuilds_report_progress(open_store: Opener, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    from relaymq_kahadb import recovery
+
+    d = tmp_path / "kahadb"
+    store = await open_store(journal_max_file_length=256 << 10)
+    await store.write([AddDestination(A)])
+    for s in range(1, 5001):
+        await store.write(adds(A, [s], 50))
+    await store.stop()
+    (d / "index.ckpt").unlink()
+    monkeypatch.setattr(recovery, "_PROGRESS_EVERY", 0.0)
+    caplog.set_level(logging.INFO, "relaymq.kahadb")
+    store = await open_store(journal_max_file_length=256 << 10)
+    assert (await store.stats(A)).count == 5000
+    assert "KahaDB recovery: db-" in caplog.text and "records replayed" in caplog.text

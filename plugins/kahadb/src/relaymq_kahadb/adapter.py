@@ -390,6 +390,11 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         return (f"KahaDB {self.directory}: {self.size() / 1e6:.1f} MB on disk for "
                 f"{live / 1e6:.1f} MB of live messages; largest: {held or 'none'}")
 
+    async def reclaim(self) -> None:
+        """Run a cleanup cycle now (for the broker's flow control when the store is
+        at its `storeUsage` limit, instead of waiting for `cleanupInterval`)."""
+        await self.cleaner.run()
+
     def journal_stats(self) -> dict[str, Any]:
         """Counters for benchmarks and monitoring."""
         w = self._writer
