@@ -1,7 +1,7 @@
 """`<kahaDB>`: the journal store, wired together.
 
 The event loop owns the index and decides where each record goes in the
-journal (`_reserve`), applying the record's operations to the index at once.
+journal (`append`), applying the record's operations to the index at once.
 Because both happen in the order `write()` is called, the index always equals
 "the journal up to the last reserved record" — exactly what a checkpoint
 snapshot must describe, and what lets compaction decide "is this message still
@@ -9,8 +9,9 @@ live?" without racing in-flight acks. The writer thread then makes the record
 durable and completes the caller's future; reads that reach a record not yet
 written wait for the writer (`JournalWriter.wait_written`).
 
-Modules: `journal/` (format, writer, reader), `index` (live messages),
-`checkpoint`, `recovery`, `compaction` (disk reclaim), `lock`, `inspect`.
+Modules: `journal/` (format, writer, reader), `encoding` (kernel ops -> records),
+`index` (live messages), `checkpoint`, `recovery`, `compaction` (disk reclaim),
+`lock`, `inspect`.
 """
 
 from __future__ import annotations
@@ -23,17 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from relaymq.model.codec import CorruptMessage, decode_message, encode_message
+from relaymq.model.codec import CorruptMessage, decode_message
 from relaymq.model.message import Message
 from relaymq.spi.persistence import (
-    AddDestination,
-    AddMessage,
-    AddSubscription,
     DestinationStats,
     PersistenceAdapter,
-    RemoveDestination,
-    RemoveMessage,
-    RemoveSubscription,
     StoredMessage,
     StoreOp,
     SubscriptionRecord,
@@ -42,24 +37,19 @@ from relaymq.spi.persistence import (
 from relaymq_kahadb import checkpoint as ckpt
 from relaymq_kahadb.compaction import Cleaner
 from relaymq_kahadb.config import KahaDBConfig
+from relaymq_kahadb.encoding import encode_ops, record_from_json
 from relaymq_kahadb.index import StoreIndex
 from relaymq_kahadb.journal.files import data_path
 from relaymq_kahadb.journal.reader import JournalReader
 from relaymq_kahadb.journal.records import (
     FILE_HEADER_LEN,
-    NO_FILE,
-    OP_ADD,
     OP_REMOVE,
-    OP_REMOVE_DEST,
-    OP_REMOVE_SUB,
     REC_HEADER_LEN,
     RT_BATCH,
     RT_STATE,
     BatchEncoder,
     Op,
     encode_state,
-    single_message,
-    single_remove,
 )
 from relaymq_kahadb.journal.writer import JournalError, JournalWriter
 from relaymq_kahadb.lock import DirectoryLock
@@ -212,17 +202,7 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
     async def write(self, ops: Sequence[StoreOp], *, sync: bool = True) -> None:
         if not ops:
             return
-        if len(ops) == 1 and type(ops[0]) is AddMessage:  # one send: the hot path
-            op = ops[0]
-            payload, parsed = single_message(OP_ADD, op.dest, op.seq, encode_message(op.message),
-                                             self._checksum)
-        elif len(ops) == 1 and type(ops[0]) is RemoveMessage:  # one ack
-            rm = ops[0]
-            loc = self.index.location(rm.dest, rm.seq)
-            payload, parsed = single_remove(rm.dest, rm.seq, loc[0] if loc is not None else NO_FILE)
-        else:
-            enc = self._encode(ops)
-            payload, parsed = enc.payload(), enc.ops
+        payload, parsed = encode_ops(ops, self.index, self._checksum)
         fut = self._loop.create_future()  # type: ignore[union-attr]
         self.append(RT_BATCH, payload, parsed, fut, sync)
         await fut
@@ -260,52 +240,6 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         self._disk += self.files[self._tail_file]
         return self._tail_file, FILE_HEADER_LEN
 
-    def _encode(self, ops: Sequence[StoreOp]) -> BatchEncoder:
-        enc = BatchEncoder(self.config.checksum_journal_files)
-        index = self.index
-        shared: dict[int, tuple[int, int]] | None = {} if len(ops) > 1 else None
-        for op in ops:
-            t = type(op)
-            if t is AddMessage:
-                m = op.message  # type: ignore[union-attr]
-                if shared is not None:
-                    hit = shared.get(id(m))
-                    if hit is not None:  # fan-out: one copy of the bytes, many index entries
-                        enc.ref(op.dest, op.seq, hit[0], hit[1])  # type: ignore[union-attr]
-                        continue
-                data = encode_message(m)
-                rel = enc.message(OP_ADD, op.dest, op.seq, data)  # type: ignore[union-attr]
-                if shared is not None:
-                    shared[id(m)] = (rel, len(data))
-            elif t is RemoveMessage:
-                loc = index.location(op.dest, op.seq)  # type: ignore[union-attr]
-                enc.remove(OP_REMOVE, op.dest, op.seq,  # type: ignore[union-attr]
-                           loc[0] if loc is not None else NO_FILE)
-            elif t is AddDestination:
-                enc.add_dest(op.dest)  # type: ignore[union-attr]
-            elif t is RemoveDestination:
-                key = op.dest  # type: ignore[union-attr]
-                enc.drop(OP_REMOVE_DEST, key, self._upto(key, enc), self._files_of(key))
-            elif t is AddSubscription:
-                enc.add_sub(op.record.key, _record_json(op.record))  # type: ignore[union-attr]
-            elif t is RemoveSubscription:
-                key = op.key  # type: ignore[union-attr]
-                enc.drop(OP_REMOVE_SUB, key, self._upto(key, enc), self._files_of(key))
-            else:
-                raise TypeError(f"unknown store operation {op!r}")
-        return enc
-
-    def _upto(self, key: str, enc: BatchEncoder) -> int:
-        """Highest sequence of `key` so far, including adds earlier in this batch."""
-        upto = self.index.last_seq.get(key, 0)
-        for op in enc.ops:
-            if op[1] == key and op[0] <= 3 and op[2] > upto:
-                upto = op[2]
-        return upto
-
-    def _files_of(self, key: str) -> tuple[int, ...]:
-        return tuple(sorted(f for f, fk in self.index.file_keys.items() if fk.get(key)))
-
     async def flush(self, sync: bool = True) -> None:
         """Wait until everything written so far is on disk (synced with `sync`)."""
         if self._writer is None:
@@ -329,7 +263,7 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         return sorted(self.index.dests)
 
     async def subscriptions(self) -> list[SubscriptionRecord]:
-        return [_record_from_json(r) for r in self.index.subs.values()]
+        return [record_from_json(r) for r in self.index.subs.values()]
 
     async def read(self, dest: str, after: int = 0, limit: int | None = None) -> list[StoredMessage]:
         k = self.index.keys.get(dest)
@@ -491,14 +425,3 @@ def _read_decode(reader: JournalReader, entries: list[tuple[int, int, int, int]]
         except CorruptMessage as exc:
             out.append(str(exc))
     return out
-
-
-def _record_json(r: SubscriptionRecord) -> dict[str, Any]:
-    return {"client_id": r.client_id, "name": r.name, "topic": r.topic, "selector": r.selector,
-            "no_local": r.no_local, "extra": dict(r.extra)}
-
-
-def _record_from_json(d: dict[str, Any]) -> SubscriptionRecord:
-    return SubscriptionRecord(client_id=d["client_id"], name=d["name"], topic=d["topic"],
-                              selector=d.get("selector"), no_local=bool(d.get("no_local")),
-                              extra=dict(d.get("extra") or {}))
