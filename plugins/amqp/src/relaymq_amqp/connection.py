@@ -401,24 +401,43 @@ class AmqpConnection:
         self._sendq.append((message, link, delivery))
         if not self._sending:
             self._sending = True
-            self.spawn(self._send_loop())
+            task = self.loop.create_task(self._send_loop())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _send_loop(self) -> None:
+        """Send queued messages in order; settle each as ``conn.send`` returns.
+        (The accepted case is written out here: it runs once per message.)"""
         q = self._sendq
         kconn = self.kconn
-        assert kconn is not None
-        send = kconn.send
         try:
+            if kconn is None:
+                return
+            send = kconn.send
+            update = pn.delivery_update
+            settle = pn.delivery_settle
+            accepted = pn.ACCEPTED
             while q:
                 message, link, d = q.popleft()
                 try:
                     await send(message)
                 except Exception as exc:  # noqa: BLE001 - refused sends are settled rejected
                     link.sent(d, exc)
-                else:
-                    link.sent(d, None)
+                    continue
+                link.inflight -= 1
+                if link.closed:
+                    continue
+                if d is not None:
+                    update(d, accepted)
+                    settle(d)
+                if link.credit + link.inflight <= link.low_water:
+                    link._top_up()
+        except Exception:  # noqa: BLE001 - never leave the pipeline stuck
+            log.exception("AMQP send pipeline of %s failed", self.remote_address)
         finally:
             self._sending = False
+            if self.closed:
+                q.clear()
         self.want_flush()
 
     def watch(self, fut: Awaitable[None]) -> None:

@@ -5,10 +5,8 @@ asyncio owns the listening socket and every accepted one (TLS with Python's
 `ssl` for `amqps`/`amqp+ssl`, from ``certFile``/``keyFile``); each socket's
 bytes go to an `AmqpConnection`, which is sans-IO.
 
-URI options (ActiveMQ names; the ``wireFormat.``/``transport.`` prefixes are
-accepted too): maximumConnections, maxFrameSize, channelMax, idleTimeout,
-producerCredit, maxMessageSize, connectAttemptTimeout, allowNonSaslConnections,
-saslMechanisms, sessionCapacity, trace. See docs/amqp.md.
+URI options are listed in `OPTIONS` (ActiveMQ names; the ``wireFormat.`` and
+``transport.`` prefixes are accepted too) and explained in docs/amqp.md.
 """
 
 from __future__ import annotations
@@ -35,41 +33,48 @@ def _opt(ctx: ConnectorContext, *names: str) -> str | None:
     return None
 
 
-def _int(ctx: ConnectorContext, default: int, *names: str) -> int:
-    value = _opt(ctx, *names)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"connector {ctx.uri.raw}: option {names[0]}={value!r} is not a number") from None
-
-
-def _bool(ctx: ConnectorContext, default: bool, *names: str) -> bool:
-    value = _opt(ctx, *names)
-    if value is None:
-        return default
-    return value.strip().lower() in ("true", "1", "yes", "on")
+#: URI option -> (AmqpOptions field, kind). Aliases share a field. Every name
+#: here is documented in docs/amqp.md (tests/test_docs.py checks it).
+OPTIONS: dict[str, tuple[str, str]] = {
+    "maximumConnections": ("maximum_connections", "int"),
+    "maxFrameSize": ("max_frame_size", "int"),
+    "maxAmqpFrameSize": ("max_frame_size", "int"),
+    "channelMax": ("channel_max", "int"),
+    "idleTimeout": ("idle_timeout_ms", "int"),
+    "producerCredit": ("producer_credit", "int"),
+    "maxMessageSize": ("max_message_size", "int"),
+    "connectAttemptTimeout": ("connect_timeout_s", "ms"),
+    "allowNonSaslConnections": ("allow_non_sasl", "bool"),
+    "saslMechanisms": ("mechanisms", "list"),
+    "sessionCapacity": ("session_capacity", "int"),
+    "trace": ("trace", "bool"),
+}
+#: TLS options, read by the kernel's `ConnectorContext.ssl_context()`.
+TLS_OPTIONS = ("certFile", "keyStore", "keyFile", "keyPassword", "caFile", "trustStore",
+               "needClientAuth", "wantClientAuth")
 
 
 def options_from(ctx: ConnectorContext) -> AmqpOptions:
     """Read the connector's URI options (unknown ones are reported by the broker)."""
-    d = AmqpOptions()
-    mechs = _opt(ctx, "saslMechanisms")
-    return AmqpOptions(
-        max_frame_size=_int(ctx, d.max_frame_size, "maxFrameSize", "maxAmqpFrameSize"),
-        channel_max=_int(ctx, d.channel_max, "channelMax"),
-        idle_timeout_ms=_int(ctx, d.idle_timeout_ms, "idleTimeout"),
-        producer_credit=max(_int(ctx, d.producer_credit, "producerCredit"), 1),
-        max_message_size=_int(ctx, d.max_message_size, "maxMessageSize"),
-        connect_timeout_s=_int(ctx, int(d.connect_timeout_s * 1000), "connectAttemptTimeout") / 1000.0,
-        allow_non_sasl=_bool(ctx, d.allow_non_sasl, "allowNonSaslConnections"),
-        mechanisms=tuple(m.strip().upper() for m in mechs.split(",") if m.strip())
-        if mechs else d.mechanisms,
-        maximum_connections=_int(ctx, d.maximum_connections, "maximumConnections"),
-        session_capacity=_int(ctx, d.session_capacity, "sessionCapacity"),
-        trace=_bool(ctx, d.trace, "trace"),
-    )
+    values: dict[str, object] = {}
+    for name, (attr, kind) in OPTIONS.items():
+        raw = _opt(ctx, name)
+        if raw is None or raw == "":
+            continue
+        if kind == "bool":
+            values[attr] = raw.strip().lower() in ("true", "1", "yes", "on")
+        elif kind == "list":
+            values[attr] = tuple(m.strip().upper() for m in raw.split(",") if m.strip())
+        else:
+            try:
+                number = int(raw)
+            except ValueError:
+                raise ValueError(
+                    f"connector {ctx.uri.raw}: option {name}={raw!r} is not a number") from None
+            values[attr] = number / 1000.0 if kind == "ms" else number
+    options = AmqpOptions(**values)  # type: ignore[arg-type]
+    options.producer_credit = max(options.producer_credit, 1)
+    return options
 
 
 class _Socket(asyncio.Protocol):
@@ -134,7 +139,7 @@ class AmqpConnector:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _Socket(self), uri.host, port, ssl=self.ssl, reuse_address=True,
-            backlog=_int(self.context, 1024, "backlog"),
+            backlog=1024,
         )
         sock = self._server.sockets[0].getsockname()
         host = uri.host if uri.host not in ("0.0.0.0", "::") else sock[0]
