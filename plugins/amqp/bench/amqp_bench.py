@@ -11,6 +11,10 @@ client must not be the bottleneck).
 
 ``--target host:port`` measures an already running broker (pass ``--pid`` for
 its CPU); otherwise a RelayMQ broker with one ``amqp://`` connector is started.
+RabbitMQ 3.x (bench/rabbitmq.sh) for comparison:
+
+    ... --target 127.0.0.1:5673 --pid <beam pid> --user guest --password guest \
+        --address /queue/bench --terminus-durable 2
 """
 
 from __future__ import annotations
@@ -124,11 +128,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     run_id = int(time.time()) & 0xFFFF
     per_producer = args.messages // args.producers
     total = per_producer * args.producers
-    link = {"address": args.address}
+    link: dict[str, Any] = {"address": args.address}
+    if args.terminus_durable:
+        link["durable"] = args.terminus_durable
     workers = []
     for i in range(args.consumers):
         workers.append(Worker({
             "role": "consumer", "protocol": "amqp", "host": host, "port": int(port), "index": i,
+            "user": args.user, "password": args.password,
             "run_id": run_id, "link": link, "credit": args.credit, "count": total,
             "expect": total if args.consumers == 1 else None, "progress_interval": 0.1,
             "ack": "auto" if args.presettled else "client",
@@ -136,6 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for i in range(args.producers):
         workers.append(Worker({
             "role": "producer", "protocol": "amqp", "host": host, "port": int(port), "index": i,
+            "user": args.user, "password": args.password,
             "run_id": run_id, "link": link, "size": args.size, "count": per_producer,
             "persistent": args.persistent, "max_inflight": args.inflight, "batch": args.batch,
         }))
@@ -183,6 +191,10 @@ def main() -> None:
     p.add_argument("--uri-options", default="", help="e.g. '?producerCredit=2000'")
     p.add_argument("--target", help="host:port of a running broker instead of starting one")
     p.add_argument("--pid", type=int, help="pid of --target, to read its CPU")
+    p.add_argument("--user")
+    p.add_argument("--password")
+    p.add_argument("--terminus-durable", type=int, default=0,
+                   help="terminus durability (RabbitMQ: 2 declares a durable /queue/X)")
     p.add_argument("--profile", help="write a cProfile of the broker to this file")
     p.add_argument("--runs", type=int, default=1)
     args = p.parse_args()

@@ -629,23 +629,32 @@ class Engine:
     # -- events ---------------------------------------------------------------------
     def pump(self, h: Any) -> None:
         """Dispatch every collected event to `h` (see `Handler`). Deliveries,
-        the one event per message, take the short way."""
+        the one event per message, take the short way: when `h` has a `links`
+        dict (proton link -> object with ``on_delivery(delivery)``), straight to
+        the link's handler."""
         col = self.collector
         peek = _pn_collector_peek
         pop = _pn_collector_pop
         etype = _pn_event_type
         event_delivery = _pn_event_delivery
+        links = getattr(h, "links", None)
+        find = links.get if links is not None else None
         on_delivery = h.on_delivery
         dispatch = self._dispatch
         while True:
             ev = peek(col)
-            if ev == NULL:
+            if not ev:
                 return
             t = etype(ev)
             try:
                 if t == DELIVERY:
                     d = event_delivery(ev)
-                    on_delivery(delivery_link(d), d)
+                    if find is not None:
+                        handler = find(delivery_link(d))
+                        if handler is not None:
+                            handler.on_delivery(d)
+                    else:
+                        on_delivery(delivery_link(d), d)
                 elif t != TRANSPORT:
                     dispatch(h, ev, t)
             finally:

@@ -52,8 +52,13 @@ class FrameGuard:
             self._skip = 0
         if self._partial:
             head = self._partial
-            buf = head + data[pos:]
-            verdict = self._check(buf, 0, len(buf))
+            take = 64  # enough to judge a transfer; a control frame may need more
+            while True:
+                buf = head + data[pos:pos + take]
+                verdict = self._check(buf, 0, len(buf))
+                if verdict is not None or pos + take >= n:
+                    break
+                take *= 8
             if verdict is None:  # still not enough to judge
                 self._partial = buf
                 return n

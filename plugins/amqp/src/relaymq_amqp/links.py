@@ -51,6 +51,9 @@ _update = pn.delivery_update
 _settle = pn.delivery_settle
 _is_settled = pn.delivery_settled
 _remote_state = pn.delivery_remote_state
+_pending = pn.delivery_pending
+_partial = pn.delivery_partial
+_advance = pn.link_advance
 _ACCEPTED = pn.ACCEPTED
 
 SELECTOR_FILTER_CODE = 0x0000468C00000004
@@ -140,6 +143,8 @@ class ProducerLink(Link):
         self.inflight = 0  # received, not yet through conn.send
         self._partial: list[bytes] = []
         self._partial_size = 0
+        assert conn.engine is not None
+        self._recv = conn.engine.recv
         self.max_message_size = conn.options.max_message_size
 
     def attach(self) -> None:
@@ -179,10 +184,10 @@ class ProducerLink(Link):
         if self.closed:
             return
         link = self.link
-        n = pn.delivery_pending(d)
-        if pn.delivery_partial(d):
+        n = _pending(d)
+        if _partial(d):
             if n:
-                self._partial.append(self.conn.engine.recv(link, n))
+                self._partial.append(self._recv(link, n))
                 self._partial_size += n
                 if self.max_message_size and self._partial_size > self.max_message_size:
                     self._too_large()
@@ -196,7 +201,7 @@ class ProducerLink(Link):
                 self.credit -= 1
                 self._top_up()
             return  # otherwise an update of a delivery we already took
-        data = self.conn.engine.recv(link, n)
+        data = self._recv(link, n)
         if self._partial:
             self._partial.append(data)
             data = b"".join(self._partial)
@@ -205,8 +210,8 @@ class ProducerLink(Link):
         if self.max_message_size and len(data) > self.max_message_size:
             self._too_large()
             return
-        settled = pn.delivery_settled(d)
-        pn.link_advance(link)
+        settled = _is_settled(d)
+        _advance(link)
         self.credit -= 1
         try:
             message = to_kernel(data, self.destination)[0]
