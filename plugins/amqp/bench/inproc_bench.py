@@ -20,8 +20,6 @@ import asyncio
 import cProfile
 import pstats
 import time
-
-SORT = "tottime"
 from typing import Any
 
 from proton import Message
@@ -29,6 +27,8 @@ from relaymq.testing import running_broker
 from relaymq_amqp import engine as pn
 from relaymq_amqp.connection import AmqpConnection, AmqpOptions
 from relaymq_amqp.engine import Engine, Terminus
+
+SORT = "tottime"  # the profile order (--profile)
 
 
 class _Events:
@@ -95,7 +95,7 @@ def _record(n: int, body: bytes, consume: bool) -> list[bytes]:
         for i in range(n):
             server.send(s_link, i, body)
         pump()
-        for _, (lk, d) in [x for x in ce.items if x[0] == "on_delivery"]:
+        for _, (_lk, d) in [x for x in ce.items if x[0] == "on_delivery"]:
             pn.link_advance(link)
             pn.settle_with(d, pn.ACCEPTED)
         pump()
