@@ -12,6 +12,7 @@
 #   bench/rabbitmq.sh status   # prints the pid if running
 #   bench/rabbitmq.sh target   # prints a --target spec for relaymq-bench
 #   bench/rabbitmq.sh ctl list_queues name messages durable   # rabbitmqctl against this node
+#   bench/rabbitmq.sh clean    # delete queues leaked by AMQP 1.0 topic subscriptions
 #
 # Ports (override with env): AMQP 1.0 (and 0-9-1) 5673, STOMP 61614,
 # Erlang distribution 25673; epmd binds 127.0.0.1 only.
@@ -144,6 +145,15 @@ case "${1:-}" in
         pid="$(running_pid)" || { log "not running"; exit 1; }
         echo "label=rabbitmq,url=amqp://guest:guest@127.0.0.1:$AMQP_PORT,url=stomp://guest:guest@127.0.0.1:$STOMP_PORT,pid=$pid,style=rabbitmq"
         ;;
+    clean)
+        # queues left by AMQP 1.0 /topic subscriptions (the 3.x plugin never deletes them)
+        running_pid >/dev/null || { log "not running"; exit 1; }
+        n=0
+        for q in $("$0" ctl -q list_queues name 2>/dev/null | grep '^amq\.gen-' || true); do
+            "$0" ctl -q delete_queue "$q" >/dev/null && n=$((n + 1))
+        done
+        log "deleted $n leftover amq.gen-* queue(s)"
+        ;;
     ctl)
         shift
         running_pid >/dev/null || { log "not running"; exit 1; }
@@ -151,5 +161,5 @@ case "${1:-}" in
         export RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
         exec /usr/lib/rabbitmq/bin/rabbitmqctl -n "$NODE" "$@"
         ;;
-    *) echo "usage: $0 start|stop|status|target|ctl ARGS..." >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|target|clean|ctl ARGS..." >&2; exit 2 ;;
 esac

@@ -160,8 +160,14 @@ def run_once(sc: Scenario, target: Target, run_index: int = 0,
              log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Execute one run of ``sc`` against ``target``; returns the JSON-ready record."""
     ep = target.endpoint(sc.protocol)
-    link = link_config(target.style, sc.protocol, sc.pattern, sc.destination_name(), sc.persistent)
     run_id = random.getrandbits(32)
+    name = sc.destination_name()
+    if sc.pattern == "topic" and sc.protocol == "amqp" and target.style == "rabbitmq":
+        # RabbitMQ 3.x's AMQP 1.0 plugin never deletes the queue behind a /topic
+        # subscription; a fresh routing key per run keeps those leftovers (empty, as
+        # every consumer drains before detaching) out of later runs' routing.
+        name = f"{name}.{run_id:08x}"
+    link = link_config(target.style, sc.protocol, sc.pattern, name, sc.persistent)
     base: dict[str, Any] = {
         "protocol": sc.protocol, "host": ep.host, "port": ep.port, "user": ep.user,
         "password": ep.password, "vhost": ep.vhost, "run_id": run_id, "size": sc.size,
