@@ -16,14 +16,16 @@ from typing import Any
 import pytest
 from relaymq.selector import InvalidSelector, Selector
 
-CONFORMANCE = Path("/work/shared/conformance/selectors-public.json")
+_REPO = Path(__file__).resolve().parents[3]
+#: The project's shared conformance data (beside the checkout) wins; the copy kept
+#: with the tests makes a checkout without shared/ still run every case.
+_SHARED = _REPO.parent / "shared" / "conformance" / "selectors-public.json"
+CONFORMANCE = _SHARED if _SHARED.exists() else Path(__file__).parent / "data" / "selectors-public.json"
 
 _TRI = {True: "TRUE", False: "FALSE", None: "UNKNOWN"}
 
 
 def _load() -> list[dict[str, Any]]:
-    if not CONFORMANCE.exists():  # pragma: no cover - depends on the checkout
-        return []
     return json.loads(CONFORMANCE.read_text())["cases"]
 
 
