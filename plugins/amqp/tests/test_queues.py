@@ -240,3 +240,46 @@ def test_refused_send_is_rejected_with_a_condition(make_broker: Any, connect: An
     assert err.value.state == Delivery.REJECTED
     with pytest.raises(Exception, match="unauthorized-access"):
         c.create_sender("queue://secret")
+
+
+def test_memory_limit_with_send_fail_rejects_with_resource_limit(make_broker: Any, connect: Any) -> None:
+    from relaymq.config.model import SystemUsageConfig, UsageLimit
+    from relaymq.testing import broker_config
+
+    cfg = broker_config("amqp://127.0.0.1:0", system_usage=SystemUsageConfig(
+        memory=UsageLimit(limit=64 * 1024), send_fail_if_no_space=True))
+    bt = make_broker(config=cfg)
+    c = connect(bt.url())
+    s = c.create_sender("queue://full")
+    with pytest.raises(SendException) as err:
+        for _ in range(200):
+            s.send(Message(body=b"x" * 4096))
+    assert err.value.state == Delivery.REJECTED
+    assert s.link.remote_condition is None  # the link stays usable
+
+
+def test_unauthorized_consumer_is_refused(make_broker: Any, connect: Any) -> None:
+    from proton.utils import LinkDetached
+    from relaymq.hookspecs import hookimpl
+
+    class NoReads:
+        @hookimpl
+        def relaymq_authorize(self, action: str, destination: Any) -> bool | None:
+            return False if action == "read" else None
+
+    bt = make_broker(setup=lambda b: b.plugins.register(NoReads()))
+    c = connect(bt.url())
+    with pytest.raises(LinkDetached) as err:
+        c.create_receiver("queue://private", credit=1)
+    assert err.value.condition == "amqp:unauthorized-access"
+
+
+def test_deleting_the_queue_detaches_its_consumers(connect: Any, amqp_broker: Any) -> None:
+    from proton.utils import LinkDetached
+    from relaymq.model.destination import Destination
+
+    c = connect()
+    r = c.create_receiver("queue://doomed", credit=1)
+    amqp_broker.run(amqp_broker.broker.delete_destination(Destination.queue("doomed")))
+    with pytest.raises(LinkDetached, match="resource-deleted"):
+        r.receive(timeout=5)

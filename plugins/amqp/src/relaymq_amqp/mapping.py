@@ -152,74 +152,60 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
     """A kernel message for received AMQP bytes. `destination` None means the
     anonymous relay: the message's `to` (and `x-opt-jms-dest`) names it.
     Raises `DecodeError` for bytes that are not an AMQP message, and
-    `InvalidDestination` when no destination can be found."""
+    `InvalidDestination` when no destination can be found.
+
+    The message is made with the few fields every message has; the others are
+    set only when the bytes carry them (most messages carry few)."""
     s = scan(data)
     h = s.header
     p = s.properties
-    if h is None and p is None and destination is not None and s.application_properties is None:
-        # The common shape (no header, no properties): fewer fields to fill.
-        kind, body = body_value(data, s)
-        return Message(body, destination=destination, body_type=_BODY_TYPES[kind],
-                       encoded=data, encoding=ENCODING), s
-    durable = False
-    priority = DEFAULT_PRIORITY
+    if p:
+        p = p + [None] * (13 - len(p)) if len(p) < 13 else p
+        if destination is None:
+            destination = _relay_destination(p[2], s, data)
+    elif destination is None:
+        destination = _relay_destination(None, s, data)
+    kind, body = body_value(data, s)
+    aps = s.application_properties
+    if aps is None:
+        m = Message(body, destination=destination, body_type=_BODY_TYPES[kind], encoded=data,
+                    encoding=ENCODING)
+    else:
+        m = Message(body, destination=destination, body_type=_BODY_TYPES[kind], encoded=data,
+                    encoding=ENCODING, loader=partial(_props_at, data, aps))
     ttl = 0
     if h:
         n = len(h)
-        durable = bool(h[0])
+        if h[0]:
+            m.durable = True
         if n > 1 and h[1] is not None:
-            priority = h[1]
+            m.priority = h[1]
         if n > 2 and h[2]:
             ttl = h[2]
-    message_id = correlation_id = user_id = subject = content_type = group_id = None
-    reply_to = None
-    expiration = timestamp = group_seq = 0
-    to = None
     if p:
-        n = len(p)
-        p = p + [None] * (13 - n) if n < 13 else p
         mid = p[0]
-        message_id = mid if mid is None or isinstance(mid, str) else id_to_str(mid)
+        if mid is not None:
+            m.message_id = mid if isinstance(mid, str) else id_to_str(mid)
         if p[1] is not None:
-            user_id = bytes(p[1]).decode("utf-8", "replace")
-        to = p[2]
-        subject = p[3]
+            m.user_id = bytes(p[1]).decode("utf-8", "replace")
+        if p[3] is not None:
+            m.type = p[3]
         if p[4] is not None:
-            reply_to = _reply_to(p[4], s, data)
+            m.reply_to = _reply_to(p[4], s, data)
         if p[5] is not None:
-            correlation_id = id_to_str(p[5])
-        content_type = p[6]
-        expiration = p[8] or 0
-        timestamp = p[9] or 0
-        group_id = p[10]
-        group_seq = p[11] or 0
-    if not expiration and ttl:
-        expiration = now_millis() + ttl
-    if destination is None:
-        destination = _relay_destination(to, s, data)
-    kind, body = body_value(data, s)
-    aps = s.application_properties
-    m = Message(
-        body,
-        destination=destination,
-        message_id=message_id,
-        durable=durable,
-        priority=priority,
-        expiration=expiration,
-        timestamp=timestamp,
-        correlation_id=correlation_id,
-        reply_to=reply_to,
-        type=subject,
-        group_id=group_id,
-        group_seq=group_seq,
-        user_id=user_id,
-        content_type=content_type,
-        body_type=_BODY_TYPES[kind],
-        properties=None if aps is not None else {},
-        loader=partial(_props_at, data, aps) if aps is not None else None,
-        encoded=data,
-        encoding=ENCODING,
-    )
+            m.correlation_id = id_to_str(p[5])
+        if p[6] is not None:
+            m.content_type = p[6]
+        if p[8]:
+            m.expiration = p[8]
+        if p[9]:
+            m.timestamp = p[9]
+        if p[10] is not None:
+            m.group_id = p[10]
+        if p[11]:
+            m.group_seq = p[11]
+    if ttl and not m.expiration:
+        m.expiration = now_millis() + ttl
     return m, s
 
 

@@ -318,10 +318,16 @@ def _scan(data: bytes) -> Sections:
                     else ("string" if code == AMQP_VALUE else None)
                 return s
         if code == HEADER:
-            s.header, pos = _decode(data, pos)
+            if data[pos] == 0x45:  # an empty list (proton writes one): nothing to decode
+                pos += 1
+            else:
+                s.header, pos = _decode(data, pos)
             s.header_span = (start, pos)
         elif code == PROPERTIES:
-            s.properties, pos = _decode(data, pos)
+            if data[pos] == 0x45:
+                pos += 1
+            else:
+                s.properties, pos = _decode(data, pos)
         elif code == DATA or code == AMQP_VALUE or code == AMQP_SEQUENCE:
             s.body_start = start
             pos = skip(data, pos)
