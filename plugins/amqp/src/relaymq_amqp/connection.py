@@ -92,7 +92,8 @@ class AmqpConnection:
         self._sendq: deque[tuple[Message, ProducerLink, Any]] = deque()
         self._sending = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._open_timer = self.loop.call_later(options.connect_timeout_s, self._open_timeout)
+        self._open_timer: asyncio.TimerHandle | None = self.loop.call_later(
+            options.connect_timeout_s, self._open_timeout)
 
     # -- bytes in ------------------------------------------------------------------
     def feed(self, data: bytes) -> None:

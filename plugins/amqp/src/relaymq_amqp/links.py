@@ -293,7 +293,8 @@ class ConsumerLink(Link):
         self.browser = False
         self.durable_name: str | None = None
         self._tag = 0
-        self._send = conn.engine.send if conn.engine is not None else None
+        assert conn.engine is not None
+        self._send = conn.engine.send
 
     async def attach(self) -> None:
         kconn = self.conn.kconn

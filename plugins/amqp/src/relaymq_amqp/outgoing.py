@@ -239,14 +239,15 @@ class Sender(_Link):
             fut.set_result(outcome)
 
     def _lost(self, error: Exception) -> None:
-        for fut in self._unsettled.values():
-            if not fut.done():
-                fut.set_exception(ConnectionLost(f"connection lost before {self.name}'s send was settled"))
+        for unsettled in self._unsettled.values():
+            if not unsettled.done():
+                unsettled.set_exception(
+                    ConnectionLost(f"connection lost before {self.name}'s send was settled"))
         self._unsettled.clear()
         if self.closed:
-            for _, fut in self._backlog:
-                if fut is not None and not fut.done():
-                    fut.set_exception(error)
+            for _, waiting in self._backlog:
+                if waiting is not None and not waiting.done():
+                    waiting.set_exception(error)
             self._backlog.clear()
 
 

@@ -181,8 +181,9 @@ class SaslClient:
             self._state = "mechanisms"
         for code, fields in _frames(self._buf):
             if self._state == "mechanisms" and code == SASL_MECHANISMS:
-                offered = fields[0] if fields else []
-                offered = [offered] if isinstance(offered, str) else list(offered or [])
+                first = fields[0] if fields else None
+                offered = [first] if isinstance(first, str) else \
+                    [str(m) for m in first] if isinstance(first, list) else []
                 out += self._init(offered)
                 self._state = "outcome"
             elif self._state == "outcome" and code == SASL_OUTCOME:
