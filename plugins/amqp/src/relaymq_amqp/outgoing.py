@@ -254,12 +254,13 @@ class Sender(_Link):
 class IncomingMessage:
     """One received message: its bytes, and the outcome to send back."""
 
-    __slots__ = ("data", "_receiver", "_delivery", "settled")
+    __slots__ = ("data", "_receiver", "_delivery", "_engine", "settled")
 
     def __init__(self, data: bytes, receiver: Receiver, delivery: Any, settled: bool) -> None:
         self.data = data
         self._receiver = receiver
         self._delivery = delivery
+        self._engine = receiver.conn._engine  # the delivery belongs to this connection only
         self.settled = settled
 
     def _settle(self, state: int, condition: Condition | None = None, failed: bool = False,
@@ -267,7 +268,7 @@ class IncomingMessage:
         if self.settled:
             return
         self.settled = True
-        if self._receiver.pn is None or self._receiver.conn._engine is None:
+        if self._receiver.pn is None or self._receiver.conn._engine is not self._engine:
             return  # the connection that carried it is gone; the peer redelivers
         pn.settle_with(self._delivery, state, condition, failed, undeliverable)
         self._receiver._settled_one()
