@@ -480,7 +480,10 @@ class PluginRegistry:
         for group, element in plugin_elements(config):
             try:
                 obj = self.resolve(group, element.tag, element.origin)
-                if not hasattr(obj, "from_element") and dataclasses.is_dataclass(
+                check = getattr(obj, "validate_element", None)
+                if check is not None:
+                    check(element, strict=self.strict)
+                elif not hasattr(obj, "from_element") and dataclasses.is_dataclass(
                         getattr(obj, "Config", None)):
                     convert(obj.Config, element, strict=self.strict)
             except ConfigError as exc:

@@ -104,6 +104,13 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         self.cleaner = Cleaner(self)
 
     @classmethod
+    def validate_element(cls, element: PluginElement, strict: bool = False) -> None:
+        """Check the attributes without building anything (`relaymq config check`)."""
+        from relaymq.config.typed import convert
+
+        convert(KahaDBConfig, element, strict=strict)
+
+    @classmethod
     def from_element(cls, element: PluginElement, broker: Any = None) -> KahaDBPersistenceAdapter:
         """Build from `<kahaDB .../>`; the default directory follows the broker's
         `dataDirectory`, as ActiveMQ's `${activemq.data}/kahadb`."""
