@@ -192,3 +192,16 @@ async def test_producer_counter(make_broker, connect):
     await conn.close()
     stats = b.destination_stats()
     assert stats["queue://P"]["producers"] == 0 and stats["topic://T"]["producers"] == 0
+
+
+async def test_sequence_numbers_continue_after_a_queue_is_recreated(make_broker, connect):
+    from relaymq.model.destination import Destination
+
+    b = await make_broker()
+    p = await connect(b)
+    for _ in range(3):
+        await p.send("queue://SEQ", "x", persistent=True)
+    last = b.region.queues[Destination.queue("SEQ")].last_seq
+    assert await b.delete_destination(Destination.queue("SEQ"))
+    await p.send("queue://SEQ", "again", persistent=True)
+    assert b.region.queues[Destination.queue("SEQ")].last_seq > last

@@ -52,7 +52,7 @@ class Region:
         self._sub_cache: dict[Destination, list[SubscriptionQueue]] = {}
         self._pending_removes: list[StoreOp] = []
         self._removes_future: asyncio.Future[None] | None = None
-        self._creating: dict[Destination, asyncio.Future[Queue | Topic]] = {}
+        self._retired_seq: dict[Destination, int] = {}
 
     # -- destinations -----------------------------------------------------------------
     async def queue(self, dest: Destination) -> Queue:
@@ -63,8 +63,8 @@ class Region:
         stats = await self.store.stats(dest.key) if self.store_persistent else None
         if dest in self.queues:  # created while we awaited
             return self.queues[dest]
-        if stats is not None:
-            q.last_seq = stats.last_seq
+        q.last_seq = max(stats.last_seq if stats is not None else 0,
+                         self._retired_seq.pop(dest, 0))
         self.queues[dest] = q
         if self.store_persistent and not dest.is_temporary:
             await self.store.write([AddDestination(dest.key)])
@@ -91,6 +91,7 @@ class Region:
             if q is None:
                 return False
             q.close_all(f"destination {dest} was deleted")
+            self._retired_seq[dest] = q.last_seq  # a re-created queue continues numbering
             if self.store_persistent:
                 await self.store.write([RemoveDestination(dest.key)])
         else:
@@ -139,7 +140,17 @@ class Region:
             queue.enqueue(entry)
 
     async def _wait_store(self) -> None:
+        """Wait until the store is under `storeUsage`, asking it to reclaim space now
+        and saying which destinations hold it."""
+        reclaim = getattr(self.store, "reclaim", None)
+        report = getattr(self.store, "usage_report", None)
+        log.warning("store usage limit (%d bytes) reached; producers wait. %s",
+                    self.usage.store_limit, report() if report else self.store.describe())
         while self.store.size() >= self.usage.store_limit:
+            if reclaim is not None:
+                await reclaim()
+                if self.store.size() < self.usage.store_limit:
+                    break
             await asyncio.sleep(0.05)
 
     def store_remove(self, key: str, seq: int) -> Awaitable[None]:

@@ -50,6 +50,9 @@ class MemoryPersistenceAdapter(PersistenceAdapter):
         self._declared: set[str] = set()
         self._subs: dict[str, SubscriptionRecord] = {}
         self._size = 0
+        # Sequence numbers outlive a removed destination, so a re-created one
+        # continues where it left off.
+        self._last_seq: dict[str, int] = {}
 
     async def start(self) -> None:
         return None
@@ -61,6 +64,7 @@ class MemoryPersistenceAdapter(PersistenceAdapter):
         d = self._dests.get(key)
         if d is None:
             d = self._dests[key] = _Dest()
+            d.last_seq = self._last_seq.get(key, 0)
         return d
 
     async def write(self, ops: Sequence[StoreOp], *, sync: bool = True) -> None:
@@ -104,6 +108,7 @@ class MemoryPersistenceAdapter(PersistenceAdapter):
         d = self._dests.pop(key, None)
         if d is not None:
             self._size -= d.size
+            self._last_seq[key] = max(d.last_seq, self._last_seq.get(key, 0))
 
     async def destinations(self) -> list[str]:
         keys = set(self._declared)
@@ -123,7 +128,7 @@ class MemoryPersistenceAdapter(PersistenceAdapter):
     async def stats(self, dest: str) -> DestinationStats:
         d = self._dests.get(dest)
         if d is None:
-            return DestinationStats()
+            return DestinationStats(last_seq=self._last_seq.get(dest, 0))
         return DestinationStats(count=len(d.messages), size=d.size, last_seq=d.last_seq)
 
     def size(self) -> int:
