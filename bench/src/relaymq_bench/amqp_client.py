@@ -265,7 +265,7 @@ class AmqpClient:
             self._rbuf = self._rbuf[self._control_frames(self._rbuf):]
         beat = self.remote_idle_ms / 2000 if self.remote_idle_ms else None
         while True:
-            r, _, _ = select.select([self.sock, control], [], [], beat)
+            r, _, _ = select.select([self.sock, control], [], [], beat)  # type: ignore[type-var]
             if control in r:
                 cmds = control.read_commands()
                 if "stop" in cmds:
@@ -586,7 +586,7 @@ class AmqpClient:
                         first_unacked = None
                         unacked = 0
                         last_write = mono
-                    select.select([sock, control], [], [], timeout)
+                    select.select([sock, control], [], [], timeout)  # type: ignore[type-var]
                 continue
             if n == 0:
                 raise ConnectionError("broker closed the connection")

@@ -415,12 +415,12 @@ def describe_error(err: Any) -> str:
 _UNPACK_U32 = _U32.unpack_from
 
 
-def _skip_uint(b: bytes, p: int) -> int:
+def _skip_uint(b: bytes | bytearray, p: int) -> int:
     c = b[p]
     return p + (2 if c in (0x52, 0x53, 0x50) else 5 if c in (0x70, 0x60) else 1)
 
 
-def parse_transfer(b: bytes, p: int, end: int) -> tuple[int | None, bool, bool, int]:
+def parse_transfer(b: bytes | bytearray, p: int, end: int) -> tuple[int | None, bool, bool, int]:
     """Read a transfer performative starting at ``p`` (the 0x00 descriptor byte).
 
     Returns ``(delivery_id, settled, more, payload_start)``.  Only delivery-id,
@@ -551,7 +551,7 @@ class TransferTemplate:
                               delivery_id, self.gap, seq, ts)
 
 
-def _read_uint(b: bytes, q: int) -> tuple[int | None, int]:
+def _read_uint(b: bytes | bytearray, q: int) -> tuple[int | None, int]:
     c = b[q]
     if c == 0x52:
         return b[q + 1], q + 2
@@ -564,14 +564,15 @@ def _read_uint(b: bytes, q: int) -> tuple[int | None, int]:
     raise AmqpDecodeError(f"expected uint, got 0x{c:02x}")
 
 
-def _read_bool(b: bytes, q: int) -> tuple[bool, int]:
+def _read_bool(b: bytes | bytearray, q: int) -> tuple[bool, int]:
     c = b[q]
     if c == 0x56:
         return b[q + 1] != 0, q + 2
     return c == 0x41, q + 1
 
 
-def parse_disposition(b: bytes, p: int, end: int) -> tuple[bool, int, int, bool, int | None]:
+def parse_disposition(b: bytes | bytearray, p: int,
+                      end: int) -> tuple[bool, int, int, bool, int | None]:
     """Read a disposition at ``p``: ``(role, first, last, settled, state_code)``.
 
     ``state_code`` is the outcome's descriptor (0x24 accepted, 0x25 rejected,

@@ -51,7 +51,9 @@ def comparison_chart(records: Iterable[Record], path: str, title: str = "") -> s
     width = 0.8 / max(1, len(targets))
     for ax, (label, metric, scale) in zip(axes[:, 0], PANELS, strict=True):
         for ti, target in enumerate(targets):
-            xs, meds, errs = [], [], [[], []]
+            xs: list[float] = []
+            meds: list[float] = []
+            errs: list[list[float]] = [[], []]
             for si, scenario in enumerate(scenarios):
                 runs = groups.get((scenario, target))
                 if not runs:

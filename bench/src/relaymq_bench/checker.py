@@ -116,7 +116,7 @@ class CheckResult:
         }
 
 
-def _merge(into: bytearray, other: bytes) -> None:
+def _merge(into: bytearray, other: bytes | bytearray) -> None:
     if len(other) > len(into):
         into.extend(bytes(len(other) - len(into)))
     for i, c in enumerate(other):

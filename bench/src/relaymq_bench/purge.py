@@ -10,7 +10,10 @@ pre-settled / auto-acked until the queue has been quiet for ``idle`` seconds.
 from __future__ import annotations
 
 import select
+import socket
 import time
+from collections.abc import Callable
+from typing import Any
 
 from . import amqp_codec as ac
 from .amqp_client import RECV_SIZE, AmqpClient, LinkOptions
@@ -18,7 +21,8 @@ from .stomp_client import StompClient
 from .targets import Endpoint
 
 
-def _drain(sock, idle: float, limit: float, on_chunk) -> None:  # type: ignore[no-untyped-def]
+def _drain(sock: socket.socket, idle: float, limit: float,
+           on_chunk: Callable[[bytes], None]) -> None:
     sock.setblocking(False)
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -31,7 +35,7 @@ def _drain(sock, idle: float, limit: float, on_chunk) -> None:  # type: ignore[n
         on_chunk(chunk)
 
 
-def purge_amqp(ep: Endpoint, link: dict, idle: float = 0.3, limit: float = 60.0) -> int:
+def purge_amqp(ep: Endpoint, link: dict[str, Any], idle: float = 0.3, limit: float = 60.0) -> int:
     """Drain an AMQP node with a pre-settled receiver; returns messages removed."""
     client = AmqpClient(ep.host, ep.port, ep.user, ep.password, ep.vhost)
     count = 0
@@ -41,14 +45,15 @@ def purge_amqp(ep: Endpoint, link: dict, idle: float = 0.3, limit: float = 60.0)
                                            link.get("expiry_policy")), presettled=True)
         credit = 5000
         client.sock.sendall(client._flow(credit))
-        state = {"buf": client._rbuf, "granted": credit}
+        pending = client._rbuf
+        granted = credit
         client._rbuf = b""
 
         def on_chunk(chunk: bytes) -> None:
-            nonlocal count
-            data = state["buf"] + chunk
+            nonlocal count, pending, granted
+            data = pending + chunk
             frames, used = ac.split_frames(data)
-            state["buf"] = data[used:]
+            pending = data[used:]
             for fr in frames:
                 if len(fr.body) > 3 and fr.body[2] == ac.TRANSFER:
                     client.next_incoming_id += 1
@@ -56,10 +61,10 @@ def purge_amqp(ep: Endpoint, link: dict, idle: float = 0.3, limit: float = 60.0)
                     if not more:
                         count += 1
                         client.delivery_count += 1
-                        state["granted"] -= 1
-            if state["granted"] < credit // 2:
+                        granted -= 1
+            if granted < credit // 2:
                 client._send(client._flow(credit))
-                state["granted"] = credit
+                granted = credit
 
         _drain(client.sock, idle, limit, on_chunk)
     finally:

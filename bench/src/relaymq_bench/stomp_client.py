@@ -22,6 +22,7 @@ import select
 import socket
 import time
 from array import array
+from collections.abc import Mapping
 
 from . import payload
 from .amqp_client import RATE_TICK, RECV_SIZE, ClientStats, _cpu
@@ -78,7 +79,8 @@ class StompClient:
                 select.select([], [self.sock], [], self.timeout)
 
     def subscribe(self, destination: str, prefetch: int, ack: str = "client",
-                  wait_receipt: bool = True) -> None:
+                  wait_receipt: bool = True,
+                  extra_headers: Mapping[str, str] | None = None) -> None:
         """SUBSCRIBE with a receipt, so a refused destination or login fails loudly.
 
         With ``wait_receipt`` the receipt is awaited here (used before "ready",
@@ -87,9 +89,10 @@ class StompClient:
         full queue, messages arrive ahead of the receipt and must not be
         parsed on the slow path.
         """
-        headers = {"id": "0", "destination": destination, "ack": ack,
+        headers: dict[str, str | int] = {"id": "0", "destination": destination, "ack": ack,
                    "prefetch-count": prefetch, "activemq.prefetchSize": prefetch,
                    "receipt": "sub-0"}
+        headers.update(extra_headers or {})  # e.g. Artemis destination-type
         blocking = self.sock.getblocking()
         self.sock.setblocking(True)
         self._send(build_frame("SUBSCRIBE", headers))
@@ -297,7 +300,8 @@ class StompClient:
     # --- hot path: consuming ------------------------------------------------
     def consume(self, checker: SequenceChecker, destination: str, prefetch: int, ack: str,
                 expect: int | None, control: Control, progress_interval: float | None,
-                latencies: array, nap: float = 0.0) -> ClientStats:
+                latencies: array, nap: float = 0.0,
+                extra_headers: Mapping[str, str] | None = None) -> ClientStats:
         """Receive until ``expect`` of this run's messages arrived or "stop" is sent.
 
         Same buffering as the AMQP consumer (one preallocated buffer,
@@ -309,7 +313,8 @@ class StompClient:
         cpu0 = _cpu()
         st.t_go = time.time_ns()
         if not self.subscribed:
-            self.subscribe(destination, prefetch, ack, wait_receipt=False)
+            self.subscribe(destination, prefetch, ack, wait_receipt=False,
+                           extra_headers=extra_headers)
         sock.setblocking(False)
         recv_into = sock.recv_into
         client_ack = ack != "auto"
@@ -377,7 +382,7 @@ class StompClient:
                         # only every ack_threshold messages
                         self._send(_ack_frame(last_ack_id))
                         unacked = 0
-                    select.select([sock, control], [], [], 0.05)
+                    select.select([sock, control], [], [], 0.05)  # type: ignore[type-var]
                 continue
             if n == 0:
                 raise ConnectionError("broker closed the STOMP connection")

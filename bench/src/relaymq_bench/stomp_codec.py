@@ -73,7 +73,7 @@ class Frame(NamedTuple):
     body: bytes
 
 
-def parse_frame(buf: bytes, pos: int = 0) -> tuple[Frame | None, int]:
+def parse_frame(buf: bytes | bytearray, pos: int = 0) -> tuple[Frame | None, int]:
     """Decode the frame at ``pos``; ``(None, pos)`` if it is incomplete.
 
     Leading EOLs (heart-beats) are skipped.  Repeated headers keep the first
@@ -167,7 +167,7 @@ class MessageScan(NamedTuple):
     next_pos: int
 
 
-def scan_message(buf: bytes, pos: int) -> MessageScan | None:
+def scan_message(buf: bytes | bytearray, pos: int) -> MessageScan | None:
     """Locate the next frame (any command) without decoding headers.
 
     Returns None when the frame is incomplete.  This is the reference version
@@ -193,7 +193,8 @@ def scan_message(buf: bytes, pos: int) -> MessageScan | None:
     return MessageScan(pos, hdr_end, body, end, end + 1)
 
 
-def header_value(buf: bytes, start: int, headers_end: int, name: bytes) -> bytes | None:
+def header_value(buf: bytes | bytearray, start: int, headers_end: int,
+                 name: bytes) -> bytes | None:
     """Raw value of header ``name`` in one frame's header block (first occurrence)."""
     key = b"\n" + name + b":"
     i = buf.find(key, start, headers_end)

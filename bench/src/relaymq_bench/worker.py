@@ -50,31 +50,43 @@ def _stats_dict(st: ClientStats) -> dict[str, Any]:
             "cpu_user": st.cpu_user, "cpu_sys": st.cpu_sys, "io": st.extra}
 
 
+def _amqp_client(cfg: dict[str, Any]) -> tuple[AmqpClient, LinkOptions]:
+    client = AmqpClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
+                        cfg.get("vhost"))
+    link = cfg["link"]
+    opts = LinkOptions(link["address"], link.get("durable", 0),
+                       tuple(link.get("capabilities", ())), link.get("expiry_policy"))
+    return client, opts
+
+
+def _stomp_client(cfg: dict[str, Any]) -> StompClient:
+    return StompClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
+                       cfg.get("vhost") or "/")
+
+
 def run_producer(cfg: dict[str, Any], control: Control) -> dict[str, Any]:
     body = payload.make_body(cfg["size"], cfg["run_id"], cfg["index"])
     count, duration, rate = cfg.get("count"), cfg.get("duration"), cfg.get("rate")
+    nap = cfg.get("nap", 0.0)
+    st: ClientStats
     if cfg["protocol"] == "amqp":
-        client = AmqpClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
-                            cfg.get("vhost"))
-        link = cfg["link"]
-        client.attach_sender(LinkOptions(link["address"], link.get("durable", 0),
-                                         tuple(link.get("capabilities", ())),
-                                         link.get("expiry_policy")))
-        template = TransferTemplate(client.handle, body, payload.SEQ_OFFSET, cfg["persistent"],
-                                    client.remote_max_frame)
+        aclient, opts = _amqp_client(cfg)
+        aclient.attach_sender(opts)
+        template = TransferTemplate(aclient.handle, body, payload.SEQ_OFFSET, cfg["persistent"],
+                                    aclient.remote_max_frame)
         emit("ready")
-        client.wait_go(control)
-        st = client.produce(template, count, duration, rate, cfg["max_inflight"], cfg["batch"],
-                            control, cfg.get("nap", 0.0))
+        aclient.wait_go(control)
+        st = aclient.produce(template, count, duration, rate, cfg["max_inflight"], cfg["batch"],
+                             control, nap)
+        aclient.close()
     else:
-        client = StompClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
-                             cfg.get("vhost") or "/")
+        sclient = _stomp_client(cfg)
         stpl = SendTemplate(cfg["address"], body, cfg["persistent"], cfg.get("headers"))
         emit("ready")
-        client.wait_go(control)
-        st = client.produce(stpl, count, duration, rate, cfg["max_inflight"], cfg["batch"],
-                            cfg["receipt_every"], control, cfg.get("nap", 0.0))
-    client.close()
+        sclient.wait_go(control)
+        st = sclient.produce(stpl, count, duration, rate, cfg["max_inflight"], cfg["batch"],
+                             cfg["receipt_every"], control, nap)
+        sclient.close()
     return {"role": "producer", "index": cfg["index"], "sent": st.sent, "accepted": st.accepted,
             "rejected": st.rejected, "released": st.released, "other": st.other_outcomes,
             **_stats_dict(st)}
@@ -85,30 +97,25 @@ def run_consumer(cfg: dict[str, Any], control: Control) -> dict[str, Any]:
     latencies = array("q")
     expect = cfg.get("expect")
     progress = cfg.get("progress_interval")
+    nap = cfg.get("nap", 0.0)
+    st: ClientStats
     if cfg["protocol"] == "amqp":
-        client = AmqpClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
-                            cfg.get("vhost"))
-        link = cfg["link"]
-        client.attach_receiver(LinkOptions(link["address"], link.get("durable", 0),
-                                           tuple(link.get("capabilities", ())),
-                                           link.get("expiry_policy")),
-                               presettled=cfg.get("ack") == "auto")
+        aclient, opts = _amqp_client(cfg)
+        aclient.attach_receiver(opts, presettled=cfg.get("ack") == "auto")
         emit("ready")
-        cmds = client.wait_go(control)
-        expect = _expect_from(cmds, expect)
-        st = client.consume(checker, cfg["credit"], expect, control, progress, latencies,
-                            cfg.get("nap", 0.0))
+        expect = _expect_from(aclient.wait_go(control), expect)
+        st = aclient.consume(checker, cfg["credit"], expect, control, progress, latencies, nap)
+        aclient.close()
     else:
-        client = StompClient(cfg["host"], cfg["port"], cfg.get("user"), cfg.get("password"),
-                             cfg.get("vhost") or "/")
+        sclient = _stomp_client(cfg)
         if cfg.get("subscribe_early"):
-            client.subscribe(cfg["address"], cfg["credit"], cfg.get("ack", "client"))
+            sclient.subscribe(cfg["address"], cfg["credit"], cfg.get("ack", "client"),
+                              extra_headers=cfg.get("headers"))
         emit("ready")
-        cmds = client.wait_go(control)
-        expect = _expect_from(cmds, expect)
-        st = client.consume(checker, cfg["address"], cfg["credit"], cfg.get("ack", "client"),
-                            expect, control, progress, latencies, cfg.get("nap", 0.0))
-    client.close()
+        expect = _expect_from(sclient.wait_go(control), expect)
+        st = sclient.consume(checker, cfg["address"], cfg["credit"], cfg.get("ack", "client"),
+                             expect, control, progress, latencies, nap, cfg.get("headers"))
+        sclient.close()
     return {"role": "consumer", "index": cfg["index"], "received": st.sent,
             "check": checker.to_json(), "latency": encode_latencies(latencies),
             **_stats_dict(st)}
