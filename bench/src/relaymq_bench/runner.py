@@ -277,7 +277,10 @@ def run_once(sc: Scenario, target: Target, run_index: int = 0,
         "protocol": sc.protocol, "mode": sc.mode, "pattern": sc.pattern,
         "persistent": sc.persistent, "size": sc.size, "count": sc.count,
         "duration": sc.duration, "producers": sc.producers, "consumers": sc.consumers,
-        "rate_target": sc.rate, "purged": purged, "sent": sum(p["sent"] for p in prod),  # type: ignore[index]
+        "rate_target": sc.rate,
+        "settings": {k: getattr(sc, k) for k in ("max_inflight", "batch", "credit",
+                                                  "receipt_every", "ack", "nap_ms")},
+        "destination": link["address"], "purged": purged, "sent": sum(p["sent"] for p in prod),  # type: ignore[index]
         "accepted": total, "rejected": sum(p["rejected"] for p in prod),  # type: ignore[index]
         "received": received,
         **{k: v for k, v in verdict.as_dict().items() if k not in ("received",)},

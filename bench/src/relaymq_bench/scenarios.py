@@ -89,6 +89,8 @@ class Scenario:
             parts.append(f"{self.producers}p{self.consumers}c")
         if self.rate:
             parts.append(f"{self.rate:g}/s")
+        if self.ack == "auto":
+            parts.append("autoack")
         return "-".join(parts)
 
     def destination_name(self) -> str:
