@@ -30,6 +30,7 @@ from relaymq_amqp.scanner import (
     Sections,
     body_value,
     decode_map_at,
+    plain_body,
     scan,
 )
 from relaymq_amqp.types import RawValue, Symbol, Timestamp, UByte, UInt, ULong
@@ -130,6 +131,8 @@ def str_to_id(value: str | None) -> Any:
 # AMQP -> kernel
 # ---------------------------------------------------------------------------
 
+_PLAIN = Sections()  # what `to_kernel` returns for a message that is only a body
+
 _BODY_TYPES = {
     "data": BodyType.BYTES, "binary": BodyType.BYTES, "string": BodyType.TEXT,
     "null": BodyType.EMPTY, "value": BodyType.AMQP_VALUE, "sequence": BodyType.AMQP_SEQUENCE,
@@ -156,6 +159,11 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
 
     The message is made with the few fields every message has; the others are
     set only when the bytes carry them (most messages carry few)."""
+    quick = plain_body(data)
+    if quick is not None and destination is not None:
+        kind, body = quick
+        return Message(body, destination=destination, body_type=_BODY_TYPES[kind], encoded=data,
+                       encoding=ENCODING), _PLAIN
     s = scan(data)
     h = s.header
     p = s.properties

@@ -278,6 +278,43 @@ def _section_code(data: bytes, pos: int) -> tuple[int, int]:
     raise DecodeError(f"bad section descriptor at offset {pos}")
 
 
+_EMPTY_HEADER = b"\x00\x53\x70\x45"
+_EMPTY_PROPERTIES = b"\x00\x53\x73\x45"
+
+
+def plain_body(data: bytes) -> tuple[str, bytes] | None:
+    """(kind, payload) for a message that is only a body -- one data binary or
+    an amqp-value binary/string, after at most an empty header and empty
+    properties (what proton writes for a bare message) -- else None."""
+    pos = 0
+    if data.startswith(_EMPTY_HEADER):
+        pos = 4
+    if data.startswith(_EMPTY_PROPERTIES, pos):
+        pos += 4
+    if len(data) < pos + 5 or data[pos] != 0 or data[pos + 1] != 0x53:
+        return None
+    code = data[pos + 2]
+    c = data[pos + 3]
+    if c == 0xB0 or c == 0xB1:
+        start = pos + 8
+        if len(data) < start:
+            return None
+        end = start + _U32(data, pos + 4)[0]
+    elif c == 0xA0 or c == 0xA1:
+        start = pos + 5
+        end = start + data[pos + 4]
+    else:
+        return None
+    if end != len(data):
+        return None
+    binary = c == 0xB0 or c == 0xA0
+    if code == DATA and binary:
+        return "data", data[start:]
+    if code == AMQP_VALUE:
+        return ("binary" if binary else "string"), data[start:]
+    return None
+
+
 def scan(data: bytes) -> Sections:
     """Locate the sections of an encoded AMQP message (header/properties decoded)."""
     try:
