@@ -22,6 +22,7 @@ from relaymq.model.destination import Destination
 from relaymq.model.message import Message, PropertyLoader
 
 MAGIC = b"R1"
+MAGIC2 = b"R2"
 _U32 = struct.Struct(">I")
 _NONE = 0xFFFFFFFF
 
@@ -37,7 +38,8 @@ def register_property_loader(encoding: str, loader: PropertyLoader) -> None:
     _loaders[encoding] = loader
 
 
-def encode_message(m: Message) -> bytes:
+def _encode_v1(m: Message) -> bytes:
+    """The first record format (JSON header); still decoded, no longer written."""
     h: dict[str, Any] = {}
     if m.message_id is not None:
         h["id"] = m.message_id
@@ -94,7 +96,10 @@ def encode_message(m: Message) -> bytes:
 
 def decode_message(data: bytes | memoryview) -> Message:
     try:
-        return _decode(memoryview(data))
+        buf = memoryview(data)
+        if bytes(buf[:2]) == MAGIC2:
+            return _decode_v2(buf)
+        return _decode(buf)
     except CorruptMessage:
         raise
     except (ValueError, KeyError, TypeError, struct.error, IndexError) as exc:
@@ -185,3 +190,130 @@ def _decode_props(props: dict[str, Any]) -> dict[str, Any]:
                 v = v.get("$s")
         out[k] = v
     return out
+
+
+# -- format 2: a struct header with presence bits (no JSON unless properties) ------------
+#
+# b"R2" | u32 flags | u8 priority | i64 expiration | i64 timestamp | i64 group_seq |
+# then, for each set bit in _V2_FIELDS order, u32 length + UTF-8 | optional
+# scheduling (3 x i64) | optional JSON properties, annotations | u32 body length |
+# body | optional u32 encoded length + encoded.
+
+_FIXED = struct.Struct(">IBqqq")
+_SCHED = struct.Struct(">qqq")
+_F_DURABLE = 1 << 0
+_F_ENCODED = 1 << 1
+_F_SCHED = 1 << 2
+_F_PROPS = 1 << 3
+_F_ANN = 1 << 4
+_V2_FIELDS = ("message_id", "destination", "correlation_id", "reply_to", "type", "group_id",
+              "user_id", "content_type", "body_type", "encoding", "origin", "producer_id")
+_STR_BIT = {name: 1 << (8 + i) for i, name in enumerate(_V2_FIELDS)}
+_pack_u32 = _U32.pack
+
+
+def encode_message(m: Message) -> bytes:
+    """The stored form of `m` (format 2)."""
+    flags = _F_DURABLE if m.durable else 0
+    parts: list[bytes] = []
+    append = parts.append
+    for name in _V2_FIELDS:
+        v = getattr(m, name)
+        if v is None or (name == "body_type" and v == "bytes"):
+            continue
+        if name in ("destination", "reply_to"):
+            v = v.key
+        raw = v.encode()
+        flags |= _STR_BIT[name]
+        append(_pack_u32(len(raw)))
+        append(raw)
+    if m.scheduled_delay or m.scheduled_period or m.scheduled_repeat:
+        flags |= _F_SCHED
+        append(_SCHED.pack(m.scheduled_delay, m.scheduled_period, m.scheduled_repeat))
+    lazy = m._properties is None and m._loader is not None and m.encoding in _loaders
+    if not lazy:
+        props = m.properties
+        if props:
+            flags |= _F_PROPS
+            raw = json.dumps(_encode_props(props), separators=(",", ":"), ensure_ascii=False).encode()
+            append(_pack_u32(len(raw)))
+            append(raw)
+    if m.annotations:
+        flags |= _F_ANN
+        raw = json.dumps(_encode_props(m.annotations), separators=(",", ":"), ensure_ascii=False).encode()
+        append(_pack_u32(len(raw)))
+        append(raw)
+    body = m.body
+    append(_pack_u32(len(body)))
+    append(body)
+    enc = m.encoded
+    if enc is not None:
+        flags |= _F_ENCODED
+        append(_pack_u32(len(enc)))
+        append(enc)
+    head = MAGIC2 + _FIXED.pack(flags, m.priority & 0xFF, m.expiration, m.timestamp, m.group_seq)
+    return head + b"".join(parts)
+
+
+def _decode_v2(buf: memoryview) -> Message:
+    flags, priority, expiration, timestamp, group_seq = _FIXED.unpack_from(buf, 2)
+    pos = 2 + _FIXED.size
+    unpack = _U32.unpack_from
+    fields: dict[str, Any] = {}
+    for name in _V2_FIELDS:
+        if flags & _STR_BIT[name]:
+            (n,) = unpack(buf, pos)
+            pos += 4
+            fields[name] = str(buf[pos:pos + n], "utf-8")
+            pos += n
+    sched = None
+    if flags & _F_SCHED:
+        sched = _SCHED.unpack_from(buf, pos)
+        pos += _SCHED.size
+    props = None
+    if flags & _F_PROPS:
+        (n,) = unpack(buf, pos)
+        pos += 4
+        props = _decode_props(json.loads(bytes(buf[pos:pos + n])))
+        pos += n
+    annotations = None
+    if flags & _F_ANN:
+        (n,) = unpack(buf, pos)
+        pos += 4
+        annotations = _decode_props(json.loads(bytes(buf[pos:pos + n])))
+        pos += n
+    (n,) = unpack(buf, pos)
+    pos += 4
+    body = bytes(buf[pos:pos + n])
+    if len(body) != n:
+        raise CorruptMessage("message record truncated in body")
+    pos += n
+    encoded = None
+    if flags & _F_ENCODED:
+        (n,) = unpack(buf, pos)
+        pos += 4
+        encoded = bytes(buf[pos:pos + n])
+        if len(encoded) != n:
+            raise CorruptMessage("message record truncated in encoded form")
+    encoding = fields.get("encoding")
+    loader = None
+    if props is None:
+        loader = _loaders.get(encoding) if encoding and encoded is not None else None
+        if loader is None:
+            props = {}
+    dest = fields.get("destination")
+    reply = fields.get("reply_to")
+    m = Message(
+        body, destination=Destination.parse(dest) if dest else None,
+        message_id=fields.get("message_id"), durable=bool(flags & _F_DURABLE),
+        priority=priority, expiration=expiration, timestamp=timestamp,
+        correlation_id=fields.get("correlation_id"),
+        reply_to=Destination.parse(reply) if reply else None, type=fields.get("type"),
+        group_id=fields.get("group_id"), group_seq=group_seq, user_id=fields.get("user_id"),
+        content_type=fields.get("content_type"), body_type=fields.get("body_type", "bytes"),
+        properties=props, loader=loader, annotations=annotations, encoded=encoded,
+        encoding=encoding, origin=fields.get("origin"), producer_id=fields.get("producer_id"),
+    )
+    if sched is not None:
+        m.scheduled_delay, m.scheduled_period, m.scheduled_repeat = sched
+    return m
