@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from relaymq.broker.broker import Broker
 from relaymq.client import connect_broker
 from relaymq.config.model import BrokerConfig, PluginElement, SystemUsageConfig, UsageLimit

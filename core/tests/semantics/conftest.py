@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-
 from relaymq.broker.broker import Broker
 from relaymq.client import Connection, connect_broker
 from relaymq.config.model import BrokerConfig, DeadLetterStrategyConfig, PolicyEntryConfig

@@ -6,7 +6,6 @@ import asyncio
 import resource
 
 import pytest
-
 from relaymq.config.model import BrokerConfig, SystemUsageConfig, UsageLimit
 
 
@@ -51,7 +50,7 @@ async def test_flood_without_consumers_is_bounded_by_memory_usage(make_broker, c
 
     async def drain(c) -> None:
         nonlocal received
-        while (m := await c.receive(2)) is not None:
+        while await c.receive(2) is not None:
             received += 1
             if received == 4 * per_producer:
                 return

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from relaymq.config.model import BrokerConfig
 
 from .conftest import policy

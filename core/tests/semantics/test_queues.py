@@ -136,7 +136,6 @@ async def test_selector_consumer_leaves_the_rest_for_others(make_broker, connect
 
 async def test_invalid_selector_rejected_at_consumer_creation(make_broker, connect):
     import pytest
-
     from relaymq.selector import InvalidSelector
 
     b = await make_broker()
@@ -150,7 +149,6 @@ async def test_invalid_selector_rejected_at_consumer_creation(make_broker, conne
 
 async def test_temporary_queue_deleted_with_its_connection(make_broker, connect):
     import pytest
-
     from relaymq.errors import DestinationError
 
     b = await make_broker()

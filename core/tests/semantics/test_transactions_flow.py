@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from relaymq.config.model import BrokerConfig, SystemUsageConfig, UsageLimit
 from relaymq.errors import ResourceLimitExceeded
 
