@@ -30,7 +30,12 @@ from relaymq.errors import (
 from relaymq.model.destination import Destination, DestinationKind
 from relaymq.model.message import Message
 from relaymq.selector import Selector
-from relaymq.spi.persistence import AddSubscription, RemoveSubscription, SubscriptionRecord, subscription_key
+from relaymq.spi.persistence import (
+    AddSubscription,
+    RemoveSubscription,
+    SubscriptionRecord,
+    subscription_key,
+)
 
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
