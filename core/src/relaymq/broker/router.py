@@ -64,19 +64,15 @@ class Router:
                 for q in region.matching_queues(dest):
                     await self._to_queue(ctx, q, message)
                 return
-            q = region.queues.get(dest)
-            if q is None:
-                q = await region.queue(dest)
-            await self._to_queue(ctx, q, message)
+            queue = region.queues.get(dest) or await region.queue(dest)
+            await self._to_queue(ctx, queue, message)
             return
         if dest.is_wildcard:
             for t in region.matching_topics(dest):
                 t.publish(message, ctx.batch)
             return
-        t = region.topics.get(dest)
-        if t is None:
-            t = await region.topic(dest)
-        t.publish(message, ctx.batch)
+        topic = region.topics.get(dest) or await region.topic(dest)
+        topic.publish(message, ctx.batch)
 
     async def _to_queue(self, ctx: SendContext, q: Queue, message: Message) -> None:
         if q.is_full() and not (message.durable and self.region.store_persistent):

@@ -205,8 +205,9 @@ class Connection:
         from relaymq.model.message import now_millis
 
         text = isinstance(body, str)
+        raw = body.encode() if isinstance(body, str) else body
         m = Message(
-            body.encode() if text else body,
+            raw,
             destination=as_destination(destination), durable=persistent, priority=priority,
             expiration=expiration or (now_millis() + ttl if ttl else 0),
             correlation_id=correlation_id,

@@ -21,8 +21,9 @@ matching entry and no default is dead-lettered at once when
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from relaymq.config.model import PluginElement
 from relaymq.model.destination import Destination, name_matches
@@ -78,7 +79,7 @@ class RedeliveryPolicyMap:
         return self.default
 
 
-_POLICY_ATTRS = {
+_POLICY_ATTRS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "maximumRedeliveries": ("maximum_redeliveries", int),
     "initialRedeliveryDelay": ("initial_redelivery_delay", int),
     "redeliveryDelay": ("redelivery_delay", int),

@@ -24,8 +24,8 @@ combination of value types.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from relaymq.selector import functions, runtime
 from relaymq.selector.errors import InvalidSelector
@@ -47,7 +47,14 @@ from relaymq.selector.nodes import (
     identifiers,
 )
 
-Evaluator = Callable[[Mapping[str, object]], "bool | None"]
+
+class FieldSource(Protocol):
+    """What a selector reads: a dict, or the kernel's lazy `SelectorView`."""
+
+    def get(self, name: str, default: Any = None, /) -> Any: ...
+
+
+Evaluator = Callable[[FieldSource], "bool | None"]
 
 _PY_OPS = {"=": "==", "<>": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
 _MIRRORED = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
@@ -57,7 +64,7 @@ _NUMERIC_TYPES = frozenset({int, float})
 
 def compile_tree(
     root: Node | None, text: str, string_conversion: bool
-) -> tuple[Evaluator, Callable[[Mapping[str, object]], bool], str]:
+) -> tuple[Evaluator, Callable[[FieldSource], bool], str]:
     """Return ``(evaluate, matches, source)`` for a parsed selector.
 
     ``root`` None is the empty selector, which matches every message (JMS:

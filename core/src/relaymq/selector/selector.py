@@ -9,9 +9,9 @@ one evaluation.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-from relaymq.selector.compiler import compile_tree
+from relaymq.selector.compiler import FieldSource, compile_tree
 from relaymq.selector.errors import InvalidSelector
 from relaymq.selector.nodes import identifiers
 from relaymq.selector.parser import parse
@@ -41,8 +41,8 @@ class Selector:
     string_conversion: bool
     #: Names the selector reads; lets callers skip decoding unused properties.
     identifiers: frozenset[str]
-    evaluate: Callable[[Mapping[str, object]], bool | None]
-    matches: Callable[[Mapping[str, object]], bool]
+    evaluate: Callable[[FieldSource], bool | None]
+    matches: Callable[[FieldSource], bool]
     #: The generated Python source, for debugging and tests.
     source: str
 

@@ -82,12 +82,12 @@ class MemoryPersistenceAdapter(PersistenceAdapter):
                 d.size += n
                 self._size += n
             elif isinstance(op, RemoveMessage):
-                d = self._dests.get(op.dest)
-                if d is not None:
-                    sm = d.messages.pop(op.seq, None)
+                held = self._dests.get(op.dest)
+                if held is not None:
+                    sm = held.messages.pop(op.seq, None)
                     if sm is not None:
                         n = sm.message.size
-                        d.size -= n
+                        held.size -= n
                         self._size -= n
             elif isinstance(op, AddDestination):
                 self._declared.add(op.dest)
