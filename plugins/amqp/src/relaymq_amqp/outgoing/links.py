@@ -1,0 +1,251 @@
+"""Links of an outgoing connection: `Sender` (settlement futures) and
+`Receiver` (messages as bytes, settled by the caller)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from relaymq_amqp import engine as pn
+from relaymq_amqp.engine import Condition, Terminus
+from relaymq_amqp.outgoing.common import _STATES, ConnectionLost, LinkRefused, Outcome
+
+if TYPE_CHECKING:
+    from relaymq_amqp.outgoing.connection import AmqpConnection
+
+log = logging.getLogger("relaymq.amqp.outgoing")
+
+
+class _Link:
+    def __init__(self, conn: AmqpConnection, name: str, source: Terminus, target: Terminus) -> None:
+        self.conn = conn
+        self.name = name
+        self.source = source
+        self.target = target
+        self.pn: Any = None  # the proton link of the current connection
+        self.attached: asyncio.Future[None] = conn.loop.create_future()
+        self.closed = False
+        self.remote_source: Terminus | None = None
+        self.remote_target: Terminus | None = None
+
+    def _attach(self, session: Any) -> None:
+        raise NotImplementedError
+
+    def _opened(self) -> None:
+        self.remote_source = pn.remote_source(self.pn)
+        self.remote_target = pn.remote_target(self.pn)
+        refused = (self.remote_target.kind == 0) if isinstance(self, Sender) else \
+            (self.remote_source.kind == 0)
+        if refused:
+            return  # a close with the reason follows
+        if not self.attached.done():
+            self.attached.set_result(None)
+
+    def _remote_closed(self) -> None:
+        cond = pn.link_remote_condition(self.pn)
+        err = LinkRefused(f"link {self.name} closed by the peer: {cond or 'no reason given'}", cond)
+        if not self.attached.done():
+            self.attached.set_exception(err)
+        else:
+            log.warning("%s", err)
+        self._lost(err)
+        self.closed = True
+        self.conn._links.pop(self.name, None)
+        if not pn.link_local_closed(self.pn):
+            pn.link_close(self.pn)
+
+    def _lost(self, error: Exception) -> None:
+        """The connection (or the link) went away."""
+
+    async def close(self) -> None:
+        self.closed = True
+        self.conn._links.pop(self.name, None)
+        if self.pn is not None and self.conn._engine is not None and not pn.link_local_closed(self.pn):
+            pn.link_close(self.pn)
+            self.conn._flush()
+
+
+class Sender(_Link):
+    """Sends encoded AMQP messages; `send` resolves with the peer's `Outcome`."""
+
+    def __init__(self, conn: AmqpConnection, name: str, source: Terminus, target: Terminus,
+                 presettled: bool) -> None:
+        super().__init__(conn, name, source, target)
+        self.presettled = presettled
+        self._backlog: deque[tuple[bytes, asyncio.Future[Outcome] | None]] = deque()
+        self._unsettled: dict[Any, asyncio.Future[Outcome]] = {}
+        self._tag = 0
+
+    def _attach(self, session: Any) -> None:
+        self.pn = pn.sender(session, self.name)
+        pn.set_source(self.pn, self.source)
+        pn.set_target(self.pn, self.target)
+        pn.link_open(self.pn, snd_settle_mode=pn.SND_SETTLED if self.presettled else pn.SND_UNSETTLED)
+
+    @property
+    def credit(self) -> int:
+        return pn.link_credit(self.pn) if self.pn is not None and self.conn._engine is not None else 0
+
+    def send(self, data: bytes) -> asyncio.Future[Outcome]:
+        """Queue `data` (one encoded message); the future resolves when the peer
+        settles it (at once for a pre-settled sender)."""
+        if self.closed:
+            raise LinkRefused(f"sender {self.name} is closed")
+        fut: asyncio.Future[Outcome] = self.conn.loop.create_future()
+        self._backlog.append((data, fut))
+        self._pump()
+        return fut
+
+    def _pump(self) -> None:
+        if self.pn is None or not self.attached.done() or self.conn._engine is None:
+            return
+        engine = self.conn._engine
+        sent = False
+        while self._backlog and pn.link_credit(self.pn) > 0:
+            data, fut = self._backlog.popleft()
+            self._tag += 1
+            d = engine.send(self.pn, self._tag, data)
+            sent = True
+            if self.presettled:
+                pn.delivery_settle(d)
+                if fut is not None and not fut.done():
+                    fut.set_result(Outcome("accepted"))
+            elif fut is not None:
+                self._unsettled[d] = fut
+        if sent:
+            self.conn._flush()
+
+    def _on_flow(self) -> None:
+        self._pump()
+
+    def _on_delivery(self, d: Any) -> None:
+        state = pn.delivery_remote_state(d)
+        if not pn.delivery_settled(d) and state in (0, pn.RECEIVED):
+            return
+        fut = self._unsettled.pop(d, None)
+        if state == pn.REJECTED:
+            outcome = Outcome("rejected", pn.remote_rejected_condition(d))
+        elif state == pn.MODIFIED:
+            failed, undeliverable = pn.remote_modified_flags(d)
+            outcome = Outcome("modified", None, failed, undeliverable)
+        else:
+            outcome = Outcome(_STATES.get(state, "settled"))
+        pn.delivery_settle(d)
+        if fut is not None and not fut.done():
+            fut.set_result(outcome)
+
+    def _lost(self, error: Exception) -> None:
+        for unsettled in self._unsettled.values():
+            if not unsettled.done():
+                unsettled.set_exception(
+                    ConnectionLost(f"connection lost before {self.name}'s send was settled"))
+        self._unsettled.clear()
+        if self.closed:
+            for _, waiting in self._backlog:
+                if waiting is not None and not waiting.done():
+                    waiting.set_exception(error)
+            self._backlog.clear()
+
+
+class IncomingMessage:
+    """One received message: its bytes, and the outcome to send back."""
+
+    __slots__ = ("data", "_receiver", "_delivery", "_engine", "settled")
+
+    def __init__(self, data: bytes, receiver: Receiver, delivery: Any, settled: bool) -> None:
+        self.data = data
+        self._receiver = receiver
+        self._delivery = delivery
+        self._engine = receiver.conn._engine  # the delivery belongs to this connection only
+        self.settled = settled
+
+    def _settle(self, state: int, condition: Condition | None = None, failed: bool = False,
+                undeliverable: bool = False) -> None:
+        if self.settled:
+            return
+        self.settled = True
+        if self._receiver.pn is None or self._receiver.conn._engine is not self._engine:
+            return  # the connection that carried it is gone; the peer redelivers
+        pn.settle_with(self._delivery, state, condition, failed, undeliverable)
+        self._receiver._settled_one()
+
+    def accept(self) -> None:
+        self._settle(pn.ACCEPTED)
+
+    def release(self) -> None:
+        self._settle(pn.RELEASED)
+
+    def reject(self, condition: Condition | None = None) -> None:
+        self._settle(pn.REJECTED, condition)
+
+    def modify(self, failed: bool = True, undeliverable: bool = False) -> None:
+        self._settle(pn.MODIFIED, None, failed, undeliverable)
+
+
+class Receiver(_Link):
+    """Receives messages into `on_message`; credit is topped up to `credit`
+    as messages are settled (or at once, for `auto_accept`)."""
+
+    def __init__(self, conn: AmqpConnection, name: str, source: Terminus, target: Terminus,
+                 credit: int, on_message: Callable[[IncomingMessage], Any], auto_accept: bool) -> None:
+        super().__init__(conn, name, source, target)
+        self.window = credit
+        self.on_message = on_message
+        self.auto_accept = auto_accept
+        self._outstanding = 0  # delivered to on_message, not settled
+        self._parts: list[bytes] = []
+
+    def _attach(self, session: Any) -> None:
+        self.pn = pn.receiver(session, self.name)
+        pn.set_source(self.pn, self.source)
+        pn.set_target(self.pn, self.target)
+        pn.link_open(self.pn)
+        self._outstanding = 0
+        if self.window:
+            pn.link_flow(self.pn, self.window)
+
+    def _on_delivery(self, d: Any) -> None:
+        engine = self.conn._engine
+        assert engine is not None
+        n = pn.delivery_pending(d)
+        if pn.delivery_partial(d):
+            if n:
+                self._parts.append(engine.recv(self.pn, n))
+            return
+        if n == 0 and not self._parts:
+            if pn.delivery_aborted(d):
+                pn.link_advance(self.pn)
+                pn.delivery_settle(d)
+            return
+        data = engine.recv(self.pn, n) if n else b""
+        if self._parts:
+            self._parts.append(data)
+            data = b"".join(self._parts)
+            self._parts.clear()
+        settled = bool(pn.delivery_settled(d))
+        pn.link_advance(self.pn)
+        msg = IncomingMessage(data, self, d, settled)
+        self._outstanding += 1
+        try:
+            self.on_message(msg)
+        except Exception:  # noqa: BLE001 - a failing handler must not kill the connection
+            log.exception("on_message of receiver %s failed; releasing the message", self.name)
+            msg.release()
+        if self.auto_accept and not msg.settled:
+            msg.accept()
+        if settled:
+            self._settled_one()
+
+    def _settled_one(self) -> None:
+        self._outstanding -= 1
+        credit = pn.link_credit(self.pn)
+        if self.window and credit + self._outstanding <= self.window // 2:
+            pn.link_flow(self.pn, self.window - credit - self._outstanding)
+        self.conn._flush()
+
+    def flow(self, credit: int) -> None:
+        pn.link_flow(self.pn, credit)
+        self.conn._flush()
