@@ -18,6 +18,7 @@ a store write).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -534,6 +535,7 @@ class AmqpConnection:
             await kconn.close()
 
 
+@functools.cache
 def _version() -> str:
     try:
         from importlib.metadata import version
