@@ -131,6 +131,9 @@ class FrameParser:
     def _parse(self, buf: bytes, frames: list[Frame]) -> int:
         limits = self.limits
         commands = self.commands
+        max_header_length = limits.max_header_length
+        max_lines = limits.max_headers + 1
+        max_data = limits.max_data_length
         n = len(buf)
         pos = 0
         while pos < n:
@@ -168,14 +171,12 @@ class FrameParser:
                     text = text.replace("\r\n", "\n")
                     if text.endswith("\r"):
                         text = text[:-1]
-            self._hdr_scan = 0
-            self._lines = 0
-            self._line_start = 0
-            hsize = end - pos
-            if hsize > limits.max_header_length:
-                self._check_header_block(text, hsize)
+            if self._hdr_scan:
+                self._hdr_scan = 0
+            if end - pos > max_header_length:
+                self._check_header_block(text, end - pos)
             lines = text.split("\n")
-            if len(lines) > limits.max_headers + 1:
+            if len(lines) > max_lines:
                 raise FrameError("too many headers",
                                  f"{len(lines) - 1}; the limit is {limits.max_headers}")
             command = lines[0]
@@ -198,7 +199,7 @@ class FrameParser:
                     length = int(cl)
                 else:
                     length = _content_length(cl)
-                if length > limits.max_data_length:
+                if length > max_data:
                     raise FrameError("frame body too large",
                                      f"content-length {length}; the limit is {limits.max_data_length}")
                 stop = body_start + length
@@ -246,6 +247,8 @@ class FrameParser:
     def _check_partial_headers(self, buf: bytes | bytearray, pos: int, scan: int, n: int) -> None:
         """Bound an incomplete header section without rescanning what was checked."""
         limits = self.limits
+        if scan == pos:  # a fresh frame: nothing of it was counted yet
+            self._lines = self._line_start = 0
         if n - pos > limits.max_header_section:
             raise FrameError("frame header section too large",
                              f"no end of headers within {limits.max_header_section} bytes")

@@ -44,65 +44,77 @@ _GENERATED = frozenset({
 })
 
 
-def _int(headers: dict[str, str], name: str) -> int:
-    raw = headers[name]
+def _int(name: str, raw: str) -> int:
     try:
-        return int(raw.strip())
+        return int(raw)
     except ValueError:
         raise StompError(f"invalid '{name}' header", f"{name}:{raw!r} is not an integer") from None
 
 
 def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationMapper,
-                      message_id: str, now_ms: int) -> Message:
-    """Build the kernel message for a SEND frame. `headers` (already unescaped) is
-    consumed: what remains of it becomes the message's properties."""
+                      message_id: str, now_ms: int, escaped_id: str | None = None) -> Message:
+    """Build the kernel message for a SEND frame, with its MESSAGE header block.
+
+    `headers` (already unescaped) is consumed: what remains of it becomes the
+    message's properties. This is the per-message path of every STOMP producer,
+    so it sets fields only for headers that are present and renders the block
+    from what it already has in hand (`render_block` is the general form)."""
     dest = mapper.parse(headers.pop("destination", None))
-    durable = False
-    priority = 4
-    expiration = 0
-    correlation_id = reply_to = mtype = group_id = content_type = None
-    group_seq = 0
-    body_type = BodyType.TEXT
-    delay = period = repeat = 0
+    m = Message(body, destination=dest, message_id=message_id, timestamp=now_ms,
+                body_type=BodyType.TEXT, properties=headers)
+    fields: list[str] = []
     present = RESERVED.intersection(headers)
     for name in present:
-        if name == "persistent":
-            durable = headers["persistent"].strip().lower() == "true"
-        elif name == "priority":
-            priority = min(max(_int(headers, name), 0), 9)
-        elif name == "expires":
-            expiration = max(_int(headers, name), 0)
-        elif name == "content-length":
-            body_type = BodyType.BYTES
+        value = headers.pop(name)
+        if name == "content-length":
+            m.body_type = BodyType.BYTES
         elif name == "content-type":
-            content_type = headers[name]
-        elif name == "type":
-            mtype = headers[name]
+            m.content_type = value
+            fields.append("content-type:" + value)
+        elif name == "persistent":
+            m.durable = value.strip().lower() == "true"
+        elif name == "priority":
+            m.priority = min(max(_int(name, value), 0), 9)
+        elif name == "expires":
+            m.expiration = max(_int(name, value), 0)
         elif name == "correlation-id":
-            correlation_id = headers[name]
+            m.correlation_id = value
+            fields.append("correlation-id:" + value)
+        elif name == "type":
+            m.type = value
+            fields.append("type:" + value)
         elif name == "reply-to":
-            reply_to = mapper.parse(headers[name], "reply-to")
+            m.reply_to = mapper.parse(value, "reply-to")
+            fields.append("reply-to:" + stomp_name(m.reply_to))
         elif name == "JMSXGroupID":
-            group_id = headers[name]
+            m.group_id = value
         elif name == "JMSXGroupSeq":
-            group_seq = _int(headers, name)
+            m.group_seq = _int(name, value)
         elif name == "AMQ_SCHEDULED_DELAY":
-            delay = _int(headers, name)
+            m.scheduled_delay = _int(name, value)
         elif name == "AMQ_SCHEDULED_PERIOD":
-            period = _int(headers, name)
+            m.scheduled_period = _int(name, value)
         elif name == "AMQ_SCHEDULED_REPEAT":
-            repeat = _int(headers, name)
-        del headers[name]
-    m = Message(
-        body, destination=dest, message_id=message_id, durable=durable, priority=priority,
-        expiration=expiration, timestamp=now_ms, correlation_id=correlation_id,
-        reply_to=reply_to, type=mtype, group_id=group_id, group_seq=group_seq,
-        content_type=content_type, body_type=body_type, properties=headers,
-    )
-    if delay or period or repeat:
-        m.scheduled_delay, m.scheduled_period, m.scheduled_repeat = delay, period, repeat
-    m.encoded = render_block(m, V12)
+            m.scheduled_repeat = _int(name, value)
+        # receipt, transaction, message-id, subscription, ack, ...: not message data
     m.encoding = ENCODING
+    nlines = len(fields)
+    if headers:
+        fields.append("\n".join(map(":".join, headers.items())))
+        nlines += len(headers)
+    durable = "persistent:true\n" if m.durable else ""
+    eid = escaped_id or _escape_id(message_id)
+    if nlines:
+        text = "\n".join(fields)
+        if (text.count(":") != nlines or text.count("\n") != nlines - 1
+                or "\\" in text or "\r" in text):
+            m.encoded = render_block(m, V12, trusted=True)  # something to escape
+            return m
+        m.encoded = (f"message-id:{eid}\n{text}\nexpires:{m.expiration}\ntimestamp:{now_ms}\n"
+                     f"priority:{m.priority}\n{durable}content-length:{len(body)}\n\n").encode()
+    else:
+        m.encoded = (f"message-id:{eid}\nexpires:{m.expiration}\ntimestamp:{now_ms}\n"
+                     f"priority:{m.priority}\n{durable}content-length:{len(body)}\n\n").encode()
     return m
 
 
@@ -118,58 +130,54 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def render_block(m: Message, version: str = V12) -> bytes:
+def render_block(m: Message, version: str = V12, trusted: bool = False) -> bytes:
     """The MESSAGE headers that depend only on the message, then `content-length`
     and the empty line: everything between `destination` and the body.
 
-    Written for the common case: a message id whose only special characters are
-    the colons of ActiveMQ's id shape (escaped once per id prefix), and names and
-    values with nothing to escape (checked with one scan of their concatenation)."""
+    Written for the common case (`_render` is the general form and the reference):
+    a message id whose only special characters are the colons of ActiveMQ's id
+    shape (escaped once per id prefix), string properties, and names and values
+    with nothing to escape, which one count of colons and newlines over the
+    joined lines proves. `trusted` says the properties cannot collide with the
+    headers written here (they came from a SEND, which consumed those)."""
     if version != V12:
         return _render(m, version)
-    mid = m.message_id or ""
-    out = [f"message-id:{_escape_id(mid)}\n"]
     fields: list[str] = []
     if m.correlation_id is not None:
-        fields += ("correlation-id", m.correlation_id)
+        fields.append("correlation-id:" + m.correlation_id)
     if m.reply_to is not None:
-        fields += ("reply-to", stomp_name(m.reply_to))
+        fields.append("reply-to:" + stomp_name(m.reply_to))
     if m.type is not None:
-        fields += ("type", m.type)
+        fields.append("type:" + m.type)
     if m.content_type is not None:
-        fields += ("content-type", m.content_type)
+        fields.append("content-type:" + m.content_type)
     ann = m.annotations
     if ann and ann.get(ORIGINAL_DESTINATION) is not None:
-        fields += ("original-destination", stomp_name_of_key(str(ann[ORIGINAL_DESTINATION])),
-                   "originalExpiration", str(ann.get(ORIGINAL_EXPIRATION, 0)))
+        trusted = False
+        fields.append("original-destination:" + stomp_name_of_key(str(ann[ORIGINAL_DESTINATION])))
+        fields.append(f"originalExpiration:{ann.get(ORIGINAL_EXPIRATION, 0)}")
+    nlines = len(fields)
     props = m.properties
-    plain = None
-    if props and _GENERATED.isdisjoint(props):
+    if props:
+        if not trusted and not _GENERATED.isdisjoint(props):
+            return _render(m, V12)
         try:
-            blob = "".join(props) + "".join(props.values())
+            fields.append("\n".join(map(":".join, props.items())))
         except TypeError:  # typed properties (AMQP, vm): the general path
-            pass
-        else:
-            plain = not _special(blob)
-    if fields:
-        if _special("".join(fields)):
-            out += [f"{escape(fields[i], V12)}:{escape(fields[i + 1], V12)}\n"
-                    for i in range(0, len(fields), 2)]
-        else:
-            out += [f"{fields[i]}:{fields[i + 1]}\n" for i in range(0, len(fields), 2)]
-    out.append(f"expires:{m.expiration}\ntimestamp:{m.timestamp}\npriority:{m.priority}\n")
-    if m.durable:
-        out.append("persistent:true\n")
-    if plain:
-        out += [f"{k}:{v}\n" for k, v in props.items()]
-    elif props:
-        out += _property_lines(props, V12)
-    out.append(f"content-length:{len(m.body)}\n\n")
-    return "".join(out).encode()
-
-
-def _special(text: str) -> bool:
-    return ":" in text or "\n" in text or "\\" in text or "\r" in text
+            return _render(m, V12)
+        nlines += len(props)
+    durable = "persistent:true\n" if m.durable else ""
+    if nlines:
+        text = "\n".join(fields)
+        if (text.count(":") != nlines or text.count("\n") != nlines - 1
+                or "\\" in text or "\r" in text):
+            return _render(m, V12)
+        return (f"message-id:{_escape_id(m.message_id or '')}\n{text}\nexpires:{m.expiration}\n"
+                f"timestamp:{m.timestamp}\npriority:{m.priority}\n{durable}"
+                f"content-length:{len(m.body)}\n\n").encode()
+    return (f"message-id:{_escape_id(m.message_id or '')}\nexpires:{m.expiration}\n"
+            f"timestamp:{m.timestamp}\npriority:{m.priority}\n{durable}"
+            f"content-length:{len(m.body)}\n\n").encode()
 
 
 _escaped_ids: dict[str, str] = {}
@@ -215,12 +223,12 @@ def _render(m: Message, version: str) -> bytes:
     if ann and ann.get(ORIGINAL_DESTINATION) is not None:
         parts.append(f"original-destination:{esc(stomp_name_of_key(str(ann[ORIGINAL_DESTINATION])))}\n")
         parts.append(f"originalExpiration:{ann.get(ORIGINAL_EXPIRATION, 0)}\n")
-    parts.append(f"expires:{m.expiration}\ntimestamp:{m.timestamp}\npriority:{m.priority}\n")
-    if m.durable:
-        parts.append("persistent:true\n")
     props = m.properties
     if props:
         parts += _property_lines(props, version)
+    parts.append(f"expires:{m.expiration}\ntimestamp:{m.timestamp}\npriority:{m.priority}\n")
+    if m.durable:
+        parts.append("persistent:true\n")
     parts.append(f"content-length:{len(m.body)}\n\n")
     return "".join(parts).encode()
 

@@ -68,7 +68,9 @@ class StompConnector:
         conns = list(self.connections)
         for p in conns:
             p.abort()
-        await asyncio.gather(*(p.closed for p in conns), return_exceptions=True)
+        if conns:
+            # each teardown returns unacknowledged deliveries and closes its kernel connection
+            await asyncio.wait([p.closed for p in conns], timeout=10)
         self._server = None
 
     @property
@@ -110,8 +112,7 @@ class StompProtocol(asyncio.Protocol):
 
     # -- asyncio callbacks ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # a socket transport
         opts = self.options
         transport.set_write_buffer_limits(high=opts.write_buffer_high)
         peer = transport.get_extra_info("peername")

@@ -35,7 +35,7 @@ from . import frames as F
 from .config import StompOptions
 from .destinations import DestinationMapper
 from .errors import ProtocolError, StompError
-from .frames import V10, Frame, encode_frame, unescape_headers
+from .frames import V10, V12, Frame, encode_frame, escape, unescape_headers
 from .mapping import message_from_send
 from .subscription import ACK_MODES, AUTO, CLIENT, Subscription
 
@@ -78,6 +78,8 @@ class StompSession:
         self._tx_nacks: dict[str, list[tuple[Subscription, int]]] = {}
         self.closing = False
         self._closed = False
+        self._id_prefix = ""
+        self._id_prefix_escaped = ""
         self._handlers: dict[str, Callable[[Frame], Awaitable[None]]] = {
             F.CONNECT: self._connect, F.STOMP: self._connect, F.SEND: self._send,
             F.SUBSCRIBE: self._subscribe, F.UNSUBSCRIBE: self._unsubscribe,
@@ -92,6 +94,23 @@ class StompSession:
             return
         cmd = frame.command
         receipt = None
+        conn = self.conn
+        if cmd == "SEND" and conn is not None and not frame.escaped:
+            # The producer's hot path, without the generic dispatch below.
+            h = frame.headers
+            receipt = h.get("receipt")
+            try:
+                txid = h.get("transaction")
+                mid = conn.new_message_id()
+                eid = self._id_escaped(mid)
+                await conn.send(message_from_send(h, frame.body, self.mapper, mid, now_millis(), eid),
+                                txid)
+            except Exception as exc:  # noqa: BLE001 - mapped to ERROR frames in _failed
+                self._failed(exc, cmd, receipt)
+                return
+            if receipt is not None and not self.closing:
+                self.write(_receipt(receipt, self.version))
+            return
         try:
             handler = self._handlers.get(cmd)
             if handler is None:
@@ -108,13 +127,27 @@ class StompSession:
             await handler(frame)
             if receipt is not None and cmd != F.DISCONNECT and not self.closing:
                 self.write(_receipt(receipt, self.version))
-        except StompError as exc:
-            self.error(exc, receipt)
-        except (RelayMQError, InvalidSelector, InvalidDestination) as exc:
-            self.error(StompError(str(exc), type(exc).__name__), receipt)
         except Exception as exc:  # noqa: BLE001 - one client's frame must not hurt others
-            log.exception("STOMP %s from %s failed", cmd, self.ctx.remote_address)
+            self._failed(exc, cmd, receipt)
+
+    def _failed(self, exc: Exception, cmd: str, receipt: str | None) -> None:
+        if isinstance(exc, StompError):
+            self.error(exc, receipt)
+        elif isinstance(exc, (RelayMQError, InvalidSelector, InvalidDestination)):
+            self.error(StompError(str(exc), type(exc).__name__), receipt)
+        else:
+            log.error("STOMP %s from %s failed", cmd, self.ctx.remote_address, exc_info=exc)
             self.error(ProtocolError(f"internal error: {type(exc).__name__}", str(exc)), receipt)
+
+    def _id_escaped(self, mid: str) -> str:
+        """The message id escaped for a 1.2 header; the connection's id prefix is
+        escaped once (ids are `<prefix><sequence number>`)."""
+        prefix = self._id_prefix
+        if prefix and mid.startswith(prefix):
+            return self._id_prefix_escaped + mid[len(prefix):]
+        head = mid.rstrip("0123456789")
+        self._id_prefix, self._id_prefix_escaped = head, escape(head, V12)
+        return self._id_prefix_escaped + mid[len(head):]
 
     def error(self, exc: StompError, receipt: str | None = None) -> None:
         """Send an ERROR frame; close the connection when the error is fatal."""
@@ -223,6 +256,7 @@ class StompSession:
 
     # -- SEND ------------------------------------------------------------------------------
     async def _send(self, frame: Frame) -> None:
+        """SEND with escaped headers (the common case takes the fast path in `handle`)."""
         conn = self.conn
         assert conn is not None
         headers = frame.headers
