@@ -20,6 +20,7 @@ info cross this boundary as AMQP-encoded bytes, converted with our own codec
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,6 +118,7 @@ _pn_link_send = lib.pn_link_send
 _pn_link_advance = lib.pn_link_advance
 _pn_delivery = lib.pn_delivery
 _from_buffer = ffi.from_buffer
+_pack_tag = struct.Struct(">Q").pack_into
 _unpack = ffi.unpack
 
 
@@ -470,6 +472,7 @@ class Engine:
         self._tagstruct.size = 8
         self._tagstruct.start = self._tagbuf
         self._tag = self._tagstruct[0]
+        self._tagview = ffi.buffer(self._tagbuf)
         self._freed = False
 
     # -- connection endpoint ---------------------------------------------------
@@ -589,7 +592,7 @@ class Engine:
     def send(self, link: Any, tag: int, data: bytes) -> Any:
         """`send` with an integer tag written into a reused buffer: proton copies
         the tag, so no Python bytes or cffi buffer is made per delivery."""
-        self._tagbuf[0:8] = tag.to_bytes(8, "big")
+        _pack_tag(self._tagview, 0, tag)
         d = _pn_delivery(link, self._tag)
         _pn_link_send(link, data, len(data))
         _pn_link_advance(link)
