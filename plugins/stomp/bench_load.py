@@ -132,40 +132,15 @@ def consumer(host: str, port: int, dest: str, n: int, ack: str, prefetch: int,
     s.close()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=200_000, help="messages per producer")
-    ap.add_argument("--size", type=int, default=1024)
-    ap.add_argument("--producers", type=int, default=1)
-    ap.add_argument("--ack", choices=["client", "auto"], default="client")
-    ap.add_argument("--prefetch", type=int, default=1000)
-    ap.add_argument("--persistent", action="store_true")
-    ap.add_argument("--receipt-every", type=int, default=100)
-    ap.add_argument("--inflight", type=int, default=2000)
-    ap.add_argument("--url", help="host:port of a running broker (default: start RelayMQ)")
-    ap.add_argument("--pid", type=int, help="pid of the broker to measure with --url")
-    ap.add_argument("--dest", default="/queue/bench.load")
-    args = ap.parse_args()
-
-    proc = None
-    if args.url:
-        host, port = args.url.rsplit(":", 1)
-        pid = args.pid
-    else:
-        proc = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None
-        host, port = proc.stdout.readline().strip().rsplit(":", 1)
-        pid = proc.pid
-    port_i = int(port)
+def one_run(args: argparse.Namespace, host: str, port_i: int, pid: int | None, dest: str) -> float:
     total = args.n * args.producers
     ctx = mp.get_context("fork")
     go, ready, done = ctx.Event(), ctx.Event(), ctx.Queue()
-    cons = ctx.Process(target=consumer, args=(host, port_i, args.dest, total, args.ack,
+    cons = ctx.Process(target=consumer, args=(host, port_i, dest, total, args.ack,
                                               args.prefetch, ready, done))
     cons.start()
     ready.wait(10)
-    prods = [ctx.Process(target=producer, args=(host, port_i, args.dest, args.n, args.size,
+    prods = [ctx.Process(target=producer, args=(host, port_i, dest, args.n, args.size,
                                                 args.persistent, args.receipt_every,
                                                 args.inflight, go))
              for _ in range(args.producers)]
@@ -181,11 +156,47 @@ def main() -> None:
         p.join(30)
     cons.join(10)
     wall = t_end - t0
+    per = (cpu1 - cpu0) / got * 1e6
     print(f"{total} x {args.size} B {'persistent' if args.persistent else 'non-persistent'}, "
-          f"{args.producers} producer(s), ack:{args.ack}, prefetch {args.prefetch}")
-    print(f"  consumed {got} in {wall:.2f} s = {got / wall:,.0f} msg/s")
-    if pid:
-        print(f"  broker CPU {cpu1 - cpu0:.2f} s = {(cpu1 - cpu0) / got * 1e6:.1f} us/msg")
+          f"{args.producers} producer(s), ack:{args.ack}, prefetch {args.prefetch}: "
+          f"{got / wall:,.0f} msg/s" + (f", broker CPU {per:.1f} us/msg" if pid else ""))
+    return per
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=200_000, help="messages per producer")
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--producers", type=int, default=1)
+    ap.add_argument("--ack", choices=["client", "auto"], default="client")
+    ap.add_argument("--prefetch", type=int, default=1000)
+    ap.add_argument("--persistent", action="store_true")
+    ap.add_argument("--receipt-every", type=int, default=100)
+    ap.add_argument("--inflight", type=int, default=2000)
+    ap.add_argument("--url", help="host:port of a running broker (default: start RelayMQ)")
+    ap.add_argument("--pid", type=int, help="pid of the broker to measure with --url")
+    ap.add_argument("--dest", default="/queue/bench.load")
+    ap.add_argument("--repeat", type=int, default=1, help="runs (against the same broker)")
+    args = ap.parse_args()
+
+    proc = None
+    if args.url:
+        host, port = args.url.rsplit(":", 1)
+        pid = args.pid
+    else:
+        proc = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        host, port = proc.stdout.readline().strip().rsplit(":", 1)
+        pid = proc.pid
+    port_i = int(port)
+    results = []
+    for run in range(args.repeat):
+        results.append(one_run(args, host, port_i, pid, f"{args.dest}.{run}"))
+    if pid and len(results) > 1:
+        per = sorted(r for r in results)
+        print(f"broker CPU per message over {len(per)} runs: min {per[0]:.1f} us, "
+              f"median {per[len(per) // 2]:.1f} us")
     if proc is not None:
         assert proc.stdin is not None
         proc.stdin.close()

@@ -155,6 +155,7 @@ class FrameParser:
                     raise FrameError("garbage: a frame header is not UTF-8", str(exc)) from None
                 if "\r" in text:
                     text = None  # maybe CRLF line ends: look again below
+            raw = text is None  # CR in the headers: kept away from the fast paths
             if text is None:
                 crlf = buf.find(b"\n\r\n", scan, end + 1 if end >= 0 else n)
                 if crlf >= 0 and (end < 0 or crlf < end):
@@ -222,7 +223,7 @@ class FrameParser:
                     self._state = _BODY_NUL
                     self._hdr_scan = end - pos
                     return pos
-            frames.append(Frame(command, headers, buf[body_start:stop], "\\" in text,
+            frames.append(Frame(command, headers, buf[body_start:stop], raw or "\\" in text,
                                 stop + 1 - pos))
             pos = stop + 1
         self._state = _HEADERS

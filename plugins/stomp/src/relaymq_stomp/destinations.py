@@ -75,10 +75,11 @@ def stomp_name_of_key(key: str) -> str:
 class DestinationMapper:
     """Per-connection translation; knows this connection's temporary destinations."""
 
-    __slots__ = ("_conn", "_temps", "_names", "_lines", "_parsed")
+    __slots__ = ("_conn", "_version", "_temps", "_names", "_lines", "_parsed")
 
-    def __init__(self, conn: ClientConnection) -> None:
+    def __init__(self, conn: ClientConnection, version: str = "1.2") -> None:
         self._conn = conn
+        self._version = version  # of the session: how `header_line` escapes
         self._temps: dict[tuple[DestinationKind, str], Destination] = {}
         self._names: dict[Destination, str] = {}  # own temps -> the name the client used
         self._lines: dict[Destination, bytes] = {}
@@ -137,9 +138,9 @@ class DestinationMapper:
         """`destination:<name>\\n` for a MESSAGE frame, cached per destination."""
         line = self._lines.get(dest)
         if line is None:
-            from .frames import V12, escape
+            from .frames import escape
 
-            line = f"destination:{escape(self.name(dest), V12)}\n".encode()
+            line = f"destination:{escape(self.name(dest), self._version)}\n".encode()
             if len(self._lines) > 10000:
                 self._lines.clear()
             self._lines[dest] = line

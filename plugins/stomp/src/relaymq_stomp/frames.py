@@ -46,7 +46,8 @@ class Frame:
         self.command = command
         self.headers = headers
         self.body = body
-        #: a backslash occurred in the header block (unescape per version before use)
+        #: a backslash (or a CR) occurred in the header block: unescape per version
+        #: before use; False promises names and values hold no backslash, CR or LF
         self.escaped = escaped
         #: bytes the frame occupied on the wire
         self.size = size

@@ -52,13 +52,16 @@ def _int(name: str, raw: str) -> int:
 
 
 def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationMapper,
-                      message_id: str, now_ms: int, escaped_id: str | None = None) -> Message:
+                      message_id: str, now_ms: int, escaped_id: str | None = None,
+                      clean: bool = False) -> Message:
     """Build the kernel message for a SEND frame, with its MESSAGE header block.
 
     `headers` (already unescaped) is consumed: what remains of it becomes the
     message's properties. This is the per-message path of every STOMP producer,
     so it sets fields only for headers that are present and renders the block
-    from what it already has in hand (`render_block` is the general form)."""
+    from what it already has in hand (`render_block` is the general form).
+    `clean` promises no backslash, CR or LF in any name or value (`Frame.escaped`
+    is False), which leaves colons as the only thing that may need escaping."""
     dest = mapper.parse(headers.pop("destination", None))
     m = Message(body, destination=dest, message_id=message_id, timestamp=now_ms,
                 body_type=BodyType.TEXT, properties=headers)
@@ -106,8 +109,8 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
     eid = escaped_id or _escape_id(message_id)
     if nlines:
         text = "\n".join(fields)
-        if (text.count(":") != nlines or text.count("\n") != nlines - 1
-                or "\\" in text or "\r" in text):
+        if text.count(":") != nlines or not clean and (
+                text.count("\n") != nlines - 1 or "\\" in text or "\r" in text):
             m.encoded = render_block(m, V12, trusted=True)  # something to escape
             return m
         m.encoded = (f"message-id:{eid}\n{text}\nexpires:{m.expiration}\ntimestamp:{now_ms}\n"
@@ -169,8 +172,8 @@ def render_block(m: Message, version: str = V12, trusted: bool = False) -> bytes
     durable = "persistent:true\n" if m.durable else ""
     if nlines:
         text = "\n".join(fields)
-        if (text.count(":") != nlines or text.count("\n") != nlines - 1
-                or "\\" in text or "\r" in text):
+        if text.count(":") != nlines or (
+                text.count("\n") != nlines - 1 or "\\" in text or "\r" in text):
             return _render(m, V12)
         return (f"message-id:{_escape_id(m.message_id or '')}\n{text}\nexpires:{m.expiration}\n"
                 f"timestamp:{m.timestamp}\npriority:{m.priority}\n{durable}"

@@ -22,7 +22,8 @@ import asyncio
 import logging
 import ssl
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Generator
+from typing import TYPE_CHECKING, Any
 
 from relaymq.spi.transport import ConnectorContext
 
@@ -139,16 +140,17 @@ class StompProtocol(asyncio.Protocol):
             return
         self._last_read = self.loop.time()
         try:
-            frames: list[Frame | FrameError] = list(self.parser.feed(data))
+            frames: list[Frame | FrameError] = self.parser.feed(data)  # type: ignore[assignment]
         except FrameError as exc:
             frames = [*self.parser.error_frames, exc]
             self.transport.pause_reading()  # type: ignore[union-attr]
         if not frames:
             return
-        self._frames.extend(frames)
         if self._task is None:
-            self._task = self.loop.create_task(self._process())
-        elif not self._read_paused and len(self._frames) >= self.options.max_pending_frames:
+            self._run(frames)
+            return
+        self._frames.extend(frames)  # a frame is waiting in the kernel; keep the order
+        if not self._read_paused and len(self._frames) >= self.options.max_pending_frames:
             self._read_paused = True
             self.transport.pause_reading()  # type: ignore[union-attr]
 
@@ -177,11 +179,34 @@ class StompProtocol(asyncio.Protocol):
             self.session.flushed()
 
     # -- processing ----------------------------------------------------------------------
-    async def _process(self) -> None:
+    def _run(self, frames: list[Frame | FrameError]) -> None:
+        """Handle frames right here, eagerly: a frame whose handling completes without
+        suspending (the usual SEND, ACK) costs no task and no loop turn. The first
+        one that suspends (flow control, a store write) continues in a task, and the
+        frames after it wait in `_frames` until it is done."""
+        session = self.session
+        assert session is not None
+        for i, item in enumerate(frames):
+            if self._closing:
+                return
+            if item.__class__ is FrameError:
+                session.error(item)  # type: ignore[arg-type]
+                return
+            coro = session.handle(item)  # type: ignore[arg-type]
+            try:
+                waiting = coro.send(None)
+            except StopIteration:
+                continue
+            self._frames.extend(frames[i + 1:])
+            self._task = self.loop.create_task(self._process(coro, waiting))
+            return
+
+    async def _process(self, coro: Coroutine[Any, Any, None], waiting: Any) -> None:
         session = self.session
         assert session is not None
         frames = self._frames
         try:
+            await _Resume(coro, waiting)
             while frames and not self._closing:
                 item = frames.popleft()
                 if isinstance(item, FrameError):
@@ -238,6 +263,8 @@ class StompProtocol(asyncio.Protocol):
         """Broker shutdown: drop the socket; `closed` completes after the teardown."""
         self._closing = True
         self._frames.clear()
+        if self._task is not None:
+            self._task.cancel()  # e.g. a send held by flow control: it was never accepted
         if self.transport is not None and not self._lost:
             self.transport.abort()
 
@@ -291,3 +318,35 @@ class StompProtocol(asyncio.Protocol):
                 self.transport.abort()  # type: ignore[union-attr]
             return
         self._recv_timer = self.loop.call_later(self._recv_within - silent, self._recv_tick)
+
+
+class _Resume:
+    """Await the rest of a coroutine that was started by hand (`coro.send(None)`)
+    and is suspended on `waiting`: what Python 3.12's eager tasks do.
+
+    The task running this yields the same future the coroutine yielded (its
+    `_asyncio_future_blocking` flag is still set), resumes the coroutine when it
+    is done, and forwards cancellation into it."""
+
+    __slots__ = ("coro", "waiting")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], waiting: Any) -> None:
+        self.coro = coro
+        self.waiting = waiting
+
+    def __await__(self) -> Generator[Any, None, None]:
+        coro, waiting = self.coro, self.waiting
+        while True:
+            try:
+                yield waiting
+            except BaseException as exc:  # noqa: BLE001 - cancellation goes into the coroutine
+                try:
+                    waiting = coro.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    waiting = coro.send(None)
+                except StopIteration:
+                    return
+

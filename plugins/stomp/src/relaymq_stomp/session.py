@@ -103,8 +103,8 @@ class StompSession:
                 txid = h.get("transaction")
                 mid = conn.new_message_id()
                 eid = self._id_escaped(mid)
-                await conn.send(message_from_send(h, frame.body, self.mapper, mid, now_millis(), eid),
-                                txid)
+                await conn.send(message_from_send(h, frame.body, self.mapper, mid, now_millis(), eid,
+                                                  True), txid)
             except Exception as exc:  # noqa: BLE001 - mapped to ERROR frames in _failed
                 self._failed(exc, cmd, receipt)
                 return
@@ -229,7 +229,7 @@ class StompSession:
             return
         self.conn = conn
         self.version = version
-        self.mapper = DestinationMapper(conn)
+        self.mapper = DestinationMapper(conn, version)
         headers = {"version": version, "session": conn.id, "server": opts.server,
                    "heart-beat": f"{send_ms},{recv_ms}"}
         self.write(encode_frame(F.CONNECTED, headers, b"", version, content_length=False))

@@ -28,7 +28,8 @@ ACK_MODES = (AUTO, CLIENT, CLIENT_INDIVIDUAL)
 
 class Subscription:
     __slots__ = ("session", "id", "num", "destination_text", "ack_mode", "consumer",
-                 "browser", "durable_name", "_head", "msgids", "_track")
+                 "browser", "durable_name", "_head", "msgids", "_track", "_auto", "_v12",
+                 "_dest", "_line")
 
     def __init__(self, session: StompSession, sid: str, num: int, destination_text: str,
                  ack_mode: str, browser: bool, durable_name: str | None) -> None:
@@ -44,28 +45,38 @@ class Subscription:
         #: message-id -> delivery id, for client-ack subscriptions (1.0/1.1 ACK by message-id)
         self.msgids: dict[str, int] = {}
         self._track = ack_mode != AUTO and not browser and session.version != V12
+        self._auto = ack_mode == AUTO and not browser
+        self._v12 = session.version == V12
+        self._dest: object = None  # the last destination rendered, and its header line
+        self._line = b""
 
     # -- kernel -> client ------------------------------------------------------------------
     def on_message(self, delivery: Delivery) -> None:
         """Write one MESSAGE frame; called synchronously by the queue's dispatch."""
         session = self.session
         m = delivery.message
-        block = m.encoded if m.encoding == ENCODING else None
-        version = session.version
-        if block is None or (version != V12 and _needs_render(block, version)):
-            block = render_block(m, version)
-        redelivered = b"\nredelivered:true\n" if delivery.delivery_count else b"\n"
+        if m.encoding == ENCODING and self._v12:
+            block = m.encoded
+        else:
+            block = None if m.encoding != ENCODING else m.encoded
+            if block is None or _needs_render(block, session.version):
+                block = render_block(m, session.version)
+        dest = m.destination
+        if dest is self._dest:
+            line = self._line
+        else:
+            line = self._line = session.mapper.header_line(dest)  # type: ignore[arg-type]
+            self._dest = dest
+        did = delivery.id
         session.write(b"".join((
-            self._head, str(delivery.id).encode(), redelivered,
-            session.mapper.header_line(m.destination),  # type: ignore[arg-type]
-            block, m.body, b"\x00",
+            self._head, b"%d" % did, b"\nredelivered:true\n" if delivery.delivery_count else b"\n",
+            line, block, m.body, b"\x00",  # type: ignore[list-item]
         )))
-        if self.ack_mode == AUTO:
-            if not self.browser:
-                session.auto_acks.append((self, delivery.id))
+        if self._auto:
+            session.auto_acks.append((self, did))
         elif self._track:
             msgids = self.msgids
-            msgids[m.message_id] = delivery.id  # type: ignore[index]
+            msgids[m.message_id] = did  # type: ignore[index]
             if len(msgids) > 2 * len(self.consumer.inflight if self.consumer else ()) + 1024:
                 self._prune()
 
