@@ -65,7 +65,9 @@ class Router:
                     await self._to_queue(ctx, q, message)
                 return
             queue = region.queues.get(dest) or await region.queue(dest)
-            await self._to_queue(ctx, queue, message)
+            if queue.is_full() and not (message.durable and region.store_persistent):
+                await region.flow_control(queue.wait_for_space(), dest)
+            queue.prepare(message, ctx.batch)
             return
         if dest.is_wildcard:
             for t in region.matching_topics(dest):
