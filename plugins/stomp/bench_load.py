@@ -50,10 +50,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+LOGIN = {"login": "admin", "passcode": "admin"}
+
+
 def _connect(host: str, port: int) -> socket.socket:
     s = socket.create_connection((host, port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.sendall(b"CONNECT\naccept-version:1.2\nhost:localhost\nlogin:admin\npasscode:admin\n\n\x00")
+    s.sendall(b"CONNECT\naccept-version:1.2\nhost:/\nlogin:%s\npasscode:%s\n\n\x00"
+              % (LOGIN["login"].encode(), LOGIN["passcode"].encode()))
     buf = b""
     while b"\x00" not in buf:
         buf += s.recv(4096)
@@ -102,8 +106,8 @@ def producer(host: str, port: int, dest: str, n: int, size: int, persistent: boo
 def consumer(host: str, port: int, dest: str, n: int, ack: str, prefetch: int,
              ready: mp.Event, done: mp.Queue) -> None:
     s = _connect(host, port)
-    s.sendall(b"SUBSCRIBE\ndestination:%s\nid:0\nack:%s\nactivemq.prefetchSize:%d\nreceipt:s\n\n\x00"
-              % (dest.encode(), ack.encode(), prefetch))
+    s.sendall(b"SUBSCRIBE\ndestination:%s\nid:0\nack:%s\nactivemq.prefetchSize:%d\n"
+              b"prefetch-count:%d\nreceipt:s\n\n\x00" % (dest.encode(), ack.encode(), prefetch, prefetch))
     buf = b""
     while b"receipt-id:s" not in buf:
         buf += s.recv(4096)
@@ -177,7 +181,10 @@ def main() -> None:
     ap.add_argument("--pid", type=int, help="pid of the broker to measure with --url")
     ap.add_argument("--dest", default="/queue/bench.load")
     ap.add_argument("--repeat", type=int, default=1, help="runs (against the same broker)")
+    ap.add_argument("--login", default="admin")
+    ap.add_argument("--passcode", default="admin")
     args = ap.parse_args()
+    LOGIN.update(login=args.login, passcode=args.passcode)
 
     proc = None
     if args.url:

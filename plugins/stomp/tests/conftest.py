@@ -69,6 +69,8 @@ class BrokerThread:
             time.sleep(0.02)
 
     def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
         try:
             self.run(self.broker.stop())
         finally:
