@@ -3,7 +3,7 @@
     .venv/bin/python plugins/stomp/bench_load.py [--n 200000] [--size 1024]
         [--producers 1] [--ack client|auto] [--persistent] [--url host:port]
 
-Starts a RelayMQ broker (memory store, STOMP connector) in a subprocess unless
+Starts `relaymq run` (memory store, one STOMP connector) in a subprocess unless
 `--url` points at a running one (then give `--pid` of the broker to measure,
 e.g. ActiveMQ's java process). Producers pipeline SEND frames (a receipt every
 `--receipt-every`, at most `--inflight` unreceipted); consumers subscribe with
@@ -18,30 +18,41 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
-SERVE = r"""
-import asyncio, sys
-from relaymq.testing import running_broker
-async def main():
-    async with running_broker(None, "stomp://127.0.0.1:0") as b:
-        print(b.connector_address("stomp"), flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-try:
-    import uvloop
-    uvloop.install()
-except ImportError:
-    pass
-import os
-if os.environ.get("BENCH_PROFILE"):
-    import cProfile
-    cProfile.run("asyncio.run(main())", os.environ["BENCH_PROFILE"])
-else:
-    asyncio.run(main())
+CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" persistent="false">
+  <transportConnectors>
+    <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
+  </transportConnectors>
+</broker>
 """
+
+
+def start_relaymq(workdir: str) -> tuple[subprocess.Popen[str], int]:
+    """`relaymq run` (uvloop, tuned GC: the deployment) on a free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = os.path.join(workdir, "activemq.xml")
+    with open(path, "w") as f:
+        f.write(CONFIG.format(port=port))
+    relaymq = os.path.join(os.path.dirname(sys.executable), "relaymq")
+    proc = subprocess.Popen([relaymq, "run", "--config", path, "--log-level", "warning"],
+                            cwd=workdir, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("relaymq run did not start listening")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -191,10 +202,9 @@ def main() -> None:
         host, port = args.url.rsplit(":", 1)
         pid = args.pid
     else:
-        proc = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None
-        host, port = proc.stdout.readline().strip().rsplit(":", 1)
+        workdir = tempfile.mkdtemp(prefix="relaymq-bench-")
+        proc, port_n = start_relaymq(workdir)
+        host, port = "127.0.0.1", str(port_n)
         pid = proc.pid
     port_i = int(port)
     results = []
@@ -205,9 +215,8 @@ def main() -> None:
         print(f"broker CPU per message over {len(per)} runs: min {per[0]:.1f} us, "
               f"median {per[len(per) // 2]:.1f} us")
     if proc is not None:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(10)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,10 @@ class BrokerThread:
     """A started broker on a private loop in a daemon thread."""
 
     def __init__(self, config: BrokerConfig, setup: Callable[[Broker], None] | None = None,
-                 scheme: str = "stomp") -> None:
-        self.loop = asyncio.new_event_loop()
+                 scheme: str = "stomp",
+                 loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+                 ) -> None:
+        self.loop = loop_factory()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.config = config
@@ -85,10 +87,11 @@ def start_broker() -> Iterator[Callable[..., BrokerThread]]:
 
     def start(*uris: str, setup: Callable[[Broker], None] | None = None,
               config: BrokerConfig | None = None, scheme: str | None = None,
+              loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
               **fields: Any) -> BrokerThread:
         uris = uris or ("stomp://127.0.0.1:0",)
         cfg = config or broker_config(*uris, **fields)
-        bt = BrokerThread(cfg, setup, scheme or uris[0].split("://")[0])
+        bt = BrokerThread(cfg, setup, scheme or uris[0].split("://")[0], loop_factory)
         started.append(bt)
         return bt
 

@@ -23,7 +23,7 @@ import logging
 import ssl
 from collections import deque
 from collections.abc import Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from relaymq.spi.transport import ConnectorContext
 
@@ -112,8 +112,9 @@ class StompProtocol(asyncio.Protocol):
         self._recv_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio callbacks ----------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # a socket transport
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base)  # a stream socket (TCP or TLS)
+        self.transport = transport
         opts = self.options
         transport.set_write_buffer_limits(high=opts.write_buffer_high)
         peer = transport.get_extra_info("peername")
