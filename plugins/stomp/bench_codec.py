@@ -80,9 +80,12 @@ def main() -> None:
     parsed = feed(frame)[0]
     seq = iter(range(1 << 62))
 
-    def to_kernel() -> None:
-        message_from_send(dict(parsed.headers), parsed.body, mapper,
-                          f"ID:bench-1-1-1:1:-1:1:{next(seq)}", 1_700_000_000_000)
+    prefix, escaped = "ID:bench-1-1-1:1:-1:1:", "ID\\cbench-1-1-1\\c1\\c-1\\c1\\c"
+
+    def to_kernel() -> None:  # as the session's SEND fast path calls it
+        n = str(next(seq))
+        message_from_send(dict(parsed.headers), parsed.body, mapper, prefix + n,
+                          1_700_000_000_000, escaped + n, not parsed.escaped)
 
     t_kernel = timed("to kernel", to_kernel, n)
 

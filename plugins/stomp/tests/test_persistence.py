@@ -68,3 +68,22 @@ def test_durable_subscription_survives_restart(start_broker, tmp_path: Path) -> 
     conn2.subscribe("/topic/events", id="1", headers={"activemq.subscriptionName": "keep"})
     assert [m.body for m in col2.wait_messages(1)] == ["while away"]
     conn2.disconnect()
+
+
+def test_order_kept_when_stored_sends_suspend(start_broker, tmp_path: Path) -> None:
+    """Persistent sends wait for the store while later frames of the same read queue
+    behind them: a producer's mix of persistent and non-persistent messages arrives
+    in the order it was sent."""
+    bt = start_broker(config=_config(tmp_path))
+    cons, col = connect(bt)
+    cons.subscribe("/queue/mixed", id="1")
+    prod, pcol = connect(bt)
+    n = 300
+    for i in range(n):
+        prod.send("/queue/mixed", str(i), headers={"persistent": "true"} if i % 3 else {})
+    prod.send("/queue/mixed", "end", receipt="end")
+    assert pcol.wait_receipt("end", 20)
+    msgs = col.wait_messages(n + 1, timeout=20)
+    assert [m.body for m in msgs] == [str(i) for i in range(n)] + ["end"]
+    cons.disconnect()
+    prod.disconnect()

@@ -229,3 +229,13 @@ def test_message_groups_stick_to_one_consumer(client) -> None:
     groups_b = {m.body.split("-")[0] for m in colb.messages}
     assert not groups_a & groups_b
     assert all("JMSXGroupID" not in m.headers for m in cola.messages + colb.messages)
+
+
+def test_composite_subscribe_is_refused(raw) -> None:
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/a,/queue/b\nid:1\nreceipt:r\n\n\x00")
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and "composite" in h["message"] and h["receipt-id"] == "r"
+    c.send("SEND\ndestination:/queue/ok\nreceipt:ok\n\nx\x00")
+    assert c.read()[0] == "RECEIPT"

@@ -272,6 +272,9 @@ class StompSession:
         h = frame.headers
         text = h.get("destination")
         dest = self.mapper.parse(text)
+        if dest.is_composite:
+            raise StompError("consuming from a composite destination is not supported",
+                             f"subscribe to each part of {text} (or use a wildcard)")
         sid = h.get("id") or text
         assert sid is not None
         if sid in self.subs:
