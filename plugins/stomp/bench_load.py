@@ -25,7 +25,8 @@ import sys
 import tempfile
 import time
 
-CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" persistent="false">
+CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" persistent="{persistent}">
+  <persistenceAdapter><kahaDB directory="{workdir}/kahadb"/></persistenceAdapter>
   <transportConnectors>
     <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
   </transportConnectors>
@@ -33,14 +34,15 @@ CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" persistent="f
 """
 
 
-def start_relaymq(workdir: str) -> tuple[subprocess.Popen[str], int]:
-    """`relaymq run` (uvloop, tuned GC: the deployment) on a free loopback port."""
+def start_relaymq(workdir: str, kahadb: bool) -> tuple[subprocess.Popen[str], int]:
+    """`relaymq run` (uvloop, tuned GC: the deployment) on a free loopback port,
+    with the memory store or kahaDB."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     path = os.path.join(workdir, "activemq.xml")
     with open(path, "w") as f:
-        f.write(CONFIG.format(port=port))
+        f.write(CONFIG.format(port=port, workdir=workdir, persistent=str(kahadb).lower()))
     relaymq = os.path.join(os.path.dirname(sys.executable), "relaymq")
     proc = subprocess.Popen([relaymq, "run", "--config", path, "--log-level", "warning"],
                             cwd=workdir, text=True)
@@ -185,7 +187,9 @@ def main() -> None:
     ap.add_argument("--producers", type=int, default=1)
     ap.add_argument("--ack", choices=["client", "auto"], default="client")
     ap.add_argument("--prefetch", type=int, default=1000)
-    ap.add_argument("--persistent", action="store_true")
+    ap.add_argument("--persistent", action="store_true", help="send persistent:true")
+    ap.add_argument("--store", choices=["memory", "kahadb"], default="memory",
+                    help="the started broker's store (default memory)")
     ap.add_argument("--receipt-every", type=int, default=100)
     ap.add_argument("--inflight", type=int, default=2000)
     ap.add_argument("--url", help="host:port of a running broker (default: start RelayMQ)")
@@ -203,7 +207,7 @@ def main() -> None:
         pid = args.pid
     else:
         workdir = tempfile.mkdtemp(prefix="relaymq-bench-")
-        proc, port_n = start_relaymq(workdir)
+        proc, port_n = start_relaymq(workdir, args.store == "kahadb")
         host, port = "127.0.0.1", str(port_n)
         pid = proc.pid
     port_i = int(port)

@@ -81,3 +81,23 @@ def test_slow_auto_ack_consumer_does_not_drain_the_queue(start_broker) -> None:
         got += 1
     assert bt.wait_queue_size("slow", 0) == 0
     c.close()
+
+
+def test_lost_client_blocked_by_flow_control_releases_its_deliveries(start_broker) -> None:
+    """A client that consumed (unacked) and produced into a full broker, then vanished:
+    its deliveries come back at once, so other clients are not stuck behind it."""
+    bt = start_broker(system_usage=SystemUsageConfig(memory=UsageLimit(limit=200_000)))
+    c = RawClient(bt)
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/held\nid:1\nack:client\n\n\x00")
+    frame = b"SEND\ndestination:/queue/held\ncontent-length:1024\n\n" + BODY + b"\x00"
+    c.sock.sendall(frame * 100)  # all delivered to itself, unacked
+    for _ in range(100):
+        assert c.read()[0] == "MESSAGE"
+    c.sock.sendall(frame * 400)  # memory fills; this connection's sends wait
+    time.sleep(0.3)
+    c.close()
+    cons, col = connect(bt)
+    cons.subscribe("/queue/held", id="1")
+    assert len(col.wait_messages(100, timeout=10)) >= 100
+    cons.disconnect()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import ssl
 from collections import deque
 from collections.abc import Coroutine, Generator
@@ -37,6 +38,18 @@ if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
 
 log = logging.getLogger("relaymq.stomp")
+
+#: seconds the frames a vanished client sent are still given to reach the kernel
+LOST_BACKLOG_GRACE = 5.0
+#: seconds between checks whether a client whose socket is not being read hung up
+PROBE_INTERVAL = 0.5
+_HUNG_UP = getattr(select, "POLLRDHUP", 0) | select.POLLHUP | select.POLLERR
+
+
+def _peer_gone(fd: int) -> bool:
+    poller = select.poll()
+    poller.register(fd, _HUNG_UP)
+    return any(ev & _HUNG_UP for _fd, ev in poller.poll(0))
 
 
 class StompConnector:
@@ -110,6 +123,7 @@ class StompProtocol(asyncio.Protocol):
         self._connect_timer: asyncio.TimerHandle | None = None
         self._send_timer: asyncio.TimerHandle | None = None
         self._recv_timer: asyncio.TimerHandle | None = None
+        self._probe_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio callbacks ----------------------------------------------------------------
     def connection_made(self, base: asyncio.BaseTransport) -> None:
@@ -154,6 +168,22 @@ class StompProtocol(asyncio.Protocol):
         if not self._read_paused and len(self._frames) >= self.options.max_pending_frames:
             self._read_paused = True
             self.transport.pause_reading()  # type: ignore[union-attr]
+            self._probe_timer = self.loop.call_later(PROBE_INTERVAL, self._probe)
+
+    def _probe(self) -> None:
+        """While reading is paused a closed socket goes unnoticed (no read sees the
+        EOF), and the kernel connection would keep its deliveries and client id:
+        ask the OS whether the peer hung up."""
+        self._probe_timer = None
+        if not self._read_paused or self._lost or self.transport is None:
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None and _peer_gone(sock.fileno()):
+            log.info("STOMP client %s went away while its sends were held by flow control",
+                     self.session.ctx.remote_address if self.session else "?")
+            self.transport.abort()
+            return
+        self._probe_timer = self.loop.call_later(PROBE_INTERVAL, self._probe)
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
@@ -167,9 +197,15 @@ class StompProtocol(asyncio.Protocol):
         self._out = bytearray()
         if self.session is not None:
             self.session.auto_acks.clear()
+            # Nobody reads deliveries any more: give them back now, not after the
+            # backlog (which may be waiting for memory those deliveries hold).
+            self.session.detach_consumers()
         if self._task is None:
             self.loop.create_task(self._teardown())
-        # else the processing task tears down when the backlog is done
+        else:
+            # The processing task tears down when the backlog is done; a backlog
+            # that flow control holds longer than this was never accepted anyway.
+            self.loop.call_later(LOST_BACKLOG_GRACE, self._task.cancel)
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -271,10 +307,10 @@ class StompProtocol(asyncio.Protocol):
 
     # -- heart-beats and timeouts ------------------------------------------------------------
     def _cancel_timers(self) -> None:
-        for t in (self._connect_timer, self._send_timer, self._recv_timer):
+        for t in (self._connect_timer, self._send_timer, self._recv_timer, self._probe_timer):
             if t is not None:
                 t.cancel()
-        self._connect_timer = self._send_timer = self._recv_timer = None
+        self._connect_timer = self._send_timer = self._recv_timer = self._probe_timer = None
 
     def _connect_timeout(self) -> None:
         self._connect_timer = None

@@ -77,6 +77,7 @@ class StompSession:
         #: NACKs inside a transaction, applied on COMMIT
         self._tx_nacks: dict[str, list[tuple[Subscription, int]]] = {}
         self.closing = False
+        self.detached = False  # the socket is gone; no new subscriptions
         self._closed = False
         self._id_prefix = ""
         self._id_prefix_escaped = ""
@@ -180,6 +181,19 @@ class StompSession:
             except UnknownDelivery:
                 pass
 
+    def detach_consumers(self) -> None:
+        """The client is gone: close every subscription (unacknowledged deliveries
+        return to their destinations); SUBSCRIBEs still queued are ignored."""
+        self.detached = True
+        conn = self.conn
+        subs, self.subs = self.subs, {}
+        self._by_num.clear()
+        if conn is None:
+            return
+        for sub in subs.values():
+            if sub.consumer is not None and not sub.consumer.closed:
+                conn.close_consumer(sub.consumer)
+
     async def close(self) -> None:
         """The socket is gone: return unacknowledged deliveries, end the kernel connection."""
         self.closing = True
@@ -269,6 +283,8 @@ class StompSession:
     async def _subscribe(self, frame: Frame) -> None:
         conn = self.conn
         assert conn is not None
+        if self.detached:
+            return
         h = frame.headers
         text = h.get("destination")
         dest = self.mapper.parse(text)
