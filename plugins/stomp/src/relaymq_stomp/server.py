@@ -1,12 +1,12 @@
 """The asyncio side: a listening connector and one `asyncio.Protocol` per socket.
 
-Reading: `data_received` parses synchronously and queues the frames; one task
-per connection processes them strictly in order, awaiting each (so a producer's
-messages reach the kernel in the order it sent them). The task only exists
-while there is work, and frames that complete without suspending cost no extra
-loop turn. While the kernel keeps a send waiting (producer flow control, a slow
-store) frames pile up, and past `max_pending_frames` the socket stops being
-read until the backlog is gone: TCP then pushes back on the producer.
+Reading: `data_received` parses the bytes and handles the frames at once, in
+order, each to completion (so a producer's messages reach the kernel in the
+order it sent them). Most frames complete without suspending and cost no task
+and no loop turn; the first that has to wait (producer flow control, a store
+write) continues in a task, and the frames behind it queue up until it is
+done. Past `max_pending_frames` queued frames the socket stops being read
+until the backlog is gone: TCP then pushes back on the producer.
 
 Writing: frames are appended to a buffer that is flushed once per loop turn, so
 a burst of MESSAGE frames costs one `send()` call. When the transport's buffer
