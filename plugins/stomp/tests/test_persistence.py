@@ -87,3 +87,27 @@ def test_order_kept_when_stored_sends_suspend(start_broker, tmp_path: Path) -> N
     assert [m.body for m in msgs] == [str(i) for i in range(n)] + ["end"]
     cons.disconnect()
     prod.disconnect()
+
+
+def test_run_of_persistent_sends_with_a_bad_one(start_broker, tmp_path: Path) -> None:
+    """Persistent SENDs in one read are stored together; a refused one in the middle
+    gets its own ERROR and the rest are stored and receipted, in order."""
+    from .conftest import RawClient
+
+    bt = start_broker(config=_config(tmp_path))
+    c = RawClient(bt)
+    try:
+        c.connect()
+        frames = [f"SEND\ndestination:/queue/run\npersistent:true\nreceipt:r{i}\n\n{i}\x00"
+                  for i in range(10)]
+        frames[4] = "SEND\npersistent:true\nreceipt:r4\n\nno destination\x00"
+        frames[6] = "SEND\ndestination:/queue/run\nreceipt:r6\n\n6\x00"  # non-persistent
+        c.send("".join(frames))
+        got = [c.read() for _ in range(10)]
+        assert [(cmd, h.get("receipt-id")) for cmd, h, _ in got] == \
+            [("ERROR", "r4")] + [("RECEIPT", f"r{i}") for i in range(10) if i != 4]
+        c.send("SUBSCRIBE\ndestination:/queue/run\nid:1\n\n\x00")
+        bodies = [c.read()[2] for _ in range(9)]
+        assert bodies == [str(i).encode() for i in range(10) if i != 4]
+    finally:
+        c.close()

@@ -43,6 +43,8 @@ log = logging.getLogger("relaymq.stomp")
 LOST_BACKLOG_GRACE = 5.0
 #: seconds between checks whether a client whose socket is not being read hung up
 PROBE_INTERVAL = 0.5
+#: most SEND frames stored together (`StompSession.handle_sends`)
+MAX_RUN = 512
 _HUNG_UP = getattr(select, "POLLRDHUP", 0) | select.POLLHUP | select.POLLERR
 
 
@@ -116,6 +118,8 @@ class StompProtocol(asyncio.Protocol):
         self._closing = False  # no more frames are processed
         self._lost = False
         self.closed: asyncio.Future[None] = self.loop.create_future()
+        #: store runs of persistent SENDs together (pointless without a persistent store)
+        self._group = MAX_RUN if connector.broker.region.store_persistent else 0
         self._last_read = self.loop.time()
         self._last_write = self._last_read
         self._send_every = 0.0
@@ -223,18 +227,25 @@ class StompProtocol(asyncio.Protocol):
         frames after it wait in `_frames` until it is done."""
         session = self.session
         assert session is not None
-        for i, item in enumerate(frames):
+        i, n = 0, len(frames)
+        while i < n:
             if self._closing:
                 return
+            item = frames[i]
             if item.__class__ is FrameError:
                 session.error(item)  # type: ignore[arg-type]
                 return
-            coro = session.handle(item)  # type: ignore[arg-type]
+            j = _run_end(frames, i, self._group) if self._group else i + 1
+            if j == i + 1:
+                coro = session.handle(item)  # type: ignore[arg-type]
+            else:
+                coro = session.handle_sends(frames[i:j])  # type: ignore[arg-type]
+            i = j
             try:
                 waiting = coro.send(None)
             except StopIteration:
                 continue
-            self._frames.extend(frames[i + 1:])
+            self._frames.extend(frames[i:])
             self._task = self.loop.create_task(self._process(coro, waiting))
             return
 
@@ -245,11 +256,15 @@ class StompProtocol(asyncio.Protocol):
         try:
             await _Resume(coro, waiting)
             while frames and not self._closing:
-                item = frames.popleft()
+                item = frames[0]
                 if isinstance(item, FrameError):
                     session.error(item)
                     break
-                await session.handle(item)
+                run = _pop_run(frames, self._group) if self._group else [frames.popleft()]
+                if len(run) == 1:
+                    await session.handle(run[0])  # type: ignore[arg-type]
+                else:
+                    await session.handle_sends(run)  # type: ignore[arg-type]
         finally:
             self._task = None
             if self._lost:
@@ -386,4 +401,37 @@ class _Resume:
                     waiting = coro.send(None)
                 except StopIteration:
                     return
+
+
+def _groupable(frame: object) -> bool:
+    """A SEND the fast path takes, outside any client transaction."""
+    return (frame.__class__ is Frame and frame.command == "SEND"  # type: ignore[attr-defined]
+            and not frame.escaped  # type: ignore[attr-defined]
+            and "transaction" not in frame.headers)  # type: ignore[attr-defined]
+
+
+def _starts_run(frame: object) -> bool:
+    return _groupable(frame) and \
+        frame.headers.get("persistent", "").lower() == "true"  # type: ignore[attr-defined]
+
+
+def _run_end(frames: list[Any], i: int, limit: int) -> int:
+    """End of the run of groupable SENDs at `i` (just `i + 1` unless it starts with a
+    persistent SEND followed by more groupable SENDs)."""
+    if not _starts_run(frames[i]):
+        return i + 1
+    j = i + 1
+    stop = min(len(frames), i + limit)
+    while j < stop and _groupable(frames[j]):
+        j += 1
+    return j
+
+
+def _pop_run(frames: deque[Any], limit: int) -> list[Any]:
+    first = frames.popleft()
+    run = [first]
+    if _starts_run(first):
+        while frames and len(run) < limit and _groupable(frames[0]):
+            run.append(frames.popleft())
+    return run
 

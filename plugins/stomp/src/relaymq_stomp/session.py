@@ -81,6 +81,7 @@ class StompSession:
         self._closed = False
         self._id_prefix = ""
         self._id_prefix_escaped = ""
+        self._runs = 0  # runs of persistent SENDs stored together (handle_sends)
         self._handlers: dict[str, Callable[[Frame], Awaitable[None]]] = {
             F.CONNECT: self._connect, F.STOMP: self._connect, F.SEND: self._send,
             F.SUBSCRIBE: self._subscribe, F.UNSUBSCRIBE: self._unsubscribe,
@@ -130,6 +131,48 @@ class StompSession:
                 self.write(_receipt(receipt, self.version))
         except Exception as exc:  # noqa: BLE001 - one client's frame must not hurt others
             self._failed(exc, cmd, receipt)
+
+    async def handle_sends(self, frames: list[Frame]) -> None:
+        """A producer's run of SENDs that starts with a persistent one, written to the
+        store together: the run becomes a local transaction of this connection, so its
+        messages take one store write (one fsync) instead of one each, in order, and
+        become visible together once stored. Each receipt still means "stored"; a SEND
+        the kernel refuses gets its own ERROR and the others go on."""
+        conn = self.conn
+        if conn is None or self.closing:
+            for frame in frames:
+                await self.handle(frame)
+            return
+        self._runs += 1
+        txid = f"\x00stomp-run-{self._runs}"  # no client can name it (NUL ends a frame)
+        conn.begin(txid)
+        accepted: list[str | None] = []
+        for frame in frames:
+            h = frame.headers
+            receipt = h.get("receipt")
+            try:
+                mid = conn.new_message_id()
+                message = message_from_send(h, frame.body, self.mapper, mid, now_millis(),
+                                            self._id_escaped(mid), True)
+                await conn.send(message, txid)
+            except Exception as exc:  # noqa: BLE001 - this SEND's ERROR; the run goes on
+                self._failed(exc, F.SEND, receipt)
+                continue
+            accepted.append(receipt)
+        try:
+            await conn.commit(txid)
+        except Exception as exc:  # noqa: BLE001 - every SEND of the run failed
+            receipts = [r for r in accepted if r is not None]
+            for r in receipts:
+                self._failed(exc, F.SEND, r)
+            if len(receipts) < len(accepted):
+                self._failed(exc, F.SEND, None)
+            return
+        if not self.closing:
+            version = self.version
+            for receipt in accepted:
+                if receipt is not None:
+                    self.write(_receipt(receipt, version))
 
     def _failed(self, exc: Exception, cmd: str, receipt: str | None) -> None:
         if isinstance(exc, StompError):
