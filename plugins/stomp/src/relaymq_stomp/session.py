@@ -139,8 +139,8 @@ class StompSession:
         become visible together once stored. Each receipt still means "stored"; a SEND
         the kernel refuses gets its own ERROR and the others go on."""
         conn = self.conn
-        if conn is None or self.closing:
-            for frame in frames:
+        if conn is None or self.closing or self._store_full():
+            for frame in frames:  # one by one: each waits for store space on its own
                 await self.handle(frame)
             return
         self._runs += 1
@@ -173,6 +173,13 @@ class StompSession:
             for receipt in accepted:
                 if receipt is not None:
                     self.write(_receipt(receipt, version))
+
+    def _store_full(self) -> bool:
+        """`storeUsage` reached: transactional sends do not wait for space, single
+        sends do (the kernel's producer flow control), so runs are not grouped."""
+        broker = self.ctx.broker
+        limit = broker.usage.store_limit
+        return bool(limit) and broker.region.store.size() >= limit
 
     def _failed(self, exc: Exception, cmd: str, receipt: str | None) -> None:
         if isinstance(exc, StompError):
