@@ -190,6 +190,14 @@ def client(server: BrokerThread) -> Iterator[Callable[..., tuple[Any, Collector]
                 pass
 
 
+def subscribe(conn: Any, col: Collector, destination: str, id: str, **kw: Any) -> None:
+    """SUBSCRIBE and wait for its receipt, so messages sent afterwards from other
+    connections are sure to find the subscription."""
+    rid = receipt()
+    conn.subscribe(destination, id=id, receipt=rid, **kw)
+    assert col.wait_receipt(rid), f"no receipt for SUBSCRIBE {destination}"
+
+
 def unescape(text: str) -> str:
     """STOMP 1.1/1.2 header unescaping, written independently of the plugin's."""
     if "\\" not in text:

@@ -9,7 +9,7 @@ import pytest
 from relaymq.dispatch.redelivery import RedeliveryPlugin
 from relaymq.testing import plugin_element
 
-from .conftest import BrokerThread, connect
+from .conftest import BrokerThread, connect, subscribe
 
 
 def _send_n(conn, dest: str, n: int, **headers: str) -> None:
@@ -123,9 +123,8 @@ def test_prefetch_bounds_unacked_deliveries(client) -> None:
 def test_prefetch_shares_between_consumers(client) -> None:
     a, cola = client()
     b, colb = client()
-    a.subscribe("/queue/share", id="1", ack="client", headers={"activemq.prefetchSize": "1"})
-    b.subscribe("/queue/share", id="1", ack="client", headers={"activemq.prefetchSize": "1"})
-    time.sleep(0.1)
+    subscribe(a, cola, "/queue/share", id="1", ack="client", headers={"activemq.prefetchSize": "1"})
+    subscribe(b, colb, "/queue/share", id="1", ack="client", headers={"activemq.prefetchSize": "1"})
     _send_n(a, "/queue/share", 2)
     cola.wait_messages(1)
     colb.wait_messages(1)
@@ -251,8 +250,7 @@ def test_disconnect_returns_unacked_to_other_consumer(client) -> None:
     a.subscribe("/queue/ret", id="1", ack="client-individual")
     _send_n(b, "/queue/ret", 3)
     cola.wait_messages(3)
-    b.subscribe("/queue/ret", id="1", ack="client-individual")
-    time.sleep(0.05)
+    subscribe(b, colb, "/queue/ret", id="1", ack="client-individual")
     a.disconnect()
     got = colb.wait_messages(3)
     assert [m.body for m in got] == ["m0", "m1", "m2"]

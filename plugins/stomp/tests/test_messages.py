@@ -8,7 +8,7 @@ import time
 import pytest
 from relaymq.model.destination import Destination
 
-from .conftest import BrokerThread, connect
+from .conftest import BrokerThread, connect, subscribe
 
 MESSAGE_ID = re.compile(r"^ID:[^:]+-\d+-\d+-\d+:\d+:-1:\d+:\d+$")
 
@@ -103,10 +103,9 @@ def test_properties_come_back_and_escaping_per_version(server: BrokerThread) -> 
     c12, col12 = connect(server, "1.2")
     c11, col11 = connect(server, "1.1")
     c10, col10 = connect(server, "1.0")
-    c12.subscribe("/topic/esc", id="a")
-    c11.subscribe("/topic/esc", id="b")
-    c10.subscribe("/topic/esc", id="c")
-    time.sleep(0.1)
+    subscribe(c12, col12, "/topic/esc", id="a")
+    subscribe(c11, col11, "/topic/esc", id="b")
+    subscribe(c10, col10, "/topic/esc", id="c")
     c12.send("/topic/esc", "x", headers={"k": "a:b", "multi": "line1\nline2", "back": "c\\d"})
     for col in (col12, col11):
         h = col.wait_messages(1)[0].headers
@@ -185,9 +184,8 @@ def test_composite_destination(server: BrokerThread, raw) -> None:
 
 def test_topic_fanout_and_same_message_id(client) -> None:
     subs = [client() for _ in range(3)]
-    for i, (conn, _col) in enumerate(subs):
-        conn.subscribe("/topic/fan", id=str(i))
-    time.sleep(0.1)
+    for i, (conn, col) in enumerate(subs):
+        subscribe(conn, col, "/topic/fan", id=str(i))
     prod, _ = client()
     prod.send("/topic/fan", "to all")
     ids = set()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from .conftest import BrokerThread, connect
+from .conftest import BrokerThread, connect, subscribe
 
 DURABLE = {"activemq.subscriptionName": "sub-1"}
 
@@ -89,16 +89,14 @@ def test_durable_subscription_needs_client_id(raw) -> None:
 def test_exclusive_consumer(client) -> None:
     a, cola = client()
     b, colb = client()
-    a.subscribe("/queue/excl", id="1", ack="auto", headers={"activemq.exclusive": "true"})
-    time.sleep(0.05)
-    b.subscribe("/queue/excl", id="1", ack="auto", headers={"activemq.exclusive": "true"})
-    time.sleep(0.05)
+    subscribe(a, cola, "/queue/excl", id="1", ack="auto", headers={"activemq.exclusive": "true"})
+    subscribe(b, colb, "/queue/excl", id="1", ack="auto", headers={"activemq.exclusive": "true"})
     for i in range(10):
         b.send("/queue/excl", str(i))
     cola.wait_messages(10)
     assert colb.messages == []
-    a.unsubscribe("1")
-    time.sleep(0.05)
+    a.unsubscribe("1", receipt="u")
+    assert cola.wait_receipt("u")
     b.send("/queue/excl", "failover")
     assert [m.body for m in colb.wait_messages(1)] == ["failover"]
 
@@ -106,9 +104,8 @@ def test_exclusive_consumer(client) -> None:
 def test_competing_consumers_without_exclusive(client) -> None:
     a, cola = client()
     b, colb = client()
-    a.subscribe("/queue/rr", id="1", headers={"activemq.prefetchSize": "1"}, ack="client")
-    b.subscribe("/queue/rr", id="1", headers={"activemq.prefetchSize": "1"}, ack="client")
-    time.sleep(0.05)
+    subscribe(a, cola, "/queue/rr", id="1", headers={"activemq.prefetchSize": "1"}, ack="client")
+    subscribe(b, colb, "/queue/rr", id="1", headers={"activemq.prefetchSize": "1"}, ack="client")
     for i in range(4):
         a.send("/queue/rr", str(i))
     cola.wait_messages(1)
@@ -217,9 +214,8 @@ def test_unsubscribe_unknown_id(raw) -> None:
 def test_message_groups_stick_to_one_consumer(client) -> None:
     a, cola = client()
     b, colb = client()
-    a.subscribe("/queue/grp", id="1")
-    b.subscribe("/queue/grp", id="1")
-    time.sleep(0.05)
+    subscribe(a, cola, "/queue/grp", id="1")
+    subscribe(b, colb, "/queue/grp", id="1")
     for i in range(10):
         a.send("/queue/grp", f"{i % 2}-{i}", headers={"JMSXGroupID": f"g{i % 2}"})
     deadline = time.monotonic() + 5
