@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from typing import cast
 
 from relaymq.spi.transport import ConnectorContext
 
@@ -86,7 +87,8 @@ class _Socket(asyncio.Protocol):
         self.conn: AmqpConnection | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports are not asyncio.Transport subclasses: no isinstance check.
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
         sock = transport.get_extra_info("socket")

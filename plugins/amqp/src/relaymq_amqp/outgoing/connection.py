@@ -31,7 +31,7 @@ import logging
 import ssl
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Engine, Terminus
@@ -56,7 +56,7 @@ class _Socket(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop transports are not subclasses
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
