@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from relaymq.broker.router import SendBatch, SendContext
@@ -85,9 +85,20 @@ class ClientConnection:
         return f"{self._msg_prefix}{next(self._producer_seq)}"
 
     async def send(self, message: Message, txid: str | None = None) -> None:
-        """Route `message`; returns when it is accepted (stored when durable).
+        """Route `message`; returns when it is accepted (stored when durable)."""
+        stored = await self.submit(message, txid)
+        if stored is not None:
+            await stored
 
-        This is the per-message path of every transport: keep it lean."""
+    async def submit(self, message: Message, txid: str | None = None) -> Awaitable[None] | None:
+        """Route `message` and hand its store work to the store; return an awaitable
+        that completes when it is accepted (stored), or None when it already is.
+
+        Transports that pipeline (AMQP unsettled transfers, STOMP SENDs with
+        receipts) call this for each message in arrival order and settle each one
+        when its awaitable completes: routing order, and so per-producer FIFO, is
+        fixed here, while the store merges the waits into one sync. This is the
+        per-message path of every transport: keep it lean."""
         if self.closed:
             raise DestinationError("connection is closed")
         dest = message.destination
@@ -108,7 +119,7 @@ class ClientConnection:
         if message.scheduled_delay or message.scheduled_period or message.scheduled_repeat:
             if broker.scheduler is not None:
                 broker.scheduler.schedule(message, self)
-                return
+                return None
         batch = SendBatch()
         txn = None
         if txid is not None:
@@ -122,12 +133,12 @@ class ClientConnection:
             raise
         if txn is not None:
             txn.add_batch(batch)
-            return
+            return None
         if batch.ops:
-            await broker.region.commit(batch)
-        else:
-            for queue, entry in batch.placed:
-                queue.enqueue(entry)
+            return broker.region.commit_soon(batch)
+        for queue, entry in batch.placed:
+            queue.enqueue(entry)
+        return None
 
     async def add_producer(self, destination: Destination) -> None:
         """Count a producer attached to `destination` (AMQP sender link, JMS producer);

@@ -53,6 +53,7 @@ class Region:
         self._pending_removes: list[StoreOp] = []
         self._removes_future: asyncio.Future[None] | None = None
         self._retired_seq: dict[Destination, int] = {}
+        self._pending_commits: list[tuple[SendBatch, asyncio.Future[None]]] = []
 
     # -- destinations -----------------------------------------------------------------
     async def queue(self, dest: Destination) -> Queue:
@@ -138,6 +139,47 @@ class Region:
             await self.store.write(batch.ops)
         for queue, entry in batch.placed:
             queue.enqueue(entry)
+
+    def commit_soon(self, batch: SendBatch) -> asyncio.Future[None]:
+        """Commit `batch` together with every other batch handed over in this event
+        loop turn: one store write (one record, one sync) for all of them, then
+        their messages become visible in the order the batches came. The returned
+        future completes when this batch is stored."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        if not self._pending_commits:
+            loop.call_soon(self._flush_commits)
+        self._pending_commits.append((batch, fut))
+        return fut
+
+    def _flush_commits(self) -> None:
+        pending, self._pending_commits = self._pending_commits, []
+        if len(pending) == 1:
+            merged = pending[0][0]
+        else:
+            from relaymq.broker.router import SendBatch
+
+            merged = SendBatch()
+            for batch, _ in pending:
+                merged.ops.extend(batch.ops)
+                merged.placed.extend(batch.placed)
+        task = asyncio.ensure_future(self.commit(merged))
+
+        def done(t: asyncio.Future[None]) -> None:
+            error = None if t.cancelled() else t.exception()
+            if error is not None:
+                merged.abandon()
+            for _, fut in pending:
+                if fut.done():
+                    continue
+                if t.cancelled():
+                    fut.cancel()
+                elif error is not None:
+                    fut.set_exception(error)
+                else:
+                    fut.set_result(None)
+
+        task.add_done_callback(done)
 
     async def _wait_store(self) -> None:
         """Wait until the store is under `storeUsage`, asking it to reclaim space now

@@ -415,16 +415,21 @@ class AmqpConnection:
         try:
             if kconn is None:
                 return
-            send = kconn.send
+            submit = kconn.submit
             update = pn.delivery_update
             settle = pn.delivery_settle
             accepted = pn.ACCEPTED
             while q:
                 message, link, d = q.popleft()
                 try:
-                    await send(message)
+                    stored = await submit(message)
                 except Exception as exc:  # noqa: BLE001 - refused sends are settled rejected
                     link.sent(d, exc)
+                    continue
+                if stored is not None:
+                    # Routed in order; settle when the store has it, while the next
+                    # transfers are routed (the store merges their syncs).
+                    _settle_when_stored(stored, link, d, self.want_flush)
                     continue
                 link.inflight -= 1
                 if link.closed:
@@ -548,3 +553,19 @@ def _version() -> str:
 def _log_failure(fut: asyncio.Future[None]) -> None:
     if not fut.cancelled() and fut.exception() is not None:
         log.error("storing an acknowledgement failed: %s", fut.exception())
+
+
+def _settle_when_stored(stored: Awaitable[None], link: Any, d: Any, flush: Any) -> None:
+    """Settle a durable transfer once its store write completed (or failed)."""
+    fut = asyncio.ensure_future(stored)
+
+    def done(f: asyncio.Future[None]) -> None:
+        error: BaseException | None
+        if f.cancelled():
+            error = ConnectionError("the send was cancelled")
+        else:
+            error = f.exception()
+        link.sent(d, error)
+        flush()
+
+    fut.add_done_callback(done)
