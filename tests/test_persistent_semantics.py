@@ -112,3 +112,27 @@ async def test_backlog_beyond_memory_is_paged_from_the_store(tmp_path):
         assert b.usage.memory.used <= limit
     finally:
         await b.stop()
+
+
+async def test_pipelined_submits_keep_order_and_share_store_writes(tmp_path):
+    import asyncio
+
+    from relaymq.broker.security import ConnectRequest
+    from relaymq.model.message import Message
+
+    b = await started(kahadb_config(str(tmp_path / "k")))
+    try:
+        conn = await b.connect(ConnectRequest())
+        dest = Destination.queue("PIPE")
+        stored = [await conn.submit(Message(f"{i}".encode(), destination=dest, durable=True))
+                  for i in range(300)]
+        assert all(s is not None for s in stored)
+        assert b.queue_size("PIPE") == 0, "nothing is visible before the store has it"
+        await asyncio.gather(*stored)
+        assert b.queue_size("PIPE") == 300
+        reader = await connect_broker(b)
+        c = await reader.consumer("queue://PIPE")
+        assert [m.text for m in await c.receive_all(0.1)] == [str(i) for i in range(300)]
+        assert (await b.store.stats("queue://PIPE")).last_seq == 300
+    finally:
+        await b.stop()
