@@ -164,8 +164,14 @@ class Consumer:
         """Acknowledge `delivery_id` and every earlier delivery still held."""
         if delivery_id not in self.inflight:
             raise UnknownDelivery(f"consumer {self.name} holds no delivery {delivery_id}")
+        # `inflight` is in delivery order (ids only grow), so stop at the first later one.
+        ids = []
+        for did in self.inflight:
+            if did > delivery_id:
+                break
+            ids.append(did)
         last = None
-        for did in [d for d in self.inflight if d <= delivery_id]:
+        for did in ids:
             last = self.ack(did, txn)
         return last
 
