@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from relaymq.selector import Selector
 from relaymq.selector.like import ANY_ONE, ANY_RUN, parse_like, plan_like
@@ -147,10 +145,11 @@ def test_plans_choose_cheap_strategies(pattern: str, kind: str) -> None:
 
 
 def test_hostile_pattern_and_value_run_in_linear_time() -> None:
-    # A backtracking regex for this pattern takes minutes on this value.
+    # A backtracking regex for this pattern takes minutes on this value, so a
+    # regression runs into the suite's per-test timeout; the speed itself is
+    # measured by bench (relaymq-bench selectors), not asserted here.
     sel = Selector.compile("v LIKE '%a%a%a%a%a%a%a%a%b'")
     value = "a" * 20000
-    started = time.perf_counter()
     assert sel.evaluate({"v": value}) is False
     assert sel.evaluate({"v": value + "b"}) is True
-    assert time.perf_counter() - started < 1.0
+    assert plan_like("%a%a%a%a%a%a%a%a%b", None).kind == "general"

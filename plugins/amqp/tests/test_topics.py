@@ -93,10 +93,8 @@ def test_durable_subscription_survives_client_restarts(connect: Any, amqp_broker
     r2.accept()
     r2.accept()
     r2.close()  # closed=true: unsubscribe
-    deadline = time.monotonic() + 5
-    while key in amqp_broker.call(lambda: dict(amqp_broker.broker.region.subscriptions)):
-        assert time.monotonic() < deadline, "the subscription was not removed"
-        time.sleep(0.02)
+    assert _eventually(lambda: key not in amqp_broker.call(
+        lambda: dict(amqp_broker.broker.region.subscriptions))), "the subscription was not removed"
 
 
 def test_durable_subscription_lookup_by_name_and_unsubscribe(connect: Any, amqp_broker: Any) -> None:
@@ -115,10 +113,8 @@ def test_durable_subscription_lookup_by_name_and_unsubscribe(connect: Any, amqp_
     assert "color = 'red'" in str(obj(src.filter))
     lookup.close()
     key = subscription_key("client-B", "mysub")
-    deadline = time.monotonic() + 5
-    while key in amqp_broker.call(lambda: dict(amqp_broker.broker.region.subscriptions)):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    assert _eventually(lambda: key not in amqp_broker.call(
+        lambda: dict(amqp_broker.broker.region.subscriptions))), "the subscription was not removed"
     with pytest.raises(LinkDetached, match="not-found"):
         c2.create_receiver(None, name="mysub", credit=0)
 
@@ -260,3 +256,13 @@ def test_no_local_filter(connect: Any) -> None:
     assert r.receive(timeout=5).body == "theirs"
     pump(c, 0.2)
     assert r.fetcher.has_message == 0
+
+
+def _eventually(condition: Any, timeout: float = 5.0) -> bool:
+    """Poll `condition` until it holds or `timeout` seconds pass; its final value."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return bool(condition())
+        time.sleep(0.02)
+    return True
