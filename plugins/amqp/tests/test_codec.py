@@ -111,13 +111,15 @@ def test_scan_finds_sections_without_touching_the_body() -> None:
 
 def test_to_kernel_maps_header_and_properties() -> None:
     raw = bytes(full_message().encode())
+    before = int(time.time() * 1000)
     m, _ = to_kernel(raw, None)
+    after = int(time.time() * 1000) + 1
     assert m.destination == Destination.queue("A")
     assert (m.durable, m.priority, m.message_id, m.user_id, m.type) == (True, 7, "ID:1", "bob", "T")
     assert m.reply_to == Destination.topic("R")
     assert m.correlation_id == "AMQP_ULONG:42"
     assert (m.content_type, m.group_id, m.group_seq) == ("text/plain", "g", 3)
-    assert 4000 < m.expiration - time.time() * 1000 <= 5000
+    assert before + 5000 <= m.expiration <= after + 5000  # ttl 5 s from arrival
     assert m.body == b"hello" and m.body_type == BodyType.TEXT
     assert m.encoded == raw and m.encoding == "amqp"
     assert m._properties is None  # lazy until asked

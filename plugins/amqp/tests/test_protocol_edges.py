@@ -62,7 +62,8 @@ class EngineClient:
                 out = self.engine.output()
             if cond():
                 return
-            assert time.monotonic() < end, f"timed out; events: {self.events.names()}"
+            if time.monotonic() >= end:
+                raise TimeoutError(f"condition not reached; events: {self.events.names()}")
             try:
                 data = self.sock.recv(65536)
             except TimeoutError:
