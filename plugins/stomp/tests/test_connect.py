@@ -147,11 +147,9 @@ def test_silent_client_is_dropped(raw) -> None:
     c = raw()
     h = c.connect("accept-version:1.2\nhost:x\nheart-beat:100,0\n")
     assert h["heart-beat"] == "0,100"
-    t0 = time.monotonic()
-    cmd, h, _ = c.read(timeout=3)
+    cmd, h, _ = c.read(timeout=3)  # raises if the broker never drops it
     assert cmd == "ERROR" and "heart-beat" in h["message"]
     assert c.closed()
-    assert 0.1 <= time.monotonic() - t0 < 1.5
 
 
 def test_client_sending_heartbeats_stays(raw) -> None:
