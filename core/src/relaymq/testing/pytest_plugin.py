@@ -7,11 +7,16 @@ from collections.abc import AsyncIterator
 import pytest
 
 from relaymq.broker.broker import Broker
+
+try:  # explicit asyncio fixtures work with pytest-asyncio in strict and auto mode
+    from pytest_asyncio import fixture as async_fixture
+except ImportError:  # pragma: no cover - without pytest-asyncio, another async plugin runs them
+    async_fixture = pytest.fixture
 from relaymq.client import Connection, connect_broker
 from relaymq.config.model import BrokerConfig
 
 
-@pytest.fixture
+@async_fixture
 async def broker() -> AsyncIterator[Broker]:
     """A started embedded broker with the memory store and no network connectors."""
     b = Broker(BrokerConfig(persistent=False, scheduler_support=True))
@@ -22,7 +27,7 @@ async def broker() -> AsyncIterator[Broker]:
         await b.stop()
 
 
-@pytest.fixture
+@async_fixture
 async def vm_connection(broker: Broker) -> AsyncIterator[Connection]:
     """A client connection to the `broker` fixture."""
     conn = await connect_broker(broker, client_id="test-client")
