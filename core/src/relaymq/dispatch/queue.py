@@ -94,7 +94,9 @@ class Queue:
                 return  # stays in the store; paged in when the window has room
         if entry.seq > self._loaded_seq:
             self._loaded_seq = entry.seq
-        self._hold(entry)
+        n = entry.message.size  # _hold, inlined on the per-message path
+        stats.memory_used += n
+        self.region.usage.memory.used += n
         consumers = self.consumers
         if len(consumers) == 1 and not self.pending and not self._dispatching:
             # Fast path: one consumer with room, nothing waiting ahead of this message.
@@ -363,10 +365,12 @@ class Queue:
     # -- settlement ---------------------------------------------------------------------
     def acknowledge(self, entry: QueueEntry) -> Awaitable[None] | None:
         self._remove_entry(entry)
-        self.stats.dequeued += 1
-        self.stats.in_flight -= 1
+        stats = self.stats
+        stats.dequeued += 1
+        stats.in_flight -= 1
         fut = self.region.store_remove(self.key, entry.seq) if entry.stored else None
-        self.dispatch()
+        if self.pending or self.browsers or self._paging:  # the ack made room for them
+            self.dispatch()
         return fut
 
     def _remove_entry(self, entry: QueueEntry) -> None:
