@@ -11,7 +11,7 @@ from relaymq.broker.broker import Broker
 try:  # explicit asyncio fixtures work with pytest-asyncio in strict and auto mode
     from pytest_asyncio import fixture as async_fixture
 except ImportError:  # pragma: no cover - without pytest-asyncio, another async plugin runs them
-    async_fixture = pytest.fixture
+    async_fixture = pytest.fixture  # type: ignore[assignment]
 from relaymq.client import Connection, connect_broker
 from relaymq.config.model import BrokerConfig
 
