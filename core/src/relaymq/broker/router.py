@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from relaymq.errors import ResourceLimitExceeded
 from relaymq.model.message import Message
 from relaymq.spi.persistence import StoreOp
 
@@ -80,7 +79,3 @@ class Router:
         if q.is_full() and not (message.durable and self.region.store_persistent):
             await self.region.flow_control(q.wait_for_space(), q.destination)
         q.prepare(message, ctx.batch)
-
-
-class ResourceRefused(ResourceLimitExceeded):
-    pass

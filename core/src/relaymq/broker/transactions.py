@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from relaymq.broker.region import Region
     from relaymq.dispatch.consumer import Consumer
     from relaymq.dispatch.entry import QueueEntry
+    from relaymq.dispatch.queue import Queue
 
 
 class LocalTransaction:
@@ -26,7 +27,7 @@ class LocalTransaction:
         self.txid = txid
         self.region = region
         self.batch = SendBatch()
-        self.acks: list[tuple[Consumer, QueueEntry]] = []
+        self.acks: list[tuple[Queue, QueueEntry]] = []
         self.state = "active"
 
     def _check(self) -> None:
@@ -40,28 +41,22 @@ class LocalTransaction:
 
     def add_ack(self, consumer: Consumer, entry: QueueEntry) -> None:
         self._check()
-        self.acks.append((consumer, entry))
+        assert consumer.queue is not None
+        self.acks.append((consumer.queue, entry))
 
     async def commit(self) -> None:
         self._check()
         self.state = "committing"
         ops = list(self.batch.ops)
-        for _consumer, entry in self.acks:
-            if entry.stored:
-                queue = _queue_of(_consumer, entry)
-                ops.append(RemoveMessage(queue.key, entry.seq))
+        ops += [RemoveMessage(queue.key, entry.seq) for queue, entry in self.acks if entry.stored]
         if ops:
             await self.region.store.write(ops)
-        for _consumer, entry in self.acks:
-            queue = _queue_of(_consumer, entry)
-            queue._remove_entry(entry)
-            queue.stats.dequeued += 1
-            queue.stats.in_flight -= 1
+        for queue, entry in self.acks:
+            queue.acknowledged(entry)
         for queue, entry in self.batch.placed:
             queue.enqueue(entry)
-        touched = {id(_queue_of(c, e)): _queue_of(c, e) for c, e in self.acks}
-        for q in touched.values():
-            q.dispatch()
+        for queue in dict.fromkeys(queue for queue, _ in self.acks):
+            queue.dispatch()
         self.state = "committed"
 
     def rollback(self) -> None:
@@ -69,23 +64,9 @@ class LocalTransaction:
             raise TransactionError(f"transaction {self.txid} is {self.state}")
         self.state = "rolled back"
         self.batch.abandon()
-        by_queue: dict[int, list[QueueEntry]] = {}
-        queues = {}
-        for consumer, entry in self.acks:
-            q = _queue_of(consumer, entry)
-            queues[id(q)] = q
-            by_queue.setdefault(id(q), []).append(entry)
-        for qid, entries in by_queue.items():
-            q = queues[qid]
-            for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
-                entry.consumer = None
-                entry.delivery_count += 1
-                q.stats.in_flight -= 1
-                q.pending.put_back(entry)
-            q.dispatch()
+        by_queue: dict[Queue, list[QueueEntry]] = {}
+        for queue, entry in self.acks:
+            by_queue.setdefault(queue, []).append(entry)
+        for queue, entries in by_queue.items():
+            queue.return_unacked(entries)
         self.acks.clear()
-
-
-def _queue_of(consumer: Consumer, entry: QueueEntry):  # type: ignore[no-untyped-def]
-    assert consumer.queue is not None
-    return consumer.queue

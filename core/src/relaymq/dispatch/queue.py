@@ -49,6 +49,8 @@ class Queue:
         self.last_seq = last_seq
         self.memory_limit = policy.memory_limit or region.usage.memory.limit
         self.deleted = False
+        #: durable messages here are written to the store
+        self.persists = region.store_persistent
         self._rr = 0
         self._dispatching = False
         self._again = False
@@ -69,7 +71,7 @@ class Queue:
         """Give `message` a sequence number on this queue and add it to `batch`;
         it becomes visible when the batch commits (`enqueue`)."""
         seq = self.next_seq()
-        stored = message.durable and self.region.store_persistent
+        stored = message.durable and self.persists
         entry = QueueEntry(seq, message, stored)
         if stored:
             batch.ops.append(AddMessage(self.key, seq, message))
@@ -204,9 +206,14 @@ class Queue:
         self.stats.consumers = len(self.consumers)
         for gid in [g for g, c in self.groups.items() if c is consumer]:
             del self.groups[gid]
-        returned = sorted(consumer.inflight.values(), key=lambda e: e.seq, reverse=True)
+        returned = list(consumer.inflight.values())
         consumer.inflight.clear()
-        for entry in returned:
+        self.return_unacked(returned)
+
+    def return_unacked(self, entries: list[QueueEntry]) -> None:
+        """Deliveries that ended without an ack (consumer gone, transaction rolled
+        back) go back ahead of newer messages, marked redelivered."""
+        for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
             entry.consumer = None
             entry.delivery_count += 1
             self.stats.in_flight -= 1
@@ -364,14 +371,18 @@ class Queue:
 
     # -- settlement ---------------------------------------------------------------------
     def acknowledge(self, entry: QueueEntry) -> Awaitable[None] | None:
-        self._remove_entry(entry)
-        stats = self.stats
-        stats.dequeued += 1
-        stats.in_flight -= 1
+        self.acknowledged(entry)
         fut = self.region.store_remove(self.key, entry.seq) if entry.stored else None
         if self.pending or self.browsers or self._paging:  # the ack made room for them
             self.dispatch()
         return fut
+
+    def acknowledged(self, entry: QueueEntry) -> None:
+        """Forget an acknowledged delivery (its store removal is the caller's)."""
+        self._remove_entry(entry)
+        stats = self.stats
+        stats.dequeued += 1
+        stats.in_flight -= 1
 
     def _remove_entry(self, entry: QueueEntry) -> None:
         entry.removed = True

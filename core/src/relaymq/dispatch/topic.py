@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from relaymq.config.model import PolicyEntryConfig
-from relaymq.dispatch.entry import QueueEntry
 from relaymq.dispatch.queue import Queue
 from relaymq.dispatch.stats import DestinationStatistics
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message, SelectorView
-from relaymq.spi.persistence import AddMessage, SubscriptionRecord
+from relaymq.spi.persistence import SubscriptionRecord
 
 if TYPE_CHECKING:
     from relaymq.broker.region import Region
@@ -37,6 +36,8 @@ class SubscriptionQueue(Queue):
         self.selector = selector
         self.no_local_connection = no_local_connection
         self.record = record
+        # Only durable subscriptions keep messages across restarts.
+        self.persists = record is not None and region.store_persistent
 
     @property
     def durable(self) -> bool:
@@ -47,15 +48,6 @@ class SubscriptionQueue(Queue):
             return False
         sel = self.selector
         return sel is None or sel.matches(SelectorView(message))
-
-    def prepare(self, message: Message, batch: SendBatch) -> None:
-        seq = self.next_seq()
-        stored = self.record is not None and message.durable and self.region.store_persistent
-        entry = QueueEntry(seq, message, stored)
-        if stored:
-            batch.ops.append(AddMessage(self.key, seq, message))
-            self._unplaced.add(seq)
-        batch.placed.append((self, entry))
 
 
 class Topic:
