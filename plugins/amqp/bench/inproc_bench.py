@@ -27,7 +27,7 @@ from relaymq_amqp import engine as pn
 from relaymq_amqp.connection import AmqpConnection, AmqpOptions
 from relaymq_amqp.engine import Engine, Terminus
 
-SORT = "tottime"  # the profile order (--profile)
+SORT = __import__("os").environ.get("SORT", "tottime")  # the profile order (--profile)
 
 
 class _Events:
@@ -156,7 +156,7 @@ async def _run(n: int, batch: int, profile: bool) -> float:
             conn.connection_lost()
         await asyncio.sleep(0.01)
     if prof:
-        pstats.Stats(prof).sort_stats(SORT).print_stats(35)
+        pstats.Stats(prof).sort_stats(SORT).print_stats(int(__import__("os").environ.get("NSTATS","35")))
     return elapsed / n * 1e6
 
 

@@ -279,3 +279,48 @@ def test_guard_stops_at_the_bad_frame(bad: bytes, condition: str) -> None:
     byte_by_byte = FrameGuard(512)
     accepted = sum(byte_by_byte.feed(bytes([b])) for b in good + bad)
     assert accepted <= len(good + bad) and byte_by_byte.error is not None
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/status"), reason="needs /proc")
+def test_free_gives_back_the_connection_and_its_deliveries() -> None:
+    """A freed engine returns its connection, links and unsettled deliveries to
+    the allocator: a broker that serves many short connections keeps its size.
+    Each round leaves 64 unsettled 64 KiB deliveries behind (4 MiB); 24 rounds
+    that leaked would grow the process by about 100 MiB."""
+    body = bytes(Message(body=b"x" * 65536).encode())
+
+    def round_trip() -> None:
+        p = Pair()
+        p.client.open(container_id="c")
+        p.pump()
+        p.server.open(container_id="s")
+        p.pump()
+        link, s_link = open_link(p, True, Terminus(kind=1), Terminus(address="q", kind=2))
+        pn.set_target(s_link, pn.remote_target(s_link))
+        pn.link_open(s_link)
+        pn.link_flow(s_link, 64)
+        p.pump()
+        for i in range(64):
+            p.client.send(link, i, body)
+        got = 0
+        for _ in range(100):
+            p.pump()
+            got += len(p.s_events.take("on_delivery"))
+            if got >= 64:
+                break
+        assert got >= 64
+        p.free()
+
+    round_trip()
+    before = _rss_kib()
+    for _ in range(24):
+        round_trip()
+    assert _rss_kib() - before < 40 * 1024

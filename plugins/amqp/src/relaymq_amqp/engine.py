@@ -691,10 +691,14 @@ class Engine:
         if self._freed:
             return
         self._freed = True
+        # pn_connection() and pn_transport() each return one reference that is
+        # ours: release the endpoints, then drop both references (releasing
+        # alone keeps the connection, its links and its deliveries alive).
         lib.pn_transport_unbind(self.transport)
         lib.pn_connection_release(self.connection)
         lib.pn_collector_release(self.collector)
         lib.pn_collector_free(self.collector)
+        lib.pn_decref(self.connection)
         lib.pn_decref(self.transport)
 
 
