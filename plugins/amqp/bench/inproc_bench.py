@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import cProfile
 import pstats
+import struct
 import time
 from typing import Any
 
@@ -27,7 +28,7 @@ from relaymq_amqp import engine as pn
 from relaymq_amqp.connection import AmqpConnection, AmqpOptions
 from relaymq_amqp.engine import Engine, Terminus
 
-SORT = __import__("os").environ.get("SORT", "tottime")  # the profile order (--profile)
+SORT = "tottime"  # the profile order (--profile)
 
 
 class _Events:
@@ -120,13 +121,43 @@ async def _settle_loop(turns: int = 4) -> None:
         await asyncio.sleep(0)
 
 
-async def _run(n: int, batch: int, profile: bool) -> float:
+def _save(path: str, streams: list[list[bytes]]) -> None:
+    """Recorded client streams as length-prefixed chunks (replayed under
+    `valgrind`, which counts instructions, without paying for the recording)."""
+    with open(path, "wb") as f:
+        for chunks in streams:
+            f.write(struct.pack(">I", len(chunks)))
+            for c in chunks:
+                f.write(struct.pack(">I", len(c)))
+                f.write(c)
+
+
+def _load(path: str) -> list[list[bytes]]:
+    with open(path, "rb") as f:
+        data = f.read()
+    pos, streams = 0, []
+    for _ in range(4):
+        (count,) = struct.unpack_from(">I", data, pos)
+        pos += 4
+        chunks = []
+        for _ in range(count):
+            (size,) = struct.unpack_from(">I", data, pos)
+            chunks.append(data[pos + 4:pos + 4 + size])
+            pos += 4 + size
+        streams.append(chunks)
+    return streams
+
+
+def _streams(n: int, batch: int) -> list[list[bytes]]:
+    body = bytes(Message(body=b"x" * 1024).encode())
+    return [*_record(n, body, False, batch), *_record(n, body, True, batch)]
+
+
+async def _run(n: int, batch: int, profile: bool, streams: list[list[bytes]]) -> float:
     """Broker CPU per message with a producer and a consumer on one queue,
     `batch` messages per read: each producer read is followed by the
     consumer's outcomes for the deliveries it caused, so the queue stays short."""
-    body = bytes(Message(body=b"x" * 1024).encode())
-    p_setup, p_batches = _record(n, body, False, batch)
-    c_setup, c_batches = _record(n, body, True, batch)
+    p_setup, p_batches, c_setup, c_batches = streams
     prof = cProfile.Profile() if profile else None
     async with running_broker(None) as broker:
         opts = AmqpOptions(producer_credit=n)
@@ -156,7 +187,7 @@ async def _run(n: int, batch: int, profile: bool) -> float:
             conn.connection_lost()
         await asyncio.sleep(0.01)
     if prof:
-        pstats.Stats(prof).sort_stats(SORT).print_stats(int(__import__("os").environ.get("NSTATS","35")))
+        pstats.Stats(prof).sort_stats(SORT).print_stats(35)
     return elapsed / n * 1e6
 
 
@@ -166,8 +197,15 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=100, help="messages per read")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--save", metavar="FILE", help="record the client streams to FILE and stop")
+    p.add_argument("--replay", metavar="FILE", help="replay streams saved with --save")
     args = p.parse_args()
-    results = [asyncio.run(_run(args.messages, args.batch, args.profile)) for _ in range(args.runs)]
+    if args.save:
+        _save(args.save, _streams(args.messages, args.batch))
+        return
+    streams = _load(args.replay) if args.replay else _streams(args.messages, args.batch)
+    n = len(streams[1]) * args.batch if args.replay else args.messages
+    results = [asyncio.run(_run(n, args.batch, args.profile, streams)) for _ in range(args.runs)]
     print({"broker_us_per_msg": [round(r, 2) for r in results], "best": round(min(results), 2)})
 
 

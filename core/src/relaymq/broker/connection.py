@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from relaymq.broker.router import SendBatch, SendContext
+from relaymq.broker.router import DONE, SendBatch, SendContext
 from relaymq.broker.security import Principal
 from relaymq.broker.transactions import LocalTransaction
 from relaymq.dispatch.consumer import Consumer, Delivery
@@ -127,7 +127,9 @@ class ClientConnection:
             if txn is None:
                 raise TransactionError(f"unknown transaction {txid}")
         try:
-            await broker.chain(SendContext(self, batch, txn is not None, self.network), message)
+            routed = broker.chain(SendContext(self, batch, txn is not None, self.network), message)
+            if routed is not DONE:
+                await routed
         except BaseException:
             batch.abandon()  # nothing of a failed send becomes visible
             raise

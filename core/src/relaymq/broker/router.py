@@ -8,7 +8,8 @@ transaction) and only after that do the messages become visible to consumers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Generator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from relaymq.model.message import Message
@@ -18,12 +19,18 @@ if TYPE_CHECKING:
     from relaymq.broker.region import Region
     from relaymq.dispatch.entry import QueueEntry
     from relaymq.dispatch.queue import Queue
+    from relaymq.model.destination import Destination
 
 
-@dataclass(slots=True)
 class SendBatch:
-    ops: list[StoreOp] = field(default_factory=list)
-    placed: list[tuple[Queue, QueueEntry]] = field(default_factory=list)
+    """The effects of one send (or one transaction): store operations, and the
+    entries that become visible when they are written."""
+
+    __slots__ = ("ops", "placed")
+
+    def __init__(self) -> None:
+        self.ops: list[StoreOp] = []
+        self.placed: list[tuple[Queue, QueueEntry]] = []
 
     def abandon(self) -> None:
         for queue, entry in self.placed:
@@ -45,14 +52,54 @@ class SendContext:
     notes: dict[str, Any] | None = None
 
 
+def _nothing() -> Generator[Any, Any, None]:
+    return
+    yield  # a generator that finishes at once
+
+
+class _Done:
+    """An awaitable that is already complete: what a send that needed no wait
+    returns instead of a coroutine. Callers on the per-message path test
+    ``is not DONE`` before awaiting (that skips a frame); awaiting it works too."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        return _nothing()
+
+
+#: returned by `Router.route` (and so by the chain) when routing finished at once
+DONE: Awaitable[None] = _Done()
+
+
 class Router:
     def __init__(self, region: Region) -> None:
         self.region = region
 
-    async def route(self, ctx: SendContext, message: Message) -> None:
+    def route(self, ctx: SendContext, message: Message) -> Awaitable[None]:
+        """Prepare `message` on its destinations. The common case (an existing
+        queue or topic with room) finishes here and returns `DONE`; anything that
+        may wait (creating a destination, flow control, fan-out to several
+        destinations) returns the coroutine that does it."""
         dest = message.destination
         if dest is None:
             raise ValueError("a message needs a destination to be sent")
+        if not (dest.is_composite or dest.is_wildcard):
+            region = self.region
+            if dest.is_queue:
+                queue = region.queues.get(dest)
+                if queue is not None and not (queue.is_full() and not (
+                        message.durable and region.store_persistent)):
+                    queue.prepare(message, ctx.batch)
+                    return DONE
+            else:
+                topic = region.topics.get(dest)
+                if topic is not None:
+                    topic.publish(message, ctx.batch)
+                    return DONE
+        return self._route(ctx, message, dest)
+
+    async def _route(self, ctx: SendContext, message: Message, dest: Destination) -> None:
         region = self.region
         if dest.is_composite:
             for part in dest.composite_parts():
@@ -64,9 +111,7 @@ class Router:
                     await self._to_queue(ctx, q, message)
                 return
             queue = region.queues.get(dest) or await region.queue(dest)
-            if queue.is_full() and not (message.durable and region.store_persistent):
-                await region.flow_control(queue.wait_for_space(), dest)
-            queue.prepare(message, ctx.batch)
+            await self._to_queue(ctx, queue, message)
             return
         if dest.is_wildcard:
             for t in region.matching_topics(dest):

@@ -25,21 +25,21 @@ def resolve_limit(limit: UsageLimit, default: int) -> int:
 class Usage:
     """A byte counter with a limit; producers wait on `wait()` while it is full."""
 
-    __slots__ = ("name", "limit", "used", "_waiters")
+    __slots__ = ("name", "limit", "used", "waiters")
 
     def __init__(self, name: str, limit: int) -> None:
         self.name = name
         self.limit = limit
         self.used = 0
-        self._waiters: list[asyncio.Future[None]] = []
+        self.waiters: list[asyncio.Future[None]] = []
 
     def add(self, n: int) -> None:
         self.used += n
 
     def sub(self, n: int) -> None:
         self.used -= n
-        if self._waiters and self.used < self.limit:
-            waiters, self._waiters = self._waiters, []
+        if self.waiters and self.used < self.limit:
+            waiters, self.waiters = self.waiters, []
             for f in waiters:
                 if not f.done():
                     f.set_result(None)
@@ -55,7 +55,7 @@ class Usage:
     async def wait(self) -> None:
         while self.used >= self.limit:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(fut)
+            self.waiters.append(fut)
             await fut
 
 

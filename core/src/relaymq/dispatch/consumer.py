@@ -153,7 +153,9 @@ class Consumer:
     def ack(self, delivery_id: int, txn: LocalTransaction | None = None) -> Awaitable[None] | None:
         """Acknowledge one delivery; returns an awaitable when the removal is being
         stored (await it before telling the client the ack is durable)."""
-        entry = self._take(delivery_id)
+        entry = self.inflight.pop(delivery_id, None)  # _take, written out
+        if entry is None:
+            raise UnknownDelivery(f"consumer {self.name} holds no delivery {delivery_id}")
         assert self.queue is not None
         if txn is not None:
             txn.add_ack(self, entry)

@@ -126,6 +126,9 @@ class Queue:
         n = entry.message.size
         self.stats.memory_used -= n
         self.region.usage.memory.sub(n)
+        self._wake_space_waiters()
+
+    def _wake_space_waiters(self) -> None:
         if self._space_waiters and not self.is_full():
             for f in self._space_waiters:
                 if not f.done():
@@ -371,7 +374,20 @@ class Queue:
 
     # -- settlement ---------------------------------------------------------------------
     def acknowledge(self, entry: QueueEntry) -> Awaitable[None] | None:
-        self.acknowledged(entry)
+        # acknowledged() -> _remove_entry() -> _unhold(), written out: once per message
+        entry.removed = True
+        entry.consumer = None
+        stats = self.stats
+        stats.pending -= 1
+        stats.dequeued += 1
+        stats.in_flight -= 1
+        n = entry.message.size
+        stats.memory_used -= n
+        memory = self.region.usage.memory
+        memory.used -= n
+        if memory.waiters or self._space_waiters:
+            memory.sub(0)
+            self._wake_space_waiters()
         fut = self.region.store_remove(self.key, entry.seq) if entry.stored else None
         if self.pending or self.browsers or self._paging:  # the ack made room for them
             self.dispatch()

@@ -44,15 +44,25 @@ class Destination:
     kind: DestinationKind
     name: str
     _hash: int = field(init=False, repr=False, compare=False)
-    _wild: bool = field(init=False, repr=False, compare=False)
-    _composite: bool = field(init=False, repr=False, compare=False)
+    #: the kind's family and the name's shape, as plain fields (read on every send)
+    is_queue: bool = field(init=False, repr=False, compare=False)
+    is_topic: bool = field(init=False, repr=False, compare=False)
+    is_temporary: bool = field(init=False, repr=False, compare=False)
+    is_wildcard: bool = field(init=False, repr=False, compare=False)
+    is_composite: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.strip():
             raise InvalidDestination("a destination name must not be empty")
-        object.__setattr__(self, "_hash", hash((self.kind, self.name)))
-        object.__setattr__(self, "_wild", is_wildcard(self.name))
-        object.__setattr__(self, "_composite", "," in self.name)
+        init = object.__setattr__
+        init(self, "_hash", hash((self.kind, self.name)))
+        queue = self.kind in _QUEUE_KINDS
+        init(self, "is_queue", queue)
+        init(self, "is_topic", not queue)
+        init(self, "is_temporary", self.kind in (DestinationKind.TEMP_QUEUE,
+                                                 DestinationKind.TEMP_TOPIC))
+        init(self, "is_wildcard", is_wildcard(self.name))
+        init(self, "is_composite", "," in self.name)
 
     def __hash__(self) -> int:
         return self._hash
@@ -76,26 +86,6 @@ class Destination:
     def parse(cls, text: str, default: DestinationKind = DestinationKind.QUEUE) -> Destination:
         """Parse `queue://X`, `topic://X`, `temp-queue://X`, `temp-topic://X` or a bare name."""
         return _parse(text, default)
-
-    @property
-    def is_queue(self) -> bool:
-        return self.kind in _QUEUE_KINDS
-
-    @property
-    def is_topic(self) -> bool:
-        return self.kind not in _QUEUE_KINDS
-
-    @property
-    def is_temporary(self) -> bool:
-        return self.kind in (DestinationKind.TEMP_QUEUE, DestinationKind.TEMP_TOPIC)
-
-    @property
-    def is_composite(self) -> bool:
-        return self._composite
-
-    @property
-    def is_wildcard(self) -> bool:
-        return self._wild
 
     def composite_parts(self) -> list[Destination]:
         """The parts of a composite name; each part may carry its own prefix."""

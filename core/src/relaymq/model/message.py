@@ -194,6 +194,44 @@ _new = object.__new__
 _ENCODING_NEUTRAL = frozenset({"destination", "origin", "producer_id"})
 
 
+def wire_message(body: bytes, destination: Destination | None, body_type: str,
+                 encoded: bytes | None, encoding: str | None,
+                 properties: dict[str, Any] | None = None,
+                 loader: PropertyLoader | None = None) -> Message:
+    """``Message(body, destination=..., body_type=..., encoded=..., encoding=...)``
+    for a transport's per-message path: positional arguments, every other field
+    at its default. Keyword arguments cost more than the message's own fields,
+    so this makes a received message in a third of the time."""
+    m = _new(Message)
+    m.body = body
+    m.destination = destination
+    m.message_id = None
+    m.durable = False
+    m.priority = DEFAULT_PRIORITY
+    m.expiration = 0
+    m.timestamp = 0
+    m.correlation_id = None
+    m.reply_to = None
+    m.type = None
+    m.group_id = None
+    m.group_seq = 0
+    m.user_id = None
+    m.content_type = None
+    m.body_type = body_type
+    m._properties = properties
+    m._loader = loader
+    m.annotations = None
+    m.encoded = encoded
+    m.encoding = encoding
+    m.origin = None
+    m.producer_id = None
+    m.scheduled_delay = 0
+    m.scheduled_period = 0
+    m.scheduled_repeat = 0
+    m._size = 0
+    return m
+
+
 def now_millis() -> int:
     return time.time_ns() // 1_000_000
 

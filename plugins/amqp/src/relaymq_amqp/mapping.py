@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 
 from relaymq.model.destination import Destination, DestinationKind, InvalidDestination
-from relaymq.model.message import DEFAULT_PRIORITY, BodyType, Message, now_millis
+from relaymq.model.message import DEFAULT_PRIORITY, BodyType, Message, now_millis, wire_message
 
 from relaymq_amqp import encode as enc
 from relaymq_amqp.scanner import (
@@ -162,8 +162,7 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
     quick = plain_body(data)
     if quick is not None and destination is not None:
         kind, body = quick
-        return Message(body, destination=destination, body_type=_BODY_TYPES[kind], encoded=data,
-                       encoding=ENCODING), _PLAIN
+        return wire_message(body, destination, _BODY_TYPES[kind], data, ENCODING), _PLAIN
     s = scan(data)
     h = s.header
     p = s.properties
@@ -175,12 +174,8 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
         destination = _relay_destination(None, s, data)
     kind, body = body_value(data, s)
     aps = s.application_properties
-    if aps is None:
-        m = Message(body, destination=destination, body_type=_BODY_TYPES[kind], encoded=data,
-                    encoding=ENCODING)
-    else:
-        m = Message(body, destination=destination, body_type=_BODY_TYPES[kind], encoded=data,
-                    encoding=ENCODING, loader=partial(_props_at, data, aps))
+    m = wire_message(body, destination, _BODY_TYPES[kind], data, ENCODING, None,
+                     None if aps is None else partial(_props_at, data, aps))
     ttl = 0
     if h:
         n = len(h)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from relaymq.dispatch.deadletter import ORIGINAL_DESTINATION, ORIGINAL_EXPIRATION
-from relaymq.model.message import BodyType, Message
+from relaymq.model.message import BodyType, Message, wire_message
 
 from .destinations import DestinationMapper, stomp_name, stomp_name_of_key
 from .errors import StompError
@@ -63,8 +63,9 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
     `clean` promises no backslash, CR or LF in any name or value (`Frame.escaped`
     is False), which leaves colons as the only thing that may need escaping."""
     dest = mapper.parse(headers.pop("destination", None))
-    m = Message(body, destination=dest, message_id=message_id, timestamp=now_ms,
-                body_type=BodyType.TEXT, properties=headers)
+    m = wire_message(body, dest, BodyType.TEXT, None, ENCODING, headers)
+    m.message_id = message_id
+    m.timestamp = now_ms
     fields: list[str] = []
     present = RESERVED.intersection(headers)
     for name in present:
@@ -100,7 +101,6 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
         elif name == "AMQ_SCHEDULED_REPEAT":
             m.scheduled_repeat = _int(name, value)
         # receipt, transaction, message-id, subscription, ack, ...: not message data
-    m.encoding = ENCODING
     nlines = len(fields)
     if headers:
         fields.append("\n".join(map(":".join, headers.items())))
