@@ -648,18 +648,21 @@ class Engine:
             ev = peek(col)
             if not ev:
                 return
-            t = etype(ev)
             try:
-                if t == DELIVERY:
-                    d = event_delivery(ev)
+                # Only a delivery event has a delivery: asking for it first saves
+                # asking for the type of the one event each message causes.
+                d = event_delivery(ev)
+                if d:
                     if find is not None:
                         handler = find(delivery_link(d))
                         if handler is not None:
                             handler.on_delivery(d)
                     else:
                         on_delivery(delivery_link(d), d)
-                elif t != TRANSPORT:
-                    dispatch(h, ev, t)
+                else:
+                    t = etype(ev)
+                    if t != TRANSPORT:
+                        dispatch(h, ev, t)
             finally:
                 pop(col)
 
