@@ -109,3 +109,30 @@ async def test_scheduling_headers_ignored_without_scheduler_support(make_broker,
     c = await p.consumer("queue://NOSCHED")
     await p.send("queue://NOSCHED", "x", scheduled_delay=10_000)
     assert (await c.receive(0.5)).text == "x"
+
+
+async def test_cumulative_ack_refills_the_window_in_order_around_a_grouped_head(make_broker):
+    """A cumulative ack frees its whole range before the queue dispatches again:
+    the window refills in sequence order, and a message-group head in the backlog
+    still goes to its group's path (the single-consumer shortcut stops at it)."""
+    from relaymq.broker.security import ConnectRequest
+    from relaymq.model.destination import Destination
+    from relaymq.model.message import Message
+
+    b = await make_broker()
+    conn = await b.connect(ConnectRequest())
+    dest = Destination.queue("CUM")
+    got: list[tuple[int, str]] = []
+    consumer = await conn.subscribe(
+        dest, prefetch=2, on_message=lambda d: got.append((d.id, d.message.body.decode())))
+    for i in range(7):
+        await conn.send(Message(f"m{i}".encode(), destination=dest,
+                                group_id="G" if i == 3 else None))
+    assert [body for _, body in got] == ["m0", "m1"]
+    consumer.ack_cumulative(got[1][0])
+    assert [body for _, body in got] == ["m0", "m1", "m2", "m3"]
+    consumer.ack_cumulative(got[3][0])
+    consumer.ack_cumulative(got[5][0])
+    assert [body for _, body in got] == [f"m{i}" for i in range(7)]
+    q = b.region.queues[dest]
+    assert q.stats.dequeued == 6 and q.stats.in_flight == 1 and len(q.pending) == 0

@@ -172,10 +172,15 @@ class Consumer:
             if did > delivery_id:
                 break
             ids.append(did)
-        last = None
-        for did in ids:
-            last = self.ack(did, txn)
-        return last
+        inflight = self.inflight
+        entries = [inflight.pop(did) for did in ids]
+        assert self.queue is not None
+        if txn is not None:
+            for entry in entries:
+                txn.add_ack(self, entry)
+            return None
+        # one dispatch for the whole range, not one per acknowledged message
+        return self.queue.acknowledge_all(entries)
 
     def nack(self, delivery_id: int, mode: str = NackMode.POISON) -> None:
         entry = self._take(delivery_id)

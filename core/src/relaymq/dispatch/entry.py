@@ -87,6 +87,21 @@ class PendingList:
                 return entry
         return None
 
+    def pop_ungrouped(self) -> QueueEntry | None:
+        """Remove and return the head entry, unless it is empty or the head
+        belongs to a message group (then it stays, and None is returned)."""
+        for level in reversed(self._levels):
+            if level:
+                seq, entry = level.popitem(last=False)
+                if entry.message.group_id is not None:
+                    level[seq] = entry
+                    level.move_to_end(seq, last=False)
+                    return None
+                self._len -= 1
+                self._bytes -= entry.message.size
+                return entry
+        return None
+
     def peek(self) -> QueueEntry | None:
         for level in reversed(self._levels):
             if level:

@@ -258,13 +258,11 @@ class Queue:
         if len(consumers) == 1 and consumers[0].selector is None and not self.groups:
             c = consumers[0]
             cap = c.capacity()
+            take = pending.pop_ungrouped
             while cap > 0:
-                head = pending.peek()
+                head = take()
                 if head is None:
-                    break
-                if head.message.group_id is not None:
-                    break  # message groups need the general path
-                pending.popleft()
+                    break  # empty, or message groups need the general path
                 exp = head.message.expiration
                 if exp and exp <= now:
                     self._expire(head)
@@ -374,6 +372,24 @@ class Queue:
 
     # -- settlement ---------------------------------------------------------------------
     def acknowledge(self, entry: QueueEntry) -> Awaitable[None] | None:
+        fut = self._acknowledged_entry(entry)
+        if self.pending or self.browsers or self._paging:  # the ack made room for them
+            self.dispatch()
+        return fut
+
+    def acknowledge_all(self, entries: list[QueueEntry]) -> Awaitable[None] | None:
+        """Acknowledge several deliveries (a cumulative ack), then dispatch once
+        into the room they made; returns the last store removal, if any."""
+        last = None
+        for entry in entries:
+            fut = self._acknowledged_entry(entry)
+            if fut is not None:
+                last = fut
+        if self.pending or self.browsers or self._paging:
+            self.dispatch()
+        return last
+
+    def _acknowledged_entry(self, entry: QueueEntry) -> Awaitable[None] | None:
         # acknowledged() -> _remove_entry() -> _unhold(), written out: once per message
         entry.removed = True
         entry.consumer = None
@@ -388,10 +404,7 @@ class Queue:
         if memory.waiters or self._space_waiters:
             memory.sub(0)
             self._wake_space_waiters()
-        fut = self.region.store_remove(self.key, entry.seq) if entry.stored else None
-        if self.pending or self.browsers or self._paging:  # the ack made room for them
-            self.dispatch()
-        return fut
+        return self.region.store_remove(self.key, entry.seq) if entry.stored else None
 
     def acknowledged(self, entry: QueueEntry) -> None:
         """Forget an acknowledged delivery (its store removal is the caller's)."""

@@ -105,8 +105,10 @@ class StompSession:
                 txid = h.get("transaction")
                 mid = conn.new_message_id()
                 eid = self._id_escaped(mid)
-                await conn.send(message_from_send(h, frame.body, self.mapper, mid, now_millis(), eid,
-                                                  True), txid)
+                stored = await conn.submit(message_from_send(h, frame.body, self.mapper, mid,
+                                                             now_millis(), eid, True), txid)
+                if stored is not None:  # a persistent message: the receipt means stored
+                    await stored
             except Exception as exc:  # noqa: BLE001 - mapped to ERROR frames in _failed
                 self._failed(exc, cmd, receipt)
                 return
