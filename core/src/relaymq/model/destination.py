@@ -50,6 +50,8 @@ class Destination:
     is_temporary: bool = field(init=False, repr=False, compare=False)
     is_wildcard: bool = field(init=False, repr=False, compare=False)
     is_composite: bool = field(init=False, repr=False, compare=False)
+    #: a stable string form, `queue://NAME`; the store key
+    key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.strip():
@@ -63,6 +65,7 @@ class Destination:
                                                  DestinationKind.TEMP_TOPIC))
         init(self, "is_wildcard", is_wildcard(self.name))
         init(self, "is_composite", "," in self.name)
+        init(self, "key", f"{self.kind.value}://{self.name}")
 
     def __hash__(self) -> int:
         return self._hash
@@ -95,11 +98,6 @@ class Destination:
     def matches(self, other: Destination) -> bool:
         """True when this (possibly wildcard) destination covers `other` of the same family."""
         return self.is_queue == other.is_queue and name_matches(self.name, other.name)
-
-    @property
-    def key(self) -> str:
-        """A stable string form, `queue://NAME`; used as the store key."""
-        return f"{self.kind.value}://{self.name}"
 
     def __str__(self) -> str:
         return self.key
