@@ -54,8 +54,10 @@ class ClientConnection:
         self.remote_address = remote_address
         self.network = network
         self.id = f"{broker.message_ids.connection_prefix()}"
-        self._producer_seq = itertools.count(1)
-        self._msg_prefix = f"{self.id}:-1:1:"
+        #: message ids this connection gives are `message_id_prefix` + the next of
+        #: `message_numbers` (transports that render ids themselves use both)
+        self.message_numbers = itertools.count(1)
+        self.message_id_prefix = f"{self.id}:-1:1:"
         self.consumers: dict[int, Consumer] = {}
         self.temporary: list[Destination] = []
         self.transactions: dict[str, LocalTransaction] = {}
@@ -82,7 +84,7 @@ class ClientConnection:
 
     # -- producing -----------------------------------------------------------------
     def new_message_id(self) -> str:
-        return f"{self._msg_prefix}{next(self._producer_seq)}"
+        return self.message_id_prefix + str(next(self.message_numbers))
 
     async def send(self, message: Message, txid: str | None = None) -> None:
         """Route `message`; returns when it is accepted (stored when durable)."""
@@ -108,7 +110,7 @@ class ClientConnection:
             self.authorize("write", dest)
             self._can_write.add(dest)
         if message.message_id is None:
-            message.message_id = self._msg_prefix + str(next(self._producer_seq))
+            message.message_id = self.message_id_prefix + str(next(self.message_numbers))
         if not message.timestamp:
             message.timestamp = time.time_ns() // 1_000_000
         message.producer_id = self.id

@@ -42,14 +42,14 @@ class PendingList:
     selectors, groups and expiry need.
     """
 
-    __slots__ = ("_levels", "_prioritized", "_len", "_bytes")
+    __slots__ = ("_levels", "_prioritized", "count", "_bytes")
 
     def __init__(self, prioritized: bool = False) -> None:
         self._prioritized = prioritized
         self._levels: list[OrderedDict[int, QueueEntry]] = [
             OrderedDict() for _ in range(10 if prioritized else 1)
         ]
-        self._len = 0
+        self.count = 0  # entries waiting (what len() says, without a call)
         self._bytes = 0
 
     def _level(self, entry: QueueEntry) -> OrderedDict[int, QueueEntry]:
@@ -57,14 +57,14 @@ class PendingList:
 
     def append(self, entry: QueueEntry) -> None:
         self._level(entry)[entry.seq] = entry
-        self._len += 1
+        self.count += 1
         self._bytes += entry.message.size
 
     def put_back(self, entry: QueueEntry) -> None:
         """Return an entry ahead of everything newer than it."""
         level = self._level(entry)
         level[entry.seq] = entry
-        self._len += 1
+        self.count += 1
         self._bytes += entry.message.size
         # Returned entries go to the front; callers return several in descending
         # sequence order so they end up in sequence order.
@@ -74,7 +74,7 @@ class PendingList:
         level = self._level(entry)
         if level.pop(entry.seq, None) is None:
             return False
-        self._len -= 1
+        self.count -= 1
         self._bytes -= entry.message.size
         return True
 
@@ -82,7 +82,7 @@ class PendingList:
         for level in reversed(self._levels):
             if level:
                 _, entry = level.popitem(last=False)
-                self._len -= 1
+                self.count -= 1
                 self._bytes -= entry.message.size
                 return entry
         return None
@@ -97,7 +97,7 @@ class PendingList:
                     level[seq] = entry
                     level.move_to_end(seq, last=False)
                     return None
-                self._len -= 1
+                self.count -= 1
                 self._bytes -= entry.message.size
                 return entry
         return None
@@ -122,7 +122,7 @@ class PendingList:
         return out
 
     def __len__(self) -> int:
-        return self._len
+        return self.count
 
     @property
     def bytes(self) -> int:

@@ -85,10 +85,11 @@ class Queue:
     def enqueue(self, entry: QueueEntry) -> None:
         if self.deleted:
             return
-        self._unplaced.discard(entry.seq)
         stats = self.stats
         stats.enqueued += 1
         stats.pending += 1
+        if entry.stored:
+            self._unplaced.discard(entry.seq)
         if entry.stored and (self._paging or self._over_window()):
             if entry.seq > self._loaded_seq:
                 if not self._paging:
@@ -100,7 +101,7 @@ class Queue:
         stats.memory_used += n
         self.region.usage.memory.used += n
         consumers = self.consumers
-        if len(consumers) == 1 and not self.pending and not self._dispatching:
+        if len(consumers) == 1 and not self.pending.count and not self._dispatching:
             # Fast path: one consumer with room, nothing waiting ahead of this message.
             c = consumers[0]
             msg = entry.message
@@ -397,7 +398,7 @@ class Queue:
         stats.pending -= 1
         stats.dequeued += 1
         stats.in_flight -= 1
-        n = entry.message.size
+        n = entry.message._size or entry.message.size  # computed when it was held
         stats.memory_used -= n
         memory = self.region.usage.memory
         memory.used -= n

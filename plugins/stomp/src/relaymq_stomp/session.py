@@ -79,7 +79,6 @@ class StompSession:
         self.closing = False
         self.detached = False  # the socket is gone; no new subscriptions
         self._closed = False
-        self._id_prefix = ""
         self._id_prefix_escaped = ""
         self._runs = 0  # runs of persistent SENDs stored together (handle_sends)
         self._handlers: dict[str, Callable[[Frame], Awaitable[None]]] = {
@@ -103,8 +102,9 @@ class StompSession:
             receipt = h.get("receipt")
             try:
                 txid = h.get("transaction")
-                mid = conn.new_message_id()
-                eid = self._id_escaped(mid)
+                number = str(next(conn.message_numbers))  # the id, plain and escaped
+                mid = conn.message_id_prefix + number
+                eid = self._id_prefix_escaped + number
                 stored = await conn.submit(message_from_send(h, frame.body, self.mapper, mid,
                                                              now_millis(), eid, True), txid)
                 if stored is not None:  # a persistent message: the receipt means stored
@@ -153,9 +153,10 @@ class StompSession:
             h = frame.headers
             receipt = h.get("receipt")
             try:
-                mid = conn.new_message_id()
-                message = message_from_send(h, frame.body, self.mapper, mid, now_millis(),
-                                            self._id_escaped(mid), True)
+                number = str(next(conn.message_numbers))
+                message = message_from_send(h, frame.body, self.mapper,
+                                            conn.message_id_prefix + number, now_millis(),
+                                            self._id_prefix_escaped + number, True)
                 await conn.send(message, txid)
             except Exception as exc:  # noqa: BLE001 - this SEND's ERROR; the run goes on
                 self._failed(exc, F.SEND, receipt)
@@ -191,16 +192,6 @@ class StompSession:
         else:
             log.error("STOMP %s from %s failed", cmd, self.ctx.remote_address, exc_info=exc)
             self.error(ProtocolError(f"internal error: {type(exc).__name__}", str(exc)), receipt)
-
-    def _id_escaped(self, mid: str) -> str:
-        """The message id escaped for a 1.2 header; the connection's id prefix is
-        escaped once (ids are `<prefix><sequence number>`)."""
-        prefix = self._id_prefix
-        if prefix and mid.startswith(prefix):
-            return self._id_prefix_escaped + mid[len(prefix):]
-        head = mid.rstrip("0123456789")
-        self._id_prefix, self._id_prefix_escaped = head, escape(head, V12)
-        return self._id_prefix_escaped + mid[len(head):]
 
     def error(self, exc: StompError, receipt: str | None = None) -> None:
         """Send an ERROR frame; close the connection when the error is fatal."""
@@ -294,6 +285,7 @@ class StompSession:
             await conn.close()
             return
         self.conn = conn
+        self._id_prefix_escaped = escape(conn.message_id_prefix, V12)  # ids on 1.2 MESSAGEs
         self.version = version
         self.mapper = DestinationMapper(conn, version)
         headers = {"version": version, "session": conn.id, "server": opts.server,
