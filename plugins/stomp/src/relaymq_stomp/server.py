@@ -23,9 +23,10 @@ import logging
 import select
 import ssl
 from collections import deque
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
+from relaymq.broker.eager import Resume, start
 from relaymq.spi.transport import ConnectorContext
 
 from .codec import FrameParser
@@ -221,10 +222,16 @@ class StompProtocol(asyncio.Protocol):
 
     # -- processing ----------------------------------------------------------------------
     def _run(self, frames: list[Frame | FrameError]) -> None:
-        """Handle frames right here, eagerly: a frame whose handling completes without
-        suspending (the usual SEND, ACK) costs no task and no loop turn. The first
-        one that suspends (flow control, a store write) continues in a task, and the
-        frames after it wait in `_frames` until it is done."""
+        """Handle one read's frames right here, eagerly: when none of them suspends
+        (the usual SENDs and ACKs) this costs no task and no loop turn. If one does
+        (flow control, a store write), the rest of the read continues in a task and
+        the frames of later reads wait in `_frames` until it is done."""
+        coro = self._handle_frames(frames)
+        finished, waiting = start(coro)
+        if not finished:
+            self._task = self.loop.create_task(self._process(coro, waiting))
+
+    async def _handle_frames(self, frames: list[Frame | FrameError]) -> None:
         session = self.session
         assert session is not None
         i, n = 0, len(frames)
@@ -237,24 +244,17 @@ class StompProtocol(asyncio.Protocol):
                 return
             j = _run_end(frames, i, self._group) if self._group else i + 1
             if j == i + 1:
-                coro = session.handle(item)  # type: ignore[arg-type]
+                await session.handle(item)  # type: ignore[arg-type]
             else:
-                coro = session.handle_sends(frames[i:j])  # type: ignore[arg-type]
+                await session.handle_sends(frames[i:j])  # type: ignore[arg-type]
             i = j
-            try:
-                waiting = coro.send(None)
-            except StopIteration:
-                continue
-            self._frames.extend(frames[i:])
-            self._task = self.loop.create_task(self._process(coro, waiting))
-            return
 
     async def _process(self, coro: Coroutine[Any, Any, None], waiting: Any) -> None:
         session = self.session
         assert session is not None
         frames = self._frames
         try:
-            await _Resume(coro, waiting)
+            await Resume(coro, waiting)
             while frames and not self._closing:
                 item = frames[0]
                 if isinstance(item, FrameError):
@@ -370,37 +370,6 @@ class StompProtocol(asyncio.Protocol):
                 self.transport.abort()  # type: ignore[union-attr]
             return
         self._recv_timer = self.loop.call_later(self._recv_within - silent, self._recv_tick)
-
-
-class _Resume:
-    """Await the rest of a coroutine that was started by hand (`coro.send(None)`)
-    and is suspended on `waiting`: what Python 3.12's eager tasks do.
-
-    The task running this yields the same future the coroutine yielded (its
-    `_asyncio_future_blocking` flag is still set), resumes the coroutine when it
-    is done, and forwards cancellation into it."""
-
-    __slots__ = ("coro", "waiting")
-
-    def __init__(self, coro: Coroutine[Any, Any, None], waiting: Any) -> None:
-        self.coro = coro
-        self.waiting = waiting
-
-    def __await__(self) -> Generator[Any, None, None]:
-        coro, waiting = self.coro, self.waiting
-        while True:
-            try:
-                yield waiting
-            except BaseException as exc:  # noqa: BLE001 - cancellation goes into the coroutine
-                try:
-                    waiting = coro.throw(exc)
-                except StopIteration:
-                    return
-            else:
-                try:
-                    waiting = coro.send(None)
-                except StopIteration:
-                    return
 
 
 def _groupable(frame: object) -> bool:

@@ -1,0 +1,70 @@
+"""`relaymq.broker.eager`: running a coroutine by hand until it first waits."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from relaymq.broker.eager import Resume, start
+
+
+async def _quick(x: int) -> int:
+    return x * 2
+
+
+async def _slow(fut: asyncio.Future[int], log: list[str]) -> int:
+    log.append("before")
+    value = await fut
+    log.append("after")
+    return value + 1
+
+
+async def test_a_coroutine_that_never_waits_finishes_in_start() -> None:
+    assert start(_quick(21)) == (True, 42)
+
+
+async def test_a_waiting_coroutine_finishes_in_a_task_with_its_value() -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    log: list[str] = []
+    coro = _slow(fut, log)
+    finished, waiting = start(coro)
+    assert not finished and waiting is fut and log == ["before"]
+    task = loop.create_task(_await(Resume(coro, waiting)))
+    await asyncio.sleep(0)
+    assert not task.done()
+    fut.set_result(9)
+    assert await task == 10 and log == ["before", "after"]
+
+
+async def test_cancelling_the_task_cancels_the_coroutine() -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    log: list[str] = []
+    coro = _slow(fut, log)
+    _, waiting = start(coro)
+    task = loop.create_task(_await(Resume(coro, waiting)))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert log == ["before"] and fut.cancelled()
+
+
+async def test_errors_propagate_from_start_and_from_resume() -> None:
+    async def boom() -> None:
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError, match="refused"):
+        start(boom())
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    coro = _slow(fut, [])
+    _, waiting = start(coro)
+    fut.set_exception(KeyError("gone"))
+    with pytest.raises(KeyError):
+        await Resume(coro, waiting)
+
+
+async def _await(r: Resume) -> object:
+    return await r
