@@ -18,12 +18,14 @@ import argparse
 import asyncio
 import cProfile
 import pstats
+import shutil
 import struct
 import time
 from typing import Any
 
 from proton import Message
-from relaymq.testing import running_broker
+from relaymq.model.destination import Destination
+from relaymq.testing import broker_config, plugin_element, running_broker
 from relaymq_amqp import engine as pn
 from relaymq_amqp.connection import AmqpConnection, AmqpOptions
 from relaymq_amqp.engine import Engine, Terminus
@@ -148,18 +150,24 @@ def _load(path: str) -> list[list[bytes]]:
     return streams
 
 
-def _streams(n: int, batch: int) -> list[list[bytes]]:
-    body = bytes(Message(body=b"x" * 1024).encode())
+def _streams(n: int, batch: int, durable: bool = False) -> list[list[bytes]]:
+    body = bytes(Message(body=b"x" * 1024, durable=durable).encode())
     return [*_record(n, body, False, batch), *_record(n, body, True, batch)]
 
 
-async def _run(n: int, batch: int, profile: bool, streams: list[list[bytes]]) -> float:
+async def _run(n: int, batch: int, profile: bool, streams: list[list[bytes]],
+               kahadb: str | None = None) -> float:
     """Broker CPU per message with a producer and a consumer on one queue,
     `batch` messages per read: each producer read is followed by the
     consumer's outcomes for the deliveries it caused, so the queue stays short."""
     p_setup, p_batches, c_setup, c_batches = streams
     prof = cProfile.Profile() if profile else None
-    async with running_broker(None) as broker:
+    config = None
+    if kahadb:
+        shutil.rmtree(kahadb, ignore_errors=True)
+        config = broker_config(persistent=True, data_directory=kahadb)
+        config.persistence_adapter = plugin_element("kahaDB")
+    async with running_broker(config) as broker:
         opts = AmqpOptions(producer_credit=n)
         conns = []
         for setup in (p_setup, c_setup):
@@ -174,15 +182,22 @@ async def _run(n: int, batch: int, profile: bool, streams: list[list[bytes]]) ->
         if prof:
             prof.enable()
         t0 = time.process_time()
-        for p_chunk, c_chunk in zip(p_batches, c_batches, strict=True):
+        queue = None
+        for i, (p_chunk, c_chunk) in enumerate(zip(p_batches, c_batches, strict=True)):
             producer.feed(p_chunk)
             await _settle_loop()
+            if kahadb:  # durable messages are delivered once stored: wait (not timed)
+                queue = queue or broker.region.queues[Destination.queue("bench")]
+                while queue.stats.dispatched < min((i + 1) * batch, n):
+                    await asyncio.sleep(0.0002)
+                await _settle_loop()  # the consumer connection writes the transfers
             consumer.feed(c_chunk)
             await _settle_loop(2)
         elapsed = time.process_time() - t0
         if prof:
             prof.disable()
-        assert broker.queue_size("bench") == 0, broker.queue_size("bench")
+        q = broker.region.queues[Destination.queue("bench")]
+        assert broker.queue_size("bench") == 0, (q.stats.enqueued, q.stats.dispatched, q.stats.dequeued)
         for conn in conns:
             conn.connection_lost()
         await asyncio.sleep(0.01)
@@ -199,13 +214,17 @@ def main() -> None:
     p.add_argument("--profile", action="store_true")
     p.add_argument("--save", metavar="FILE", help="record the client streams to FILE and stop")
     p.add_argument("--replay", metavar="FILE", help="replay streams saved with --save")
+    p.add_argument("--kahadb", metavar="DIR", help="durable messages, stored in a kahaDB in DIR "
+                   "(record with the same option)")
     args = p.parse_args()
     if args.save:
-        _save(args.save, _streams(args.messages, args.batch))
+        _save(args.save, _streams(args.messages, args.batch, bool(args.kahadb)))
         return
-    streams = _load(args.replay) if args.replay else _streams(args.messages, args.batch)
+    streams = (_load(args.replay) if args.replay
+               else _streams(args.messages, args.batch, bool(args.kahadb)))
     n = len(streams[1]) * args.batch if args.replay else args.messages
-    results = [asyncio.run(_run(n, args.batch, args.profile, streams)) for _ in range(args.runs)]
+    results = [asyncio.run(_run(n, args.batch, args.profile, streams, args.kahadb))
+               for _ in range(args.runs)]
     print({"broker_us_per_msg": [round(r, 2) for r in results], "best": round(min(results), 2)})
 
 

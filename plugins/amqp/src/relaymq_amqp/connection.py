@@ -91,6 +91,8 @@ class AmqpConnection:
         self.flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._sendq: deque[tuple[Message, ProducerLink, Any]] = deque()
+        #: durable transfers routed and waiting for their store write, in routing order
+        self._store_waits: deque[tuple[asyncio.Future[None], ProducerLink, Any]] = deque()
         self._sending = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._open_timer: asyncio.TimerHandle | None = self.loop.call_later(
@@ -429,7 +431,7 @@ class AmqpConnection:
                 if stored is not None:
                     # Routed in order; settle when the store has it, while the next
                     # transfers are routed (the store merges their syncs).
-                    _settle_when_stored(stored, link, d, self.want_flush)
+                    self._settle_when_stored(stored, link, d)
                     continue
                 link.inflight -= 1
                 if link.closed:
@@ -445,6 +447,34 @@ class AmqpConnection:
             self._sending = False
             if self.closed:
                 q.clear()
+        self.want_flush()
+
+    def _settle_when_stored(self, stored: Awaitable[None], link: ProducerLink, d: Any) -> None:
+        """Settle a durable transfer once its store write completed (or failed).
+
+        Writes complete in the order they were routed, and the store completes a
+        whole group commit at once, so one callback settles every transfer whose
+        write is done (not one scheduled callback per message)."""
+        fut = asyncio.ensure_future(stored)
+        waits = self._store_waits
+        waits.append((fut, link, d))
+        if len(waits) == 1:
+            fut.add_done_callback(self._stored)
+
+    def _stored(self, _done: asyncio.Future[None]) -> None:
+        waits = self._store_waits
+        while waits:
+            fut, link, d = waits[0]
+            if not fut.done():
+                fut.add_done_callback(self._stored)
+                break
+            waits.popleft()
+            error: BaseException | None
+            if fut.cancelled():
+                error = ConnectionError("the send was cancelled")
+            else:
+                error = fut.exception()
+            link.sent(d, error)
         self.want_flush()
 
     def watch(self, fut: Awaitable[None]) -> None:
@@ -555,17 +585,3 @@ def _log_failure(fut: asyncio.Future[None]) -> None:
         log.error("storing an acknowledgement failed: %s", fut.exception())
 
 
-def _settle_when_stored(stored: Awaitable[None], link: Any, d: Any, flush: Any) -> None:
-    """Settle a durable transfer once its store write completed (or failed)."""
-    fut = asyncio.ensure_future(stored)
-
-    def done(f: asyncio.Future[None]) -> None:
-        error: BaseException | None
-        if f.cancelled():
-            error = ConnectionError("the send was cancelled")
-        else:
-            error = f.exception()
-        link.sent(d, error)
-        flush()
-
-    fut.add_done_callback(done)

@@ -136,6 +136,9 @@ def record_header(file_id: int, offset: int, rtype: int, payload: bytes | memory
 Op = tuple[Any, ...]
 
 
+_KEY_HEADS: dict[tuple[int, str], bytes] = {}
+
+
 class BatchEncoder:
     """Builds one batch payload and, alongside, the op tuples the index applies.
 
@@ -152,10 +155,15 @@ class BatchEncoder:
         self.checksum = checksum
 
     def _key(self, code: int, key: str) -> None:
-        kb = key.encode()
-        self.parts.append(_OPKEY.pack(code, len(kb)))
-        self.parts.append(kb)
-        self.pos += 3 + len(kb)
+        head = _KEY_HEADS.get((code, key))
+        if head is None:  # the op code and key, encoded once per destination
+            kb = key.encode()
+            head = _OPKEY.pack(code, len(kb)) + kb
+            if len(_KEY_HEADS) >= 4096:
+                _KEY_HEADS.clear()
+            _KEY_HEADS[(code, key)] = head
+        self.parts.append(head)
+        self.pos += len(head)
 
     def message(self, code: int, key: str, seq: int, data: bytes) -> int:
         """ADD or MOVE `data`; returns the payload offset of the message bytes."""
