@@ -93,6 +93,7 @@ class AmqpConnection:
         self._sendq: deque[tuple[Message, ProducerLink, Any]] = deque()
         #: durable transfers routed and waiting for their store write, in routing order
         self._store_waits: deque[tuple[asyncio.Future[None], ProducerLink, Any]] = deque()
+        self._watched: asyncio.Future[None] | None = None  # the store removal last watched
         self._sending = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._open_timer: asyncio.TimerHandle | None = self.loop.call_later(
@@ -478,8 +479,10 @@ class AmqpConnection:
         self.want_flush()
 
     def watch(self, fut: Awaitable[None]) -> None:
-        """Log a failed store removal (an ack the store could not write)."""
-        if isinstance(fut, asyncio.Future):
+        """Log a failed store removal (an ack the store could not write). The
+        acks of one loop turn share one removal: watch it once, not per ack."""
+        if isinstance(fut, asyncio.Future) and fut is not self._watched:
+            self._watched = fut
             fut.add_done_callback(_log_failure)
 
     def unsubscribe_later(self, name: str) -> None:
