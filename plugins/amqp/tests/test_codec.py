@@ -197,3 +197,16 @@ def test_header_section_is_what_proton_writes() -> None:
     pm = PMessage(durable=True, priority=9)
     raw = bytes(pm.encode())
     assert raw.startswith(header_section(True, 9))
+
+
+@pytest.mark.parametrize(("durable", "priority"), [(True, None), (False, None), (True, 7)])
+def test_header_durability_and_priority_reach_the_kernel(durable: bool, priority: int | None) -> None:
+    """A persistent message with a plain body (the header says only durable) takes
+    the short path; any other header is scanned. Both give the same message."""
+    pm = PMessage(body=b"payload", durable=durable)
+    if priority is not None:
+        pm.priority = priority
+    raw = bytes(pm.encode())
+    m, _ = to_kernel(raw, Destination.queue("A"))
+    assert m.durable is durable and m.body == b"payload" and m.encoded == raw
+    assert m.priority == (priority if priority is not None else 4)

@@ -161,8 +161,11 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
     set only when the bytes carry them (most messages carry few)."""
     quick = plain_body(data)
     if quick is not None and destination is not None:
-        kind, body = quick
-        return wire_message(body, destination, _BODY_TYPES[kind], data, ENCODING), _PLAIN
+        kind, body, durable = quick
+        m = wire_message(body, destination, _BODY_TYPES[kind], data, ENCODING)
+        if durable:
+            m.durable = True
+        return m, _PLAIN
     s = scan(data)
     h = s.header
     p = s.properties

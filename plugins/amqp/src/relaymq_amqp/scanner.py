@@ -282,13 +282,22 @@ _EMPTY_HEADER = b"\x00\x53\x70\x45"
 _EMPTY_PROPERTIES = b"\x00\x53\x73\x45"
 
 
-def plain_body(data: bytes) -> tuple[str, bytes] | None:
-    """(kind, payload) for a message that is only a body -- one data binary or
-    an amqp-value binary/string, after at most an empty header and empty
-    properties (what proton writes for a bare message) -- else None."""
+#: a header whose only field is durable=true (what clients write for a persistent message)
+_DURABLE_HEADER = b"\x00\x53\x70\xc0\x02\x01\x41"
+
+
+def plain_body(data: bytes) -> tuple[str, bytes, bool] | None:
+    """(kind, payload, durable) for a message that is only a body -- one data
+    binary or an amqp-value binary/string, after at most a header that is empty
+    or says only durable, and empty properties (what proton writes for a bare
+    message) -- else None."""
     pos = 0
+    durable = False
     if data.startswith(_EMPTY_HEADER):
         pos = 4
+    elif data.startswith(_DURABLE_HEADER):
+        pos = 7
+        durable = True
     if data.startswith(_EMPTY_PROPERTIES, pos):
         pos += 4
     if len(data) < pos + 5 or data[pos] != 0 or data[pos + 1] != 0x53:
@@ -309,9 +318,9 @@ def plain_body(data: bytes) -> tuple[str, bytes] | None:
         return None
     binary = c == 0xB0 or c == 0xA0
     if code == DATA and binary:
-        return "data", data[start:]
+        return "data", data[start:], durable
     if code == AMQP_VALUE:
-        return ("binary" if binary else "string"), data[start:]
+        return ("binary" if binary else "string"), data[start:], durable
     return None
 
 
