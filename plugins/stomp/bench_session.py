@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import time
 from typing import Any
 
-from relaymq.testing import running_broker
+from relaymq.testing import broker_config, plugin_element, running_broker
 
 
 class FakeTransport:
@@ -48,8 +49,13 @@ class FakeTransport:
         asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
 
 
-async def run(n: int, size: int, batch: int) -> None:
-    async with running_broker(None, "stomp://127.0.0.1:0") as broker:
+async def run(n: int, size: int, batch: int, kahadb: str | None = None) -> None:
+    config = broker_config("stomp://127.0.0.1:0")
+    if kahadb:  # persistent SENDs stored in a kahaDB in this directory
+        shutil.rmtree(kahadb, ignore_errors=True)
+        config = broker_config("stomp://127.0.0.1:0", persistent=True, data_directory=kahadb)
+        config.persistence_adapter = plugin_element("kahaDB")
+    async with running_broker(config) as broker:
         connector = broker.connectors[0]
         from relaymq_stomp.server import StompProtocol
 
@@ -68,7 +74,8 @@ async def run(n: int, size: int, batch: int) -> None:
         tc.out.clear()
         body = b"x" * size
         frame = (b"SEND\ndestination:/queue/bench\ncontent-type:text/plain\nregion:eu\n"
-                 b"content-length:%d\n\n" % size) + body + b"\x00"
+                 + (b"persistent:true\n" if kahadb else b"")
+                 + b"content-length:%d\n\n" % size) + body + b"\x00"
         chunk = frame * batch
         sent = 0
         received = 0
@@ -83,6 +90,8 @@ async def run(n: int, size: int, batch: int) -> None:
             data = b"".join(bytes(x) for x in tc.out)
             tc.out.clear()
             tp.out.clear()
+            if not data and kahadb:
+                await asyncio.sleep(0.0002)  # waiting for the store: idle, not spinning
             if data:
                 received += data.count(b"\nsubscription:")
                 a = data.rfind(b"\nack:")
@@ -100,15 +109,16 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--profile", help="write cProfile stats to this file")
+    ap.add_argument("--kahadb", metavar="DIR", help="persistent SENDs, stored in a kahaDB in DIR")
     args = ap.parse_args()
     if args.profile:
         import cProfile
 
         prof = cProfile.Profile()
-        prof.runcall(asyncio.run, run(args.n, args.size, args.batch))
+        prof.runcall(asyncio.run, run(args.n, args.size, args.batch, args.kahadb))
         prof.dump_stats(args.profile)
     else:
-        asyncio.run(run(args.n, args.size, args.batch))
+        asyncio.run(run(args.n, args.size, args.batch, args.kahadb))
 
 
 if __name__ == "__main__":
