@@ -235,3 +235,20 @@ def test_unknown_command_refused_as_soon_as_its_line_ends() -> None:
         p.feed(b"GET / HTTP/1.1\r\n\r\n")
     p = FrameParser(commands=CLIENT_COMMANDS)
     assert p.feed(b"SEN") == [] and p.feed(b"D\ndestination:/q\n") == []
+
+
+def test_repeated_header_blocks_give_each_frame_its_own_headers() -> None:
+    """A producer repeats its header block; every frame still gets a dict of its
+    own (the session consumes it), and a changed block is parsed afresh."""
+    send = b"SEND\ndestination:/queue/a\nk:v\n\nbody\x00"
+    p = FrameParser(commands=frozenset({"SEND", "ACK"}))
+    first, second = p.feed(send * 2)
+    assert first.headers == second.headers == {"destination": "/queue/a", "k": "v"}
+    first.headers.pop("destination")
+    assert second.headers == {"destination": "/queue/a", "k": "v"}
+    (third,) = p.feed(send)
+    assert third.headers == {"destination": "/queue/a", "k": "v"}
+    (other,) = p.feed(b"SEND\ndestination:/queue/b\n\nx\x00")
+    assert other.headers == {"destination": "/queue/b"} and other.body == b"x"
+    with pytest.raises(ProtocolError):
+        p.feed(b"BOGUS\ndestination:/queue/b\n\nx\x00")

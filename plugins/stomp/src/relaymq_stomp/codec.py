@@ -63,6 +63,7 @@ class FrameParser:
     """
 
     __slots__ = ("limits", "commands", "_buf", "_state", "_hdr_scan", "_lines", "_line_start",
+                 "_last_text", "_last_command", "_last_headers",
                  "_need", "heartbeats", "error_frames", "broken")
 
     def __init__(self, limits: Limits | None = None,
@@ -78,6 +79,10 @@ class FrameParser:
         self._line_start = 0  # start of the current (incomplete) header line
         self._need = 0  # bytes the frame needs in total (known from content-length)
         self.heartbeats = 0
+        #: the previous frame's header block, as parsed (a producer repeats it)
+        self._last_text: str | None = None
+        self._last_command = ""
+        self._last_headers: dict[str, str] = {}
         self.error_frames: list[Frame] = []
         self.broken = False
 
@@ -176,23 +181,32 @@ class FrameParser:
                 self._hdr_scan = 0
             if end - pos > max_header_length:
                 self._check_header_block(text, end - pos)
-            lines = text.split("\n")
-            if len(lines) > max_lines:
-                raise FrameError("too many headers",
-                                 f"{len(lines) - 1}; the limit is {limits.max_headers}")
-            command = lines[0]
-            if commands is not None and command not in commands:
-                if len(command) > limits.max_command_length:
-                    raise FrameError("garbage: command too long", f"{len(command)} characters")
-                raise _unknown(command)
-            if len(lines) > 1:
-                try:
-                    headers = dict([ln.split(":", 1) for ln in lines[:0:-1]])  # first one wins
-                except ValueError:
-                    bad = next(ln for ln in lines[1:] if ":" not in ln)
-                    raise FrameError("garbage: a header line has no ':'", repr(bad[:80])) from None
+            if text == self._last_text:
+                # A producer repeating the header block of its previous frame (the
+                # usual stream of SENDs): same command, same headers, same checks.
+                command = self._last_command
+                headers = self._last_headers.copy()
             else:
-                headers = {}
+                lines = text.split("\n")
+                if len(lines) > max_lines:
+                    raise FrameError("too many headers",
+                                     f"{len(lines) - 1}; the limit is {limits.max_headers}")
+                command = lines[0]
+                if commands is not None and command not in commands:
+                    if len(command) > limits.max_command_length:
+                        raise FrameError("garbage: command too long", f"{len(command)} characters")
+                    raise _unknown(command)
+                if len(lines) > 1:
+                    try:
+                        headers = dict([ln.split(":", 1) for ln in lines[:0:-1]])  # first one wins
+                    except ValueError:
+                        bad = next(ln for ln in lines[1:] if ":" not in ln)
+                        raise FrameError("garbage: a header line has no ':'",
+                                         repr(bad[:80])) from None
+                else:
+                    headers = {}
+                self._last_text, self._last_command = text, command
+                self._last_headers = headers.copy()  # the frame's own dict is consumed
             # -- body ---------------------------------------------------------------
             cl = headers.get("content-length")
             if cl is not None:
