@@ -9,7 +9,7 @@ from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from relaymq_stomp.destinations import DestinationMapper
 from relaymq_stomp.frames import V10, V11, V12
-from relaymq_stomp.mapping import RESERVED, _render, message_from_send, render_block
+from relaymq_stomp.mapping import RESERVED, SendCache, _render, message_from_send, render_block
 
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
 name = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
@@ -74,3 +74,36 @@ def test_destination_objects_are_shared() -> None:
     b = DestinationMapper(_Conn())  # type: ignore[arg-type]
     assert a.parse("/queue/same") is b.parse("/queue/same")
     assert a.parse("/queue/x,/topic/y") == Destination.queue("x,topic://y")
+
+
+_CACHE_FIELDS = [s for s in Message.__slots__ if s not in ("message_id", "timestamp", "encoded")]
+
+
+@given(props=st.dictionaries(name, text, max_size=3), durable=st.booleans(),
+       corr=st.none() | text, group=st.booleans())
+def test_repeated_send_headers_make_the_same_message_as_fresh_ones(props, durable, corr,
+                                                                   group) -> None:
+    """With the per-connection cache a SEND that repeats the previous headers
+    makes exactly the message an uncached mapping makes (but its own id,
+    timestamp and properties dict)."""
+    mapper = DestinationMapper(_Conn())  # type: ignore[arg-type]
+    headers = {"destination": "/queue/q", "content-type": "text/plain", **props}
+    if durable:
+        headers["persistent"] = "true"
+    if corr is not None:
+        headers["correlation-id"] = corr
+    if group:
+        headers["JMSXGroupID"] = "g"
+    cache = SendCache()
+    made = [message_from_send(dict(headers), b"b%d" % i, mapper, f"ID:c:{i}", 100 + i,
+                              f"ID\\cc\\c{i}", True, cache) for i in range(3)]
+    fresh = [message_from_send(dict(headers), b"b%d" % i, mapper, f"ID:c:{i}", 100 + i,
+                               f"ID\\cc\\c{i}", True) for i in range(3)]
+    for a, b in zip(made, fresh, strict=True):
+        assert {f: getattr(a, f) for f in _CACHE_FIELDS} == {f: getattr(b, f) for f in _CACHE_FIELDS}
+        assert (a.message_id, a.timestamp, a.encoded) == (b.message_id, b.timestamp, b.encoded)
+    made[1].properties["extra"] = "x"
+    assert "extra" not in made[2].properties
+    other = message_from_send({"destination": "/queue/q", "priority": "7"}, b"z", mapper,
+                              "ID:c:9", 9, "ID\\cc\\c9", True, cache)
+    assert other.priority == 7 and other.content_type is None and other.properties == {}

@@ -51,9 +51,23 @@ def _int(name: str, raw: str) -> int:
         raise StompError(f"invalid '{name}' header", f"{name}:{raw!r} is not an integer") from None
 
 
+class SendCache:
+    """The last SEND's headers and what they made, per connection: a producer
+    usually repeats its headers, and then only the id, the timestamp and the
+    body differ. Used for clean frames whose block needed no escaping."""
+
+    __slots__ = ("headers", "fields", "head", "tail")
+
+    def __init__(self) -> None:
+        self.headers: dict[str, str] | None = None
+        self.fields: tuple[Any, ...] = ()
+        self.head = ""  # the block's lines between message-id and timestamp
+        self.tail = ""  # and between timestamp and content-length
+
+
 def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationMapper,
                       message_id: str, now_ms: int, escaped_id: str | None = None,
-                      clean: bool = False) -> Message:
+                      clean: bool = False, cache: SendCache | None = None) -> Message:
     """Build the kernel message for a SEND frame, with its MESSAGE header block.
 
     `headers` (already unescaped) is consumed: what remains of it becomes the
@@ -61,7 +75,27 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
     so it sets fields only for headers that are present and renders the block
     from what it already has in hand (`render_block` is the general form).
     `clean` promises no backslash, CR or LF in any name or value (`Frame.escaped`
-    is False), which leaves colons as the only thing that may need escaping."""
+    is False), which leaves colons as the only thing that may need escaping.
+    With a `cache`, a SEND whose headers equal the previous one's reuses what
+    they made."""
+    if cache is not None and clean and escaped_id is not None and headers == cache.headers:
+        dest = mapper.parse(headers.pop("destination", None))
+        (body_type, content_type, durable, priority, expiration, correlation_id, type_,
+         reply_to, props) = cache.fields
+        m = wire_message(body, dest, body_type, None, ENCODING, dict(props))
+        m.message_id = message_id
+        m.timestamp = now_ms
+        m.content_type = content_type
+        m.durable = durable
+        m.priority = priority
+        m.expiration = expiration
+        m.correlation_id = correlation_id
+        m.type = type_
+        m.reply_to = reply_to
+        m.encoded = (f"message-id:{escaped_id}\n{cache.head}timestamp:{now_ms}\n{cache.tail}"
+                     f"content-length:{len(body)}\n\n").encode()
+        return m
+    before = dict(headers) if cache is not None and clean else None
     dest = mapper.parse(headers.pop("destination", None))
     m = wire_message(body, dest, BodyType.TEXT, None, ENCODING, headers)
     m.message_id = message_id
@@ -117,6 +151,16 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
         return m
     m.encoded = (f"message-id:{eid}\n{text}expires:{m.expiration}\ntimestamp:{now_ms}\n"
                  f"priority:{m.priority}\n{durable}content-length:{len(body)}\n\n").encode()
+    if cache is not None:
+        if before is not None and m.group_id is None and not m.group_seq and not (
+                m.scheduled_delay or m.scheduled_period or m.scheduled_repeat):
+            cache.headers = before
+            cache.fields = (m.body_type, m.content_type, m.durable, m.priority, m.expiration,
+                            m.correlation_id, m.type, m.reply_to, dict(headers))
+            cache.head = f"{text}expires:{m.expiration}\n"
+            cache.tail = f"priority:{m.priority}\n{durable}"
+        else:
+            cache.headers = None
     return m
 
 

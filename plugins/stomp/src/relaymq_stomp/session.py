@@ -36,7 +36,7 @@ from .config import StompOptions
 from .destinations import DestinationMapper
 from .errors import ProtocolError, StompError
 from .frames import V10, V12, Frame, encode_frame, escape, unescape_headers
-from .mapping import message_from_send
+from .mapping import SendCache, message_from_send
 from .subscription import ACK_MODES, AUTO, CLIENT, Subscription
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ class StompSession:
         self.detached = False  # the socket is gone; no new subscriptions
         self._closed = False
         self._id_prefix_escaped = ""
+        self._send_cache = SendCache()  # the last SEND's headers and what they made
         self._runs = 0  # runs of persistent SENDs stored together (handle_sends)
         self._handlers: dict[str, Callable[[Frame], Awaitable[None]]] = {
             F.CONNECT: self._connect, F.STOMP: self._connect, F.SEND: self._send,
@@ -106,7 +107,8 @@ class StompSession:
                 mid = conn.message_id_prefix + number
                 eid = self._id_prefix_escaped + number
                 stored = await conn.submit(message_from_send(h, frame.body, self.mapper, mid,
-                                                             now_millis(), eid, True), txid)
+                                                             now_millis(), eid, True,
+                                                             self._send_cache), txid)
                 if stored is not None:  # a persistent message: the receipt means stored
                     await stored
             except Exception as exc:  # noqa: BLE001 - mapped to ERROR frames in _failed
@@ -156,7 +158,8 @@ class StompSession:
                 number = str(next(conn.message_numbers))
                 message = message_from_send(h, frame.body, self.mapper,
                                             conn.message_id_prefix + number, now_millis(),
-                                            self._id_prefix_escaped + number, True)
+                                            self._id_prefix_escaped + number, True,
+                                            self._send_cache)
                 await conn.send(message, txid)
             except Exception as exc:  # noqa: BLE001 - this SEND's ERROR; the run goes on
                 self._failed(exc, F.SEND, receipt)
