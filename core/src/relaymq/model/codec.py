@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from relaymq.model.destination import Destination
@@ -214,27 +215,71 @@ _STR_BIT = {name: 1 << (8 + i) for i, name in enumerate(_V2_FIELDS)}
 _pack_u32 = _U32.pack
 
 
+def _put(append: Callable[[bytes], None], text: str) -> None:
+    raw = text.encode()
+    append(_pack_u32(len(raw)))
+    append(raw)
+
+
+#: JSON for properties and annotations, made once (json.dumps with options builds an encoder per call)
+_to_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def encode_message(m: Message) -> bytes:
     """The stored form of `m` (format 2)."""
     flags = _F_DURABLE if m.durable else 0
     parts: list[bytes] = [b""]  # the fixed header goes first, once the flags are known
     append = parts.append
-    # The string fields in _V2_FIELDS order, written out (this runs once per
-    # persistent message; a loop over names with getattr costs twice as much).
-    for bit, v in ((_B_MESSAGE_ID, m.message_id),
-                   (_B_DESTINATION, None if m.destination is None else m.destination.key),
-                   (_B_CORRELATION_ID, m.correlation_id),
-                   (_B_REPLY_TO, None if m.reply_to is None else m.reply_to.key),
-                   (_B_TYPE, m.type), (_B_GROUP_ID, m.group_id), (_B_USER_ID, m.user_id),
-                   (_B_CONTENT_TYPE, m.content_type),
-                   (_B_BODY_TYPE, None if m.body_type == "bytes" else m.body_type),
-                   (_B_ENCODING, m.encoding), (_B_ORIGIN, m.origin),
-                   (_B_PRODUCER_ID, m.producer_id)):
-        if v is not None:
-            raw = v.encode()
-            flags |= bit
-            append(_pack_u32(len(raw)))
-            append(raw)
+    # The string fields in _V2_FIELDS order, written out: this runs once per
+    # persistent message, and most fields are usually absent.
+    v: str | None = m.message_id
+    if v is not None:
+        flags |= _B_MESSAGE_ID
+        _put(append, v)
+    d = m.destination
+    if d is not None:
+        flags |= _B_DESTINATION
+        _put(append, d.key)
+    v = m.correlation_id
+    if v is not None:
+        flags |= _B_CORRELATION_ID
+        _put(append, v)
+    d = m.reply_to
+    if d is not None:
+        flags |= _B_REPLY_TO
+        _put(append, d.key)
+    v = m.type
+    if v is not None:
+        flags |= _B_TYPE
+        _put(append, v)
+    v = m.group_id
+    if v is not None:
+        flags |= _B_GROUP_ID
+        _put(append, v)
+    v = m.user_id
+    if v is not None:
+        flags |= _B_USER_ID
+        _put(append, v)
+    v = m.content_type
+    if v is not None:
+        flags |= _B_CONTENT_TYPE
+        _put(append, v)
+    v = m.body_type
+    if v is not None and v != "bytes":
+        flags |= _B_BODY_TYPE
+        _put(append, v)
+    v = m.encoding
+    if v is not None:
+        flags |= _B_ENCODING
+        _put(append, v)
+    v = m.origin
+    if v is not None:
+        flags |= _B_ORIGIN
+        _put(append, v)
+    v = m.producer_id
+    if v is not None:
+        flags |= _B_PRODUCER_ID
+        _put(append, v)
     if m.scheduled_delay or m.scheduled_period or m.scheduled_repeat:
         flags |= _F_SCHED
         append(_SCHED.pack(m.scheduled_delay, m.scheduled_period, m.scheduled_repeat))
@@ -243,12 +288,12 @@ def encode_message(m: Message) -> bytes:
         props = m.properties
         if props:
             flags |= _F_PROPS
-            raw = json.dumps(_encode_props(props), separators=(",", ":"), ensure_ascii=False).encode()
+            raw = _to_json(_encode_props(props)).encode()
             append(_pack_u32(len(raw)))
             append(raw)
     if m.annotations:
         flags |= _F_ANN
-        raw = json.dumps(_encode_props(m.annotations), separators=(",", ":"), ensure_ascii=False).encode()
+        raw = _to_json(_encode_props(m.annotations)).encode()
         append(_pack_u32(len(raw)))
         append(raw)
     body = m.body
