@@ -112,7 +112,7 @@ class StompProtocol(asyncio.Protocol):
         self.session: StompSession | None = None
         self._frames: deque[Frame | FrameError] = deque()
         self._task: asyncio.Task[None] | None = None
-        self._out = bytearray()
+        self._out: list[bytes] = []  # frames written this loop turn, sent by _flush
         self._flush_scheduled = False
         self._write_paused = False
         self._read_paused = False
@@ -199,7 +199,7 @@ class StompProtocol(asyncio.Protocol):
         self._lost = True
         self._cancel_timers()
         self.connector.connections.discard(self)
-        self._out = bytearray()
+        self._out = []
         if self.session is not None:
             self.session.auto_acks.clear()
             # Nobody reads deliveries any more: give them back now, not after the
@@ -287,7 +287,7 @@ class StompProtocol(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         if self._lost:
             return
-        self._out += data
+        self._out.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
@@ -296,7 +296,8 @@ class StompProtocol(asyncio.Protocol):
         self._flush_scheduled = False
         if self._lost or not self._out:
             return
-        data, self._out = self._out, bytearray()
+        out, self._out = self._out, []
+        data = out[0] if len(out) == 1 else b"".join(out)  # one copy, not one per frame
         self.transport.write(data)  # type: ignore[union-attr]
         self._last_write = self.loop.time()
         if not self._write_paused and self.session is not None:
