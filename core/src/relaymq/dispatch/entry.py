@@ -56,7 +56,10 @@ class PendingList:
         return self._levels[entry.priority] if self._prioritized else self._levels[0]
 
     def append(self, entry: QueueEntry) -> None:
-        self._level(entry)[entry.seq] = entry
+        if self._prioritized:
+            self._levels[entry.priority][entry.seq] = entry
+        else:
+            self._levels[0][entry.seq] = entry
         self.count += 1
         self._bytes += entry.message.size
 
@@ -90,7 +93,7 @@ class PendingList:
     def pop_ungrouped(self) -> QueueEntry | None:
         """Remove and return the head entry, unless it is empty or the head
         belongs to a message group (then it stays, and None is returned)."""
-        for level in reversed(self._levels):
+        for level in (self._levels if not self._prioritized else reversed(self._levels)):
             if level:
                 seq, entry = level.popitem(last=False)
                 if entry.message.group_id is not None:
