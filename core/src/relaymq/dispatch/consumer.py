@@ -153,9 +153,7 @@ class Consumer:
     def ack(self, delivery_id: int, txn: LocalTransaction | None = None) -> Awaitable[None] | None:
         """Acknowledge one delivery; returns an awaitable when the removal is being
         stored (await it before telling the client the ack is durable)."""
-        entry = self.inflight.pop(delivery_id, None)  # _take, written out
-        if entry is None:
-            raise UnknownDelivery(f"consumer {self.name} holds no delivery {delivery_id}")
+        entry = self._take(delivery_id)
         assert self.queue is not None
         if txn is not None:
             txn.add_ack(self, entry)

@@ -93,7 +93,7 @@ class PendingList:
     def pop_ungrouped(self) -> QueueEntry | None:
         """Remove and return the head entry, unless it is empty or the head
         belongs to a message group (then it stays, and None is returned)."""
-        for level in (self._levels if not self._prioritized else reversed(self._levels)):
+        for level in reversed(self._levels):
             if level:
                 seq, entry = level.popitem(last=False)
                 if entry.message.group_id is not None:

@@ -124,17 +124,17 @@ class Queue:
         self.region.usage.memory.add(n)
 
     def _unhold(self, entry: QueueEntry) -> None:
-        n = entry.message.size
+        n = entry.message._size or entry.message.size  # computed when it was held
         self.stats.memory_used -= n
-        self.region.usage.memory.sub(n)
-        self._wake_space_waiters()
-
-    def _wake_space_waiters(self) -> None:
-        if self._space_waiters and not self.is_full():
-            for f in self._space_waiters:
-                if not f.done():
-                    f.set_result(None)
-            self._space_waiters.clear()
+        memory = self.region.usage.memory
+        memory.used -= n
+        if memory.waiters or self._space_waiters:  # producers wait for this room
+            memory.sub(0)
+            if self._space_waiters and not self.is_full():
+                for f in self._space_waiters:
+                    if not f.done():
+                        f.set_result(None)
+                self._space_waiters.clear()
 
     def _over_window(self) -> bool:
         return (self.stats.memory_used > self.memory_limit * 0.7
@@ -373,7 +373,8 @@ class Queue:
 
     # -- settlement ---------------------------------------------------------------------
     def acknowledge(self, entry: QueueEntry) -> Awaitable[None] | None:
-        fut = self._acknowledged_entry(entry)
+        self.acknowledged(entry)
+        fut = self.region.store_remove(self.key, entry.seq) if entry.stored else None
         if self.pending or self.browsers or self._paging:  # the ack made room for them
             self.dispatch()
         return fut
@@ -383,29 +384,12 @@ class Queue:
         into the room they made; returns the last store removal, if any."""
         last = None
         for entry in entries:
-            fut = self._acknowledged_entry(entry)
-            if fut is not None:
-                last = fut
+            self.acknowledged(entry)
+            if entry.stored:
+                last = self.region.store_remove(self.key, entry.seq)
         if self.pending or self.browsers or self._paging:
             self.dispatch()
         return last
-
-    def _acknowledged_entry(self, entry: QueueEntry) -> Awaitable[None] | None:
-        # acknowledged() -> _remove_entry() -> _unhold(), written out: once per message
-        entry.removed = True
-        entry.consumer = None
-        stats = self.stats
-        stats.pending -= 1
-        stats.dequeued += 1
-        stats.in_flight -= 1
-        n = entry.message._size or entry.message.size  # computed when it was held
-        stats.memory_used -= n
-        memory = self.region.usage.memory
-        memory.used -= n
-        if memory.waiters or self._space_waiters:
-            memory.sub(0)
-            self._wake_space_waiters()
-        return self.region.store_remove(self.key, entry.seq) if entry.stored else None
 
     def acknowledged(self, entry: QueueEntry) -> None:
         """Forget an acknowledged delivery (its store removal is the caller's)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Callable
 from typing import Any
 
 from relaymq.model.destination import Destination
@@ -210,15 +209,8 @@ _F_ANN = 1 << 4
 _V2_FIELDS = ("message_id", "destination", "correlation_id", "reply_to", "type", "group_id",
               "user_id", "content_type", "body_type", "encoding", "origin", "producer_id")
 _STR_BIT = {name: 1 << (8 + i) for i, name in enumerate(_V2_FIELDS)}
-(_B_MESSAGE_ID, _B_DESTINATION, _B_CORRELATION_ID, _B_REPLY_TO, _B_TYPE, _B_GROUP_ID, _B_USER_ID,
- _B_CONTENT_TYPE, _B_BODY_TYPE, _B_ENCODING, _B_ORIGIN, _B_PRODUCER_ID) = _STR_BIT.values()
+_STR_BITS = tuple(_STR_BIT.values())  # in _V2_FIELDS order
 _pack_u32 = _U32.pack
-
-
-def _put(append: Callable[[bytes], None], text: str) -> None:
-    raw = text.encode()
-    append(_pack_u32(len(raw)))
-    append(raw)
 
 
 #: JSON for properties and annotations, made once (json.dumps with options builds an encoder per call)
@@ -230,56 +222,18 @@ def encode_message(m: Message) -> bytes:
     flags = _F_DURABLE if m.durable else 0
     parts: list[bytes] = [b""]  # the fixed header goes first, once the flags are known
     append = parts.append
-    # The string fields in _V2_FIELDS order, written out: this runs once per
-    # persistent message, and most fields are usually absent.
-    v: str | None = m.message_id
-    if v is not None:
-        flags |= _B_MESSAGE_ID
-        _put(append, v)
-    d = m.destination
-    if d is not None:
-        flags |= _B_DESTINATION
-        _put(append, d.key)
-    v = m.correlation_id
-    if v is not None:
-        flags |= _B_CORRELATION_ID
-        _put(append, v)
-    d = m.reply_to
-    if d is not None:
-        flags |= _B_REPLY_TO
-        _put(append, d.key)
-    v = m.type
-    if v is not None:
-        flags |= _B_TYPE
-        _put(append, v)
-    v = m.group_id
-    if v is not None:
-        flags |= _B_GROUP_ID
-        _put(append, v)
-    v = m.user_id
-    if v is not None:
-        flags |= _B_USER_ID
-        _put(append, v)
-    v = m.content_type
-    if v is not None:
-        flags |= _B_CONTENT_TYPE
-        _put(append, v)
-    v = m.body_type
-    if v is not None and v != "bytes":
-        flags |= _B_BODY_TYPE
-        _put(append, v)
-    v = m.encoding
-    if v is not None:
-        flags |= _B_ENCODING
-        _put(append, v)
-    v = m.origin
-    if v is not None:
-        flags |= _B_ORIGIN
-        _put(append, v)
-    v = m.producer_id
-    if v is not None:
-        flags |= _B_PRODUCER_ID
-        _put(append, v)
+    # The string fields, in _V2_FIELDS order (most are usually absent).
+    dest, reply_to, body_type = m.destination, m.reply_to, m.body_type
+    for bit, v in zip(_STR_BITS, (
+            m.message_id, None if dest is None else dest.key, m.correlation_id,
+            None if reply_to is None else reply_to.key, m.type, m.group_id, m.user_id,
+            m.content_type, None if body_type == "bytes" else body_type, m.encoding, m.origin,
+            m.producer_id), strict=True):
+        if v is not None:
+            raw = v.encode()
+            flags |= bit
+            append(_pack_u32(len(raw)))
+            append(raw)
     if m.scheduled_delay or m.scheduled_period or m.scheduled_repeat:
         flags |= _F_SCHED
         append(_SCHED.pack(m.scheduled_delay, m.scheduled_period, m.scheduled_repeat))
