@@ -4,7 +4,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv run test test-fast bench lint clean
+.PHONY: venv compile run test test-fast test-pure bench lint clean
 
 venv: .venv/.synced
 
@@ -13,21 +13,31 @@ venv: .venv/.synced
 	$(UV) sync --all-packages --frozen || $(UV) sync --all-packages
 	@touch $@
 
-run: venv
+# Per-message modules as C extensions (mypyc); a no-op when nothing changed, and
+# without a C compiler the packages stay pure Python (tools/compile_hot_paths.py).
+compile: venv
+	$(PY) tools/compile_hot_paths.py
+
+run: compile
 	.venv/bin/relaymq run $(RUN_ARGS)
 
-test: venv
+test: compile
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
 
-test-fast: venv
+test-fast: compile
 	.venv/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
-bench: venv
+# the same sources interpreted, as a checkout runs them before `make compile`
+test-pure: venv
+	RELAYMQ_PURE_PYTHON=1 .venv/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: compile
 	.venv/bin/relaymq-bench suite bench/scenarios/standard.yaml
 
 lint: venv
-	.venv/bin/ruff check core plugins bench tests
+	.venv/bin/ruff check core plugins bench tests tools
 	.venv/bin/mypy core/src
 
 clean:
+	-$(PY) tools/compile_hot_paths.py --clean
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from relaymq.model.destination import Destination
-from relaymq.model.message import DEFAULT_PRIORITY, BodyType, Message, wire_message
+from relaymq.model.message import (
+    DEFAULT_PRIORITY,
+    MESSAGE_FIELDS,
+    BodyType,
+    Message,
+    wire_message,
+)
 
 
 def _fields(m: Message) -> dict[str, object]:
-    return {name: getattr(m, name) for name in Message.__slots__}
+    assert len(MESSAGE_FIELDS) == 26
+    return {name: getattr(m, name) for name in MESSAGE_FIELDS}
 
 
 def test_wire_message_sets_every_field_like_the_constructor() -> None:

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from relaymq.dispatch.deadletter import ORIGINAL_DESTINATION, ORIGINAL_EXPIRATION
 from relaymq.model.destination import Destination
-from relaymq.model.message import Message
+from relaymq.model.message import MESSAGE_FIELDS, Message
 from relaymq_stomp.destinations import DestinationMapper
 from relaymq_stomp.frames import V10, V11, V12
 from relaymq_stomp.mapping import RESERVED, SendCache, _render, message_from_send, render_block
@@ -76,7 +76,7 @@ def test_destination_objects_are_shared() -> None:
     assert a.parse("/queue/x,/topic/y") == Destination.queue("x,topic://y")
 
 
-_CACHE_FIELDS = [s for s in Message.__slots__ if s not in ("message_id", "timestamp", "encoded")]
+_CACHE_FIELDS = [s for s in MESSAGE_FIELDS if s not in ("message_id", "timestamp", "encoded")]
 
 
 @given(props=st.dictionaries(name, text, max_size=3), durable=st.booleans(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from relaymq.dispatch.entry import QueueEntry
 from relaymq.errors import UnknownDelivery
@@ -44,10 +44,10 @@ class Delivery:
 
 
 class NackMode:
-    RELEASE = "release"  # back to the queue, not a failure (AMQP released)
-    FAILED = "failed"  # counted; redelivery policy or the default (AMQP modified failed)
-    POISON = "poison"  # counted; the redeliveryPlugin's policy, else the DLQ at once (STOMP NACK)
-    REJECT = "reject"  # to the DLQ at once (AMQP rejected)
+    RELEASE: Final = "release"  # back to the queue, not a failure (AMQP released)
+    FAILED: Final = "failed"  # counted; redelivery policy or the default (AMQP modified failed)
+    POISON: Final = "poison"  # counted; the redeliveryPlugin's policy, else the DLQ at once (STOMP NACK)
+    REJECT: Final = "reject"  # to the DLQ at once (AMQP rejected)
 
 
 class Consumer:

@@ -18,7 +18,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from relaymq.model.destination import Destination
 
@@ -30,14 +30,14 @@ DEFAULT_PRIORITY = 4
 class BodyType:
     """How the body bytes are meant to be read (JMS message kinds, AMQP sections)."""
 
-    BYTES = "bytes"
-    TEXT = "text"  # UTF-8
-    MAP = "map"
-    STREAM = "stream"
-    OBJECT = "object"  # opaque to RelayMQ; never deserialized
-    AMQP_VALUE = "amqp-value"
-    AMQP_SEQUENCE = "amqp-sequence"
-    EMPTY = "empty"
+    BYTES: Final = "bytes"
+    TEXT: Final = "text"  # UTF-8
+    MAP: Final = "map"
+    STREAM: Final = "stream"
+    OBJECT: Final = "object"  # opaque to RelayMQ; never deserialized
+    AMQP_VALUE: Final = "amqp-value"
+    AMQP_SEQUENCE: Final = "amqp-sequence"
+    EMPTY: Final = "empty"
 
 
 class Message:
@@ -190,7 +190,10 @@ class Message:
         )
 
 
-_new = object.__new__
+# every attribute a Message carries: the slots when interpreted, mypyc's list when compiled
+MESSAGE_FIELDS: tuple[str, ...] = tuple(
+    getattr(Message, "__slots__", None) or Message.__mypyc_attrs__)
+_new = Message.__new__  # the class's own allocator: object.__new__ refuses a compiled class
 _ENCODING_NEUTRAL = frozenset({"destination", "origin", "producer_id"})
 
 

@@ -39,7 +39,7 @@ import pytest
 
 from relaymq.model.codec import register_property_loader
 from relaymq.model.destination import Destination
-from relaymq.model.message import BodyType, Message
+from relaymq.model.message import MESSAGE_FIELDS, BodyType, Message
 from relaymq.spi.persistence import (
     AddDestination,
     AddMessage,
@@ -96,7 +96,7 @@ def seqs_of(stored: list[StoredMessage]) -> list[int]:
 def assert_same_message(got: Message, want: Message) -> None:
     """Every field the kernel keeps, properties included (read through the
     lazy loader when the store kept them unparsed)."""
-    for name in Message.__slots__:
+    for name in MESSAGE_FIELDS:
         if name in ("_properties", "_loader"):
             continue
         assert getattr(got, name) == getattr(want, name), f"field {name} differs"

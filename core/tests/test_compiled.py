@@ -1,0 +1,81 @@
+"""relaymq.compiled: a source edited after the build wins over its stale extension."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from relaymq import compiled
+
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def _package(tmp_path: Path, name: str, extension_age: float) -> Path:
+    """A package whose `mod` has a source and an "extension" that is not loadable:
+    importing the extension fails, so a successful import proves the source ran."""
+    pkg = tmp_path / name
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    for mod in (pkg / "mod", pkg / "sub" / "inner"):
+        mod.with_suffix(".py").write_text("WHERE = 'source'\n")
+        ext = mod.parent / (mod.name + SUFFIX)
+        ext.write_bytes(b"not an extension")
+        t = time.time() + extension_age
+        os.utime(ext, (t, t))
+    return pkg
+
+
+@pytest.fixture
+def isolated_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(compiled.PURE_ENV, raising=False)
+    before = list(sys.meta_path)
+    yield
+    sys.meta_path[:] = before
+    for name in [n for n in sys.modules if n.startswith("cpkg_")]:
+        del sys.modules[name]
+
+
+def test_stale_extension_falls_back_to_the_source(tmp_path: Path, isolated_imports) -> None:  # type: ignore[no-untyped-def]
+    pkg = _package(tmp_path, "cpkg_stale", extension_age=-60)
+    status = compiled.select("cpkg_stale", str(pkg))
+    assert status.startswith("pure Python") and "changed after the build" in status
+    assert importlib.import_module("cpkg_stale.mod").WHERE == "source"
+    assert importlib.import_module("cpkg_stale.sub.inner").WHERE == "source"
+    assert compiled.status()["cpkg_stale"] == status
+
+
+def test_current_extension_is_preferred(tmp_path: Path, isolated_imports) -> None:  # type: ignore[no-untyped-def]
+    pkg = _package(tmp_path, "cpkg_current", extension_age=+60)
+    assert compiled.select("cpkg_current", str(pkg)) == "compiled (2 modules)"
+    # Python's own finder picks the extension, which here is not loadable
+    with pytest.raises(ImportError):
+        importlib.import_module("cpkg_current.mod")
+
+
+def test_pure_python_on_request(tmp_path: Path, isolated_imports,  # type: ignore[no-untyped-def]
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(compiled.PURE_ENV, "1")
+    pkg = _package(tmp_path, "cpkg_pure", extension_age=+60)
+    assert compiled.select("cpkg_pure", str(pkg)) == f"pure Python ({compiled.PURE_ENV} is set)"
+    assert importlib.import_module("cpkg_pure.mod").WHERE == "source"
+
+
+def test_package_without_extensions(tmp_path: Path, isolated_imports) -> None:  # type: ignore[no-untyped-def]
+    pkg = tmp_path / "cpkg_plain"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    assert compiled.select("cpkg_plain", str(pkg)) == "pure Python"
+
+
+def test_the_kernel_reports_how_it_runs() -> None:
+    import relaymq.dispatch.queue as queue
+
+    status = compiled.status()["relaymq"]
+    assert status.startswith("compiled") == compiled.is_compiled(queue)

@@ -1,0 +1,134 @@
+"""Compile each package's per-message modules to C extensions with mypyc, in place.
+
+    .venv/bin/python tools/compile_hot_paths.py [--clean] [--force] [PACKAGE_DIR ...]
+
+A package lists the modules worth compiling in its pyproject.toml:
+
+    [tool.relaymq.compile]
+    modules = ["relaymq/model/message.py", "relaymq/dispatch/queue.py"]
+
+Paths are relative to the package's `src/`. The extensions land next to their
+sources (the workspace installs packages editable), one mypyc group per package;
+a stamp file records what they were built from, so an unchanged package is not
+rebuilt. The sources stay plain Python: `RELAYMQ_PURE_PYTHON=1` runs them
+interpreted, and `relaymq.compiled` falls back to them by itself when a source is
+newer than its extension. A machine without a C compiler or Python headers keeps
+the pure-Python package and says so; nothing else depends on the build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ["core", "plugins/amqp", "plugins/stomp", "plugins/kahadb"]
+STAMP = ".compiled-stamp"
+EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+
+
+def _modules(package: Path) -> list[str]:
+    with open(package / "pyproject.toml", "rb") as f:
+        config = tomllib.load(f)
+    return list(config.get("tool", {}).get("relaymq", {}).get("compile", {}).get("modules", []))
+
+
+def _fingerprint(src: Path, modules: list[str]) -> str:
+    import mypy.version
+
+    h = hashlib.sha256()
+    h.update(f"{sys.version}|{mypy.version.__version__}|{EXT_SUFFIX}".encode())
+    for module in modules:
+        h.update(module.encode())
+        h.update((src / module).read_bytes())
+    return h.hexdigest()
+
+
+def _built_files(src: Path) -> list[Path]:
+    found = [p for p in src.rglob(f"*{EXT_SUFFIX}")]
+    return [p for p in found if "__mypyc" in p.name or p.with_name(p.name[: -len(EXT_SUFFIX)] + ".py").exists()]
+
+
+def clean(package: Path) -> None:
+    src = package / "src"
+    for path in _built_files(src):
+        path.unlink()
+    (src / STAMP).unlink(missing_ok=True)
+
+
+def _missing_toolchain() -> str | None:
+    include = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not include.exists():
+        return f"no Python headers ({include})"
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None and shutil.which("cc") is None:
+        return f"no C compiler ({cc})"
+    return None
+
+
+def build(package: Path, force: bool = False) -> bool:
+    """Build one package's extensions; True when they are present and current."""
+    src = package / "src"
+    modules = _modules(package)
+    if not modules:
+        return True
+    stamp = src / STAMP
+    fingerprint = _fingerprint(src, modules)
+    if not force and stamp.exists() and stamp.read_text() == fingerprint:
+        return True
+    clean(package)
+    problem = _missing_toolchain()
+    if problem:
+        print(f"compile_hot_paths: {package.name}: {problem}; running pure Python", file=sys.stderr)
+        return False
+    work = ROOT / ".venv" / "compile" / package.name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    script = (
+        "import sys\n"
+        "from setuptools import setup\n"
+        "from mypyc.build import mypycify\n"
+        f"setup(name={package.name!r}, ext_modules=mypycify({modules!r}, opt_level='3',"
+        f" debug_level='0', target_dir={str(work / 'c')!r}),"
+        f" script_args=['-q', 'build_ext', '--inplace', '-j', str(len(__import__('os').sched_getaffinity(0))),"
+        f" '--build-temp', {str(work / 'temp')!r}, '--build-lib', {str(work / 'lib')!r}])\n"
+    )
+    env = dict(os.environ, MYPY_CACHE_DIR=str(work / "mypy-cache"))
+    result = subprocess.run([sys.executable, "-c", script], cwd=src, env=env,
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        clean(package)
+        sys.stderr.write(result.stdout[-4000:] + result.stderr[-4000:])
+        print(f"compile_hot_paths: {package.name}: mypyc failed; running pure Python", file=sys.stderr)
+        return False
+    stamp.write_text(fingerprint)
+    print(f"compile_hot_paths: {package.name}: {len(modules)} modules compiled")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("packages", nargs="*", help="package directories (default: all)")
+    parser.add_argument("--clean", action="store_true", help="remove the extensions and stop")
+    parser.add_argument("--force", action="store_true", help="rebuild even when current")
+    parser.add_argument("--strict", action="store_true", help="exit non-zero when a build fails")
+    args = parser.parse_args(argv)
+    packages = [ROOT / p for p in (args.packages or PACKAGES)]
+    ok = True
+    for package in packages:
+        if args.clean:
+            clean(package)
+        else:
+            ok = build(package, args.force) and ok
+    return 0 if ok or not args.strict else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
