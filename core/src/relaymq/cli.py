@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from relaymq import __version__
+from relaymq import __version__, compiled
 from relaymq.config.defaults import default_config
 from relaymq.config.loader import load_config
 from relaymq.config.model import BrokerConfig
@@ -224,6 +224,7 @@ async def serve(config: BrokerConfig, registry: PluginRegistry,
         addresses = broker.connector_addresses
         log.info("broker %s listening on %s", config.broker_name,
                  ", ".join(addresses) if addresses else f"vm://{config.broker_name} only")
+        log.info("running %s", "; ".join(f"{pkg}: {how}" for pkg, how in compiled.status().items()))
         await stop.wait()
         log.info("stopping broker %s", config.broker_name)
     finally:

@@ -15,7 +15,7 @@ from relaymq.spi.persistence import (
     SubscriptionRecord,
 )
 from relaymq_kahadb import KahaDBPersistenceAdapter
-from relaymq_kahadb.recovery import MissingJournalFiles
+from relaymq_kahadb.errors import MissingJournalFiles
 
 from .conftest import Opener, adds, config, content, data_files
 

@@ -191,8 +191,12 @@ class Message:
 
 
 # every attribute a Message carries: the slots when interpreted, mypyc's list when compiled
-MESSAGE_FIELDS: tuple[str, ...] = tuple(
-    getattr(Message, "__slots__", None) or Message.__mypyc_attrs__)
+def _message_fields() -> tuple[str, ...]:
+    names: Any = getattr(Message, "__slots__", None)
+    return tuple(names if names else vars(Message)["__mypyc_attrs__"])
+
+
+MESSAGE_FIELDS = _message_fields()
 _new = Message.__new__  # the class's own allocator: object.__new__ refuses a compiled class
 _ENCODING_NEUTRAL = frozenset({"destination", "origin", "producer_id"})
 

@@ -66,10 +66,12 @@ def _enc(v: Any, out: bytearray) -> None:  # noqa: C901 - a flat dispatch on typ
         out += v
     elif isinstance(v, (bytes, bytearray, memoryview)):
         _var(out, bytes(v), 0xA0, 0xB0)
-    elif isinstance(v, int):
+    # ints and floats by class, not isinstance(v, int): compiled code would narrow
+    # v to a machine int or double there and lose UInt, Timestamp, Float and so on
+    elif issubclass(cls := type(v), int):
         _enc_int(v, out)
-    elif isinstance(v, float):
-        if isinstance(v, Float):
+    elif issubclass(cls, float):
+        if issubclass(cls, Float):
             out.append(0x72)
             out += _PF32(v)
         else:
@@ -103,7 +105,7 @@ def _var(out: bytearray, b: bytes, small: int, large: int) -> None:
     out += b
 
 
-def _enc_int(v: int, out: bytearray) -> None:
+def _enc_int(v: Any, out: bytearray) -> None:  # Any: an `int` parameter would drop UInt etc. when compiled
     if isinstance(v, ULong):
         if v == 0:
             out.append(0x44)

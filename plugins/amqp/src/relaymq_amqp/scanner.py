@@ -97,8 +97,8 @@ def _decode(data: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901 - one flat 
     if c == 0x56:
         return data[pos] != 0, pos + 1
     if c == 0x54 or c == 0x55 or c == 0x51:  # smallint, smalllong, byte
-        v = data[pos]
-        return (v - 256 if v > 127 else v), pos + 1
+        b = data[pos]
+        return (b - 256 if b > 127 else b), pos + 1
     if c == 0x71:
         return _I32(data, pos)[0], pos + 4
     if c == 0x70:

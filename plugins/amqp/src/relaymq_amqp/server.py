@@ -143,7 +143,9 @@ class AmqpConnector:
             lambda: _Socket(self), uri.host, port, ssl=self.ssl, reuse_address=True,
             backlog=1024,
         )
-        sock = self._server.sockets[0].getsockname()
+        # getattr: uvloop's Server.sockets is a list where typeshed says tuple, and
+        # compiled code checks the declared type
+        sock = getattr(self._server, "sockets")[0].getsockname()  # noqa: B009
         host = uri.host if uri.host not in ("0.0.0.0", "::") else sock[0]
         self._address = f"{host}:{sock[1]}"
 

@@ -5,7 +5,11 @@ checkpointed to disk, disk reclaim with compaction, and recovery that never
 silently drops data. See docs/kahadb.md.
 """
 
-from relaymq_kahadb.adapter import KahaDBPersistenceAdapter
-from relaymq_kahadb.config import KahaDBConfig
+from relaymq import compiled as _compiled
+
+_compiled.select(__name__, __path__[0])
+
+from relaymq_kahadb.adapter import KahaDBPersistenceAdapter  # noqa: E402 (after select)
+from relaymq_kahadb.config import KahaDBConfig  # noqa: E402
 
 __all__ = ["KahaDBConfig", "KahaDBPersistenceAdapter"]

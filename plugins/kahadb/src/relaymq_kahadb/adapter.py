@@ -38,6 +38,7 @@ from relaymq_kahadb import checkpoint as ckpt
 from relaymq_kahadb.compaction import Cleaner
 from relaymq_kahadb.config import KahaDBConfig
 from relaymq_kahadb.encoding import encode_ops, record_from_json
+from relaymq_kahadb.errors import JournalError, StoreClosed
 from relaymq_kahadb.index import StoreIndex
 from relaymq_kahadb.journal.files import data_path
 from relaymq_kahadb.journal.reader import JournalReader
@@ -51,7 +52,7 @@ from relaymq_kahadb.journal.records import (
     Op,
     encode_state,
 )
-from relaymq_kahadb.journal.writer import JournalError, JournalWriter
+from relaymq_kahadb.journal.writer import JournalWriter
 from relaymq_kahadb.lock import DirectoryLock
 from relaymq_kahadb.recovery import Recovered, recover
 
@@ -59,10 +60,6 @@ if TYPE_CHECKING:
     from relaymq.config.model import PluginElement
 
 log = logging.getLogger("relaymq.kahadb")
-
-
-class StoreClosed(RuntimeError):
-    """The store is not started (or already stopped)."""
 
 
 class KahaDBPersistenceAdapter(PersistenceAdapter):

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from relaymq_kahadb import checkpoint
 from relaymq_kahadb.config import KahaDBConfig
+from relaymq_kahadb.errors import MissingJournalFiles
 from relaymq_kahadb.index import StoreIndex
 from relaymq_kahadb.journal.files import fsync_dir, list_data_files, preallocate, remove_leftovers
 from relaymq_kahadb.journal.records import (
@@ -58,10 +59,6 @@ log = logging.getLogger("relaymq.kahadb.recovery")
 
 QUARANTINE = "quarantine"
 _PROGRESS_EVERY = 2.0  # seconds between progress lines
-
-
-class MissingJournalFiles(RuntimeError):
-    """Live messages point into data files that are gone."""
 
 
 @dataclass(slots=True)

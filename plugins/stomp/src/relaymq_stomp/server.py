@@ -76,7 +76,9 @@ class StompConnector:
             lambda: StompProtocol(self), uri.host, port, ssl=self.ssl, reuse_address=True,
             backlog=512,
         )
-        sock = self._server.sockets[0].getsockname()
+        # getattr: uvloop's Server.sockets is a list where typeshed says tuple, and
+        # compiled code checks the declared type
+        sock = getattr(self._server, "sockets")[0].getsockname()  # noqa: B009
         self._address = f"{sock[0]}:{sock[1]}"
 
     async def stop(self) -> None:

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from relaymq_kahadb.errors import JournalError
 from relaymq_kahadb.journal.files import create_data_file, data_path, fsync_dir, make_spare
 from relaymq_kahadb.journal.records import FILE_HEADER_LEN, REC_HEADER_LEN, record_header
 
@@ -43,10 +44,6 @@ log = logging.getLogger("relaymq.kahadb.journal")
 
 _STOP = object()
 _BARRIER = object()
-
-
-class JournalError(OSError):
-    """The journal could not write or sync; the store stops accepting work."""
 
 
 @dataclass(slots=True)
@@ -100,7 +97,7 @@ class JournalWriter:
         self._failed: BaseException | None = None
         self._dirty = False
         self._last_sync = time.monotonic()
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._spare_thread: threading.Thread | None = None
 
     # -- loop side ------------------------------------------------------------
@@ -116,9 +113,9 @@ class JournalWriter:
                 os.fsync(self._fd)
                 fsync_dir(self.directory)
         self._maybe_prepare_spare()
-        self._thread = threading.Thread(target=self._run, name="kahadb-journal-writer",
+        self._worker = threading.Thread(target=self._run, name="kahadb-journal-writer",
                                         daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def submit(self, file_id: int, offset: int, rtype: int, payload: bytes,
                fut: asyncio.Future[None] | None, sync: bool) -> None:
@@ -158,9 +155,9 @@ class JournalWriter:
 
     def stop(self) -> None:
         """Write what is queued, sync, close (blocking: call it off the loop)."""
-        if self._thread is not None and self._thread.is_alive():
+        if self._worker is not None and self._worker.is_alive():
             self._q.put(_STOP)
-            self._thread.join()
+            self._worker.join()
         if self._spare_thread is not None:
             self._spare_thread.join()
         if self._fd >= 0:
