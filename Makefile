@@ -3,6 +3,7 @@
 UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 PYTEST_ARGS ?=
+COMPILE_ARGS ?=
 
 .PHONY: venv compile run test test-fast test-pure bench lint clean
 
@@ -16,7 +17,7 @@ venv: .venv/.synced
 # Per-message modules as C extensions (mypyc); a no-op when nothing changed, and
 # without a C compiler the packages stay pure Python (tools/compile_hot_paths.py).
 compile: venv
-	$(PY) tools/compile_hot_paths.py
+	$(PY) tools/compile_hot_paths.py $(COMPILE_ARGS)
 
 run: compile
 	.venv/bin/relaymq run $(RUN_ARGS)
