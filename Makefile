@@ -1,6 +1,8 @@
 # RelayMQ developer entry points. Everything runs inside .venv, which `make venv`
 # creates from the single workspace lockfile (uv.lock).
-UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+# uv is looked up when the venv is made, not when make starts: on a fresh machine
+# the recipe installs it first (pip, else the official installer) and then finds it.
+UV ?= uv
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 COMPILE_ARGS ?=
@@ -10,8 +12,14 @@ COMPILE_ARGS ?=
 venv: .venv/.synced
 
 .venv/.synced: pyproject.toml uv.lock core/pyproject.toml $(wildcard plugins/*/pyproject.toml) bench/pyproject.toml
-	@command -v uv >/dev/null 2>&1 || test -x $(HOME)/.local/bin/uv || python3 -m pip install --quiet uv || curl -LsSf https://astral.sh/uv/install.sh | sh
-	$(UV) sync --all-packages --frozen || $(UV) sync --all-packages
+	@set -e; uv="$$(command -v $(UV) 2>/dev/null || true)"; \
+	if [ -z "$$uv" ] && [ -x "$(HOME)/.local/bin/uv" ]; then uv="$(HOME)/.local/bin/uv"; fi; \
+	if [ -z "$$uv" ]; then \
+	  if python3 -m pip install --quiet uv; then uv="python3 -m uv"; \
+	  else curl -LsSf https://astral.sh/uv/install.sh | sh; uv="$(HOME)/.local/bin/uv"; fi; \
+	fi; \
+	echo "$$uv sync --all-packages --frozen"; \
+	$$uv sync --all-packages --frozen || $$uv sync --all-packages
 	@touch $@
 
 # Per-message modules as C extensions (mypyc); a no-op when nothing changed, and

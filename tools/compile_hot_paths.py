@@ -29,7 +29,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["core", "plugins/amqp", "plugins/stomp", "plugins/kahadb"]
+PACKAGES = ["core", "plugins/amqp", "plugins/stomp", "plugins/kahadb", "plugins/virtual_topic"]
 STAMP = ".compiled-stamp"
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 

@@ -9,7 +9,6 @@ transaction) and only after that do the messages become visible to consumers.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Generator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from relaymq.model.message import Message
@@ -39,17 +38,26 @@ class SendBatch:
         self.placed.clear()
 
 
-@dataclass(slots=True)
 class SendContext:
-    """What filters know about a send: who sent it and where its effects collect."""
+    """What filters know about a send: who sent it and where its effects collect.
+    (A plain class: one is made per send, and a dataclass's generated __init__
+    would run interpreted even where this module is compiled.)"""
 
-    connection: Any  # ClientConnection; Any keeps filters free of the import
-    batch: SendBatch
-    in_transaction: bool = False
-    #: True for messages that arrived over a broker connection (mirror, federation)
-    network: bool = False
-    #: filters may leave notes for later filters (created on first use)
-    notes: dict[str, Any] | None = None
+    __slots__ = ("connection", "batch", "in_transaction", "network", "notes")
+
+    def __init__(self, connection: Any, batch: SendBatch, in_transaction: bool = False,
+                 network: bool = False, notes: dict[str, Any] | None = None) -> None:
+        self.connection = connection  # ClientConnection; Any keeps filters free of the import
+        self.batch = batch
+        self.in_transaction = in_transaction
+        #: True for messages that arrived over a broker connection (mirror, federation)
+        self.network = network
+        #: filters may leave notes for later filters (created on first use)
+        self.notes = notes
+
+    def __repr__(self) -> str:
+        return (f"SendContext(connection={self.connection!r}, in_transaction={self.in_transaction},"
+                f" network={self.network})")
 
 
 def _nothing() -> Generator[Any, Any, None]:

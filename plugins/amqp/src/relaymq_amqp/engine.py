@@ -24,7 +24,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import proton
 from cproton_ffi import ffi, lib
@@ -43,83 +43,83 @@ if tuple(proton.VERSION[:3]) != PINNED_VERSION:  # pragma: no cover - guarded by
 NULL = ffi.NULL
 
 # Event types the plugin handles.
-CONNECTION_REMOTE_OPEN = lib.PN_CONNECTION_REMOTE_OPEN
-CONNECTION_REMOTE_CLOSE = lib.PN_CONNECTION_REMOTE_CLOSE
-SESSION_REMOTE_OPEN = lib.PN_SESSION_REMOTE_OPEN
-SESSION_REMOTE_CLOSE = lib.PN_SESSION_REMOTE_CLOSE
-LINK_REMOTE_OPEN = lib.PN_LINK_REMOTE_OPEN
-LINK_REMOTE_CLOSE = lib.PN_LINK_REMOTE_CLOSE
-LINK_REMOTE_DETACH = lib.PN_LINK_REMOTE_DETACH
-LINK_FLOW = lib.PN_LINK_FLOW
-DELIVERY = lib.PN_DELIVERY
-TRANSPORT_ERROR = lib.PN_TRANSPORT_ERROR
-TRANSPORT_CLOSED = lib.PN_TRANSPORT_CLOSED
-TRANSPORT = lib.PN_TRANSPORT
+CONNECTION_REMOTE_OPEN: Final[int] = lib.PN_CONNECTION_REMOTE_OPEN
+CONNECTION_REMOTE_CLOSE: Final[int] = lib.PN_CONNECTION_REMOTE_CLOSE
+SESSION_REMOTE_OPEN: Final[int] = lib.PN_SESSION_REMOTE_OPEN
+SESSION_REMOTE_CLOSE: Final[int] = lib.PN_SESSION_REMOTE_CLOSE
+LINK_REMOTE_OPEN: Final[int] = lib.PN_LINK_REMOTE_OPEN
+LINK_REMOTE_CLOSE: Final[int] = lib.PN_LINK_REMOTE_CLOSE
+LINK_REMOTE_DETACH: Final[int] = lib.PN_LINK_REMOTE_DETACH
+LINK_FLOW: Final[int] = lib.PN_LINK_FLOW
+DELIVERY: Final[int] = lib.PN_DELIVERY
+TRANSPORT_ERROR: Final[int] = lib.PN_TRANSPORT_ERROR
+TRANSPORT_CLOSED: Final[int] = lib.PN_TRANSPORT_CLOSED
+TRANSPORT: Final[int] = lib.PN_TRANSPORT
 
 # Delivery states (outcomes).
-RECEIVED = lib.PN_RECEIVED
-ACCEPTED = lib.PN_ACCEPTED
-REJECTED = lib.PN_REJECTED
-RELEASED = lib.PN_RELEASED
-MODIFIED = lib.PN_MODIFIED
+RECEIVED: Final[int] = lib.PN_RECEIVED
+ACCEPTED: Final[int] = lib.PN_ACCEPTED
+REJECTED: Final[int] = lib.PN_REJECTED
+RELEASED: Final[int] = lib.PN_RELEASED
+MODIFIED: Final[int] = lib.PN_MODIFIED
 
 # Terminus settings.
-DIST_MODE_COPY = lib.PN_DIST_MODE_COPY
-DIST_MODE_MOVE = lib.PN_DIST_MODE_MOVE
-NONDURABLE = lib.PN_NONDURABLE
+DIST_MODE_COPY: Final[int] = lib.PN_DIST_MODE_COPY
+DIST_MODE_MOVE: Final[int] = lib.PN_DIST_MODE_MOVE
+NONDURABLE: Final[int] = lib.PN_NONDURABLE
 UNSETTLED_STATE = 2
-EXPIRE_WITH_LINK = lib.PN_EXPIRE_WITH_LINK
-EXPIRE_WITH_SESSION = lib.PN_EXPIRE_WITH_SESSION
-EXPIRE_WITH_CONNECTION = lib.PN_EXPIRE_WITH_CONNECTION
-EXPIRE_NEVER = lib.PN_EXPIRE_NEVER
-SND_UNSETTLED = lib.PN_SND_UNSETTLED
-SND_SETTLED = lib.PN_SND_SETTLED
-SND_MIXED = lib.PN_SND_MIXED
-RCV_FIRST = lib.PN_RCV_FIRST
-RCV_SECOND = lib.PN_RCV_SECOND
-LOCAL_UNINIT = lib.PN_LOCAL_UNINIT
-LOCAL_ACTIVE = lib.PN_LOCAL_ACTIVE
-LOCAL_CLOSED = lib.PN_LOCAL_CLOSED
-REMOTE_CLOSED = lib.PN_REMOTE_CLOSED
+EXPIRE_WITH_LINK: Final[int] = lib.PN_EXPIRE_WITH_LINK
+EXPIRE_WITH_SESSION: Final[int] = lib.PN_EXPIRE_WITH_SESSION
+EXPIRE_WITH_CONNECTION: Final[int] = lib.PN_EXPIRE_WITH_CONNECTION
+EXPIRE_NEVER: Final[int] = lib.PN_EXPIRE_NEVER
+SND_UNSETTLED: Final[int] = lib.PN_SND_UNSETTLED
+SND_SETTLED: Final[int] = lib.PN_SND_SETTLED
+SND_MIXED: Final[int] = lib.PN_SND_MIXED
+RCV_FIRST: Final[int] = lib.PN_RCV_FIRST
+RCV_SECOND: Final[int] = lib.PN_RCV_SECOND
+LOCAL_UNINIT: Final[int] = lib.PN_LOCAL_UNINIT
+LOCAL_ACTIVE: Final[int] = lib.PN_LOCAL_ACTIVE
+LOCAL_CLOSED: Final[int] = lib.PN_LOCAL_CLOSED
+REMOTE_CLOSED: Final[int] = lib.PN_REMOTE_CLOSED
 
 # Direct C calls the hot paths use (no conversion needed).
-link_credit: Callable[[Any], int] = lib.pn_link_credit
-link_advance = lib.pn_link_advance
-link_current = lib.pn_link_current
-link_flow = lib.pn_link_flow
-link_get_drain = lib.pn_link_get_drain
-link_drained = lib.pn_link_drained
-link_is_sender = lib.pn_link_is_sender
-link_session = lib.pn_link_session
-link_state = lib.pn_link_state
-link_queued = lib.pn_link_queued
-link_unsettled = lib.pn_link_unsettled
-delivery_link = lib.pn_delivery_link
-delivery_partial = lib.pn_delivery_partial
-delivery_aborted = lib.pn_delivery_aborted
-delivery_readable = lib.pn_delivery_readable
-delivery_pending = lib.pn_delivery_pending
-delivery_settled = lib.pn_delivery_settled
-delivery_settle = lib.pn_delivery_settle
-delivery_update = lib.pn_delivery_update
-delivery_updated = lib.pn_delivery_updated
-delivery_remote_state = lib.pn_delivery_remote_state
-delivery_local_state = lib.pn_delivery_local_state
-session_connection = lib.pn_session_connection
+link_credit: Final[Callable[[Any], int]] = lib.pn_link_credit
+link_advance: Final = lib.pn_link_advance
+link_current: Final = lib.pn_link_current
+link_flow: Final = lib.pn_link_flow
+link_get_drain: Final = lib.pn_link_get_drain
+link_drained: Final = lib.pn_link_drained
+link_is_sender: Final = lib.pn_link_is_sender
+link_session: Final = lib.pn_link_session
+link_state: Final = lib.pn_link_state
+link_queued: Final = lib.pn_link_queued
+link_unsettled: Final = lib.pn_link_unsettled
+delivery_link: Final = lib.pn_delivery_link
+delivery_partial: Final = lib.pn_delivery_partial
+delivery_aborted: Final = lib.pn_delivery_aborted
+delivery_readable: Final = lib.pn_delivery_readable
+delivery_pending: Final = lib.pn_delivery_pending
+delivery_settled: Final = lib.pn_delivery_settled
+delivery_settle: Final = lib.pn_delivery_settle
+delivery_update: Final = lib.pn_delivery_update
+delivery_updated: Final = lib.pn_delivery_updated
+delivery_remote_state: Final = lib.pn_delivery_remote_state
+delivery_local_state: Final = lib.pn_delivery_local_state
+session_connection: Final = lib.pn_session_connection
 
-_pn_collector_peek = lib.pn_collector_peek
-_pn_collector_pop = lib.pn_collector_pop
-_pn_event_type = lib.pn_event_type
-_pn_event_delivery = lib.pn_event_delivery
-_pn_event_link = lib.pn_event_link
-_pn_event_session = lib.pn_event_session
-_pn_link_recv = lib.pn_link_recv
-_pn_link_send = lib.pn_link_send
-_pn_link_advance = lib.pn_link_advance
-_pn_delivery = lib.pn_delivery
-_from_buffer = ffi.from_buffer
-_pack_tag = struct.Struct(">Q").pack_into
-_unpack = ffi.unpack
+_pn_collector_peek: Final = lib.pn_collector_peek
+_pn_collector_pop: Final = lib.pn_collector_pop
+_pn_event_type: Final = lib.pn_event_type
+_pn_event_delivery: Final = lib.pn_event_delivery
+_pn_event_link: Final = lib.pn_event_link
+_pn_event_session: Final = lib.pn_event_session
+_pn_link_recv: Final = lib.pn_link_recv
+_pn_link_send: Final = lib.pn_link_send
+_pn_link_advance: Final = lib.pn_link_advance
+_pn_delivery: Final = lib.pn_delivery
+_from_buffer: Final = ffi.from_buffer
+_pack_tag: Final = struct.Struct(">Q").pack_into
+_unpack: Final = ffi.unpack
 
 
 def monotonic_ms() -> int:
