@@ -80,6 +80,11 @@ class PolicyEntryConfig:
     queue_browser_prefetch: int | None = None
     prioritized_messages: bool = False
     memory_limit: int | None = None  # bytes
+    #: percent of the destination's memory limit its in-memory window may fill
+    cursor_memory_high_water_mark: int = 70
+    #: bytes of persistent messages a destination keeps in memory ahead of its
+    #: consumers; the rest stay in the store and are read as consumers make room
+    store_cursor_memory_limit: int = 32 << 20
     producer_flow_control: bool = True
     expire_messages_period: int = 30000  # ms; 0 disables the periodic check
     max_page_size: int = 200

@@ -67,6 +67,7 @@ SIZE_FIELD_NAMES = frozenset(
         "write_batch_size",
         "max_frame_size",
         "cursor_memory_high_water_mark_bytes",
+        "store_cursor_memory_limit",
     }
 )
 

@@ -48,6 +48,15 @@ class Queue:
         self.stats = DestinationStatistics()
         self.last_seq = last_seq
         self.memory_limit = policy.memory_limit or region.usage.memory.limit
+        # The in-memory window for stored messages: a share of the limits (ActiveMQ's
+        # cursorMemoryHighWaterMark) and at most storeCursorMemoryLimit, so a backlog
+        # of persistent messages costs the store's disk, not the broker's memory.
+        high_water = max(1, min(policy.cursor_memory_high_water_mark, 100)) / 100
+        window = int(self.memory_limit * high_water)
+        if policy.store_cursor_memory_limit > 0:
+            window = min(window, policy.store_cursor_memory_limit)
+        self._window = window
+        self._system_window = int(region.usage.memory.limit * high_water)
         self.deleted = False
         #: durable messages here are written to the store
         self.persists = region.store_persistent
@@ -137,8 +146,8 @@ class Queue:
                 self._space_waiters.clear()
 
     def _over_window(self) -> bool:
-        return (self.stats.memory_used > self.memory_limit * 0.7
-                or self.region.usage.memory.used > self.region.usage.memory.limit * 0.7)
+        return (self.stats.memory_used > self._window
+                or self.region.usage.memory.used > self._system_window)
 
     def is_full(self) -> bool:
         """Producers of non-persistent messages wait while this is true."""
@@ -158,24 +167,39 @@ class Queue:
 
     async def _page_in(self) -> None:
         try:
-            limit = max(self.policy.max_page_size * 5, 1000)
+            pending = self.pending
             while self._paging and not self.deleted:
+                limit = self._page_limit()
                 records = await self.region.store.read(self.key, self._loaded_seq, limit)
                 for rec in records:
+                    if len(pending) and self._over_window():
+                        break  # the window is full: the rest is read again later
                     if rec.seq > self._loaded_seq:
                         self._loaded_seq = rec.seq
                     if rec.seq in self._unplaced:
                         continue  # its own enqueue is about to add it
                     entry = QueueEntry(rec.seq, rec.message, True)
                     self._hold(entry)
-                    self.pending.append(entry)
-                if len(records) < limit:
-                    self._paging = False
+                    pending.append(entry)
+                else:
+                    if len(records) < limit:
+                        self._paging = False
                 self.dispatch()
-                if self._over_window() or len(self.pending) >= self.policy.max_page_size:
+                if self._over_window() or len(pending) >= self.policy.max_page_size:
                     break
         finally:
             self._paging_in = False
+
+    def _page_limit(self) -> int:
+        """Messages to read at once: five pages, or what the window has room for
+        (judged by the messages held now), so a small window reads little."""
+        limit = max(self.policy.max_page_size * 5, 1000)
+        held = len(self.pending)
+        if held:
+            room = self._window - self.stats.memory_used
+            per_message = max(self.stats.memory_used // held, 1)
+            limit = max(1, min(limit, room // per_message + 1))
+        return limit
 
     async def recover(self) -> int:
         """Load the first window of stored messages after a restart."""

@@ -1,0 +1,73 @@
+"""A backlog of persistent messages larger than the queue's window stays on disk.
+
+The queue keeps `storeCursorMemoryLimit` bytes of stored messages in memory
+(and `cursorMemoryHighWaterMark` percent of its memory limit at most); the rest
+are read back from the journal, in order, as consumers make room.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from relaymq.client import connect_broker
+from relaymq.config import load_config_text
+from relaymq.model.destination import Destination
+from relaymq.testing import running_broker
+
+BODY = 1024
+
+
+def xml(tmp_path: Path, policy: str) -> str:
+    return f"""
+    <broker brokerName="paging" dataDirectory="{tmp_path}">
+      <destinationPolicy><policyMap><policyEntries>
+        {policy}
+      </policyEntries></policyMap></destinationPolicy>
+      <persistenceAdapter><kahaDB directory="{tmp_path}/kahadb" journalMaxFileLength="1mb"/></persistenceAdapter>
+    </broker>"""
+
+
+def body(i: int) -> bytes:
+    return f"{i:08d}".encode() * (BODY // 8)
+
+
+async def test_a_backlog_beyond_the_window_is_read_back_from_the_journal(tmp_path: Path) -> None:
+    config = load_config_text(xml(tmp_path, '<policyEntry queue=">" storeCursorMemoryLimit="64kb"/>'),
+                              "xml")
+    count = 3000  # about 3 MB of messages against a 64 KiB window
+    async with running_broker(config) as broker:
+        conn = await connect_broker(broker)
+        for i in range(count):
+            await conn.send("queue://BACKLOG", body(i), persistent=True)
+        queue = await broker.region.queue(Destination.parse("queue://BACKLOG"))
+        assert queue.stats.pending == count
+        held = queue.stats.memory_used
+        assert 0 < held <= 64 * 1024 + 2 * BODY, held
+        consumer = await conn.consumer("queue://BACKLOG", ack_mode="client", prefetch=50)
+        got = []
+        for _ in range(count):
+            m = await consumer.receive(timeout=5)
+            assert m is not None
+            got.append(m.body)
+            m.ack()
+            assert queue.stats.memory_used <= 64 * 1024 + 52 * BODY
+        assert got == [body(i) for i in range(count)]
+        assert await consumer.receive(timeout=0.2) is None
+        await conn.close()
+
+
+async def test_the_window_is_a_share_of_the_destination_memory_limit(tmp_path: Path) -> None:
+    policy = '<policyEntry queue=">" memoryLimit="100kb" cursorMemoryHighWaterMark="50"/>'
+    config = load_config_text(xml(tmp_path, policy), "xml")
+    async with running_broker(config) as broker:
+        conn = await connect_broker(broker)
+        for i in range(500):
+            await conn.send("queue://HALF", body(i), persistent=True)
+        queue = await broker.region.queue(Destination.parse("queue://HALF"))
+        assert queue.stats.pending == 500
+        assert queue.stats.memory_used <= 50 * 1024 + 2 * BODY
+        consumer = await conn.consumer("queue://HALF")
+        bodies = [(await consumer.receive(timeout=5)).body for _ in range(500)]  # type: ignore[union-attr]
+        assert bodies == [body(i) for i in range(500)]
+        await conn.close()
+
