@@ -150,6 +150,23 @@ def test_jms_selector_filter_key_and_header_fields(connect: Any) -> None:
     assert r.receive(timeout=5).body == "high"
 
 
+def test_selectors_compare_ulong_and_symbol_properties(connect: Any) -> None:
+    from proton import ulong
+
+    c = connect()
+    s = c.create_sender("queue://typed-sel")
+    s.send(Message(body="match", properties={"n": ulong(7), "kind": symbol("order")}))
+    s.send(Message(body="other", properties={"n": ulong(8), "kind": symbol("quote")}))
+    r = c.create_receiver("queue://typed-sel", credit=10, name="n",
+                          options=Selector("n = 7 AND kind = 'order'"))
+    m = r.receive(timeout=5)
+    assert m.body == "match"
+    assert type(m.properties["n"]) is ulong  # the consumer still gets the AMQP types
+    r.accept()
+    high = c.create_receiver("queue://typed-sel", credit=10, name="high", options=Selector("n > 7"))
+    assert high.receive(timeout=5).body == "other"
+
+
 def test_invalid_selector_refuses_the_link(connect: Any) -> None:
     c = connect()
     with pytest.raises(LinkDetached) as err:

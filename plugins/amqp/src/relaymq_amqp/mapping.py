@@ -139,8 +139,21 @@ _BODY_TYPES = {
 }
 
 
+def _kernel_properties(props: dict[str, Any]) -> dict[str, Any]:
+    """Application properties as the kernel compares them: a ulong is a number
+    and a symbol a string to selectors (as in ActiveMQ), not a type of its own.
+    (The message's bytes keep the AMQP types for AMQP consumers.)"""
+    for key, value in props.items():
+        t = type(value)
+        if t is ULong:
+            props[key] = int(value)
+        elif t is Symbol:
+            props[key] = str(value)
+    return props
+
+
 def _props_at(data: bytes, span: tuple[int, int], message: Message) -> dict[str, Any]:
-    return decode_map_at(data, span)
+    return _kernel_properties(decode_map_at(data, span))
 
 
 def load_properties(message: Message) -> dict[str, Any]:
@@ -148,7 +161,7 @@ def load_properties(message: Message) -> dict[str, Any]:
     data = message.encoded
     if data is None:
         return {}
-    return decode_map_at(data, scan(data).application_properties)
+    return _kernel_properties(decode_map_at(data, scan(data).application_properties))
 
 
 def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Sections]:
