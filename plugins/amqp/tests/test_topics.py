@@ -241,6 +241,45 @@ def test_anonymous_relay_routes_by_to(connect: Any) -> None:
     assert t.receive(timeout=5).body == "jms dest annotation"
 
 
+def test_relay_to_a_temporary_queue_that_is_gone_is_rejected_and_the_relay_lives_on(
+        connect: Any, amqp_broker: Any) -> None:
+    from proton import Delivery
+
+    owner = connect()
+    gone = owner.create_receiver(None, dynamic=True, credit=1, name="gone")
+    address = gone.link.remote_source.address
+    owner.close()
+    c = connect()
+    relay = c.create_sender(None, name="relay")
+    d = relay.link.send(Message(address=address, body="to nobody"))
+    c.wait(lambda: d.settled, msg="the refused transfer is settled")
+    assert d.remote_state == Delivery.REJECTED
+    assert d.remote.condition is not None and d.remote.condition.name == "amqp:not-found"
+    relay.send(Message(address="queue://relay-after", body="still works"))
+    assert relay.link.remote_condition is None
+    assert amqp_broker.queue_size("relay-after") == 1
+
+
+def test_presettled_relay_refusal_keeps_the_relay_open(make_broker: Any, connect: Any) -> None:
+    from proton.reactor import AtMostOnce
+    from relaymq.hookspecs import hookimpl
+
+    class NoWrites:
+        @hookimpl
+        def relaymq_authorize(self, principal: Any, action: str, destination: Any) -> bool | None:
+            return False if (action == "write" and destination.name == "secret") else None
+
+    bt = make_broker(setup=lambda b: b.plugins.register(NoWrites()))
+    c = connect(bt.url())
+    relay = c.create_sender(None, name="fire-and-forget", options=AtMostOnce())
+    relay.send(Message(address="queue://secret", body="refused"))
+    relay.send(Message(address="queue://open", body="delivered"))
+    r = c.create_receiver("queue://open", credit=1)
+    assert r.receive(timeout=5).body == "delivered"
+    assert relay.link.remote_condition is None
+    assert bt.queue_size("secret") == 0
+
+
 def test_relay_message_without_to_is_rejected(connect: Any) -> None:
     from proton.utils import SendException
 

@@ -166,9 +166,7 @@ class ProducerLink(Link):
                 target.capabilities = capabilities_for(self.destination)
             elif target.address:
                 self.destination = destination_for(target.address, target.capabilities)
-                if self.destination.is_temporary and self.destination not in kconn.temporary \
-                        and kconn.broker.temporary_owner(self.destination) is None:
-                    raise DestinationError(f"temporary destination {self.destination} does not exist")
+                self._check_exists(self.destination)
                 kconn.authorize("write", self.destination)
         except Exception as exc:  # noqa: BLE001 - every refusal becomes a condition
             self.refuse(condition_for(exc), source=False)
@@ -179,6 +177,15 @@ class ProducerLink(Link):
                      max_message_size=self.max_message_size)
         pn.link_flow(self.link, self.window)
         self.credit = self.window
+
+    def _check_exists(self, dest: Destination) -> None:
+        """A temporary destination exists only while its connection does: sending
+        to one that is gone is refused (`amqp:not-found`), not a new queue."""
+        kconn = self.conn.kconn
+        assert kconn is not None
+        if dest.is_temporary and dest not in kconn.temporary \
+                and kconn.broker.temporary_owner(dest) is None:
+            raise DestinationError(f"temporary destination {dest} does not exist")
 
     def on_delivery(self, d: Any) -> None:
         if self.closed:
@@ -215,6 +222,10 @@ class ProducerLink(Link):
         self.credit -= 1
         try:
             message = to_kernel(data, self.destination)[0]
+            if self.destination is None:  # the anonymous relay: `to` was not checked at attach
+                dest = message.destination
+                if dest is not None and dest.is_temporary:
+                    self._check_exists(dest)
         except Exception as exc:  # noqa: BLE001 - a bad message is refused, not fatal
             self._refused(None if settled else d, condition_for(exc))
             return
@@ -234,6 +245,10 @@ class ProducerLink(Link):
                 _settle(d)
         elif d is not None and not self.closed:
             pn.settle_with(d, pn.REJECTED, condition_for(error))
+        elif self.destination is None and not self.closed:
+            # A pre-settled message to the anonymous relay: one message's `to` is
+            # refused, the relay itself stays usable for other destinations.
+            log.info("pre-settled message on relay link %s refused: %s", self.name, error)
         elif not self.closed:
             # A pre-settled message cannot be rejected: tell the producer by closing the link.
             log.info("pre-settled message on link %s refused: %s", self.name, error)
