@@ -29,7 +29,7 @@ from relaymq import __version__, compiled
 from relaymq.config.defaults import default_config
 from relaymq.config.loader import load_config
 from relaymq.config.model import BrokerConfig
-from relaymq.errors import ConfigError
+from relaymq.errors import ConfigError, RelayMQError
 from relaymq.plugins import (
     CLI,
     GROUPS,
@@ -109,7 +109,7 @@ def _parse_defines(values: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _fail(exc: ConfigError) -> None:
+def _fail(exc: RelayMQError) -> None:
     click.echo(f"relaymq: {exc}", err=True)
     sys.exit(1)
 
@@ -168,7 +168,7 @@ def run(config_path: str | None, strict: bool, defines: tuple[str, ...], log_lev
             config = default_config(registry, props)
         _log_enabled(config)
         _run_loop(serve(config, registry))
-    except ConfigError as exc:
+    except RelayMQError as exc:  # configuration, or a start-up refusal that says what to do
         _fail(exc)
 
 

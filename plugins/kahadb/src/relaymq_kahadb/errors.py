@@ -1,5 +1,10 @@
 """The kahaDB store's exceptions (kept apart: compiled modules raise but do not
-define them, since mypyc cannot build subclasses of OSError or RuntimeError)."""
+define them, since mypyc cannot build subclasses of OSError or RuntimeError).
+
+Errors that stop a start-up for a reason the operator must fix are also
+`RelayMQError`s, so `relaymq run` reports them as one clear line, not a traceback."""
+
+from relaymq.errors import RelayMQError
 
 
 class StoreClosed(RuntimeError):
@@ -10,5 +15,9 @@ class JournalError(OSError):
     """The journal could not write or sync; the store stops accepting work."""
 
 
-class MissingJournalFiles(RuntimeError):
+class MissingJournalFiles(RelayMQError, RuntimeError):
     """Live messages point into data files that are gone."""
+
+
+class StoreLockedError(RelayMQError, RuntimeError):
+    """Another broker (or another store in this process) uses the directory."""

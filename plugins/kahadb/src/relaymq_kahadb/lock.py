@@ -17,11 +17,11 @@ import socket
 import time
 from pathlib import Path
 
+from relaymq_kahadb.errors import StoreLockedError
+
+__all__ = ["DirectoryLock", "StoreLockedError"]
+
 log = logging.getLogger("relaymq.kahadb")
-
-
-class StoreLockedError(RuntimeError):
-    """Another broker (or another store in this process) uses the directory."""
 
 
 class DirectoryLock:
