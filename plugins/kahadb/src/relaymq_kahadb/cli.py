@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from relaymq_kahadb.inspect import format_report, inspect_store
+from relaymq_kahadb.inspect import NotAKahaDBDirectory, format_report, inspect_store
 
 
 @click.group(name="kahadb")
@@ -33,7 +33,10 @@ def inspect_cmd(directory: Path, index_dir: Path | None, as_json: bool, quick: b
 
     Read-only: safe on a running broker's directory (it shows a snapshot).
     """
-    report = inspect_store(directory, index_dir=index_dir, scan_records=not quick)
+    try:
+        report = inspect_store(directory, index_dir=index_dir, scan_records=not quick)
+    except NotAKahaDBDirectory as exc:
+        raise click.ClickException(str(exc)) from exc
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:

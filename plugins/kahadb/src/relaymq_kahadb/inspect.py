@@ -83,8 +83,40 @@ class StoreReport:
         return asdict(self)
 
 
+class NotAKahaDBDirectory(ValueError):
+    """The directory holds no KahaDB store (nothing to explain)."""
+
+
+def not_a_store(directory: Path, index_dir: Path | None = None) -> str:
+    """Why `directory` is not a KahaDB store directory ('' when it is one).
+
+    A store that was ever started has a `lock` and a `db-1.log`; an index
+    checkpoint or a `quarantine/` folder also count (a store whose data files
+    were lost is still worth explaining).
+    """
+    if not directory.is_dir():
+        return f"{directory} is not a directory"
+    if (list_data_files(directory) or (directory / "lock").exists()
+            or (directory / "quarantine").is_dir()
+            or ((index_dir or directory) / checkpoint.NAME).exists()):
+        return ""
+    hint = ""
+    for sub in ("kahadb", "KahaDB"):
+        if list_data_files(directory / sub):
+            hint = f"; did you mean {directory / sub}?"
+            break
+    else:
+        hint = ("; it is the directory=\"...\" of <kahaDB> in activemq.xml, by default "
+                "<dataDirectory>/kahadb")
+    return (f"{directory} is not a KahaDB store directory: it has no data files "
+            f"(db-<n>.log), no index checkpoint ({checkpoint.NAME}) and no lock file{hint}")
+
+
 def inspect_store(directory: Path, *, index_dir: Path | None = None, scan_records: bool = True,
                   config: KahaDBConfig | None = None) -> StoreReport:
+    problem = not_a_store(directory, index_dir)
+    if problem:
+        raise NotAKahaDBDirectory(problem)
     # Report missing files instead of refusing, as the broker would.
     cfg = config or KahaDBConfig(directory=str(directory), ignore_missing_journalfiles=True)
     index_dir = index_dir or directory
