@@ -84,6 +84,12 @@ def test_enable_journal_disk_syncs_false_means_never() -> None:
     ({"journalMaxFileLength": "8gb"}, "journalMaxFileLength"),
     ({"journalMaxFileLength": "lots"}, "journalMaxFileLength"),
     ({"preallocationScope": "planet"}, "preallocationScope"),
+    ({"cleanupInterval": "-5"}, "cleanupInterval=-5"),
+    ({"checkpointInterval": "-1"}, "checkpointInterval=-1"),
+    ({"compactAcksAfterNoGC": "-2"}, "compactAcksAfterNoGC=-2"),
+    ({"journalMaxWriteBatchSize": "0"}, "journalMaxWriteBatchSize=0"),
+    ({"indexCacheSize": "many"}, "indexCacheSize"),
+    ({"archiveDataLogs": "maybe"}, "archiveDataLogs"),
 ])
 def test_bad_values_name_the_attribute_and_the_line(attrs: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError, match=rf"(?s){needle}.*activemq.xml:14|activemq.xml:14.*{needle}"):

@@ -36,7 +36,7 @@ from relaymq.spi.persistence import (
 
 from relaymq_kahadb import checkpoint as ckpt
 from relaymq_kahadb.compaction import Cleaner
-from relaymq_kahadb.config import KahaDBConfig
+from relaymq_kahadb.config import KahaDBConfig, size_text
 from relaymq_kahadb.encoding import encode_ops, record_from_json
 from relaymq_kahadb.errors import JournalError, StoreClosed
 from relaymq_kahadb.index import StoreIndex
@@ -318,7 +318,7 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
     def describe(self) -> str:
         c = self.config
         return (f"kahaDB {self.directory} (journalDiskSyncStrategy={c.journal_disk_sync_strategy}, "
-                f"journalMaxFileLength={c.journal_max_file_length >> 20}mb)")
+                f"journalMaxFileLength={size_text(c.journal_max_file_length)})")
 
     def usage_report(self, top: int = 5) -> str:
         """Which destinations hold the space, for the broker's store-full log line."""

@@ -146,9 +146,12 @@ class KahaDBConfig:
         if not 0.0 <= self.compaction_threshold <= 1.0:
             problems.append(f"compactionThreshold={self.compaction_threshold}: expected 0..1")
         for name in ("journal_disk_sync_interval", "checkpoint_interval", "cleanup_interval",
-                     "lock_acquire_sleep_interval"):
+                     "lock_acquire_sleep_interval", "compact_acks_after_no_gc"):
             if getattr(self, name) < 0:
-                problems.append(f"{name}: must not be negative")
+                problems.append(f"{_xml_name(name)}={getattr(self, name)}: must not be negative")
+        for name in ("journal_max_write_batch_size", "max_compaction_bytes_per_cycle"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{_xml_name(name)}={getattr(self, name)}: must be positive")
         if problems:
             from relaymq.errors import ConfigError
 
@@ -168,11 +171,27 @@ class KahaDBConfig:
         for name, why in NOT_APPLICABLE.items():
             f = fields.get(name)
             if f is not None and getattr(self, name) != f.default:
-                xml = f.metadata.get("xml") or _camel(name)
+                xml = _xml_name(name)
                 out.append(f"{xml}={getattr(self, name)!r} has no effect: {why}")
         for attr in self.extra:
             out.append(f"{attr} is not a kahaDB attribute RelayMQ knows; ignored")
         return out
+
+
+def _xml_name(name: str) -> str:
+    """The attribute's name in activemq.xml."""
+    for f in dataclasses.fields(KahaDBConfig):
+        if f.name == name and f.metadata.get("xml"):
+            return str(f.metadata["xml"])
+    return _camel(name)
+
+
+def size_text(n: int) -> str:
+    """`32mb`, `64kb` or `1000` bytes: how a size reads in activemq.xml."""
+    for unit, shift in (("gb", 30), ("mb", 20), ("kb", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
 
 
 def _camel(name: str) -> str:
