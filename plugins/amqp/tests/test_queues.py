@@ -146,17 +146,32 @@ def test_released_returns_the_message_uncounted(connect: Any) -> None:
     r.accept()
 
 
-@pytest.mark.parametrize("flags", [(True, False), (False, True)], ids=["failed", "undeliverable"])
-def test_modified_failed_redelivers_with_a_delivery_count(connect: Any, flags: tuple[bool, bool]) -> None:
+def test_modified_failed_redelivers_with_a_delivery_count(connect: Any) -> None:
     c = connect()
     c.create_sender("queue://mod").send(Message(body="x", durable=True, priority=6))
     r = c.create_receiver("queue://mod", credit=1)
     first = r.receive(timeout=5)
     assert first.delivery_count == 0
-    settle(r, Delivery.MODIFIED, *flags)
+    settle(r, Delivery.MODIFIED, failed=True)
     m = r.receive(timeout=5)
     assert (m.body, m.delivery_count, m.first_acquirer, m.durable, m.priority) == ("x", 1, False, True, 6)
     r.accept()
+
+
+@pytest.mark.parametrize("failed", [False, True], ids=["undeliverable", "failed-undeliverable"])
+def test_modified_undeliverable_here_is_never_redelivered_to_that_link(
+        connect: Any, amqp_broker: Any, failed: bool) -> None:
+    c = connect()
+    c.create_sender("queue://undel").send(Message(body="not for me", id="ID:u", durable=True))
+    r = c.create_receiver("queue://undel", credit=5)
+    assert r.receive(timeout=5).body == "not for me"
+    settle(r, Delivery.MODIFIED, failed=failed, undeliverable=True)
+    dlq = c.create_receiver("queue://ActiveMQ.DLQ", credit=1)
+    m = dlq.receive(timeout=5)
+    assert (m.body, m.id) == ("not for me", "ID:u")
+    assert m.annotations["x-opt-original-destination"] == "queue://undel"
+    assert amqp_broker.queue_size("undel") == 0
+    assert not r.fetcher.incoming  # it did not come back to the link that refused it
 
 
 def test_modified_without_flags_is_a_release(connect: Any) -> None:

@@ -8,7 +8,7 @@ persistent store), or `rejected` with an error condition.
 `ConsumerLink` is a kernel consumer in credit mode: link credit is the
 prefetch window, drain is honoured, and the peer's outcomes map to the kernel's
 settlements (accepted=ack, released=release, modified failed=fail,
-rejected=reject, the DLQ).
+modified undeliverable-here=poison, rejected=reject, the DLQ).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from relaymq.dispatch.consumer import Consumer, Delivery
+from relaymq.dispatch.consumer import Consumer, Delivery, NackMode
 from relaymq.errors import (
     DestinationError,
     ResourceLimitExceeded,
@@ -449,7 +449,11 @@ class ConsumerLink(Link):
                 c.release(did)
             elif state == pn.MODIFIED:
                 failed, undeliverable = pn.remote_modified_flags(d)
-                if failed or undeliverable:
+                if undeliverable:
+                    # It MUST NOT come back to this link: ActiveMQ's poison ack
+                    # (the redeliveryPlugin's policy, else the DLQ at once).
+                    c.nack(did, NackMode.POISON)
+                elif failed:
                     c.fail(did)
                 else:
                     c.release(did)
