@@ -25,6 +25,26 @@ def test_version_negotiation(raw, accept: str | None, version: str) -> None:
     assert h["heart-beat"] == "0,0"
 
 
+def test_connect_receipt_is_answered_on_connected(raw) -> None:
+    """ActiveMQ puts a CONNECT's `receipt` (or `request-id`) on CONNECTED as
+    `receipt-id` and `response-id`; no separate RECEIPT follows."""
+    c = raw()
+    h = c.connect("accept-version:1.2\nhost:x\nreceipt:hello\n")
+    assert h["receipt-id"] == "hello" and h["response-id"] == "hello"
+    c.send("SEND\ndestination:/queue/after.connect\nreceipt:next\n\nx\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "next"})
+    d = raw()
+    assert d.connect("accept-version:1.1\nhost:x\nrequest-id:7\n")["response-id"] == "7"
+
+
+def test_connected_session_is_the_client_id(raw) -> None:
+    """ActiveMQ's CONNECTED `session` is the client id when CONNECT gave one."""
+    c = raw()
+    assert c.connect("accept-version:1.2\nhost:x\nclient-id:my-app\n")["session"] == "my-app"
+    d = raw()
+    assert d.connect()["session"].startswith("ID:")
+
+
 def test_stomp_command_as_well_as_connect(raw) -> None:
     c = raw()
     c.send("STOMP\naccept-version:1.2\nhost:localhost\n\n\x00")

@@ -59,12 +59,25 @@ def test_unsubscribe_durable_in_use_then_delete(server: BrokerThread, raw) -> No
     assert server.call(lambda: len(server.broker.region.subscriptions)) == 0
 
 
-def test_unsubscribe_with_id_and_name_removes_durable(server: BrokerThread, raw) -> None:
+def test_unsubscribe_with_id_and_name_while_attached_is_refused(server: BrokerThread,
+                                                                raw) -> None:
+    """ActiveMQ: with `activemq.subscriptionName` UNSUBSCRIBE only deletes the durable
+    subscription; its consumer (the `id`) stays and must be unsubscribed first."""
     c = raw()
     c.connect("accept-version:1.2\nhost:x\nclient-id:dur2\n")
     c.send("SUBSCRIBE\ndestination:/topic/d2\nid:1\nactivemq.subscriptionName:s\n\n\x00")
     c.send("UNSUBSCRIBE\nid:1\nactivemq.subscriptionName:s\nreceipt:u\n\n\x00")
-    assert c.read()[0] == "RECEIPT"
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and h["message"] == "Durable consumer is in use"
+    assert h["receipt-id"] == "u"
+    c.send("SEND\ndestination:/topic/d2\nreceipt:s\n\nstill here\x00")  # still subscribed
+    frames = [c.read(), c.read()]
+    assert {f[0] for f in frames} == {"MESSAGE", "RECEIPT"}
+    assert next(f for f in frames if f[0] == "MESSAGE")[2] == b"still here"
+    c.send("UNSUBSCRIBE\nid:1\nreceipt:u2\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "u2"})
+    c.send("UNSUBSCRIBE\nid:1\nactivemq.subscriptionName:s\nreceipt:u3\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "u3"})
     assert server.call(lambda: len(server.broker.region.subscriptions)) == 0
 
 
@@ -227,11 +240,51 @@ def test_message_groups_stick_to_one_consumer(client) -> None:
     assert all("JMSXGroupID" not in m.headers for m in cola.messages + colb.messages)
 
 
-def test_composite_subscribe_is_refused(raw) -> None:
+def test_composite_subscribe_consumes_every_part(server: BrokerThread, raw) -> None:
+    """ActiveMQ: a consumer on `/queue/a,/topic/b` receives from each part, under one
+    subscription id, and each MESSAGE names the part it came from."""
     c = raw()
     c.connect()
-    c.send("SUBSCRIBE\ndestination:/queue/a,/queue/b\nid:1\nreceipt:r\n\n\x00")
+    c.send("SUBSCRIBE\ndestination:/queue/ca,/topic/cb\nid:both\nack:client-individual\n"
+           "receipt:r\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "r"})
+    p = raw()
+    p.connect()
+    p.send("SEND\ndestination:/queue/ca\n\nto a\x00SEND\ndestination:/topic/cb\n\nto b\x00")
+    got = {}
+    for _ in range(2):
+        cmd, h, body = c.read()
+        assert cmd == "MESSAGE" and h["subscription"] == "both"
+        got[h["destination"]] = (body, h["ack"])
+    assert {d: b for d, (b, _) in got.items()} == {"/queue/ca": b"to a", "/topic/cb": b"to b"}
+    for _body, ack in got.values():
+        c.send(f"ACK\nid:{ack}\nreceipt:a-{ack}\n\n\x00")
+        assert c.read()[:2] == ("RECEIPT", {"receipt-id": f"a-{ack}"})
+    assert server.queue_size("ca") == 0
+    c.send("UNSUBSCRIBE\nid:both\nreceipt:u\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "u"})
+    p.send("SEND\ndestination:/queue/ca\nreceipt:s\n\nlater\x00")
+    assert p.read()[0] == "RECEIPT"
+    assert server.wait_queue_size("ca", 1) == 1  # nobody consumes it any more
+    c.send("SUBSCRIBE\ndestination:/queue/ca,/queue/cc\nid:again\nbrowser:true\n"
+           "receipt:b\n\n\x00")
     cmd, h, _ = c.read()
-    assert cmd == "ERROR" and "composite" in h["message"] and h["receipt-id"] == "r"
-    c.send("SEND\ndestination:/queue/ok\nreceipt:ok\n\nx\x00")
-    assert c.read()[0] == "RECEIPT"
+    assert cmd == "ERROR" and h["receipt-id"] == "b"
+
+
+def test_subscribe_receipt_comes_before_the_first_message(server: BrokerThread, raw) -> None:
+    """ActiveMQ answers a SUBSCRIBE's receipt before delivering to it, so a client
+    that waits for the RECEIPT never sees a MESSAGE of the subscription first."""
+    c = raw()
+    c.connect()
+    for queue, body in (("waiting", "m0"), ("waiting", "m1"), ("waiting.b", "b")):
+        c.send(f"SEND\ndestination:/queue/{queue}\nreceipt:s\n\n{body}\x00")
+        assert c.read()[0] == "RECEIPT"
+    c.send("SUBSCRIBE\ndestination:/queue/waiting\nid:1\nack:client\nreceipt:sub1\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "sub1"})
+    assert [c.read()[2] for _ in range(2)] == [b"m0", b"m1"]
+    c.send("SUBSCRIBE\ndestination:/queue/waiting.b\nid:2\nbrowser:true\nreceipt:sub2\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "sub2"})
+    assert c.read()[2] == b"b"
+    cmd, h, _ = c.read()
+    assert cmd == "MESSAGE" and h["browser"] == "end"

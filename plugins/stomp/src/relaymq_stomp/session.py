@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("relaymq.stomp")
 
+#: commands whose handler writes the RECEIPT itself (CONNECTED carries it for CONNECT)
+_OWN_RECEIPT = frozenset({F.CONNECT, F.STOMP, F.SUBSCRIBE, F.DISCONNECT})
+
 
 @dataclass(slots=True)
 class SessionContext:
@@ -77,6 +80,8 @@ class StompSession:
         self.auto_acks: list[tuple[Subscription, int]] = []
         #: NACKs inside a transaction, applied on COMMIT
         self._tx_nacks: dict[str, list[tuple[Subscription, int]]] = {}
+        #: output held back while a SUBSCRIBE with a receipt is set up (the RECEIPT goes first)
+        self._held: list[bytes] | None = None
         self.closing = False
         self.detached = False  # the socket is gone; no new subscriptions
         self._closed = False
@@ -132,7 +137,7 @@ class StompSession:
                     return
                 raise StompError("Not connected", f"send CONNECT before {cmd}")
             await handler(frame)
-            if receipt is not None and cmd != F.DISCONNECT and not self.closing:
+            if receipt is not None and cmd not in _OWN_RECEIPT and not self.closing:
                 self.write(_receipt(receipt, self.version))
         except Exception as exc:  # noqa: BLE001 - one client's frame must not hurt others
             self._failed(exc, cmd, receipt)
@@ -217,8 +222,8 @@ class StompSession:
     def flushed(self) -> None:
         """Written frames reached the socket: acknowledge the `auto` deliveries among them."""
         acks = self.auto_acks
-        if not acks or self.closing:
-            return
+        if not acks or self.closing or self._held is not None:
+            return  # (held deliveries are not written yet)
         self.auto_acks = []
         for sub, did in acks:
             consumer = sub.consumer
@@ -239,8 +244,9 @@ class StompSession:
         if conn is None:
             return
         for sub in subs.values():
-            if sub.consumer is not None and not sub.consumer.closed:
-                conn.close_consumer(sub.consumer)
+            for part in sub.all_parts():
+                if part.consumer is not None and not part.consumer.closed:
+                    conn.close_consumer(part.consumer)
 
     async def close(self) -> None:
         """The socket is gone: return unacknowledged deliveries, end the kernel connection."""
@@ -254,10 +260,20 @@ class StompSession:
             await conn.close()
 
     def subscription_closed(self, sub: Subscription, reason: str) -> None:
-        if self.subs.get(sub.id) is sub:
-            del self.subs[sub.id]
-            self._by_num.pop(sub.num, None)
+        owner = self.subs.get(sub.id)
+        if owner is not None and (owner is sub or sub in owner.parts):
+            self._drop(owner)
             self.error(StompError(f"subscription {sub.id} was closed by the broker", reason))
+
+    def _drop(self, sub: Subscription) -> None:
+        """Forget a subscription and close its consumers (every part of a composite one)."""
+        del self.subs[sub.id]
+        conn = self.conn
+        for part in sub.all_parts():
+            self._by_num.pop(part.num, None)
+            consumer = part.consumer
+            if consumer is not None and not consumer.closed and conn is not None:
+                conn.close_consumer(consumer)
 
     # -- CONNECT ---------------------------------------------------------------------------
     async def _connect(self, frame: Frame) -> None:
@@ -293,8 +309,14 @@ class StompSession:
         self._id_prefix_escaped = escape(conn.message_id_prefix, V12)  # ids on 1.2 MESSAGEs
         self.version = version
         self.mapper = DestinationMapper(conn, version)
-        headers = {"version": version, "session": conn.id, "server": opts.server,
-                   "heart-beat": f"{send_ms},{recv_ms}"}
+        # ActiveMQ: `session` is the client id (the connection id without one); a
+        # `receipt` (or `request-id`) on CONNECT is answered on CONNECTED itself
+        headers = {"version": version, "session": conn.client_id or conn.id,
+                   "server": opts.server, "heart-beat": f"{send_ms},{recv_ms}"}
+        request_id = h.get("request-id") or h.get("receipt")
+        if request_id is not None:
+            headers["response-id"] = request_id
+            headers["receipt-id"] = request_id
         self.write(encode_frame(F.CONNECTED, headers, b"", version, content_length=False))
         self.ctx.heartbeat(send_ms, recv_ms)
 
@@ -337,9 +359,6 @@ class StompSession:
         h = frame.headers
         text = h.get("destination")
         dest = self.mapper.parse(text)
-        if dest.is_composite:
-            raise StompError("consuming from a composite destination is not supported",
-                             f"subscribe to each part of {text} (or use a wildcard)")
         sid = h.get("id") or text
         assert sid is not None
         if sid in self.subs:
@@ -349,6 +368,12 @@ class StompSession:
             raise StompError(f"invalid ack mode {ack_mode!r}", "use auto, client or client-individual")
         browser = _flag(h, "browser")
         durable = h.get("activemq.subscriptionName") or h.get("durable-subscription-name")
+        # a composite destination is consumed by one kernel consumer per part, all
+        # under this subscription id (ActiveMQ: one consumer on all of them)
+        targets = dest.composite_parts() if dest.is_composite else [dest]
+        if len(targets) > 1 and (browser or durable is not None):
+            raise StompError("browsing and durable subscriptions need a single destination",
+                             f"{text} is a composite destination")
         if durable is not None:
             if dest.is_queue:
                 raise StompError("durable subscriptions are for topics",
@@ -362,46 +387,74 @@ class StompSession:
         if prefetch is not None and prefetch <= 0:
             prefetch = 1  # STOMP has no pull; ActiveMQ treats 0 as "one at a time" too
         priority = _int_header(h, "activemq.priority") or 0
-        self._nums += 1
-        sub = Subscription(self, sid, self._nums, text or "", ack_mode, browser, durable)
+        parts: list[Subscription] = []
+        for _target in targets:
+            self._nums += 1
+            parts.append(Subscription(self, sid, self._nums, text or "", ack_mode, browser,
+                                      durable))
+        sub = parts[0]
+        sub.parts = parts[1:]
         self.subs[sid] = sub
-        self._by_num[sub.num] = sub
+        for part in parts:
+            self._by_num[part.num] = part
+        # ActiveMQ answers a SUBSCRIBE's receipt before the first MESSAGE of the
+        # subscription: deliveries made while subscribing wait behind the RECEIPT
+        receipt = h.get("receipt")
+        held: list[bytes] = []
+        if receipt is not None:
+            self._held = held
+            self.write = held.append
         try:
-            sub.consumer = await conn.subscribe(
-                dest, selector=h.get("selector"), prefetch=prefetch,
-                exclusive=_flag(h, "activemq.exclusive"), browser=browser,
-                durable_name=durable, no_local=_flag(h, "activemq.noLocal"),
-                priority=priority, name=f"stomp:{conn.id}:{sid}",
-                selector_string_conversion=True, on_message=sub.on_message,
-                on_browse_end=sub.on_browse_end if browser else None,
-            )
+            for part, target in zip(parts, targets, strict=True):
+                consumer = await conn.subscribe(
+                    target, selector=h.get("selector"), prefetch=prefetch,
+                    exclusive=_flag(h, "activemq.exclusive"), browser=browser,
+                    durable_name=durable, no_local=_flag(h, "activemq.noLocal"),
+                    priority=priority, name=f"stomp:{conn.id}:{sid}",
+                    selector_string_conversion=True, on_message=part.on_message,
+                    on_browse_end=part.on_browse_end if browser else None,
+                )
+                part.consumer = consumer
+                consumer.on_closed = part.on_closed
         except BaseException:
-            self.subs.pop(sid, None)
-            self._by_num.pop(sub.num, None)
+            self._release(held, None)
+            if self.subs.get(sid) is sub:
+                self._drop(sub)
             raise
-        sub.consumer.on_closed = sub.on_closed
+        self._release(held, receipt)
+
+    def _release(self, held: list[bytes], receipt: str | None) -> None:
+        """End holding output: the RECEIPT (if any), then what was held, in order."""
+        if self._held is not held:
+            return
+        self._held = None
+        self.write = self.ctx.write
+        if receipt is not None and not self.closing:
+            self.write(_receipt(receipt, self.version))
+        for data in held:
+            self.write(data)
 
     async def _unsubscribe(self, frame: Frame) -> None:
         conn = self.conn
         assert conn is not None
         h = frame.headers
-        sid = h.get("id")
         durable = h.get("activemq.subscriptionName") or h.get("durable-subscription-name")
-        sub = self.subs.get(sid) if sid is not None else None
-        if sub is None and sid is None and h.get("destination") is not None:
-            sub = self.subs.get(h["destination"])  # STOMP 1.0: by destination
-        if sub is None and durable is None:
-            raise StompError(f"no subscription {sid or h.get('destination')!r} on this connection")
-        if sub is not None:
-            del self.subs[sub.id]
-            self._by_num.pop(sub.num, None)
-            if sub.consumer is not None:
-                conn.close_consumer(sub.consumer)
         if durable is not None:
+            # ActiveMQ: with the name, UNSUBSCRIBE only deletes the durable subscription,
+            # which needs its consumer gone first ("Durable consumer is in use" otherwise)
             try:
                 await conn.unsubscribe(durable)
             except SubscriptionInUse as exc:
-                raise StompError(str(exc)) from None
+                raise StompError(str(exc), "UNSUBSCRIBE the subscription id first, then "
+                                 "UNSUBSCRIBE with activemq.subscriptionName") from None
+            return
+        sid = h.get("id")
+        sub = self.subs.get(sid) if sid is not None else None
+        if sub is None and sid is None and h.get("destination") is not None:
+            sub = self.subs.get(h["destination"])  # STOMP 1.0: by destination
+        if sub is None:
+            raise StompError(f"no subscription {sid or h.get('destination')!r} on this connection")
+        self._drop(sub)
 
     # -- ACK / NACK --------------------------------------------------------------------------
     def _find(self, h: dict[str, str]) -> tuple[Subscription, int]:
@@ -416,10 +469,11 @@ class StompSession:
         if mid is not None:
             sid = h.get("subscription")
             subs = [self.subs[sid]] if sid is not None and sid in self.subs else self.subs.values()
-            for sub in subs:
-                did2 = sub.find_message(mid)
-                if did2 is not None:
-                    return sub, did2
+            for owner in subs:
+                for sub in owner.all_parts():
+                    did2 = sub.find_message(mid)
+                    if did2 is not None:
+                        return sub, did2
         what = ack_id if ack_id is not None else mid
         if what is None:
             raise StompError("ACK/NACK needs an 'id' header (STOMP 1.2) or 'message-id'")

@@ -29,7 +29,7 @@ ACK_MODES = (AUTO, CLIENT, CLIENT_INDIVIDUAL)
 class Subscription:
     __slots__ = ("session", "id", "num", "destination_text", "ack_mode", "consumer",
                  "browser", "durable_name", "_head", "msgids", "_track", "_auto", "_v12",
-                 "_dest", "_line")
+                 "_dest", "_line", "parts")
 
     def __init__(self, session: StompSession, sid: str, num: int, destination_text: str,
                  ack_mode: str, browser: bool, durable_name: str | None) -> None:
@@ -49,6 +49,9 @@ class Subscription:
         self._v12 = session.version == V12
         self._dest: object = None  # the last destination rendered, and its header line
         self._line = b""
+        #: the other parts of a composite destination: one kernel consumer each, all
+        #: under this subscription's id (each with its own number in `ack` headers)
+        self.parts: list[Subscription] = []
 
     # -- kernel -> client ------------------------------------------------------------------
     def on_message(self, delivery: Delivery) -> None:
@@ -92,6 +95,9 @@ class Subscription:
     def on_closed(self, reason: str) -> None:
         """The broker ended the consumer (its destination was deleted)."""
         self.session.subscription_closed(self, reason)
+
+    def all_parts(self) -> list[Subscription]:
+        return [self, *self.parts] if self.parts else [self]
 
     # -- client -> kernel ----------------------------------------------------------------
     def holds(self, delivery_id: int) -> bool:
