@@ -151,6 +151,39 @@ async def test_damage_in_the_replayed_journal(open_store: Opener, tmp_path: Path
     assert (d / "quarantine" / f"db-{f}.log").exists()
 
 
+@pytest.mark.parametrize("where", ["body", "boundary"])
+async def test_damaged_batch_record_loses_only_the_damaged_messages(
+        open_store: Opener, tmp_path: Path, caplog: pytest.LogCaptureFixture, where: str) -> None:
+    """A loop turn's sends are one record; damage in it after the last checkpoint
+    costs the messages whose bytes were hit, named in the log, not the whole batch."""
+    d = tmp_path / "kahadb"
+    store = await open_store()
+    await store.write([AddDestination(A)])
+    for first in range(1, 301, 50):  # six records of 50 messages, ~3 per data file
+        await store.write(adds(A, range(first, first + 50), 400))
+    f, off, ln = store.index.location(A, 75)  # type: ignore[misc]
+    victim = d / f"db-{f}.log"
+    assert victim != data_files(d)[-1]
+    await store.stop()
+    (d / "index.ckpt").unlink()  # as after a crash before any checkpoint
+    if where == "body":
+        flip(victim, off + 100, 50)
+    else:  # the end of seq 75 and the operation header of seq 76
+        flip(victim, off + ln - 10, 40)
+    caplog.set_level(logging.ERROR, "relaymq.kahadb")
+    store = await open_store()
+    lost = {75} if where == "body" else {75, 76}
+    assert await seqs(store) == [s for s in range(1, 301) if s not in lost]
+    assert (d / "quarantine" / victim.name).exists()
+    assert "lost 1 stored message(s): queue://A seq 75" in caplog.text
+    if where == "boundary":
+        assert "sequences missing around the unreadable bytes" in caplog.text
+        assert "queue://A seq 76" in caplog.text
+    await store.stop()
+    store = await open_store()  # the kept messages were copied out of the quarantined file
+    assert len(await seqs(store)) == 300 - len(lost)
+
+
 async def test_bad_file_header_in_the_middle(open_store: Opener, tmp_path: Path) -> None:
     d = tmp_path / "kahadb"
     store = await open_store()

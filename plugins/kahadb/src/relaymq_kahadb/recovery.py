@@ -54,6 +54,7 @@ from relaymq_kahadb.journal.records import (
     scan,
     validate_at,
 )
+from relaymq_kahadb.salvage import Salvage, describe_lost, salvage_span
 
 log = logging.getLogger("relaymq.kahadb.recovery")
 
@@ -144,8 +145,11 @@ def recover(directory: Path, index_dir: Path, config: KahaDBConfig, *,
         scan_from = apply_from if apply_from is not None and not config.check_for_corrupt_journal_files \
             else FILE_HEADER_LEN
         res = ScanResult()
+        salvaged: dict[int, Salvage] = {}  # damaged span start -> what its records gave back
         with _mapped(path) as buf:
             for off, rtype, payload in scan(buf, fid, scan_from, res):
+                if len(salvaged) < len(res.damage) and apply_from is not None:
+                    _salvage(buf, fid, res.damage, apply_from, index, salvaged)
                 if apply_from is None or off < apply_from:
                     continue
                 try:
@@ -167,6 +171,8 @@ def recover(directory: Path, index_dir: Path, config: KahaDBConfig, *,
                              "%d records replayed", fid, n_file + 1, len(ids), min(pct, 100.0),
                              todo / 1e6, report.replayed_records)
             payload = memoryview(b"")  # release the last view so the mapping can close
+            if apply_from is not None and fid != ids[-1]:  # a torn end of the last file
+                _salvage(buf, fid, res.damage, apply_from, index, salvaged)  # was never acked
             if apply_from is not None:
                 done_bytes += len(buf) - (apply_from if fid == start[0] else 0)
         ends[fid] = res.end
@@ -187,10 +193,16 @@ def recover(directory: Path, index_dir: Path, config: KahaDBConfig, *,
             report.quarantined.append((fid, str(dest), damaged))
             for d in damaged:
                 report.lost_spans.append((fid, d))
+                sv = salvaged.get(d.start)
+                if sv is not None:  # after the checkpoint: the index has only what was kept
+                    report.lost.extend(sv.lost)
+                    log.error("KahaDB db-%d.log: %s; moved the file to %s. %s", fid, d, dest,
+                              sv.describe())
+                    continue
                 lost = index.drop_entries_between(fid, d.start, d.end)
                 report.lost.extend(lost)
                 log.error("KahaDB db-%d.log: %s; moved the file to %s. %s", fid, d, dest,
-                          _describe_lost(lost) if lost else
+                          describe_lost(lost) if lost else
                           "No stored message recorded in the checkpoint was in it; records "
                           "written after the last checkpoint there are lost (their sends or "
                           "acks: possible lost messages or redeliveries)")
@@ -224,7 +236,7 @@ def recover(directory: Path, index_dir: Path, config: KahaDBConfig, *,
             lost = index.drop_entries_in(f)
             report.lost.extend(lost)
             log.error("KahaDB db-%d.log is missing (ignoreMissingJournalfiles): %s", f,
-                      _describe_lost(lost))
+                      describe_lost(lost))
 
     for f in quarantined:
         files.pop(f, None)
@@ -238,6 +250,16 @@ def recover(directory: Path, index_dir: Path, config: KahaDBConfig, *,
 
 
 # ---------------------------------------------------------------------------
+
+
+def _salvage(buf: object, fid: int, damage: list[Damage], apply_from: int, index: StoreIndex,
+             done: dict[int, Salvage]) -> None:
+    """Read what is intact out of the damaged spans found so far (after the
+    checkpoint only), in journal order: before the next valid record is applied."""
+    for d in damage:
+        if d.start in done or d.start < apply_from:
+            continue
+        done[d.start] = salvage_span(buf, fid, d.start, d.end, index)  # type: ignore[arg-type]
 
 
 def _load_checkpoint(index_dir: Path, config: KahaDBConfig, report: RecoveryReport,
@@ -363,24 +385,3 @@ def _quarantine(directory: Path, path: Path, read_only: bool) -> Path:
 
 def _describe_keys(fk: dict[str, int]) -> str:
     return ", ".join(f"{n} of {k}" for k, n in sorted(fk.items(), key=lambda kv: -kv[1]))
-
-
-def _describe_lost(lost: list[tuple[str, int]]) -> str:
-    """'lost 3 stored messages: queue://A seq 4-5, 9; ...' (sequence ranges per key)."""
-    by_key: dict[str, list[int]] = {}
-    for key, seq in lost:
-        by_key.setdefault(key, []).append(seq)
-    parts = []
-    for key, seqs in sorted(by_key.items()):
-        seqs.sort()
-        ranges: list[str] = []
-        lo = prev = seqs[0]
-        for s in seqs[1:] + [None]:  # type: ignore[list-item]
-            if s is not None and s == prev + 1:
-                prev = s
-                continue
-            ranges.append(str(lo) if lo == prev else f"{lo}-{prev}")
-            if s is not None:
-                lo = prev = s
-        parts.append(f"{key} seq {', '.join(ranges)}")
-    return f"lost {len(lost)} stored message(s): " + "; ".join(parts)
