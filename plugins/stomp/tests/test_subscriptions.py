@@ -288,3 +288,35 @@ def test_subscribe_receipt_comes_before_the_first_message(server: BrokerThread, 
     assert c.read()[2] == b"b"
     cmd, h, _ = c.read()
     assert cmd == "MESSAGE" and h["browser"] == "end"
+
+
+def test_wildcard_queue_subscription_consumes_matching_queues(server: BrokerThread,
+                                                              raw) -> None:
+    """ActiveMQ: a consumer on `/queue/orders.>` receives from every matching queue,
+    those that exist when it subscribes and those created afterwards."""
+    c = raw()
+    c.connect()
+    c.send("SEND\ndestination:/queue/orders.eu\nreceipt:a\n\nbefore\x00")
+    assert c.read()[0] == "RECEIPT"
+    c.send("SUBSCRIBE\ndestination:/queue/orders.>\nid:all\nack:client-individual\n"
+           "receipt:s\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "s"})
+    cmd, h, body = c.read()
+    assert (cmd, h["destination"], h["subscription"], body) == (
+        "MESSAGE", "/queue/orders.eu", "all", b"before")
+    p = raw()
+    p.connect()
+    p.send("SEND\ndestination:/queue/orders.us\n\nnew queue\x00"
+           "SEND\ndestination:/queue/elsewhere\n\nnot matching\x00")
+    cmd, h, body = c.read()
+    assert (cmd, h["destination"], body) == ("MESSAGE", "/queue/orders.us", b"new queue")
+    c.send(f"ACK\nid:{h['ack']}\nreceipt:k\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "k"})
+    assert server.wait_queue_size("orders.us", 0) == 0
+    assert server.queue_size("elsewhere") == 1
+    c.send("UNSUBSCRIBE\nid:all\nreceipt:u\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "u"})
+    p.send("SEND\ndestination:/queue/orders.asia\nreceipt:z\n\nlater\x00")
+    assert p.read()[0] == "RECEIPT"
+    assert server.wait_queue_size("orders.asia", 1) == 1
+    assert server.wait_queue_size("orders.eu", 1) == 1  # unacknowledged: returned

@@ -34,6 +34,7 @@ from .config import StompOptions
 from .errors import FrameError, ProtocolError
 from .frames import CLIENT_COMMANDS, Frame
 from .session import SessionContext, StompSession
+from .wildcards import NewQueues
 
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
@@ -67,6 +68,7 @@ class StompConnector:
         self.connections: set[StompProtocol] = set()
         self._server: asyncio.Server | None = None
         self._address = ""
+        self._new_queues = NewQueues(self)
 
     async def start(self) -> None:
         uri = self.context.uri
@@ -80,8 +82,13 @@ class StompConnector:
         # compiled code checks the declared type
         sock = getattr(self._server, "sockets")[0].getsockname()  # noqa: B009
         self._address = f"{sock[0]}:{sock[1]}"
+        # wildcard queue subscriptions take in matching queues created later
+        self.broker.plugins.register(self._new_queues, description=f"{self.scheme} connector")
 
     async def stop(self) -> None:
+        pm = self.broker.plugins.pm
+        if pm.is_registered(self._new_queues):
+            pm.unregister(self._new_queues)
         if self._server is not None:
             self._server.close()
         conns = list(self.connections)

@@ -13,6 +13,7 @@ and the connection stays; a `ProtocolError` also closes it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,9 +29,9 @@ from relaymq.errors import (
     SubscriptionInUse,
     UnknownDelivery,
 )
-from relaymq.model.destination import InvalidDestination
+from relaymq.model.destination import Destination, InvalidDestination
 from relaymq.model.message import now_millis
-from relaymq.selector import InvalidSelector
+from relaymq.selector import InvalidSelector, Selector
 
 from . import frames as F
 from .config import StompOptions
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
     from relaymq.broker.connection import ClientConnection
 
 log = logging.getLogger("relaymq.stomp")
+
+#: wildcard subscriptions being extended to a new queue (kept referenced until done)
+_background: set[asyncio.Task[None]] = set()
 
 #: commands whose handler writes the RECEIPT itself (CONNECTED carries it for CONNECT)
 _OWN_RECEIPT = frozenset({F.CONNECT, F.STOMP, F.SUBSCRIBE, F.DISCONNECT})
@@ -261,6 +265,10 @@ class StompSession:
 
     def subscription_closed(self, sub: Subscription, reason: str) -> None:
         owner = self.subs.get(sub.id)
+        if owner is not None and owner.wildcard is not None and sub in owner.parts:
+            owner.parts.remove(sub)  # one of the matching queues was deleted
+            self._by_num.pop(sub.num, None)
+            return
         if owner is not None and (owner is sub or sub in owner.parts):
             self._drop(owner)
             self.error(StompError(f"subscription {sub.id} was closed by the broker", reason))
@@ -368,12 +376,17 @@ class StompSession:
             raise StompError(f"invalid ack mode {ack_mode!r}", "use auto, client or client-individual")
         browser = _flag(h, "browser")
         durable = h.get("activemq.subscriptionName") or h.get("durable-subscription-name")
-        # a composite destination is consumed by one kernel consumer per part, all
-        # under this subscription id (ActiveMQ: one consumer on all of them)
-        targets = dest.composite_parts() if dest.is_composite else [dest]
-        if len(targets) > 1 and (browser or durable is not None):
+        # a composite destination, or a wildcard queue, is consumed by one kernel
+        # consumer per part, all under this subscription id (ActiveMQ: one consumer)
+        wildcard = dest.is_queue and dest.is_wildcard and not dest.is_composite
+        if (dest.is_composite or wildcard) and (browser or durable is not None):
             raise StompError("browsing and durable subscriptions need a single destination",
-                             f"{text} is a composite destination")
+                             f"{text} is a composite or wildcard destination")
+        if wildcard:
+            targets = [d for d in list(self.ctx.broker.region.queues)
+                       if not d.is_temporary and not d.is_wildcard and dest.matches(d)]
+        else:
+            targets = dest.composite_parts() if dest.is_composite else [dest]
         if durable is not None:
             if dest.is_queue:
                 raise StompError("durable subscriptions are for topics",
@@ -387,16 +400,22 @@ class StompSession:
         if prefetch is not None and prefetch <= 0:
             prefetch = 1  # STOMP has no pull; ActiveMQ treats 0 as "one at a time" too
         priority = _int_header(h, "activemq.priority") or 0
-        parts: list[Subscription] = []
-        for _target in targets:
-            self._nums += 1
-            parts.append(Subscription(self, sid, self._nums, text or "", ack_mode, browser,
-                                      durable))
-        sub = parts[0]
-        sub.parts = parts[1:]
+        parts = [self._part(sid, text or "", ack_mode, browser, durable) for _ in targets]
+        if wildcard:
+            sub = self._part(sid, text or "", ack_mode, browser, durable)
+            sub.wildcard = dest
+            sub.parts = parts
+        else:
+            sub = parts[0]
+            sub.parts = parts[1:]
+        sub.options = {
+            "selector": h.get("selector"), "prefetch": prefetch,
+            "exclusive": _flag(h, "activemq.exclusive"), "browser": browser,
+            "durable_name": durable, "no_local": _flag(h, "activemq.noLocal"),
+            "priority": priority, "name": f"stomp:{conn.id}:{sid}",
+            "selector_string_conversion": True,
+        }
         self.subs[sid] = sub
-        for part in parts:
-            self._by_num[part.num] = part
         # ActiveMQ answers a SUBSCRIBE's receipt before the first MESSAGE of the
         # subscription: deliveries made while subscribing wait behind the RECEIPT
         receipt = h.get("receipt")
@@ -405,23 +424,62 @@ class StompSession:
             self._held = held
             self.write = held.append
         try:
+            selector = h.get("selector")
+            if wildcard and selector and selector.strip():  # even when no queue matches yet
+                Selector.compile(selector, string_conversion=True)
             for part, target in zip(parts, targets, strict=True):
-                consumer = await conn.subscribe(
-                    target, selector=h.get("selector"), prefetch=prefetch,
-                    exclusive=_flag(h, "activemq.exclusive"), browser=browser,
-                    durable_name=durable, no_local=_flag(h, "activemq.noLocal"),
-                    priority=priority, name=f"stomp:{conn.id}:{sid}",
-                    selector_string_conversion=True, on_message=part.on_message,
-                    on_browse_end=part.on_browse_end if browser else None,
-                )
-                part.consumer = consumer
-                consumer.on_closed = part.on_closed
+                await self._attach(conn, sub, part, target)
         except BaseException:
             self._release(held, None)
             if self.subs.get(sid) is sub:
                 self._drop(sub)
             raise
         self._release(held, receipt)
+
+    def _part(self, sid: str, text: str, ack_mode: str, browser: bool,
+              durable: str | None) -> Subscription:
+        self._nums += 1
+        part = Subscription(self, sid, self._nums, text, ack_mode, browser, durable)
+        self._by_num[part.num] = part
+        return part
+
+    @staticmethod
+    async def _attach(conn: ClientConnection, sub: Subscription, part: Subscription,
+                      target: Destination) -> None:
+        consumer = await conn.subscribe(
+            target, on_message=part.on_message,
+            on_browse_end=part.on_browse_end if part.browser else None, **sub.options)
+        part.consumer = consumer
+        consumer.on_closed = part.on_closed
+
+    def queue_added(self, queue: Destination) -> None:
+        """A queue was created: wildcard subscriptions it matches start consuming it."""
+        if self.closing or self.detached or self.conn is None:
+            return
+        for sub in list(self.subs.values()):
+            wildcard = sub.wildcard
+            if wildcard is not None and wildcard.matches(queue):
+                task = asyncio.get_running_loop().create_task(self._add_part(sub, queue))
+                _background.add(task)
+                task.add_done_callback(_background.discard)
+
+    async def _add_part(self, sub: Subscription, queue: Destination) -> None:
+        conn = self.conn
+        if conn is None or self.closing or self.subs.get(sub.id) is not sub or any(
+                p.consumer is not None and p.consumer.destination == queue for p in sub.parts):
+            return
+        part = self._part(sub.id, sub.destination_text, sub.ack_mode, False, None)
+        sub.parts.append(part)
+        try:
+            await self._attach(conn, sub, part, queue)
+        except Exception:  # noqa: BLE001 - e.g. not authorized to read this queue
+            log.info("STOMP wildcard subscription %s does not consume %s", sub.id, queue,
+                     exc_info=True)
+            sub.parts.remove(part)
+            self._by_num.pop(part.num, None)
+            return
+        if self.subs.get(sub.id) is not sub or self.closing:  # gone while we subscribed
+            conn.close_consumer(part.consumer)  # type: ignore[arg-type]
 
     def _release(self, held: list[bytes], receipt: str | None) -> None:
         """End holding output: the RECEIPT (if any), then what was held, in order."""

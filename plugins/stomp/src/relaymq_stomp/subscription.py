@@ -10,9 +10,10 @@ acks by message-id anyway is served by a scan of its unacknowledged deliveries).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from relaymq.dispatch.consumer import Consumer, Delivery
+from relaymq.model.destination import Destination
 
 from .frames import V10, V12, escape
 from .mapping import ENCODING, render_block
@@ -29,7 +30,7 @@ ACK_MODES = (AUTO, CLIENT, CLIENT_INDIVIDUAL)
 class Subscription:
     __slots__ = ("session", "id", "num", "destination_text", "ack_mode", "consumer",
                  "browser", "durable_name", "_head", "msgids", "_track", "_auto", "_v12",
-                 "_dest", "_line", "parts")
+                 "_dest", "_line", "parts", "wildcard", "options")
 
     def __init__(self, session: StompSession, sid: str, num: int, destination_text: str,
                  ack_mode: str, browser: bool, durable_name: str | None) -> None:
@@ -52,6 +53,10 @@ class Subscription:
         #: the other parts of a composite destination: one kernel consumer each, all
         #: under this subscription's id (each with its own number in `ack` headers)
         self.parts: list[Subscription] = []
+        #: a wildcard queue: every part is one matching queue (this one has no consumer)
+        self.wildcard: Destination | None = None
+        #: the SUBSCRIBE's consumer options, for parts added later
+        self.options: dict[str, Any] = {}
 
     # -- kernel -> client ------------------------------------------------------------------
     def on_message(self, delivery: Delivery) -> None:

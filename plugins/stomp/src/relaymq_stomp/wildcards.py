@@ -1,0 +1,34 @@
+"""Queue wildcards on SUBSCRIBE (`/queue/orders.>`), as ActiveMQ has them.
+
+A STOMP subscription to a wildcard queue is one kernel consumer per matching
+queue, under the one subscription id: the queues that exist when it subscribes,
+and every matching queue created afterwards. This module tells the sessions of
+one connector about new queues (a broker event, never per message). It stays
+interpreted: pluggy reads its hook implementation's signature.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from relaymq.hookspecs import hookimpl
+from relaymq.model.destination import Destination
+
+if TYPE_CHECKING:
+    from .server import StompConnector
+
+
+class NewQueues:
+    """Hook implementation: a queue was created -> the connector's sessions."""
+
+    def __init__(self, connector: StompConnector) -> None:
+        self.connector = connector
+
+    @hookimpl
+    def relaymq_destination_added(self, destination: Destination) -> None:
+        if not destination.is_queue or destination.is_wildcard or destination.is_temporary:
+            return
+        for protocol in list(self.connector.connections):
+            session = protocol.session
+            if session is not None:
+                session.queue_added(destination)
