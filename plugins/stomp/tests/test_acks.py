@@ -94,6 +94,23 @@ def test_unknown_ack_id_keeps_connection(raw) -> None:
     assert c.read()[:2] == ("RECEIPT", {"receipt-id": "ok"})
 
 
+def test_nack_on_a_stomp_10_connection_is_an_error(server: BrokerThread, raw) -> None:
+    """STOMP 1.0 has no NACK: ActiveMQ answers ERROR, the message stays delivered
+    (nothing is dead-lettered) and the connection stays."""
+    c = raw()
+    c.connect("host:x\n")  # no accept-version: STOMP 1.0
+    c.send("SUBSCRIBE\ndestination:/queue/nack10\nid:1\nack:client\n\n\x00")
+    c.send("SEND\ndestination:/queue/nack10\npersistent:true\n\nx\x00")
+    _, h, _ = c.read()
+    c.send(f"NACK\nmessage-id:{h['message-id']}\nreceipt:n\n\n\x00")
+    cmd, eh, _ = c.read()
+    assert cmd == "ERROR" and eh["receipt-id"] == "n" and "NACK" in eh["message"]
+    assert server.queue_size("ActiveMQ.DLQ") == 0
+    c.send(f"ACK\nmessage-id:{h['message-id']}\nreceipt:a\n\n\x00")
+    assert c.read()[:2] == ("RECEIPT", {"receipt-id": "a"})
+    assert server.wait_queue_size("nack10", 0) == 0
+
+
 def test_double_ack_is_an_error(raw) -> None:
     c = raw()
     c.connect()

@@ -564,6 +564,9 @@ class StompSession:
     async def _nack(self, frame: Frame) -> None:
         conn = self.conn
         assert conn is not None
+        if self.version == V10:  # ActiveMQ refuses it too: NACK came with STOMP 1.1
+            raise StompError("NACK received but connection is in v1.0 mode.",
+                             "connect with accept-version:1.1 or 1.2 to NACK")
         h = frame.headers
         sub, did = self._find(h)
         txid = h.get("transaction")
