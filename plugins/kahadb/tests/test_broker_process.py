@@ -79,3 +79,44 @@ def test_corrupt_middle_file_after_kill_9_is_quarantined_and_the_loss_named(tmp_
     assert "db-2.log: damaged span" in log and "moved the file to" in log
     for i in missing:  # sequence i + 1: named as lost, or as missing around unreadable bytes
         assert f"queue://C seq {i + 1}" in log or f"-{i + 1}" in log, (i, log)
+
+
+def store_limited(tmp_path: Path, fail: bool) -> BrokerProcess:
+    usage = (f'<systemUsage><systemUsage sendFailIfNoSpace="{str(fail).lower()}">'
+             '<storeUsage><storeUsage limit="100 kb"/></storeUsage></systemUsage></systemUsage>')
+    return BrokerProcess(tmp_path, 'journalMaxFileLength="64kb"', extra=usage).start()
+
+
+def test_store_full_refuses_producers_and_names_the_destinations(tmp_path: Path) -> None:
+    broker = store_limited(tmp_path, fail=True)
+    try:
+        client = Stomp(broker.port)
+        for _ in range(300):
+            cmd, headers, _body = client.send("/queue/FULL", b"x" * 1000)
+            if cmd != "RECEIPT":
+                break
+        assert cmd == "ERROR"
+        assert "sendFailIfNoSpace" in headers["message"]
+    finally:
+        broker.stop()
+    log = broker.output()
+    assert "persistent sends are refused" in log
+    assert "largest: queue://FULL" in log
+
+
+def test_store_full_blocks_producers_until_space_is_freed(tmp_path: Path) -> None:
+    broker = store_limited(tmp_path, fail=False)
+    try:
+        producer = Stomp(broker.port)
+        sent = 0
+        producer.sock.settimeout(2)
+        with pytest.raises(TimeoutError):  # the producer is held back, not refused
+            for sent in range(300):  # noqa: B007
+                assert producer.send("/queue/FULL", b"x" * 1000)[0] == "RECEIPT"
+        consumer = Stomp(broker.port)
+        assert len(consumer.receive_all("/queue/FULL")) >= sent
+        producer.sock.settimeout(30)
+        assert producer.read()[0] == "RECEIPT"  # the held send went through
+    finally:
+        broker.stop()
+    assert "producers wait" in broker.output() and "largest: queue://FULL" in broker.output()

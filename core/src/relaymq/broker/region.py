@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,7 @@ class Region:
         self._removes_future: asyncio.Future[None] | None = None
         self._retired_seq: dict[Destination, int] = {}
         self._pending_commits: list[tuple[SendBatch, asyncio.Future[None]]] = []
+        self._store_refusal_logged = -1e9  # monotonic time of the last "refused" log line
 
     # -- destinations -----------------------------------------------------------------
     async def queue(self, dest: Destination) -> Queue:
@@ -220,6 +222,18 @@ class Region:
 
         task.add_done_callback(done)
 
+    def _log_store_refusal(self) -> None:
+        """Say which destinations hold the store's space when producers are refused
+        (at most every 10 s: a refused producer usually retries at once)."""
+        now = time.monotonic()
+        if now - self._store_refusal_logged < 10.0:
+            return
+        self._store_refusal_logged = now
+        report = getattr(self.store, "usage_report", None)
+        log.warning("store usage limit (%d bytes) reached; persistent sends are refused "
+                    "(sendFailIfNoSpace). %s", self.usage.store_limit,
+                    report() if report else self.store.describe())
+
     async def flow_control(self, wait: Awaitable[None], dest: Destination | None,
                            store: bool = False) -> None:
         """Wait for space, or refuse at once (`sendFailIfNoSpace`) or after a timeout."""
@@ -228,6 +242,8 @@ class Region:
             close = getattr(wait, "close", None)
             if close:
                 close()
+            if store:
+                self._log_store_refusal()
             raise ResourceLimitExceeded(f"usage limit reached ({what}); sendFailIfNoSpace is set")
         if self.usage.send_fail_timeout:
             try:
