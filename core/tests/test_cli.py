@@ -173,3 +173,16 @@ def test_real_process_run_stops_gracefully_on_sigterm(tmp_path) -> None:
     assert proc.returncode == 0, log
     assert "configured broker_plugins: redeliveryPlugin" in log
     assert "stopping broker sig" in log and "broker sig stopped" in log
+
+
+def test_config_check_warns_about_attributes_a_plugin_ignores(runner, tmp_path) -> None:
+    path = write(tmp_path, """<broker brokerName="b1">
+  <persistenceAdapter><memoryPersistenceAdapter bogusAttribute="1"/></persistenceAdapter>
+</broker>""")
+    result = runner.invoke(main, ["config", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "1 warning(s):" in result.output
+    assert f"<memoryPersistenceAdapter> at {path}:2: attribute 'bogusAttribute' is ignored" in result.output
+    strict = runner.invoke(main, ["config", "check", "--strict", str(path)])
+    assert strict.exit_code == 1
+    assert "'bogusAttribute' is ignored" in strict.output and "--strict" in strict.output

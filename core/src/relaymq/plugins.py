@@ -38,7 +38,7 @@ from stevedore.named import NamedExtensionManager
 
 from relaymq import hookspecs
 from relaymq.config.model import Origin, PluginElement
-from relaymq.config.report import at
+from relaymq.config.report import Report, at
 from relaymq.config.typed import convert, suggest
 from relaymq.errors import (
     ConfigError,
@@ -471,23 +471,27 @@ class PluginRegistry:
         """Resolve every plugin the config names and convert plugin ``Config``s,
         without constructing anything (``relaymq config check``).
 
-        :returns: warnings (transports no plugin serves; under ``strict`` they are errors).
+        :returns: warnings: attributes a plugin ignores, transports no plugin serves
+            (under ``strict`` both are errors).
         :raises ConfigError: listing every missing, broken or conflicting plugin and
             every bad plugin attribute.
         """
         errors: list[str] = []
         warnings: list[str] = []
         for group, element in plugin_elements(config):
+            report = Report(strict=self.strict)
             try:
                 obj = self.resolve(group, element.tag, element.origin)
                 check = getattr(obj, "validate_element", None)
                 if check is not None:
-                    check(element, strict=self.strict)
+                    warnings.extend(check(element, strict=self.strict) or ())
                 elif not hasattr(obj, "from_element") and dataclasses.is_dataclass(
                         getattr(obj, "Config", None)):
-                    convert(obj.Config, element, strict=self.strict)
+                    convert(obj.Config, element, strict=self.strict, report=report)
             except ConfigError as exc:
                 errors.extend(exc.errors or [str(exc)])
+            errors.extend(report.errors)
+            warnings.extend(report.warnings)
         for tc in config.transport_connectors:
             scheme = tc.uri.split(":", 1)[0]
             try:

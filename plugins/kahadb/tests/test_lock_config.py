@@ -104,3 +104,17 @@ async def test_settings_without_effect_are_logged(tmp_path: Path, caplog: pytest
     await store.stop()
     assert "indexCacheSize=50000 has no effect" in caplog.text
     assert "noSuchThing" in caplog.text
+
+
+def test_config_check_warns_about_kahadb_attributes_it_ignores(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from relaymq.cli import main
+
+    path = tmp_path / "activemq.xml"
+    path.write_text(f"""<broker brokerName="b1">
+  <persistenceAdapter><kahaDB directory="{tmp_path}/kahadb" foo="1"/></persistenceAdapter>
+</broker>""")
+    result = CliRunner().invoke(main, ["config", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"<kahaDB> at {path}:2: attribute 'foo' is ignored" in result.output
+    assert not (tmp_path / "kahadb").exists()  # checking builds nothing

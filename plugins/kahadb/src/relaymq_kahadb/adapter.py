@@ -101,11 +101,16 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         self.cleaner = Cleaner(self)
 
     @classmethod
-    def validate_element(cls, element: PluginElement, strict: bool = False) -> None:
-        """Check the attributes without building anything (`relaymq config check`)."""
+    def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
+        """Check the attributes without building anything (`relaymq config check`);
+        returns the warnings (attributes RelayMQ ignores)."""
+        from relaymq.config.report import Report
         from relaymq.config.typed import convert
 
-        convert(KahaDBConfig, element, strict=strict)
+        report = Report(strict=strict)
+        convert(KahaDBConfig, element, strict=strict, report=report)
+        report.raise_if_errors()
+        return report.warnings
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any = None) -> KahaDBPersistenceAdapter:
