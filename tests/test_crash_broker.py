@@ -26,6 +26,8 @@ import pytest
 pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 
+from relaymq_stomp.testing import BlockingStomp  # noqa: E402 (after the skips)
+
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 
 
@@ -60,41 +62,9 @@ def start_broker(cfg: Path, port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError("broker did not start listening")
 
 
-class Stomp:
-    """A minimal blocking STOMP 1.2 client: frames out, frames in, nothing hidden."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), 5)
-        self.buf = b""
-        self.frame("CONNECT", {"accept-version": "1.2", "host": "localhost"})
-        assert self.read()[0] == "CONNECTED"
-
-    def frame(self, command: str, headers: dict[str, str], body: bytes = b"") -> None:
-        head = "".join(f"{k}:{v}\n" for k, v in headers.items())
-        self.sock.sendall(f"{command}\n{head}\n".encode() + body + b"\0")
-
-    def read(self) -> tuple[str, dict[str, str], bytes]:
-        while True:
-            self.buf = self.buf.lstrip(b"\n")
-            end = self.buf.find(b"\0")
-            if end >= 0:
-                raw, self.buf = self.buf[:end], self.buf[end + 1:]
-                head, _, body = raw.partition(b"\n\n")
-                lines = head.decode().split("\n")
-                headers = dict(line.split(":", 1) for line in lines[1:] if ":" in line)
-                return lines[0], headers, body
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed")
-            self.buf += data
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def produce(port: int, tag: str, accepted: set[str], stop: threading.Event) -> None:
     try:
-        c = Stomp(port)
+        c = BlockingStomp(port, timeout=5)
         n = 0
         while not stop.is_set():
             body = f"{tag}-{n}"
@@ -110,7 +80,7 @@ def produce(port: int, tag: str, accepted: set[str], stop: threading.Event) -> N
 
 def consume(port: int, acked: set[str], ack_sent: set[str], stop: threading.Event) -> None:
     try:
-        c = Stomp(port)
+        c = BlockingStomp(port, timeout=5)
         c.frame("SUBSCRIBE", {"destination": "/queue/CRASH", "id": "1", "ack": "client-individual",
                               "activemq.prefetchSize": "20"})
         pending: dict[str, str] = {}
@@ -128,7 +98,7 @@ def consume(port: int, acked: set[str], ack_sent: set[str], stop: threading.Even
 
 
 def drain(port: int) -> list[str]:
-    c = Stomp(port)
+    c = BlockingStomp(port, timeout=5)
     c.frame("SUBSCRIBE", {"destination": "/queue/CRASH", "id": "1", "ack": "auto"})
     c.sock.settimeout(1.5)
     out = []

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from relaymq_stomp.testing import BlockingStomp
+
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 
 
@@ -71,56 +73,5 @@ class BrokerProcess:
             self.proc.wait(30)
 
 
-class Stomp:
-    """A minimal blocking STOMP 1.2 client."""
-
-    def __init__(self, port: int, **headers: str) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), 10)
-        self.buf = b""
-        self.frame("CONNECT", {"accept-version": "1.2", "host": "localhost", **headers})
-        cmd, head, _ = self.read()
-        assert cmd == "CONNECTED", head
-
-    def frame(self, command: str, headers: dict[str, str], body: bytes = b"") -> None:
-        head = "".join(f"{k}:{v}\n" for k, v in headers.items())
-        self.sock.sendall(f"{command}\n{head}\n".encode() + body + b"\0")
-
-    def read(self) -> tuple[str, dict[str, str], bytes]:
-        while True:
-            self.buf = self.buf.lstrip(b"\r\n")
-            end = self.buf.find(b"\0")
-            if end >= 0:
-                raw, self.buf = self.buf[:end], self.buf[end + 1:]
-                head, _, body = raw.partition(b"\n\n")
-                lines = head.decode().split("\n")
-                headers = dict(line.split(":", 1) for line in lines[1:] if ":" in line)
-                return lines[0], headers, body
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed")
-            self.buf += data
-
-    def send(self, dest: str, body: bytes, **headers: str) -> tuple[str, dict[str, str], bytes]:
-        """A persistent SEND that waits for its RECEIPT (or the ERROR)."""
-        self.frame("SEND", {"destination": dest, "persistent": "true", "receipt": "r", **headers},
-                   body)
-        return self.read()
-
-    def receive_all(self, dest: str, timeout: float = 1.5, **headers: str) -> list[bytes]:
-        """Subscribe with auto ack and collect bodies until `timeout` s pass quietly."""
-        self.frame("SUBSCRIBE", {"destination": dest, "id": "1", "ack": "auto", **headers})
-        self.sock.settimeout(timeout)
-        out = []
-        try:
-            while True:
-                cmd, _, body = self.read()
-                if cmd == "MESSAGE":
-                    out.append(body)
-        except TimeoutError:
-            pass
-        finally:
-            self.sock.settimeout(10)
-        return out
-
-    def close(self) -> None:
-        self.sock.close()
+# the blocking STOMP client the process tests use
+Stomp = BlockingStomp
