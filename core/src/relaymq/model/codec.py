@@ -9,13 +9,17 @@ body | u32 encoded length or 0xFFFFFFFF when absent | encoded.
 
 A message whose application properties were never parsed is stored without
 them when its encoded form carries them; decoding re-attaches the lazy loader
-registered for that encoding (`register_property_loader`).
+registered for that encoding (`register_property_loader`). Likewise a message
+whose body can be read back from its encoded form (`register_body_reader`, e.g.
+AMQP, where the body is a section of the bytes) is stored without a second copy
+of the body.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from relaymq.model.destination import Destination
@@ -27,6 +31,9 @@ _U32 = struct.Struct(">I")
 _NONE = 0xFFFFFFFF
 
 _loaders: dict[str, PropertyLoader] = {}
+#: encoding -> the body of a message, read from its encoded bytes
+BodyReader = Callable[[bytes], bytes]
+_body_readers: dict[str, BodyReader] = {}
 
 
 class CorruptMessage(ValueError):
@@ -36,6 +43,13 @@ class CorruptMessage(ValueError):
 def register_property_loader(encoding: str, loader: PropertyLoader) -> None:
     """Let stored messages of `encoding` parse their properties lazily after recovery."""
     _loaders[encoding] = loader
+
+
+def register_body_reader(encoding: str, reader: BodyReader) -> None:
+    """Store messages of `encoding` without their body, which `reader` reads back
+    from the encoded bytes (it must return exactly the body the transport gave the
+    message). Register it before stores start: records written this way need it."""
+    _body_readers[encoding] = reader
 
 
 def _encode_v1(m: Message) -> bytes:
@@ -197,7 +211,7 @@ def _decode_props(props: dict[str, Any]) -> dict[str, Any]:
 # b"R2" | u32 flags | u8 priority | i64 expiration | i64 timestamp | i64 group_seq |
 # then, for each set bit in _V2_FIELDS order, u32 length + UTF-8 | optional
 # scheduling (3 x i64) | optional JSON properties, annotations | u32 body length |
-# body | optional u32 encoded length + encoded.
+# body (absent with _F_BODY_IN_ENCODED) | optional u32 encoded length + encoded.
 
 _FIXED = struct.Struct(">IBqqq")
 _SCHED = struct.Struct(">qqq")
@@ -206,6 +220,7 @@ _F_ENCODED = 1 << 1
 _F_SCHED = 1 << 2
 _F_PROPS = 1 << 3
 _F_ANN = 1 << 4
+_F_BODY_IN_ENCODED = 1 << 5  # no body section: the encoding's body reader finds it in encoded
 _V2_FIELDS = ("message_id", "destination", "correlation_id", "reply_to", "type", "group_id",
               "user_id", "content_type", "body_type", "encoding", "origin", "producer_id")
 _STR_BIT = {name: 1 << (8 + i) for i, name in enumerate(_V2_FIELDS)}
@@ -250,10 +265,13 @@ def encode_message(m: Message) -> bytes:
         raw = _to_json(_encode_props(m.annotations)).encode()
         append(_pack_u32(len(raw)))
         append(raw)
-    body = m.body
-    append(_pack_u32(len(body)))
-    append(body)
     enc = m.encoded
+    if enc is not None and m.encoding in _body_readers:
+        flags |= _F_BODY_IN_ENCODED
+    else:
+        body = m.body
+        append(_pack_u32(len(body)))
+        append(body)
     if enc is not None:
         flags |= _F_ENCODED
         append(_pack_u32(len(enc)))
@@ -261,6 +279,19 @@ def encode_message(m: Message) -> bytes:
     parts[0] = MAGIC2 + _FIXED.pack(flags, m.priority & 0xFF, m.expiration, m.timestamp,
                                     m.group_seq)
     return b"".join(parts)
+
+
+def _stored_body(encoding: str | None, encoded: bytes | None) -> bytes:
+    reader = _body_readers.get(encoding) if encoding else None
+    if reader is None or encoded is None:
+        raise CorruptMessage(
+            f"the message's body is kept in its {encoding!r} encoded form and no installed "
+            f"plugin reads that encoding (install the transport plugin that stored it, "
+            f"e.g. pip install relaymq-{encoding})")
+    try:
+        return reader(encoded)
+    except Exception as exc:  # noqa: BLE001 - any failure of the reader means unreadable bytes
+        raise CorruptMessage(f"the {encoding!r} encoded form holds no readable body: {exc}") from exc
 
 
 def _decode_v2(buf: memoryview) -> Message:
@@ -290,12 +321,14 @@ def _decode_v2(buf: memoryview) -> Message:
         pos += 4
         annotations = _decode_props(json.loads(bytes(buf[pos:pos + n])))
         pos += n
-    (n,) = unpack(buf, pos)
-    pos += 4
-    body = bytes(buf[pos:pos + n])
-    if len(body) != n:
-        raise CorruptMessage("message record truncated in body")
-    pos += n
+    body = b""
+    if not flags & _F_BODY_IN_ENCODED:
+        (n,) = unpack(buf, pos)
+        pos += 4
+        body = bytes(buf[pos:pos + n])
+        if len(body) != n:
+            raise CorruptMessage("message record truncated in body")
+        pos += n
     encoded = None
     if flags & _F_ENCODED:
         (n,) = unpack(buf, pos)
@@ -304,6 +337,8 @@ def _decode_v2(buf: memoryview) -> Message:
         if len(encoded) != n:
             raise CorruptMessage("message record truncated in encoded form")
     encoding = fields.get("encoding")
+    if flags & _F_BODY_IN_ENCODED:
+        body = _stored_body(encoding, encoded)
     loader = None
     if props is None:
         loader = _loaders.get(encoding) if encoding and encoded is not None else None

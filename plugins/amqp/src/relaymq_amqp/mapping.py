@@ -164,6 +164,14 @@ def load_properties(message: Message) -> dict[str, Any]:
     return _kernel_properties(decode_map_at(data, scan(data).application_properties))
 
 
+def stored_body(data: bytes) -> bytes:
+    """The registered body reader: the body `to_kernel` gives a message of `data`."""
+    quick = plain_body(data)
+    if quick is not None:
+        return quick[1]
+    return body_value(data, scan(data))[1]
+
+
 def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Sections]:
     """A kernel message for received AMQP bytes. `destination` None means the
     anonymous relay: the message's `to` (and `x-opt-jms-dest`) names it.
