@@ -1,8 +1,9 @@
 """Crash a real broker process with kill -9 under load; nothing acknowledged is lost.
 
-Producers send persistent messages over STOMP and count a message as accepted
-only when its RECEIPT arrives (RelayMQ receipts a persistent SEND after it is
-durable). A consumer acknowledges with receipts. At a random moment the broker
+Producers send persistent messages over STOMP and AMQP and count a message as
+accepted only when its RECEIPT arrives (RelayMQ receipts a persistent SEND after
+it is durable) or its transfer is settled `accepted` (likewise after the store
+has it). A consumer acknowledges with receipts. At a random moment the broker
 is killed with SIGKILL, restarted on the same kahaDB directory, and drained.
 Every accepted message must be delivered, before the crash (and acknowledged by
 the consumer, whether or not the ACK's receipt arrived in time) or after it; a
@@ -37,11 +38,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_config(tmp: Path, port: int) -> Path:
+def write_config(tmp: Path, port: int, amqp_port: int) -> Path:
     cfg = tmp / "activemq.xml"
     cfg.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core" brokerName="crashy">
   <persistenceAdapter><kahaDB directory="{tmp / 'kahadb'}" cleanupInterval="300"/></persistenceAdapter>
-  <transportConnectors><transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/></transportConnectors>
+  <transportConnectors>
+    <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
+    <transportConnector name="amqp" uri="amqp://127.0.0.1:{amqp_port}"/>
+  </transportConnectors>
 </broker></beans>""")
     return cfg
 
@@ -75,6 +79,25 @@ def produce(port: int, tag: str, accepted: set[str], stop: threading.Event) -> N
                 accepted.add(body)
             n += 1
     except OSError:
+        return
+
+
+def produce_amqp(port: int, tag: str, accepted: set[str], stop: threading.Event) -> None:
+    """Durable transfers, one at a time: accepted once settled with `accepted`."""
+    from proton import Delivery, Message
+    from proton.utils import BlockingConnection
+
+    try:
+        conn = BlockingConnection(f"amqp://127.0.0.1:{port}", timeout=5)
+        sender = conn.create_sender("queue://CRASH")
+        n = 0
+        while not stop.is_set():
+            body = f"{tag}-{n}"
+            d = sender.send(Message(body=body, durable=True))
+            if d.remote_state == Delivery.ACCEPTED:
+                accepted.add(body)
+            n += 1
+    except Exception:  # noqa: BLE001 - the broker was killed under us
         return
 
 
@@ -115,15 +138,17 @@ def drain(port: int) -> list[str]:
 
 def crash_cycle(tmp: Path, seed: int) -> tuple[int, int]:
     rnd = random.Random(seed)
-    port = free_port()
-    cfg = write_config(tmp, port)
+    port, amqp_port = free_port(), free_port()
+    cfg = write_config(tmp, port, amqp_port)
     accepted: set[str] = set()
     acked: set[str] = set()
     ack_sent: set[str] = set()  # the consumer acknowledged; the receipt may not have come
     stop = threading.Event()
     broker = start_broker(cfg, port)
     threads = [threading.Thread(target=produce, args=(port, f"p{i}-{seed}", accepted, stop))
-               for i in range(3)]
+               for i in range(2)]
+    threads += [threading.Thread(target=produce_amqp, args=(amqp_port, f"a{i}-{seed}", accepted, stop))
+                for i in range(2)]
     threads.append(threading.Thread(target=consume, args=(port, acked, ack_sent, stop)))
     for t in threads:
         t.start()
@@ -139,6 +164,7 @@ def crash_cycle(tmp: Path, seed: int) -> tuple[int, int]:
     finally:
         broker.send_signal(signal.SIGTERM)
         broker.wait(15)
+    assert any(a.startswith("a") for a in accepted) and any(a.startswith("p") for a in accepted)
     lost = accepted - ack_sent - set(after)
     assert not lost, f"seed {seed}: {len(lost)} accepted messages lost, e.g. {sorted(lost)[:5]}"
     again = acked & set(after)
