@@ -203,3 +203,19 @@ async def test_sequence_numbers_continue_after_a_queue_is_recreated(make_broker,
     assert await b.delete_destination(Destination.queue("SEQ"))
     await p.send("queue://SEQ", "again", persistent=True)
     assert b.region.queues[Destination.queue("SEQ")].last_seq > last
+
+
+async def test_a_consumer_on_a_wildcard_or_composite_queue_is_refused_clearly(make_broker, connect):
+    import pytest
+    from relaymq.errors import DestinationError
+
+    b = await make_broker()
+    c = await connect(b)
+    await c.send("queue://orders.eu", "kept")
+    for name, shape in (("queue://orders.>", "a wildcard"),
+                        ("queue://orders.eu,queue://orders.us", "a composite")):
+        with pytest.raises(DestinationError, match=f"is {shape}.*subscribe to each queue"):
+            await c.consumer(name)
+    assert sorted(q.key for q in b.region.queues.values()) == ["queue://orders.eu"]
+    got = await c.consumer("queue://orders.eu")
+    assert (await got.receive(1)).text == "kept"

@@ -213,6 +213,11 @@ class ClientConnection:
             if owner is None:
                 raise DestinationError(f"temporary destination {destination} does not exist")
         if destination.is_queue:
+            if destination.is_wildcard or destination.is_composite:
+                shape = "a wildcard" if destination.is_wildcard else "a composite destination"
+                raise DestinationError(
+                    f"{destination} is {shape}: a consumer reads one queue; subscribe to each "
+                    f"queue (a STOMP SUBSCRIBE accepts both and makes one consumer per queue)")
             if durable_name is not None:
                 raise DestinationError("a durable subscription needs a topic, not a queue")
             queue = await broker.region.queue(destination)
