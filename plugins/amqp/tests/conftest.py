@@ -108,6 +108,24 @@ def make_broker() -> Iterator[Callable[..., BrokerThread]]:
 
 
 @pytest.fixture
+def refusing_writes() -> Callable[[str], Callable[[Broker], Any]]:
+    """``make_broker(setup=refusing_writes("secret"))``: a broker whose authorization
+    hook refuses writes to destinations named so (and decides nothing else)."""
+    from relaymq.hookspecs import hookimpl
+
+    def setup_for(name: str) -> Callable[[Broker], Any]:
+        class RefuseWrites:
+            @hookimpl
+            def relaymq_authorize(self, principal: Any, action: str,
+                                  destination: Any) -> bool | None:
+                return False if (action == "write" and destination.name == name) else None
+
+        return lambda b: b.plugins.register(RefuseWrites())
+
+    return setup_for
+
+
+@pytest.fixture
 def amqp_broker(make_broker: Callable[..., BrokerThread]) -> BrokerThread:
     """A broker with one plain ``amqp://`` connector on a free port."""
     return make_broker("amqp://127.0.0.1:0")

@@ -238,15 +238,9 @@ def test_message_size_limit_detaches_the_producer(make_broker: Any, connect: Any
         s.send(Message(body=b"x" * 5000))
 
 
-def test_refused_send_is_rejected_with_a_condition(make_broker: Any, connect: Any) -> None:
-    from relaymq.hookspecs import hookimpl
-
-    class NoWrites:
-        @hookimpl
-        def relaymq_authorize(self, principal: Any, action: str, destination: Any) -> bool | None:
-            return False if (action == "write" and destination.name == "secret") else None
-
-    bt = make_broker(setup=lambda b: b.plugins.register(NoWrites()))
+def test_refused_send_is_rejected_with_a_condition(make_broker: Any, connect: Any,
+                                                   refusing_writes: Any) -> None:
+    bt = make_broker(setup=refusing_writes("secret"))
     c = connect(bt.url())
     relay = c.create_sender(None)
     relay.send(Message(address="queue://open", body="ok"))

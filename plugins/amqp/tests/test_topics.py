@@ -260,16 +260,11 @@ def test_relay_to_a_temporary_queue_that_is_gone_is_rejected_and_the_relay_lives
     assert amqp_broker.queue_size("relay-after") == 1
 
 
-def test_presettled_relay_refusal_keeps_the_relay_open(make_broker: Any, connect: Any) -> None:
+def test_presettled_relay_refusal_keeps_the_relay_open(make_broker: Any, connect: Any,
+                                                       refusing_writes: Any) -> None:
     from proton.reactor import AtMostOnce
-    from relaymq.hookspecs import hookimpl
 
-    class NoWrites:
-        @hookimpl
-        def relaymq_authorize(self, principal: Any, action: str, destination: Any) -> bool | None:
-            return False if (action == "write" and destination.name == "secret") else None
-
-    bt = make_broker(setup=lambda b: b.plugins.register(NoWrites()))
+    bt = make_broker(setup=refusing_writes("secret"))
     c = connect(bt.url())
     relay = c.create_sender(None, name="fire-and-forget", options=AtMostOnce())
     relay.send(Message(address="queue://secret", body="refused"))
