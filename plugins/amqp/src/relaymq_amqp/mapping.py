@@ -316,6 +316,8 @@ def _body(m: Message) -> bytes:
     body = bytes(m.body)
     bt = m.body_type
     if bt == BodyType.TEXT:
+        if not body.isascii():
+            body = _utf8(body)
         n = len(body)
         head = bytes((0xA1, n)) if n < 256 else b"\xb1" + n.to_bytes(4, "big")
         return b"\x00\x53\x77" + head + body
@@ -326,3 +328,14 @@ def _body(m: Message) -> bytes:
     if bt == BodyType.AMQP_SEQUENCE:
         return body
     return enc.section(0x75, body)
+
+
+def _utf8(body: bytes) -> bytes:
+    """A text body as valid UTF-8, which an AMQP string must be: bytes that are
+    not (a STOMP SEND without content-length may carry any) decode with U+FFFD
+    replacements, as ActiveMQ's STOMP text messages do."""
+    try:
+        body.decode("utf-8")
+        return body
+    except UnicodeDecodeError:
+        return body.decode("utf-8", "replace").encode("utf-8")
