@@ -89,3 +89,124 @@ def test_round_trip_amqp_stomp_amqp(both: Any, stomp_client: Any, connect: Any) 
     conn.send("/queue/hop2", frame.body, headers=forward)
     m = r.receive(timeout=5)
     assert m.body == tag and m.properties["trace"] == tag and m.priority == 3
+
+
+def test_amq_msg_type_chooses_text_or_bytes_for_amqp(both: Any, connect: Any) -> None:
+    """stomp.py adds content-length to every SEND (a BytesMessage in ActiveMQ);
+    ActiveMQ's `amq-msg-type:text` makes it a TextMessage, an amqp-value string."""
+    host, _, port = both.address("stomp").rpartition(":")
+    conn = stomp.Connection([(host, int(port))])  # auto_content_length on, as by default
+    frames = Frames()
+    conn.set_listener("", frames)
+    conn.connect(wait=True)
+    c = connect(both.url())
+    r = c.create_receiver("queue://typed", credit=5)
+    conn.send("/queue/typed", "héllo", headers={"amq-msg-type": "text"})
+    conn.send("/queue/typed", "raw", headers={"amq-msg-type": "bytes"})
+    conn.send("/queue/typed", "default")
+    text, raw, default = (r.receive(timeout=5) for _ in range(3))
+    r.accept()
+    assert text.body == "héllo" and text.annotations["x-opt-jms-msg-type"] == 5
+    assert bytes(raw.body) == b"raw" and raw.annotations["x-opt-jms-msg-type"] == 3
+    assert bytes(default.body) == b"default"  # content-length: bytes, as in ActiveMQ
+    conn.disconnect()
+
+
+def test_unknown_amq_msg_type_is_refused(both: Any, stomp_client: Any) -> None:
+    conn, _ = stomp_client
+    errors: queue.Queue[Any] = queue.Queue()
+
+    class Errors(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_error(self, frame: Any) -> None:
+            errors.put(frame)
+
+    conn.set_listener("errors", Errors())
+    conn.send("/queue/typed.bad", "x", headers={"amq-msg-type": "map"})
+    assert "Unsupported message type 'map'" in errors.get(timeout=5).headers["message"]
+    assert both.queue_size("typed.bad") == 0
+
+
+def test_user_id_crosses_as_jmsxuserid(both: Any, stomp_client: Any, connect: Any) -> None:
+    """AMQP user-id is JMSXUserID on STOMP (ActiveMQ); a STOMP client cannot
+    claim one: the SEND's JMSXUserID header is dropped."""
+    conn, frames = stomp_client
+    conn.subscribe(destination="/queue/users", id="1", ack="auto")
+    c = connect(both.url())
+    c.create_sender("queue://users").send(Message(body="from alice", user_id=b"alice"))
+    assert frames.q.get(timeout=5).headers["JMSXUserID"] == "alice"
+    conn.unsubscribe("1")
+    r = c.create_receiver("queue://users.back", credit=1)
+    conn.send("/queue/users.back", "spoof", headers={"JMSXUserID": "mallory", "k": "v"})
+    m = r.receive(timeout=5)
+    r.accept()
+    assert not m.user_id and m.properties == {"k": "v"}
+
+
+def test_stomp_timestamp_header_is_the_jms_timestamp(both: Any, stomp_client: Any,
+                                                     connect: Any) -> None:
+    """ActiveMQ sets JMSTimestamp from a SEND's `timestamp` (the broker's clock
+    without one); AMQP sees it as creation-time, selectors as JMSTimestamp."""
+    conn, frames = stomp_client
+    c = connect(both.url())
+    r = c.create_receiver("queue://stamped", credit=5)
+    for body in ("one", "two"):  # identical headers: the second takes the repeat-SEND path
+        conn.send("/queue/stamped", body, headers={"timestamp": "1234567890123", "k": "v"})
+    conn.send("/queue/stamped", "now")
+    got = [r.receive(timeout=5) for _ in range(3)]
+    r.accept()
+    assert [m.creation_time for m in got[:2]] == [1234567890.123, 1234567890.123]
+    assert got[2].creation_time > 1234567890.123
+    conn.send("/queue/stamped.sel", "x", headers={"timestamp": "1234567890123"})
+    conn.subscribe("/queue/stamped.sel", id="1", ack="auto",
+                   headers={"selector": "JMSTimestamp = 1234567890123"})
+    assert frames.q.get(timeout=5).headers["timestamp"] == "1234567890123"
+
+
+def test_stomp_text_that_is_not_utf8_reaches_amqp_as_a_valid_string(both: Any,
+                                                                    connect: Any) -> None:
+    """A SEND without content-length is text; bytes that are not UTF-8 become
+    U+FFFD (as ActiveMQ decodes STOMP text), never an invalid AMQP string."""
+    import socket
+
+    host, _, port = both.address("stomp").rpartition(":")
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
+        assert s.recv(4096).startswith(b"CONNECTED")
+        s.sendall(b"SEND\ndestination:/queue/latin1\nreceipt:r\n\ncaf\xe9\x00")
+        assert b"RECEIPT" in s.recv(4096)
+    c = connect(both.url())
+    r = c.create_receiver("queue://latin1", credit=1)
+    assert r.receive(timeout=5).body == "caf\ufffd"
+    r.accept()
+
+
+def test_dead_letters_cross_protocols(both: Any, stomp_client: Any, connect: Any) -> None:
+    """A STOMP NACK dead-letters to ActiveMQ.DLQ, read over AMQP with its fields;
+    an AMQP reject dead-letters, read over STOMP with ActiveMQ's DLQ headers."""
+    conn, frames = stomp_client
+    c = connect(both.url())
+    conn.send("/queue/dl.s", "nacked", headers={
+        "persistent": "true", "priority": "6", "type": "T", "correlation-id": "cc", "color": "red"})
+    conn.subscribe("/queue/dl.s", id="1", ack="client-individual")
+    frame = frames.q.get(timeout=5)
+    conn.nack(frame.headers["message-id"], "1")
+    dlq = c.create_receiver("queue://ActiveMQ.DLQ", credit=1)
+    m = dlq.receive(timeout=5)
+    dlq.accept()
+    dlq.close()
+    assert (m.body, m.id, m.durable, m.priority, m.subject, m.correlation_id) == (
+        "nacked", frame.headers["message-id"], True, 6, "T", "cc")
+    assert m.properties == {"color": "red"} and m.delivery_count == 0
+    assert m.annotations["x-opt-original-destination"] == "queue://dl.s"
+
+    c.create_sender("queue://dl.a").send(Message(body="rejected", id="ID:r1", durable=True,
+                                                 subject="S", properties={"n": 1}))
+    r = c.create_receiver("queue://dl.a", credit=1)
+    r.receive(timeout=5)
+    r.reject()
+    r.close()  # (a blocking call: sends the disposition)
+    conn.subscribe("/queue/ActiveMQ.DLQ", id="2", ack="auto")
+    h = frames.q.get(timeout=5).headers
+    assert (h["message-id"], h["type"], h["n"], h["persistent"]) == ("ID:r1", "S", "1", "true")
+    assert h["original-destination"] == "/queue/dl.a"
+    assert h["dlqDeliveryFailureCause"]

@@ -3,9 +3,12 @@
 SEND -> Message: `persistent:true` (else non-persistent), `priority` (default 4),
 `expires` (absolute epoch ms, 0 = never), `type`, `correlation-id`, `reply-to`,
 `JMSXGroupID`/`JMSXGroupSeq` (group fields; not echoed), `AMQ_SCHEDULED_*`,
-`content-type`; a body with `content-length` is bytes, one without is text
-(ActiveMQ: BytesMessage vs TextMessage). Every other header becomes a string
-property, which is why selectors on STOMP subscriptions convert strings.
+`content-type`, `timestamp` (JMSTimestamp; the broker's clock without it); a
+body with `content-length` is bytes, one without is text (ActiveMQ:
+BytesMessage vs TextMessage) unless `amq-msg-type:text|bytes` says which (that
+header stays a property, as in ActiveMQ). `JMSXUserID` is dropped (a client
+cannot claim a user). Every other header becomes a string property, which is
+why selectors on STOMP subscriptions convert strings.
 
 Message -> MESSAGE: the headers that do not depend on the subscription are
 rendered once per message into a block (`render_block`). A message that entered
@@ -19,7 +22,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from relaymq.dispatch.deadletter import ORIGINAL_DESTINATION, ORIGINAL_EXPIRATION
+from relaymq.dispatch.deadletter import (
+    DLQ_DELIVERY_FAILURE_CAUSE,
+    ORIGINAL_DESTINATION,
+    ORIGINAL_EXPIRATION,
+)
 from relaymq.model.message import BodyType, Message, wire_message
 
 from .destinations import DestinationMapper, stomp_name, stomp_name_of_key
@@ -33,14 +40,18 @@ RESERVED = frozenset({
     "destination", "receipt", "transaction", "content-length", "content-type", "persistent",
     "priority", "expires", "type", "correlation-id", "reply-to", "JMSXGroupID", "JMSXGroupSeq",
     "AMQ_SCHEDULED_DELAY", "AMQ_SCHEDULED_PERIOD", "AMQ_SCHEDULED_REPEAT", "message-id",
-    "subscription", "ack", "redelivered", "timestamp", "transformation",
+    "subscription", "ack", "redelivered", "timestamp", "transformation", "JMSXUserID",
 })
+#: ActiveMQ's STOMP header that chooses the JMS message type whatever `content-length` says.
+AMQ_MSG_TYPE = "amq-msg-type"
+#: the MESSAGE header (a property in ActiveMQ) saying why a message was dead-lettered
+DLQ_CAUSE_HEADER = "dlqDeliveryFailureCause"
 #: MESSAGE headers the broker writes itself; a property with one of these names is not echoed.
 _GENERATED = frozenset({
     "message-id", "destination", "subscription", "ack", "redelivered", "expires", "timestamp",
     "priority", "persistent", "correlation-id", "reply-to", "type", "content-type",
     "content-length", "original-destination", "originalExpiration", "receipt",
-    "transaction",
+    "transaction", "JMSXUserID", DLQ_CAUSE_HEADER,
 })
 
 
@@ -139,7 +150,13 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
             m.scheduled_period = _int(name, value)
         elif name == "AMQ_SCHEDULED_REPEAT":
             m.scheduled_repeat = _int(name, value)
-        # receipt, transaction, message-id, subscription, ack, ...: not message data
+        elif name == "timestamp":
+            m.timestamp = max(_int(name, value), 0)
+        # receipt, transaction, message-id, subscription, ack, JMSXUserID, ...: not message data
+    if headers:
+        intended = headers.get(AMQ_MSG_TYPE)
+        if intended is not None:
+            m.body_type = _intended_body_type(intended)
     for name, value in headers.items():  # the properties (a loop is the cheapest join)
         text += name + ":" + value + "\n"
     nlines += len(headers)
@@ -149,11 +166,12 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
             text.count("\n") != nlines or "\\" in text or "\r" in text)):
         m.encoded = render_block(m, V12, trusted=True)  # something to escape
         return m
-    m.encoded = (f"message-id:{eid}\n{text}expires:{m.expiration}\ntimestamp:{now_ms}\n"
+    m.encoded = (f"message-id:{eid}\n{text}expires:{m.expiration}\ntimestamp:{m.timestamp}\n"
                  f"priority:{m.priority}\n{durable}content-length:{len(body)}\n\n").encode()
     if cache is not None:
         if before is not None and m.group_id is None and not m.group_seq and not (
-                m.scheduled_delay or m.scheduled_period or m.scheduled_repeat):
+                m.scheduled_delay or m.scheduled_period or m.scheduled_repeat) and (
+                "timestamp" not in present):
             cache.headers = before
             cache.fields = (m.body_type, m.content_type, m.durable, m.priority, m.expiration,
                             m.correlation_id, m.type, m.reply_to, dict(headers))
@@ -162,6 +180,16 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
         else:
             cache.headers = None
     return m
+
+
+def _intended_body_type(intended: str) -> str:
+    kind = intended.lower()
+    if kind == "text":
+        return BodyType.TEXT
+    if kind == "bytes":
+        return BodyType.BYTES
+    raise StompError(f"Unsupported message type '{intended}'",
+                     f"{AMQ_MSG_TYPE} is 'text' or 'bytes'")
 
 
 def _text(value: Any) -> str | None:
@@ -197,11 +225,16 @@ def render_block(m: Message, version: str = V12, trusted: bool = False) -> bytes
         fields.append("type:" + m.type)
     if m.content_type is not None:
         fields.append("content-type:" + m.content_type)
+    if m.user_id:
+        fields.append("JMSXUserID:" + m.user_id)
     ann = m.annotations
     if ann and ann.get(ORIGINAL_DESTINATION) is not None:
         trusted = False
         fields.append("original-destination:" + stomp_name_of_key(str(ann[ORIGINAL_DESTINATION])))
         fields.append(f"originalExpiration:{ann.get(ORIGINAL_EXPIRATION, 0)}")
+        cause = ann.get(DLQ_DELIVERY_FAILURE_CAUSE)
+        if cause is not None:
+            fields.append(f"{DLQ_CAUSE_HEADER}:{cause}")
     nlines = len(fields)
     props = m.properties
     if props:
@@ -265,10 +298,15 @@ def _render(m: Message, version: str) -> bytes:
         parts.append(f"type:{esc(m.type)}\n")
     if m.content_type is not None:
         parts.append(f"content-type:{esc(m.content_type)}\n")
+    if m.user_id:
+        parts.append(f"JMSXUserID:{esc(m.user_id)}\n")
     ann = m.annotations
     if ann and ann.get(ORIGINAL_DESTINATION) is not None:
         parts.append(f"original-destination:{esc(stomp_name_of_key(str(ann[ORIGINAL_DESTINATION])))}\n")
         parts.append(f"originalExpiration:{ann.get(ORIGINAL_EXPIRATION, 0)}\n")
+        cause = ann.get(DLQ_DELIVERY_FAILURE_CAUSE)
+        if cause is not None:
+            parts.append(f"{DLQ_CAUSE_HEADER}:{esc(str(cause))}\n")
     props = m.properties
     if props:
         parts += _property_lines(props, version)
