@@ -17,9 +17,13 @@ stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 class Frames(stomp.ConnectionListener):  # type: ignore[misc]
     def __init__(self) -> None:
         self.q: queue.Queue[Any] = queue.Queue()
+        self.receipts: queue.Queue[str] = queue.Queue()
 
     def on_message(self, frame: Any) -> None:
         self.q.put(frame)
+
+    def on_receipt(self, frame: Any) -> None:
+        self.receipts.put(frame.headers["receipt-id"])
 
 
 @pytest.fixture
@@ -210,3 +214,127 @@ def test_dead_letters_cross_protocols(both: Any, stomp_client: Any, connect: Any
     assert (h["message-id"], h["type"], h["n"], h["persistent"]) == ("ID:r1", "S", "1", "true")
     assert h["original-destination"] == "/queue/dl.a"
     assert h["dlqDeliveryFailureCause"]
+
+
+@pytest.mark.parametrize("selector", [
+    "JMSPriority = 7", "JMSType = 'Kind'", "JMSCorrelationID = 'c-1'",
+    "JMSDeliveryMode = 'PERSISTENT'", "JMSTimestamp > 0 AND JMSType = 'Kind'", "JMSXGroupID = 'g'", "JMSXGroupSeq = 4",
+    "color = 'red'",
+])
+def test_jms_header_selectors_match_across_protocols(both: Any, stomp_client: Any, connect: Any,
+                                                     selector: str) -> None:
+    conn, frames = stomp_client
+    c = connect(both.url())
+    conn.subscribe("/queue/sel.a", id="1", ack="auto", headers={"selector": selector})
+    s = c.create_sender("queue://sel.a")
+    s.send(Message(body="miss", priority=1, subject="Other", durable=False))  # matches none
+    s.send(Message(body="hit", priority=7, subject="Kind", correlation_id="c-1", durable=True,
+                   group_id="g", group_sequence=4, properties={"color": "red"}))
+    assert frames.q.get(timeout=5).body == "hit"
+    from proton.reactor import Selector
+
+    r = c.create_receiver("queue://sel.s", credit=5, options=Selector(selector))
+    conn.send("/queue/sel.s", "miss", headers={"priority": "1", "type": "Other"})
+    conn.send("/queue/sel.s", "hit", headers={
+        "priority": "7", "type": "Kind", "correlation-id": "c-1", "persistent": "true",
+        "JMSXGroupID": "g", "JMSXGroupSeq": "4", "color": "red"})
+    assert r.receive(timeout=5).body == "hit"
+    r.accept()
+    assert frames.q.empty()
+
+
+def test_temporary_reply_to_across_protocols(both: Any, stomp_client: Any, connect: Any) -> None:
+    """Request/reply both ways through temporary queues."""
+    conn, frames = stomp_client
+    c = connect(both.url())
+    replies = c.create_receiver(None, dynamic=True)
+    address = replies.link.remote_source.address
+    conn.subscribe("/queue/svc.s", id="1", ack="auto")
+    c.create_sender("queue://svc.s").send(Message(body="req", reply_to=address, correlation_id="r1"))
+    req = frames.q.get(timeout=5)
+    assert req.headers["reply-to"].startswith("/remote-temp-queue/")
+    conn.send(req.headers["reply-to"], "rep", headers={"correlation-id": req.headers["correlation-id"]})
+    m = replies.receive(timeout=5)
+    replies.accept()
+    assert (m.body, m.correlation_id) == ("rep", "r1")
+
+    conn.subscribe("/temp-queue/mine", id="2", ack="auto")
+    r = c.create_receiver("queue://svc.a", credit=1)
+    conn.send("/queue/svc.a", "req2", headers={"reply-to": "/temp-queue/mine"})
+    req2 = r.receive(timeout=5)
+    r.accept()
+    assert req2.reply_to.startswith("temp-queue://")
+    assert req2.annotations["x-opt-jms-reply-to"] == 2
+    c.create_sender(req2.reply_to).send(Message(body="rep2"))
+    got = frames.q.get(timeout=5)
+    assert (got.body, got.headers["destination"]) == ("rep2", "/temp-queue/mine")
+
+
+def test_virtual_topic_across_protocols(both: Any, stomp_client: Any, connect: Any) -> None:
+    pytest.importorskip("relaymq_virtual_topic", reason="relaymq-virtual-topic is not installed")
+    conn, frames = stomp_client
+    c = connect(both.url())
+    a = c.create_receiver("queue://Consumer.A.VirtualTopic.Orders", credit=5)
+    conn.subscribe("/queue/Consumer.B.VirtualTopic.Orders", id="1", ack="auto")
+    conn.send("/topic/VirtualTopic.Orders", "from stomp", headers={"type": "T", "color": "red"})
+    c.create_sender("topic://VirtualTopic.Orders").send(
+        Message(body="from amqp", subject="U", properties={"n": 1}))
+    got_a = sorted((m.body, m.subject) for m in (a.receive(timeout=5), a.receive(timeout=5)))
+    a.accept()
+    got_b = sorted((f.body, f.headers["type"]) for f in (frames.q.get(timeout=5),
+                                                          frames.q.get(timeout=5)))
+    assert got_a == got_b == [("from amqp", "U"), ("from stomp", "T")]
+
+
+def test_durable_messages_cross_protocols_after_a_restart(make_broker: Any, connect: Any,
+                                                          tmp_path: Any) -> None:
+    pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
+    from relaymq.testing import broker_config, plugin_element
+
+    def kaha() -> Any:
+        cfg = broker_config("amqp://127.0.0.1:0", "stomp://127.0.0.1:0", persistent=True,
+                            data_directory=str(tmp_path))
+        cfg.persistence_adapter = plugin_element("kahaDB")
+        return cfg
+
+    def stomp_to(bt: Any) -> Any:
+        host, _, port = bt.address("stomp").rpartition(":")
+        conn = stomp.Connection([(host, int(port))], auto_content_length=False)
+        frames = Frames()
+        conn.set_listener("", frames)
+        conn.connect(wait=True)
+        return conn, frames
+
+    first = make_broker(config=kaha())
+    conn, sent = stomp_to(first)
+    conn.send("/queue/keep.s", "from stomp", headers={
+        "persistent": "true", "priority": "7", "type": "T", "correlation-id": "c1",
+        "reply-to": "/topic/rt", "JMSXGroupID": "g", "content-type": "text/plain",
+        "color": "red"}, receipt="r1")
+    assert sent.receipts.get(timeout=5) == "r1"  # stored
+    conn.disconnect()
+    c = connect(first.url())
+    c.create_sender("queue://keep.a").send(Message(
+        body="from amqp", id="ID:a1", durable=True, priority=2, subject="S", correlation_id="c2",
+        reply_to="topic://rt2", group_id="ga", user_id=b"alice",
+        properties={"i": 5, "d": 2.5, "b": True}))
+    c.close()
+    first.stop()
+
+    second = make_broker(config=kaha())
+    c = connect(second.url())
+    r = c.create_receiver("queue://keep.s", credit=1)
+    m = r.receive(timeout=5)
+    r.accept()
+    assert (m.body, m.durable, m.priority, m.subject, m.correlation_id, m.reply_to, m.group_id,
+            m.content_type, m.properties) == ("from stomp", True, 7, "T", "c1", "topic://rt", "g",
+                                              "text/plain", {"color": "red"})
+    conn, frames = stomp_to(second)
+    conn.subscribe("/queue/keep.a", id="1", ack="auto")
+    f = frames.q.get(timeout=5)
+    h = f.headers
+    assert f.body == "from amqp"
+    assert (h["message-id"], h["priority"], h["type"], h["correlation-id"], h["reply-to"],
+            h["JMSXUserID"], h["persistent"], h["i"], h["d"], h["b"]) == (
+        "ID:a1", "2", "S", "c2", "/topic/rt2", "alice", "true", "5", "2.5", "true")
+    conn.disconnect()
