@@ -31,13 +31,19 @@ def both(make_broker: Any) -> Any:
     return make_broker("amqp://127.0.0.1:0", "stomp://127.0.0.1:0")
 
 
-@pytest.fixture
-def stomp_client(both: Any) -> Any:
-    host, _, port = both.address("stomp").rpartition(":")
+def stomp_to(bt: Any) -> Any:
+    """A connected stomp.py client of broker `bt` and the listener that collects its frames."""
+    host, _, port = bt.address("stomp").rpartition(":")
     conn = stomp.Connection([(host, int(port))], auto_content_length=False)
     frames = Frames()
     conn.set_listener("", frames)
     conn.connect(wait=True)
+    return conn, frames
+
+
+@pytest.fixture
+def stomp_client(both: Any) -> Any:
+    conn, frames = stomp_to(both)
     yield conn, frames
     conn.disconnect()
 
@@ -296,14 +302,6 @@ def test_durable_messages_cross_protocols_after_a_restart(make_broker: Any, conn
                             data_directory=str(tmp_path))
         cfg.persistence_adapter = plugin_element("kahaDB")
         return cfg
-
-    def stomp_to(bt: Any) -> Any:
-        host, _, port = bt.address("stomp").rpartition(":")
-        conn = stomp.Connection([(host, int(port))], auto_content_length=False)
-        frames = Frames()
-        conn.set_listener("", frames)
-        conn.connect(wait=True)
-        return conn, frames
 
     first = make_broker(config=kaha())
     conn, sent = stomp_to(first)
