@@ -46,6 +46,7 @@ bench: compile
 lint: venv
 	.venv/bin/ruff check core plugins bench tests tools
 	.venv/bin/mypy core/src
+	$(PY) tools/lint_tests.py
 
 clean:
 	-$(PY) tools/compile_hot_paths.py --clean

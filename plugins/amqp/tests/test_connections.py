@@ -16,9 +16,11 @@ from proton.utils import BlockingConnection
 from relaymq.broker.security import Principal
 from relaymq.errors import SecurityError
 from relaymq.hookspecs import hookimpl
+from relaymq.testing import wait_equal
 from relaymq_amqp.encode import frame, performative
 from relaymq_amqp.sasl import AMQP_HEADER, SASL_HEADER
 from relaymq_amqp.scanner import decode
+from relaymq_amqp.types import UInt
 
 # ---------------------------------------------------------------------------
 # a raw AMQP peer, for what real clients will not do
@@ -59,6 +61,20 @@ class RawPeer:
         except (EOFError, ConnectionResetError):
             return out
 
+    def empty_frames(self, n: int, timeout: float) -> int:
+        """Read until `n` empty (heartbeat) frames came; raise if the broker closes
+        the connection, sends anything else, or `timeout` seconds pass first."""
+        self.sock.settimeout(timeout)
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while seen < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{seen} of {n} heartbeats within {timeout} s")
+            ftype, body = self.read_frame()
+            assert body is None, f"expected only heartbeats, got {body!r}"
+            seen += 1
+        return seen
+
     def closed_within(self, seconds: float) -> bool:
         self.sock.settimeout(seconds)
         try:
@@ -73,7 +89,8 @@ class RawPeer:
     def open_amqp(self, idle_timeout: int | None = None) -> None:
         """AMQP header (no SASL) and an open; reads the broker's header and open."""
         self.send(AMQP_HEADER)
-        self.send(frame(performative(0x10, ["raw-peer", None, None, None, idle_timeout])))
+        idle = None if idle_timeout is None else UInt(idle_timeout)  # milliseconds: a uint
+        self.send(frame(performative(0x10, ["raw-peer", None, None, None, idle])))
         assert self.read_exact(8) == AMQP_HEADER
         _, body = self.read_frame()
         assert body.descriptor == 0x10
@@ -141,7 +158,7 @@ def test_sasl_outcome_on_the_wire(secured: Any) -> None:
     peer.send(frame(performative(0x41, [_sym("PLAIN"), b"\x00alice\x00nope"]), 1))
     _, outcome = peer.read_frame()
     assert outcome.descriptor == 0x44 and outcome.value[0] == 1  # auth failed
-    assert peer.closed_within(2)
+    assert peer.closed_within(30)  # generous: a bound, not a timing check
 
 
 def test_non_sasl_clients_can_be_refused(make_broker: Any) -> None:
@@ -149,7 +166,7 @@ def test_non_sasl_clients_can_be_refused(make_broker: Any) -> None:
     peer = RawPeer(bt.address())
     peer.send(AMQP_HEADER)
     assert peer.read_exact(8) == SASL_HEADER  # the header we speak, then close
-    assert peer.closed_within(2)
+    assert peer.closed_within(30)  # generous: a bound, not a timing check
 
 
 def _sym(name: str) -> Any:
@@ -201,7 +218,12 @@ def test_tls_connector_without_a_certificate_fails_to_start(make_broker: Any) ->
 # ---------------------------------------------------------------------------
 
 
-def test_broker_heartbeats_keep_an_idle_client_connected(url: str) -> None:
+def test_broker_heartbeats_keep_an_idle_client_connected(amqp_broker: Any, url: str) -> None:
+    # on the wire: a peer that asks for a 1 s idle timeout gets empty frames from the broker
+    peer = RawPeer(amqp_broker.address())
+    peer.open_amqp(idle_timeout=1000)
+    assert peer.empty_frames(3, timeout=30) == 3
+    # and a real client with a 1 s idle timeout stays connected while idle
     c = BlockingConnection(url, timeout=5, heartbeat=1)
     try:
         end = time.monotonic() + 3
@@ -209,6 +231,8 @@ def test_broker_heartbeats_keep_an_idle_client_connected(url: str) -> None:
             c.container.timeout = 0.05
             c.container.process()
         c.create_sender("queue://hb").send(Message(body="alive"))
+        assert c.create_receiver("queue://hb", credit=1).receive(timeout=10).body == "alive"
+        assert amqp_broker.call(lambda: len(amqp_broker.broker.connections)) == 2
     finally:
         c.close()
 
@@ -225,10 +249,10 @@ def test_silent_client_is_dropped_after_the_idle_timeout(make_broker: Any) -> No
 def test_client_that_never_opens_is_dropped(make_broker: Any) -> None:
     bt = make_broker("amqp://127.0.0.1:0?connectAttemptTimeout=300")
     silent = RawPeer(bt.address())
-    assert silent.closed_within(3)
+    assert silent.closed_within(30)  # generous: a bound, not a timing check
     half = RawPeer(bt.address())
     half.send(SASL_HEADER)  # starts SASL, never finishes it
-    assert half.closed_within(3)
+    assert half.closed_within(30)
 
 
 # ---------------------------------------------------------------------------
@@ -285,15 +309,13 @@ def test_protocol_header_mismatch(amqp_broker: Any, header: bytes) -> None:
     peer.send(header)
     reply = peer.read_exact(8)
     assert reply in (AMQP_HEADER, SASL_HEADER)
-    assert peer.closed_within(2)
+    assert peer.closed_within(30)  # generous: a bound, not a timing check
 
 
 def test_connection_close_is_answered(url: str, amqp_broker: Any) -> None:
     c = BlockingConnection(url, timeout=5)
     c.create_receiver("queue://gone", credit=1)
+    assert amqp_broker.call(lambda: len(amqp_broker.broker.connections)) == 1
     c.close()
-    deadline = time.monotonic() + 5
-    while amqp_broker.call(lambda: len(amqp_broker.broker.connections)):
-        if time.monotonic() >= deadline:
-            raise AssertionError("the broker still holds the closed connection")
-        time.sleep(0.02)
+    wait_equal(lambda: amqp_broker.call(lambda: len(amqp_broker.broker.connections)), 0,
+               "connections the broker holds after the client closed")

@@ -12,9 +12,10 @@ import pytest
 from relaymq.config.model import Origin, PluginElement
 from relaymq.errors import ConfigError
 from relaymq_kahadb import KahaDBConfig, KahaDBPersistenceAdapter
+from relaymq_kahadb.errors import MissingJournalFiles
 from relaymq_kahadb.lock import StoreLockedError
 
-from .conftest import Opener, adds
+from .conftest import Opener, adds, config
 
 
 async def test_second_store_on_the_directory_fails_clearly(open_store: Opener, tmp_path: Path) -> None:
@@ -44,14 +45,31 @@ async def test_waiting_for_the_lock(open_store: Opener, tmp_path: Path) -> None:
 
 async def test_the_lock_is_released_on_stop_and_after_failed_start(tmp_path: Path) -> None:
     d = tmp_path / "kahadb"
-    s = KahaDBPersistenceAdapter(KahaDBConfig(directory=str(d)))
+
+    def adapter(**kw: object) -> KahaDBPersistenceAdapter:
+        return KahaDBPersistenceAdapter(config(d, **kw))
+
+    s = adapter()
     await s.start()
+    for first in range(1, 201, 10):  # more than one 64 KiB journal file
+        await s.write(adds("queue://A", range(first, first + 10), size=1000))
+    with pytest.raises(StoreLockedError):  # held while running
+        await adapter().start()
     await s.stop()
     await s.stop()  # twice is harmless
-    d.joinpath("index.ckpt").write_bytes(b"RMQKIDX1 garbage")  # recoverable, still fine
-    s = KahaDBPersistenceAdapter(KahaDBConfig(directory=str(d), ignore_missing_journalfiles=False))
-    await s.start()
+    s = adapter()
+    await s.start()  # released on stop
     await s.stop()
+    # a start that fails after taking the lock: a journal file with a live message is gone
+    (d / "db-1.log").unlink()
+    with pytest.raises(MissingJournalFiles):
+        await adapter(ignore_missing_journalfiles=False).start()
+    s = adapter(ignore_missing_journalfiles=True)
+    await s.start()  # released after the failed start
+    try:
+        assert 0 < len(await s.read("queue://A")) < 200  # without the first file's messages
+    finally:
+        await s.stop()
 
 
 def element(**attrs: str) -> PluginElement:

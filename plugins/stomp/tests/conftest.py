@@ -143,8 +143,12 @@ class Collector(stomp.ConnectionListener):
         with self.cond:
             return self.cond.wait_for(pred, timeout)
 
-    def wait_messages(self, n: int, timeout: float = 5.0) -> list[Any]:
-        self.wait(lambda: len(self.messages) >= n, timeout)
+    def wait_messages(self, n: int, timeout: float = 10.0) -> list[Any]:
+        """All messages so far, once there are at least `n`; AssertionError on timeout."""
+        if not self.wait(lambda: len(self.messages) >= n, timeout):
+            raise AssertionError(f"{len(self.messages)} of {n} messages after {timeout:g} s: "
+                                 f"{[m.body for m in self.messages][:20]!r}; errors: "
+                                 f"{[e.headers.get('message') for e in self.errors]!r}")
         return list(self.messages)
 
     def wait_receipt(self, rid: str, timeout: float = 5.0) -> bool:

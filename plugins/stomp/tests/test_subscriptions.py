@@ -99,30 +99,49 @@ def test_durable_subscription_needs_client_id(raw) -> None:
     assert cmd == "ERROR" and "client-id" in h["message"]
 
 
-def test_exclusive_consumer(client) -> None:
+def test_exclusive_consumer(server: BrokerThread, client) -> None:
     a, cola = client()
     b, colb = client()
     subscribe(a, cola, "/queue/excl", id="1", ack="auto", headers={"activemq.exclusive": "true"})
     subscribe(b, colb, "/queue/excl", id="1", ack="auto", headers={"activemq.exclusive": "true"})
     for i in range(10):
         b.send("/queue/excl", str(i))
-    cola.wait_messages(10)
+    # all ten reached the exclusive consumer, in order, so none can still be on its way to b
+    assert [m.body for m in cola.wait_messages(10)] == [str(i) for i in range(10)]
     assert colb.messages == []
     a.unsubscribe("1", receipt="u")
     assert cola.wait_receipt("u")
     b.send("/queue/excl", "failover")
     assert [m.body for m in colb.wait_messages(1)] == ["failover"]
+    assert len(cola.messages) == 10
+    assert server.wait_queue_size("excl", 0) == 0
 
 
-def test_competing_consumers_without_exclusive(client) -> None:
+def test_competing_consumers_without_exclusive(server: BrokerThread, client) -> None:
     a, cola = client()
     b, colb = client()
     subscribe(a, cola, "/queue/rr", id="1", headers={"activemq.prefetchSize": "1"}, ack="client")
     subscribe(b, colb, "/queue/rr", id="1", headers={"activemq.prefetchSize": "1"}, ack="client")
     for i in range(4):
         a.send("/queue/rr", str(i))
-    cola.wait_messages(1)
-    colb.wait_messages(1)
+    # prefetch 1 and nothing acknowledged: each consumer holds exactly one message
+    first_a = cola.wait_messages(1)[0]
+    first_b = colb.wait_messages(1)[0]
+    assert {first_a.body, first_b.body} == {"0", "1"}
+    assert server.wait_queue_size("rr", 4) == 4  # two in flight, two waiting
+    assert (len(cola.messages), len(colb.messages)) == (1, 1)
+    # each ack frees one slot on that consumer only
+    a.ack(first_a.headers["ack"], receipt="ra")
+    assert cola.wait_receipt("ra")
+    b.ack(first_b.headers["ack"], receipt="rb")
+    assert colb.wait_receipt("rb")
+    second = [cola.wait_messages(2)[1], colb.wait_messages(2)[1]]
+    assert sorted(m.body for m in second) == ["2", "3"]
+    for conn, col, m in ((a, cola, second[0]), (b, colb, second[1])):
+        conn.ack(m.headers["ack"], receipt="r" + m.body)
+        assert col.wait_receipt("r" + m.body)
+    assert server.wait_queue_size("rr", 0) == 0
+    assert (len(cola.messages), len(colb.messages)) == (2, 2)
 
 
 def test_browser(server: BrokerThread, raw) -> None:

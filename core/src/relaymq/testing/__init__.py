@@ -7,5 +7,7 @@ plugins reuse `relaymq.testing.store_conformance.StoreConformance`.
 """
 
 from relaymq.testing.brokers import broker_config, host_port, plugin_element, running_broker
+from relaymq.testing.waits import wait_equal, wait_equal_async, wait_until, wait_until_async
 
-__all__ = ["broker_config", "host_port", "plugin_element", "running_broker"]
+__all__ = ["broker_config", "host_port", "plugin_element", "running_broker", "wait_equal",
+           "wait_equal_async", "wait_until", "wait_until_async"]

@@ -1,0 +1,62 @@
+"""tools/lint_tests.py: no test in the repository lacks an assertion, and the check itself works."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lint():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("lint_tests", ROOT / "tools" / "lint_tests.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_test_in_the_repository_can_fail() -> None:
+    lint = _lint()
+    assert lint.check([ROOT / d for d in lint.TEST_DIRS], [ROOT / d for d in lint.HELPER_DIRS]) == []
+
+
+def test_the_check_flags_tests_without_assertions(tmp_path: Path) -> None:
+    (tmp_path / "helpers.py").write_text(textwrap.dedent("""
+        def check_reply(x):
+            assert x == 1
+
+        def wait_ready(c):  # returns on timeout: not an assertion
+            return c.wait(5)
+
+        class Client:
+            def wait_message(self):
+                if not self.wait(5):
+                    raise AssertionError("no message")
+
+            def expect_error(self):
+                pass
+        """))
+    (tmp_path / "test_sample.py").write_text(textwrap.dedent("""
+        import pytest
+        from helpers import check_reply, wait_ready
+
+        def local_helper(x):
+            check_reply(x)
+
+        def test_assert(): assert 1
+        def test_raises():
+            with pytest.raises(ValueError):
+                int("x")
+        def test_imported_helper(): check_reply(1)
+        def test_local_helper_through_helper(): local_helper(1)
+        def test_raising_wait_method(c): c.wait_message()
+        def test_expect_prefix(c): c.expect_error()
+        def test_nothing(c): c.send("x")
+        def test_non_raising_wait(c): wait_ready(c)
+        class TestGroup:
+            def test_method(self): self.client.send()
+        """))
+    flagged = [line.split(": ")[1].split()[0] for line in _lint().check([tmp_path])]
+    assert flagged == ["test_nothing", "test_non_raising_wait", "TestGroup.test_method"]

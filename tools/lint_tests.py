@@ -1,0 +1,181 @@
+"""Flag test functions that cannot fail: no assertion, no `pytest.raises`, no asserting helper.
+
+    .venv/bin/python tools/lint_tests.py [PATH ...]
+
+Run by `make lint` and by `core/tests/test_lint_tests.py`, so CI runs it too.
+
+A test function (`test_*` at module level or in a `Test*` class) passes the check
+when its body, including functions nested in it, contains at least one of:
+
+* an `assert` statement;
+* `pytest.raises(...)`, `pytest.warns(...)` or `pytest.fail(...)`;
+* a call to an *asserting helper*.
+
+A helper asserts when it is defined in a scanned file (test modules, conftest
+files, helper modules beside them, and `relaymq.testing`) and its body asserts,
+calls `pytest.raises`/`pytest.fail`, or calls another asserting helper; or when
+its name starts with `assert_`/`expect_`; or when its name starts with `wait_`
+and every definition of that name in the scanned files raises (a wait that just
+returns on timeout is not an assertion); or when it is in ALLOWLIST below.
+Calls are matched by the last name of the callee (`col.wait_messages(...)`
+matches a method `wait_messages`), which errs towards accepting: a name defined
+both as an asserting helper and as something else counts as asserting.
+Exit status 1 and one line per offending test when anything is flagged.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# where tests live, and where shared helpers they call are defined
+TEST_DIRS = ["core/tests", "plugins", "bench/tests", "tests"]
+HELPER_DIRS = ["core/src/relaymq/testing"]
+ASSERTING_PREFIXES = ("assert_", "expect_")
+WAIT_PREFIX = "wait_"
+PYTEST_ASSERTIONS = {"raises", "warns", "fail", "deprecated_call"}
+# helpers defined outside the scanned trees that fail the test on a wrong outcome
+ALLOWLIST = {
+    # hypothesis' stateful machines assert in their rules and invariants
+    "run_state_machine_as_test",
+}
+
+
+def _python_files(paths: Iterable[Path]) -> Iterator[Path]:
+    for path in paths:
+        if path.is_file() and path.suffix == ".py":
+            yield path
+        elif path.is_dir():
+            for p in sorted(path.rglob("*.py")):
+                if ".venv" in p.parts or "node_modules" in p.parts or "__pycache__" in p.parts:
+                    continue
+                if path.name == "plugins" and "tests" not in p.relative_to(path).parts:
+                    continue  # plugin sources are not tests
+                yield p
+
+
+def _is_pytest_assertion(call: ast.Call) -> bool:
+    f = call.func
+    return (isinstance(f, ast.Attribute) and f.attr in PYTEST_ASSERTIONS
+            and isinstance(f.value, ast.Name) and f.value.id == "pytest")
+
+
+class _Body:
+    """What one function's body does: asserts directly, raises, and what it calls."""
+
+    def __init__(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.asserts = False
+        self.raises = False
+        self.names: set[str] = set()  # plain calls: f(...)
+        self.methods: set[str] = set()  # attribute calls: x.f(...)
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assert):
+                self.asserts = True
+            elif isinstance(node, ast.Raise):
+                self.raises = True
+            elif isinstance(node, ast.Call):
+                if _is_pytest_assertion(node):
+                    self.asserts = True
+                elif isinstance(node.func, ast.Name):
+                    self.names.add(node.func.id)
+                elif isinstance(node.func, ast.Attribute):
+                    self.methods.add(node.func.attr)
+
+
+class _Module:
+    """A scanned file: its tests, its module-level functions, its methods, what it imports."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        tree = ast.parse(path.read_text(), str(path))
+        self.functions: dict[str, _Body] = {}
+        self.methods: dict[str, list[_Body]] = {}
+        self.imported: set[str] = set()
+        self.tests: list[tuple[int, str, _Body]] = []
+        is_test_file = path.name.startswith("test_") or path.name.endswith("_test.py")
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if is_test_file and node.name.startswith("test"):
+                    self.tests.append((node.lineno, node.name, _Body(node)))
+                else:
+                    self.functions[node.name] = _Body(node)
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        continue
+                    if is_test_file and node.name.startswith("Test") and item.name.startswith("test"):
+                        self.tests.append((item.lineno, f"{node.name}.{item.name}", _Body(item)))
+                    else:
+                        self.methods.setdefault(item.name, []).append(_Body(item))
+            elif isinstance(node, ast.ImportFrom):
+                self.imported.update(a.asname or a.name for a in node.names)
+
+
+def _asserting_methods(modules: list[_Module]) -> set[str]:
+    """Method names that count as assertions wherever they are called (`x.name(...)`)."""
+    defs: dict[str, list[_Body]] = {}
+    for m in modules:
+        for name, bodies in m.methods.items():
+            defs.setdefault(name, []).extend(bodies)
+        for name, body in m.functions.items():
+            defs.setdefault(name, []).append(body)
+    good = {n for n in defs if n.startswith(ASSERTING_PREFIXES)}
+    good |= {n for n, bodies in defs.items()
+             if n.startswith(WAIT_PREFIX) and all(b.raises or b.asserts for b in bodies)}
+    return good | ALLOWLIST
+
+
+def _asserting_functions(modules: list[_Module], methods: set[str]) -> set[str]:
+    """Module-level helper names that assert, directly or through other helpers (a fixpoint)."""
+    good = set(methods)
+    changed = True
+    while changed:
+        changed = False
+        for m in modules:
+            for name, body in m.functions.items():
+                if name not in good and _counts(body, good, methods):
+                    good.add(name)
+                    changed = True
+    return good
+
+
+def _counts(body: _Body, functions: set[str], methods: set[str]) -> bool:
+    return body.asserts or bool(body.names & functions) or bool(body.methods & methods)
+
+
+def check(paths: Iterable[Path], helper_paths: Iterable[Path] = ()) -> list[str]:
+    """Lines `path:line: test_name has no assertion ...` for every test that cannot fail."""
+    modules = [_Module(p) for p in [*_python_files(paths), *_python_files(helper_paths)]]
+    methods = _asserting_methods(modules)
+    functions = _asserting_functions(modules, methods)
+    found = []
+    for m in modules:
+        # a plain call counts when the helper is this module's own or imported into it
+        visible = {n for n in functions if n in m.functions or n in m.imported} | methods
+        for line, name, body in m.tests:
+            if _counts(body, visible, methods):
+                continue
+            try:
+                shown = m.path.relative_to(ROOT)
+            except ValueError:
+                shown = m.path
+            found.append(f"{shown}:{line}: {name} has no assert, pytest.raises or asserting helper")
+    return found
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv] or [ROOT / d for d in TEST_DIRS]
+    problems = check(paths, [ROOT / d for d in HELPER_DIRS])
+    for line in problems:
+        print(line)
+    if problems:
+        print(f"{len(problems)} test(s) cannot fail; see tools/lint_tests.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
