@@ -66,5 +66,46 @@ async def test_errors_propagate_from_start_and_from_resume() -> None:
         await Resume(coro, waiting)
 
 
+async def test_two_coroutines_started_on_one_future_both_finish() -> None:
+    """Acks of one loop turn share one store-removal future; two connections
+    starting their ACK handling in that turn both wait on it. The second used to
+    fail in `start` with "await wasn't used with future"."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    logs: list[list[str]] = [[], [], []]
+    coros = [_slow(fut, log) for log in logs[:2]]
+    tasks = []
+    for coro in coros:
+        finished, waiting = start(coro)
+        assert not finished and waiting is fut
+        tasks.append(loop.create_task(_await(Resume(coro, waiting))))
+    plain = loop.create_task(_slow(fut, logs[2]))  # an ordinary task on it too
+    await asyncio.sleep(0)
+    assert not any(t.done() for t in tasks)
+    fut.set_result(1)
+    assert await asyncio.gather(*tasks, plain) == [2, 2, 2]
+    assert logs == [["before", "after"]] * 3
+
+
+async def test_a_future_done_before_the_task_runs_resumes_the_coroutine() -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    coro = _slow(fut, [])
+    _, waiting = start(coro)
+    fut.set_result(4)
+    assert await loop.create_task(_await(Resume(coro, waiting))) == 5
+
+
+async def test_a_coroutine_yielding_to_the_loop_resumes() -> None:
+    async def yields() -> str:
+        await asyncio.sleep(0)
+        return "after a turn"
+
+    coro = yields()
+    finished, waiting = start(coro)
+    assert not finished and waiting is None
+    assert await Resume(coro, waiting) == "after a turn"
+
+
 async def _await(r: Resume) -> object:
     return await r

@@ -559,7 +559,10 @@ class StompSession:
                 sub.msgids.pop(consumer.inflight[did].message.message_id, None)  # type: ignore[arg-type]
             done = consumer.ack(did, txn)
         if done is not None and "receipt" in h:
-            await done  # the receipt promises the ack is durable
+            # The receipt promises the ack is durable. `done` is shared by every ack
+            # of this loop turn: shielded, so that cancelling this connection's work
+            # (shutdown, a lost client's backlog) does not cancel it for the others.
+            await asyncio.shield(done)
 
     async def _nack(self, frame: Frame) -> None:
         conn = self.conn
