@@ -59,6 +59,7 @@ BROKER_PLUGINS = "relaymq.broker_plugins"
 DESTINATION_INTERCEPTORS = "relaymq.destination_interceptors"
 BROKER_CONNECTIONS = "relaymq.broker_connections"
 CONNECTION_OPERATIONS = "relaymq.connection_operations"
+QUEUE_TYPES = "relaymq.queue_types"
 HOOKS = "relaymq.hooks"
 CLI = "relaymq.cli"
 
@@ -70,12 +71,13 @@ GROUPS: dict[str, str] = {
     DESTINATION_INTERCEPTORS: "a destination interceptor",
     BROKER_CONNECTIONS: "a broker connection",
     CONNECTION_OPERATIONS: "a broker connection operation",
+    QUEUE_TYPES: "a queue type",
     HOOKS: "a hook implementation",
     CLI: "a command-line command",
 }
 #: Groups whose entry points the configuration enables by name.
 SLOT_GROUPS = (PERSISTENCE, TRANSPORTS, BROKER_PLUGINS, DESTINATION_INTERCEPTORS,
-               BROKER_CONNECTIONS, CONNECTION_OPERATIONS)
+               BROKER_CONNECTIONS, CONNECTION_OPERATIONS, QUEUE_TYPES)
 
 _AMQP = ("relaymq-amqp",)
 _STOMP = ("relaymq-stomp",)
@@ -109,6 +111,7 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
         "mirroredQueue": ("relaymq-virtual-topic",),
     },
     BROKER_CONNECTIONS: {"amqp-connection": _MIRROR},
+    QUEUE_TYPES: {"standard": ("relaymq",)},
     CONNECTION_OPERATIONS: {
         "mirror": ("relaymq-mirror",),
         "federation": ("relaymq-federation",),
@@ -357,7 +360,8 @@ class PluginRegistry:
     def not_found_message(self, group: str, name: str, origin: Origin | None = None) -> str:
         """The `PluginNotFound` text: what was asked, what exists, what to do."""
         noun = GROUPS.get(group, group)
-        element = f"<{name}>" if group != TRANSPORTS else f"'{name}://'"
+        element = (f"'{name}://'" if group == TRANSPORTS else f'queueType="{name}"'
+                   if group == QUEUE_TYPES else f"<{name}>")
         installed = ", ".join(self.names(group)) or "nothing"
         return (f"{element}{at(origin)} needs {noun} named '{name}'; installed: {installed}; "
                 + self.advice(group, name))
@@ -370,9 +374,10 @@ class PluginRegistry:
         reason = NOT_PROVIDED.get(group, {}).get(name)
         if reason:
             return reason
+        what = "change queueType" if group == QUEUE_TYPES else "remove the element"
         return (f"no first-party RelayMQ plugin provides it{suggest(name, self.names(group))} "
                 f"(a third-party plugin would declare it in the entry-point group {group}); "
-                "remove the element or install a plugin that provides it")
+                f"{what} or install a plugin that provides it")
 
     def resolve(self, group: str, name: str, origin: Origin | None = None) -> Any:
         """The loaded object of entry point ``name`` in ``group``.
@@ -492,6 +497,11 @@ class PluginRegistry:
                 errors.extend(exc.errors or [str(exc)])
             errors.extend(report.errors)
             warnings.extend(report.warnings)
+        for name, origin in config.queue_type_uses():
+            try:
+                self.resolve(QUEUE_TYPES, name, origin)
+            except ConfigError as exc:
+                errors.extend(exc.errors or [str(exc)])
         for tc in config.transport_connectors:
             scheme = tc.uri.split(":", 1)[0]
             try:
@@ -531,6 +541,7 @@ def enabled_names(config: BrokerConfig) -> dict[str, list[str]]:
     for tc in config.transport_connectors:
         out.setdefault(TRANSPORTS, []).append(tc.uri.split(":", 1)[0])
     out.setdefault(TRANSPORTS, []).append("vm")
+    out[QUEUE_TYPES] = list(dict.fromkeys(["standard", *(n for n, _ in config.queue_type_uses())]))
     return out
 
 

@@ -167,6 +167,7 @@ def test_enabled_names() -> None:
         "relaymq.connection_operations": ["mirror"],
         PERSISTENCE: ["memoryPersistenceAdapter"],  # persistent="false" wins over <kahaDB>
         TRANSPORTS: ["amqp", "vm"],
+        "relaymq.queue_types": ["standard"],  # always; plus each queueType the config names
     }
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from relaymq.broker.chain import Next, SendFilter, fold
 from relaymq.broker.connection import ClientConnection
 from relaymq.broker.events import BrokerEvents
+from relaymq.broker.queue_types import configured_queue_types
 from relaymq.broker.region import Region
 from relaymq.broker.router import Router
 from relaymq.broker.scheduler import Scheduler
@@ -131,6 +132,10 @@ class Broker:
         self.store = self._build_store()
         self.region = Region(self, self.store, self.policies, self.usage)
         self.region.redelivery = self._redelivery
+        self.region.queue_types.update(configured_queue_types(self.plugins, self.config))
+        for decl in self.config.destinations:
+            if decl.kind == "queue" and decl.queue_type:
+                self.region.declared_types[Destination.queue(decl.physical_name)] = decl.queue_type
         self.router = Router(self.region)
         self._install_plugins()
         check = getattr(self.plugins, "check", None)

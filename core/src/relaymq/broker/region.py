@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from relaymq.dispatch.deadletter import dead_letter_copy, dead_letter_destination
@@ -18,7 +18,7 @@ from relaymq.dispatch.policy import PolicyMap
 from relaymq.dispatch.queue import Queue
 from relaymq.dispatch.redelivery import RedeliveryPolicyMap
 from relaymq.dispatch.topic import SubscriptionQueue, Topic
-from relaymq.errors import ResourceLimitExceeded
+from relaymq.errors import DestinationError, ResourceLimitExceeded
 from relaymq.model.destination import Destination
 from relaymq.spi.persistence import (
     AddDestination,
@@ -56,13 +56,18 @@ class Region:
         self._retired_seq: dict[Destination, int] = {}
         self._pending_commits: list[tuple[SendBatch, asyncio.Future[None]]] = []
         self._store_refusal_logged = -1e9  # monotonic time of the last "refused" log line
+        #: queue type name -> factory (`relaymq.queue_types`); the broker adds the
+        #: types its configuration names, management the ones it is asked for
+        self.queue_types: dict[str, Callable[..., Queue]] = {"standard": Queue}
+        #: queues declared with a type (`<queue queueType=..>`, management)
+        self.declared_types: dict[Destination, str] = {}
 
     # -- destinations -----------------------------------------------------------------
     async def queue(self, dest: Destination) -> Queue:
         q = self.queues.get(dest)
         if q is not None:
             return q
-        q = Queue(self, dest, dest.key, self.policies.entry_for(dest))
+        q = self.make_queue(dest)
         stats = await self.store.stats(dest.key) if self.store_persistent else None
         if dest in self.queues:  # created while we awaited
             return self.queues[dest]
@@ -72,6 +77,20 @@ class Region:
         if self.store_persistent and not dest.is_temporary:
             await self.store.write([AddDestination(dest.key)])
         self.broker.events.destination_added(dest)
+        return q
+
+    def make_queue(self, dest: Destination) -> Queue:
+        """A new queue of the type declared for `dest`, else its policy's, else standard."""
+        policy = self.policies.entry_for(dest)
+        name = self.declared_types.get(dest) or policy.queue_type or "standard"
+        factory = self.queue_types.get(name)
+        if factory is None:
+            raise DestinationError(f"queue type '{name}' for {dest} is not resolved; known: "
+                                   f"{', '.join(sorted(self.queue_types))}")
+        q = factory(self, dest, dest.key, policy)
+        if not isinstance(q, Queue):
+            raise DestinationError(f"queue type '{name}' made {q!r}, which is not a Queue")
+        q.queue_type = name
         return q
 
     async def topic(self, dest: Destination) -> Topic:

@@ -297,15 +297,17 @@ def _destinations(ctx: BuildContext, node: Node, config: BrokerConfig) -> None:
             ctx.unknown_element(child, node, ["queue", "topic"])
             continue
         attrs = ctx.attrs(child)
+        known = ["physicalName", "queueType"] if child.tag == "queue" else ["physicalName"]
         for name in attrs:
-            if name != "physicalName":
-                ctx.unknown_attribute(name, child, ["physicalName"])
+            if name not in known:
+                ctx.unknown_attribute(name, child, known)
         name = attrs.get("physicalName", "").strip()
         if not name:
             if "physicalName" not in child.attributes or child.attributes["physicalName"].strip() == "":
                 ctx.report.error(f"<{child.tag}>{at(child.origin)} needs physicalName=\"NAME\"")
             continue
-        config.destinations.append(DestinationDecl(child.tag, name, child.origin))
+        queue_type = attrs.get("queueType", "").strip() if child.tag == "queue" else ""
+        config.destinations.append(DestinationDecl(child.tag, name, child.origin, queue_type or None))
 
 
 def _network_connectors(ctx: BuildContext, node: Node, config: BrokerConfig) -> None:

@@ -93,6 +93,9 @@ class PolicyEntryConfig:
     send_advisory_if_no_consumers: bool = False
     gc_inactive_destinations: bool = False
     inactive_timout_before_gc: int = 60000
+    #: the queue type (entry point of `relaymq.queue_types`) queues matched here are
+    #: made with; None means "standard"
+    queue_type: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
     origin: Origin = field(default_factory=Origin, compare=False)
 
@@ -119,6 +122,8 @@ class DestinationDecl:
     kind: str  # queue | topic
     physical_name: str
     origin: Origin = field(default_factory=Origin, compare=False)
+    #: `<queue queueType="NAME">`: the queue type, over what the policy says
+    queue_type: str | None = None
 
 
 @dataclass(slots=True)
@@ -147,3 +152,11 @@ class BrokerConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     #: informational notes from loading (e.g. "useJmx is accepted and ignored")
     notes: list[str] = field(default_factory=list, compare=False)
+
+    def queue_type_uses(self) -> list[tuple[str, Origin]]:
+        """(queue type name, where it is named) for every `queueType` in this config."""
+        uses = [(e.queue_type, e.origin) for e in self.policy_entries if e.queue_type]
+        if self.default_policy is not None and self.default_policy.queue_type:
+            uses.append((self.default_policy.queue_type, self.default_policy.origin))
+        uses += [(d.queue_type, d.origin) for d in self.destinations if d.queue_type]
+        return uses

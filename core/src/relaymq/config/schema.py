@@ -31,7 +31,7 @@ ELEMENT_ATTRIBUTES: dict[str, list[str]] = {
     **{tag: _ONE_DLQ for tag in DEAD_LETTER_STRATEGIES if tag != "sharedDeadLetterStrategy"},
     "systemUsage": attribute_names(SystemUsageConfig),
     **{tag: attribute_names(UsageLimit) for tag in USAGES},
-    "queue": ["physicalName"],
+    "queue": ["physicalName", "queueType"],
     "topic": ["physicalName"],
 }
 

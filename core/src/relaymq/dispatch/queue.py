@@ -7,12 +7,19 @@ Dispatch runs synchronously when something changes (a message arrives, credit is
 granted, a delivery is settled) and hands deliveries to `Consumer.on_message`.
 Only a window of `maxPageSize` pending messages is scanned when selectors or
 message groups make some messages wait for a particular consumer.
+
+`Queue` is also the base of queue types (`relaymq.queue_types` entry points, see
+docs/plugin-author-guide.md): the compiled build allows interpreted subclasses,
+and compiled callers reach overridden public methods through the class's method
+table, so an override in a plugin takes effect on every path.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
+
+from mypy_extensions import mypyc_attr
 
 from relaymq.config.model import PolicyEntryConfig
 from relaymq.dispatch.consumer import Consumer, NackMode
@@ -30,8 +37,9 @@ if TYPE_CHECKING:
     from relaymq.broker.router import SendBatch
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Queue:
-    """Point-to-point delivery with competing consumers."""
+    """Point-to-point delivery with competing consumers; the "standard" queue type."""
 
     kind = "queue"
 
@@ -70,6 +78,8 @@ class Queue:
         self._unplaced: set[int] = set()
         self._space_waiters: list[asyncio.Future[None]] = []
         self._browse_cursors: dict[int, list[QueueEntry]] = {}
+        #: the name of the queue type that made this queue (`relaymq.queue_types`)
+        self.queue_type = "standard"
 
     # -- arrival -------------------------------------------------------------------
     def next_seq(self) -> int:
@@ -491,6 +501,16 @@ class Queue:
     # -- management ---------------------------------------------------------------------
     def size(self) -> int:
         return self.stats.pending
+
+    def remove_pending(self, entry: QueueEntry) -> bool:
+        """Remove a message waiting here (not in flight): it is forgotten, its memory
+        released and its stored copy deleted. False when it is not pending (a
+        consumer holds it, or it is gone). For queue types (a newer last value
+        replaces an older one) and management (remove by id)."""
+        if entry.removed or entry.consumer is not None or not self.pending.remove(entry):
+            return False
+        self._drop(entry)
+        return True
 
     def purge(self) -> int:
         entries = list(self.pending)
