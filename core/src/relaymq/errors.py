@@ -75,3 +75,8 @@ class TransactionError(RelayMQError):
 
 class UnknownDelivery(RelayMQError):
     """An ack/nack named a delivery the consumer does not hold."""
+
+
+class MessageFormatError(RelayMQError):
+    """A message carries a field or property value the broker cannot use (e.g. an
+    `_AMQ_DUPL_ID` that is neither a string nor binary); only that send fails."""

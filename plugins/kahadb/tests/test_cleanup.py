@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from relaymq.spi.persistence import AddDestination, RemoveDestination, RemoveMessage
+from relaymq.spi.persistence import (
+    AddDestination,
+    AddDuplicateId,
+    RemoveDestination,
+    RemoveDuplicateId,
+    RemoveMessage,
+)
 from relaymq_kahadb import KahaDBPersistenceAdapter
 
 from .conftest import Opener, adds, config, content, data_files
@@ -126,6 +132,36 @@ async def test_removed_destination_does_not_come_back(open_store: Opener, tmp_pa
     expected = await content(store)
     await store.stop()
     assert await rebuilt_content(d) == expected
+
+
+async def test_duplicate_ids_outlive_the_files_they_were_written_in(
+        open_store: Opener, tmp_path: Path) -> None:
+    """Ids live in the index like subscriptions: the files that held their records
+    are deleted (their messages were consumed), and the ids survive a checkpoint
+    load and an index rebuild from the remaining files (the STATE record)."""
+    d = tmp_path / "kahadb"
+    store = await open_store(journal_max_file_length=FILE)
+    await store.write([AddDestination(F), *adds(F, [1]), AddDuplicateId(F, 1, b"sfirst"),
+                       AddDuplicateId(F, 2, b"b\x00\x01")])
+    await store.write([RemoveMessage(F, 1), RemoveDuplicateId(F, 2), AddDuplicateId(F, 3, b"s3")])
+    await traffic(store, 2, 300)
+    first = data_files(d)[0]
+    await store.cleaner.run()
+    assert not first.exists()  # the file with the ids' records is gone
+    want = [(1, b"sfirst"), (3, b"s3")]
+    assert [(r.seq, r.dup_id) for r in await store.duplicate_ids()] == want
+    await store.stop()
+    store = await open_store()
+    assert [(r.seq, r.dup_id) for r in await store.duplicate_ids()] == want
+    await store.stop()
+    (d / "index.ckpt").unlink()
+    rebuilt = KahaDBPersistenceAdapter(config(d))
+    await rebuilt.start()
+    try:
+        assert rebuilt.recovery is not None and rebuilt.recovery.report.rebuilt
+        assert [(r.seq, r.dup_id) for r in await rebuilt.duplicate_ids()] == want
+    finally:
+        await rebuilt.stop()
 
 
 async def test_archive_data_logs(open_store: Opener, tmp_path: Path) -> None:

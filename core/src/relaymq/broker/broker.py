@@ -148,6 +148,7 @@ class Broker:
         await self.store.start()
         log.info("store: %s", self.store.describe())
         pm.hook.relaymq_persistence_started(broker=self, adapter=self.store)
+        await self.router.duplicates.recover(self.store)
         await self.region.recover()
         await self._recover_subscriptions()
         for decl in self.config.destinations:

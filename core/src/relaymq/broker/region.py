@@ -182,8 +182,7 @@ class Region:
 
             merged = SendBatch()
             for batch, _ in pending:
-                merged.ops.extend(batch.ops)
-                merged.placed.extend(batch.placed)
+                merged.absorb(batch)
         task = asyncio.ensure_future(self.commit(merged))
 
         def done(t: asyncio.Future[None]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Generator
 from typing import TYPE_CHECKING, Any
 
+from relaymq.broker.duplicates import DUPLICATE_ID, DUPLICATE_ID_MARKER, DuplicateDetector, IdCache
 from relaymq.model.message import Message
 from relaymq.spi.persistence import StoreOp
 
@@ -22,18 +23,38 @@ if TYPE_CHECKING:
 
 
 class SendBatch:
-    """The effects of one send (or one transaction): store operations, and the
-    entries that become visible when they are written."""
+    """The effects of one send (or one transaction): store operations, the
+    entries that become visible when they are written, and the duplicate ids
+    recorded for it (forgotten again if the batch is abandoned)."""
 
-    __slots__ = ("ops", "placed")
+    __slots__ = ("ops", "placed", "ids", "refusal")
 
     def __init__(self) -> None:
         self.ops: list[StoreOp] = []
         self.placed: list[tuple[Queue, QueueEntry]] = []
+        self.ids: list[tuple[IdCache, bytes, int]] | None = None
+        #: why a transaction holding this batch must not commit (a duplicate inside it)
+        self.refusal: str | None = None
+
+    def absorb(self, other: SendBatch) -> None:
+        """Take over `other`'s effects (merged writes, a transaction's sends)."""
+        self.ops.extend(other.ops)
+        self.placed.extend(other.placed)
+        if other.ids:
+            if self.ids is None:
+                self.ids = []
+            self.ids.extend(other.ids)
+        if other.refusal is not None and self.refusal is None:
+            self.refusal = other.refusal
 
     def abandon(self) -> None:
         for queue, entry in self.placed:
             queue.discard(entry)
+        ids = self.ids
+        if ids:
+            for cache, key, number in ids:
+                cache.forget(key, number)
+            ids.clear()
         self.ops.clear()
         self.placed.clear()
 
@@ -83,6 +104,7 @@ DONE: Awaitable[None] = _Done()
 class Router:
     def __init__(self, region: Region) -> None:
         self.region = region
+        self.duplicates = DuplicateDetector(region.policies, region.store_persistent)
 
     def route(self, ctx: SendContext, message: Message) -> Awaitable[None]:
         """Prepare `message` on its destinations. The common case (an existing
@@ -92,6 +114,10 @@ class Router:
         dest = message.destination
         if dest is None:
             raise ValueError("a message needs a destination to be sent")
+        dup = message.peek_property(DUPLICATE_ID, DUPLICATE_ID_MARKER)
+        if dup is not None and not dest.is_composite and ctx.connection is not None \
+                and self._duplicate(ctx, message, dest, dup):
+            return DONE
         if not (dest.is_composite or dest.is_wildcard):
             region = self.region
             if dest.is_queue:
@@ -106,6 +132,28 @@ class Router:
                     topic.publish(message, ctx.batch)
                     return DONE
         return self._route(ctx, message, dest)
+
+    def _duplicate(self, ctx: SendContext, message: Message, dest: Destination, dup: Any) -> bool:
+        """True when `dup` was seen on `dest` before: the message is dropped (and a
+        transaction holding it will fail). Otherwise the id is recorded in the batch.
+        (Sends without a connection are the broker's own moves, e.g. to a DLQ: a
+        message moved twice is not a duplicate.)"""
+        batch = ctx.batch
+        ids = batch.ids
+        if ids is None:
+            ids = batch.ids = []
+        cache = self.duplicates.check(dest, dup, message.durable, batch.ops, ids)
+        if cache is None:
+            return False
+        region = self.region
+        target = region.queues.get(dest) if dest.is_queue else region.topics.get(dest)
+        if target is not None:
+            target.stats.duplicates += 1
+        if ctx.in_transaction and batch.refusal is None:
+            batch.refusal = (f"Duplicate message detected: {DUPLICATE_ID} "
+                             f"{dup!r:.80} was already sent to {dest}; the transaction is "
+                             f"rolled back")
+        return True
 
     async def _route(self, ctx: SendContext, message: Message, dest: Destination) -> None:
         region = self.region

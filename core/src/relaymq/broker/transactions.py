@@ -29,6 +29,10 @@ class LocalTransaction:
         self.batch = SendBatch()
         self.acks: list[tuple[Queue, QueueEntry]] = []
         self.state = "active"
+        #: A client's transaction fails at commit when it holds a duplicate (Artemis).
+        #: A transport that groups single sends into one for one store write (STOMP's
+        #: runs of SENDs) sets this False: there a duplicate is only dropped.
+        self.duplicates_fail = True
 
     def _check(self) -> None:
         if self.state != "active":
@@ -36,8 +40,7 @@ class LocalTransaction:
 
     def add_batch(self, batch: SendBatch) -> None:
         self._check()
-        self.batch.ops.extend(batch.ops)
-        self.batch.placed.extend(batch.placed)
+        self.batch.absorb(batch)
 
     def add_ack(self, consumer: Consumer, entry: QueueEntry) -> None:
         self._check()
@@ -46,6 +49,10 @@ class LocalTransaction:
 
     async def commit(self) -> None:
         self._check()
+        refusal = self.batch.refusal
+        if refusal is not None and self.duplicates_fail:  # Artemis: a duplicate inside fails the whole commit
+            self.rollback()
+            raise TransactionError(refusal)
         self.state = "committing"
         ops = list(self.batch.ops)
         ops += [RemoveMessage(queue.key, entry.seq) for queue, entry in self.acks if entry.stored]

@@ -96,6 +96,8 @@ class PolicyEntryConfig:
     #: the queue type (entry point of `relaymq.queue_types`) queues matched here are
     #: made with; None means "standard"
     queue_type: str | None = None
+    #: duplicate detection (`_AMQ_DUPL_ID`): how many ids per address are kept (Artemis)
+    id_cache_size: int = 20000
     extra: dict[str, str] = field(default_factory=dict)
     origin: Origin = field(default_factory=Origin, compare=False)
 

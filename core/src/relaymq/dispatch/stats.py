@@ -19,6 +19,7 @@ class DestinationStatistics:
     consumers: int = 0
     producers: int = 0
     memory_used: int = 0
+    duplicates: int = 0  # sends dropped by duplicate detection (`_AMQ_DUPL_ID` seen before)
 
     def snapshot(self) -> dict[str, int]:
         return asdict(self)

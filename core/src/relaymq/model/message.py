@@ -120,6 +120,20 @@ class Message:
         self._properties = value
         self._loader = None
 
+    def peek_property(self, name: str, marker: bytes) -> Any:
+        """The property `name` or None, without parsing lazily loaded properties
+        whose encoded bytes do not contain `marker` (the name as it is encoded):
+        what the routing path asks of every message (`_AMQ_DUPL_ID`)."""
+        props = self._properties
+        if props is None:
+            if self._loader is None:
+                return None
+            encoded = self.encoded
+            if encoded is not None and marker not in encoded:
+                return None
+            props = self.properties
+        return props.get(name)
+
     @property
     def size(self) -> int:
         """Approximate memory footprint used for usage limits (computed once:

@@ -13,6 +13,13 @@ the last one it has seen). Destinations are keyed by `Destination.key`
 (`queue://NAME`); a durable topic subscription is stored like a queue under its
 own key (`SubscriptionRecord.key`).
 
+Duplicate detection (`_AMQ_DUPL_ID`) keeps, per address, the ids it has seen
+(a bounded window of the newest). The kernel numbers them per address and puts
+`AddDuplicateId` (and `RemoveDuplicateId` for the id the window drops) in the
+same batch as the message that carried the id, so the message and its id are
+stored or lost together; `duplicate_ids` gives them back after a restart. A JDBC
+store keeps them as rows (address, seq, id) written in the batch's transaction.
+
 Reads (`read`) serve recovery and paging: "the stored messages of this key with
 sequence greater than `after`, at most `limit`, in sequence order". They never
 consume anything.
@@ -91,9 +98,39 @@ class RemoveSubscription:
     key: str
 
 
+@dataclass(frozen=True, slots=True)
+class AddDuplicateId:
+    """Remember duplicate-detection id `dup_id` on `address` as its number `seq`.
+
+    `dup_id` is the id's value tagged with its type (the kernel's
+    `duplicate_key`); stores keep it as opaque bytes. `seq` increases per
+    address and is never reused, so the oldest ids are the lowest numbers."""
+
+    address: str
+    seq: int
+    dup_id: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveDuplicateId:
+    """Forget the id stored as number `seq` on `address` (it left the id cache)."""
+
+    address: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateIdRecord:
+    """A stored duplicate-detection id, as `duplicate_ids` returns it."""
+
+    address: str
+    seq: int
+    dup_id: bytes
+
+
 StoreOp = Union[  # noqa: UP007 - a plain union reads best in docs
     AddMessage, RemoveMessage, AddDestination, RemoveDestination, AddSubscription,
-    RemoveSubscription,
+    RemoveSubscription, AddDuplicateId, RemoveDuplicateId,
 ]
 
 
@@ -146,6 +183,11 @@ class PersistenceAdapter(abc.ABC):
     @abc.abstractmethod
     async def read(self, dest: str, after: int = 0, limit: int | None = None) -> list[StoredMessage]:
         """Stored messages of `dest` with seq > `after`, in seq order, at most `limit`."""
+
+    @abc.abstractmethod
+    async def duplicate_ids(self) -> list[DuplicateIdRecord]:
+        """Every stored duplicate-detection id (`AddDuplicateId` not yet removed),
+        ordered by address, then `seq`."""
 
     @abc.abstractmethod
     async def stats(self, dest: str) -> DestinationStats:

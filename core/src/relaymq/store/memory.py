@@ -11,11 +11,14 @@ from dataclasses import dataclass
 
 from relaymq.spi.persistence import (
     AddDestination,
+    AddDuplicateId,
     AddMessage,
     AddSubscription,
     DestinationStats,
+    DuplicateIdRecord,
     PersistenceAdapter,
     RemoveDestination,
+    RemoveDuplicateId,
     RemoveMessage,
     RemoveSubscription,
     StoredMessage,
@@ -53,6 +56,7 @@ class MemoryPersistenceAdapter(PersistenceAdapter):
         # Sequence numbers outlive a removed destination, so a re-created one
         # continues where it left off.
         self._last_seq: dict[str, int] = {}
+        self._dup_ids: dict[str, dict[int, bytes]] = {}
 
     async def start(self) -> None:
         return None
@@ -101,6 +105,14 @@ class MemoryPersistenceAdapter(PersistenceAdapter):
             elif isinstance(op, RemoveSubscription):
                 self._subs.pop(op.key, None)
                 self._drop(op.key)
+            elif isinstance(op, AddDuplicateId):
+                self._dup_ids.setdefault(op.address, {})[op.seq] = op.dup_id
+            elif isinstance(op, RemoveDuplicateId):
+                ids = self._dup_ids.get(op.address)
+                if ids is not None:
+                    ids.pop(op.seq, None)
+                    if not ids:
+                        del self._dup_ids[op.address]
             else:  # pragma: no cover - a new op type must be handled explicitly
                 raise TypeError(f"unknown store operation {op!r}")
 
@@ -124,6 +136,10 @@ class MemoryPersistenceAdapter(PersistenceAdapter):
             return []
         out = sorted((sm for seq, sm in d.messages.items() if seq > after), key=lambda s: s.seq)
         return out if limit is None else out[:limit]
+
+    async def duplicate_ids(self) -> list[DuplicateIdRecord]:
+        return [DuplicateIdRecord(address, seq, ids[seq])
+                for address, ids in sorted(self._dup_ids.items()) for seq in sorted(ids)]
 
     async def stats(self, dest: str) -> DestinationStats:
         d = self._dests.get(dest)

@@ -42,10 +42,13 @@ from relaymq.model.destination import Destination
 from relaymq.model.message import MESSAGE_FIELDS, BodyType, Message
 from relaymq.spi.persistence import (
     AddDestination,
+    AddDuplicateId,
     AddMessage,
     AddSubscription,
+    DuplicateIdRecord,
     PersistenceAdapter,
     RemoveDestination,
+    RemoveDuplicateId,
     RemoveMessage,
     RemoveSubscription,
     StoredMessage,
@@ -444,6 +447,36 @@ class StoreConformance:
         if store.persistent:
             store = await reopen(store)
             assert seqs_of(await store.read(Q)) == list(range(201, 301))
+
+    # -- duplicate-detection ids ---------------------------------------------------
+
+    async def test_duplicate_ids_in_order_and_removed(self, store: PersistenceAdapter) -> None:
+        assert await store.duplicate_ids() == []
+        await store.write([AddDestination(Q), *adds(Q, [1]), AddDuplicateId(Q, 1, b"sa"),
+                           AddDuplicateId(Q2, 1, b"b\x00\xff")])
+        await store.write([AddDuplicateId(Q, 2, b"sb"), AddDuplicateId(Q, 3, b"sc"),
+                           RemoveDuplicateId(Q, 1)])
+        await store.write([RemoveDuplicateId(Q, 99)])  # unknown: harmless
+        got = await store.duplicate_ids()
+        want = [DuplicateIdRecord(Q, 2, b"sb"), DuplicateIdRecord(Q, 3, b"sc"),
+                DuplicateIdRecord(Q2, 1, b"b\x00\xff")]
+        assert sorted(got, key=lambda r: (r.address, r.seq)) == want
+        assert [(r.address, r.seq) for r in got] == sorted((r.address, r.seq) for r in got)
+        assert seqs_of(await store.read(Q)) == [1]  # ids are not messages
+
+    async def test_duplicate_ids_survive_reopen(self, store: PersistenceAdapter,
+                                                reopen: Reopen) -> None:
+        if not store.persistent:
+            pytest.skip(f"{type(store).__name__} is not persistent")
+        await store.write([AddDestination(Q), *adds(Q, [1]), AddDuplicateId(Q, 1, b"s1")])
+        await store.write([AddDuplicateId(Q, s, f"s{s}".encode()) for s in range(2, 6)])
+        await store.write([RemoveDuplicateId(Q, 1), RemoveDuplicateId(Q, 2)])
+        store = await reopen(store)
+        assert [(r.seq, r.dup_id) for r in await store.duplicate_ids()] == [
+            (3, b"s3"), (4, b"s4"), (5, b"s5")]
+        await store.write([RemoveDuplicateId(Q, 3), AddDuplicateId(Q, 6, b"s6")])
+        store = await reopen(store)
+        assert [r.seq for r in await store.duplicate_ids()] == [4, 5, 6]
 
     # -- persistence ------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from relaymq.dispatch.consumer import Consumer, Delivery, NackMode
 from relaymq.errors import (
     DestinationError,
+    MessageFormatError,
     ResourceLimitExceeded,
     SecurityError,
     SubscriptionInUse,
@@ -70,7 +71,7 @@ def condition_for(exc: BaseException) -> Condition:
         return Condition("amqp:resource-limit-exceeded", str(exc))
     if isinstance(exc, SubscriptionInUse):
         return Condition("amqp:resource-locked", str(exc))
-    if isinstance(exc, (InvalidDestination, InvalidSelector, DecodeError)):
+    if isinstance(exc, (InvalidDestination, InvalidSelector, DecodeError, MessageFormatError)):
         name = "amqp:decode-error" if isinstance(exc, DecodeError) else "amqp:invalid-field"
         return Condition(name, str(exc))
     if isinstance(exc, DestinationError):

@@ -28,6 +28,7 @@ from relaymq.model.codec import CorruptMessage, decode_message
 from relaymq.model.message import Message
 from relaymq.spi.persistence import (
     DestinationStats,
+    DuplicateIdRecord,
     PersistenceAdapter,
     StoredMessage,
     StoreOp,
@@ -260,7 +261,7 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
     async def append_state(self) -> None:
         """Write a STATE record and wait for it to be durable (before deleting files)."""
         idx = self.index
-        payload = encode_state(list(idx.dests), idx.subs, idx.last_seq)
+        payload = encode_state(list(idx.dests), idx.subs, idx.last_seq, idx.dup_ids)
         fut = self._loop.create_future()  # type: ignore[union-attr]
         self.append(RT_STATE, payload, None, fut, True)
         await fut
@@ -273,6 +274,10 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
 
     async def subscriptions(self) -> list[SubscriptionRecord]:
         return [record_from_json(r) for r in self.index.subs.values()]
+
+    async def duplicate_ids(self) -> list[DuplicateIdRecord]:
+        return [DuplicateIdRecord(address, seq, ids[seq])
+                for address, ids in sorted(self.index.dup_ids.items()) for seq in sorted(ids)]
 
     async def read(self, dest: str, after: int = 0, limit: int | None = None) -> list[StoredMessage]:
         k = self.index.keys.get(dest)

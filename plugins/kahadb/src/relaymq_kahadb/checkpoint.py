@@ -28,6 +28,7 @@ from pathlib import Path
 
 from relaymq_kahadb.index import KeyIndex, StoreIndex
 from relaymq_kahadb.journal.files import fsync_dir
+from relaymq_kahadb.journal.records import dup_ids_from_json, dup_ids_json
 
 MAGIC = b"RMQKIDX1"
 VERSION = 1
@@ -79,6 +80,7 @@ def snapshot(index: StoreIndex, position: tuple[int, int], files: dict[int, int]
         "file_keys": {str(f): fk for f, fk in index.file_keys.items() if fk},
         "file_bytes": {str(f): b for f, b in index.file_bytes.items() if b},
         "ack_refs": {str(f): sorted(r) for f, r in index.ack_refs.items() if r},
+        "dup_ids": dup_ids_json(index.dup_ids),
         "created": time.time(),
     }
     raw = json.dumps(header, separators=(",", ":"), default=str).encode()
@@ -174,6 +176,7 @@ def load(directory: Path) -> Loaded | None:
     index.file_keys = {int(f): dict(fk) for f, fk in header["file_keys"].items()}
     index.file_bytes = {int(f): int(b) for f, b in header["file_bytes"].items()}
     index.ack_refs = {int(f): set(r) for f, r in header["ack_refs"].items()}
+    index.dup_ids = dup_ids_from_json(header.get("dup_ids", {}))
     position = (int(header["position"][0]), int(header["position"][1]))
     files = {int(f): int(n) for f, n in header["files"].items()}
     lr = header.get("last_record")

@@ -15,9 +15,11 @@ from typing import Any
 from relaymq.model.codec import encode_message
 from relaymq.spi.persistence import (
     AddDestination,
+    AddDuplicateId,
     AddMessage,
     AddSubscription,
     RemoveDestination,
+    RemoveDuplicateId,
     RemoveMessage,
     RemoveSubscription,
     StoreOp,
@@ -75,6 +77,10 @@ def encode_ops(ops: Sequence[StoreOp], index: StoreIndex, checksum: bool = True
         elif t is RemoveSubscription:
             key = op.key  # type: ignore[union-attr]
             enc.drop(OP_REMOVE_SUB, key, _upto(key, index, enc), _files_of(key, index))
+        elif t is AddDuplicateId:
+            enc.add_dup_id(op.address, op.seq, op.dup_id)  # type: ignore[union-attr]
+        elif t is RemoveDuplicateId:
+            enc.remove_dup_id(op.address, op.seq)  # type: ignore[union-attr]
         else:
             raise TypeError(f"unknown store operation {op!r}")
     return enc.payload(), enc.ops

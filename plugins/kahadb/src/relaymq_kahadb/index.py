@@ -31,14 +31,18 @@ from relaymq_kahadb.journal.records import (
     OP_ACK_FWD,
     OP_ADD,
     OP_ADD_DEST,
+    OP_ADD_DUPID,
     OP_ADD_SUB,
     OP_MOVE,
     OP_PURGE,
     OP_REF,
     OP_REMOVE,
     OP_REMOVE_DEST,
+    OP_REMOVE_DUPID,
     OP_REMOVE_SUB,
     Op,
+    dup_ids_from_json,
+    dup_ids_json,
 )
 
 SUB_PREFIX = "durable://"
@@ -227,6 +231,9 @@ class StoreIndex:
         self.file_keys: dict[int, dict[str, int]] = {}  # file -> key -> live entries
         self.file_bytes: dict[int, int] = {}  # file -> live message bytes
         self.ack_refs: dict[int, set[int]] = {}  # file -> older files its removals point into
+        #: duplicate-detection ids: address -> seq -> id. Like subscriptions they live in
+        #: the index (checkpoints, STATE records), not in files the cleaner looks at.
+        self.dup_ids: dict[str, dict[int, bytes]] = {}
         #: Operations applied since the index was last snapshotted (0 = clean).
         self.changes = 0
 
@@ -312,6 +319,17 @@ class StoreIndex:
                 self.subs[key] = op[2]
                 if key not in keys:
                     keys[key] = KeyIndex()
+            elif code == OP_ADD_DUPID:
+                ids = self.dup_ids.get(key)
+                if ids is None:
+                    ids = self.dup_ids[key] = {}
+                ids[op[2]] = op[3]
+            elif code == OP_REMOVE_DUPID:
+                ids = self.dup_ids.get(key)
+                if ids is not None:
+                    ids.pop(op[2], None)
+                    if not ids:
+                        del self.dup_ids[key]
             else:  # pragma: no cover - records.parse_batch rejects unknown codes
                 raise ValueError(f"unknown operation {op!r}")
         self.changes += n
@@ -325,11 +343,12 @@ class StoreIndex:
                 self.last_seq[key] = seq
         for key in list(self.dests) + list(self.subs):
             self.keys.setdefault(key, KeyIndex())
+        self.dup_ids = dup_ids_from_json(state.get("dup_ids", {}))
         self.changes += 1
 
     def state(self) -> dict[str, Any]:
         return {"dests": list(self.dests), "subs": dict(self.subs),
-                "last_seq": dict(self.last_seq)}
+                "last_seq": dict(self.last_seq), "dup_ids": dup_ids_json(self.dup_ids)}
 
     def forget_file(self, f: int) -> None:
         """A data file was deleted: drop its bookkeeping (it must hold nothing live)."""

@@ -32,6 +32,7 @@ from relaymq_kahadb.journal.records import (
     OP_ACK_FWD,
     OP_ADD,
     OP_ADD_DEST,
+    OP_ADD_DUPID,
     OP_ADD_SUB,
     OP_MOVE,
     OP_NAMES,
@@ -39,6 +40,7 @@ from relaymq_kahadb.journal.records import (
     OP_REF,
     OP_REMOVE,
     OP_REMOVE_DEST,
+    OP_REMOVE_DUPID,
     OP_REMOVE_SUB,
     REC_HEADER,
     REC_HEADER_LEN,
@@ -53,6 +55,7 @@ _MSG = struct.Struct(">QII")
 _SEQ_FILE = struct.Struct(">QI")
 _UPTO = struct.Struct(">QH")
 _U32 = struct.Struct(">I")
+_DUPID = struct.Struct(">QH")
 #: Largest plausible jump of a destination's sequence within one record.
 _SEQ_SLACK = 1 << 24
 
@@ -199,6 +202,13 @@ class _Walk:
                 (ln,) = _U32.unpack_from(p, at)
                 out.skipped.append(f"add-sub {key}")
                 return at + 4 + ln
+            if code == OP_ADD_DUPID:  # an id without certainty its message survived: dropped
+                seq, ln = _DUPID.unpack_from(p, at)
+                out.skipped.append(f"duplicate id of {key} seq {seq}")
+                return at + 10 + ln
+            if code == OP_REMOVE_DUPID:
+                out.skipped.append(f"removal of a duplicate id of {key}")
+                return at + 8
         except (struct.error, UnicodeDecodeError):
             pass
         return None

@@ -159,7 +159,7 @@ class StompSession:
             return
         self._runs += 1
         txid = f"\x00stomp-run-{self._runs}"  # no client can name it (NUL ends a frame)
-        conn.begin(txid)
+        conn.begin(txid).duplicates_fail = False  # a duplicate SEND is dropped, not the run
         accepted: list[str | None] = []
         for frame in frames:
             h = frame.headers

@@ -28,10 +28,13 @@ REMOVE_DEST,   upto seq u64, count u16, target files u32 * count: every message 
 REMOVE_SUB,    key up to `upto` is gone; targets are the files that held them
 PURGE
 ADD_SUB        length u32, subscription record as UTF-8 JSON
+ADD_DUPID      seq u64, length u16, id bytes: a duplicate-detection id of the address
+               `key` (the kernel's `AddDuplicateId`; kept in the index, not in files)
+REMOVE_DUPID   seq u64: that id left the address's id cache
 =============  =====================================================================
 
-A state record (type STATE) is JSON: the destinations, subscriptions and last
-sequence numbers at that point, written before data files are deleted so that an
+A state record (type STATE) is JSON: the destinations, subscriptions, last
+sequence numbers and duplicate-detection ids at that point, written before data files are deleted so that an
 index rebuild from the remaining files still knows them.
 
 No executable serialization anywhere: struct and JSON only.
@@ -70,10 +73,13 @@ OP_REMOVE_DEST = 7
 OP_ADD_SUB = 8
 OP_REMOVE_SUB = 9
 OP_PURGE = 10
+OP_ADD_DUPID = 11
+OP_REMOVE_DUPID = 12
 OP_NAMES = {
     OP_ADD: "add", OP_MOVE: "move", OP_REF: "ref", OP_REMOVE: "remove", OP_ACK_FWD: "ack-fwd",
     OP_ADD_DEST: "add-dest", OP_REMOVE_DEST: "remove-dest", OP_ADD_SUB: "add-sub",
-    OP_REMOVE_SUB: "remove-sub", OP_PURGE: "purge",
+    OP_REMOVE_SUB: "remove-sub", OP_PURGE: "purge", OP_ADD_DUPID: "add-dupid",
+    OP_REMOVE_DUPID: "remove-dupid",
 }  # fmt: skip
 
 NO_FILE = 0xFFFFFFFF
@@ -86,6 +92,8 @@ _MSG = struct.Struct(">QII")  # seq, crc or ref offset, length
 _SEQ_FILE = struct.Struct(">QI")
 _UPTO = struct.Struct(">QH")
 _U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_DUPID = struct.Struct(">QH")
 #: Bytes between a message's crc field and its first byte: crc u32 + length u32.
 MSG_PREFIX = 8
 
@@ -133,6 +141,7 @@ def record_header(file_id: int, offset: int, rtype: int, payload: bytes | memory
 #: ADD_DEST: (op, key)
 #: REMOVE_DEST/REMOVE_SUB/PURGE: (op, key, upto_seq, target_files)
 #: ADD_SUB: (op, key, record_dict)
+#: ADD_DUPID: (op, address, seq, id_bytes); REMOVE_DUPID: (op, address, seq)
 Op = tuple[Any, ...]
 
 
@@ -210,6 +219,20 @@ class BatchEncoder:
         self.pos += 4 + len(data)
         self.ops.append((OP_ADD_SUB, key, record))
 
+    def add_dup_id(self, address: str, seq: int, dup_id: bytes) -> None:
+        dup_id = dup_id[:0xFFFF]
+        self._key(OP_ADD_DUPID, address)
+        self.parts.append(_DUPID.pack(seq, len(dup_id)))
+        self.parts.append(dup_id)
+        self.pos += 10 + len(dup_id)
+        self.ops.append((OP_ADD_DUPID, address, seq, dup_id))
+
+    def remove_dup_id(self, address: str, seq: int) -> None:
+        self._key(OP_REMOVE_DUPID, address)
+        self.parts.append(_U64.pack(seq))
+        self.pos += 8
+        self.ops.append((OP_REMOVE_DUPID, address, seq))
+
     def payload(self) -> bytes:
         return b"".join(self.parts)
 
@@ -233,9 +256,23 @@ def single_remove(key: str, seq: int, target: int) -> tuple[bytes, list[Op]]:
 
 
 def encode_state(dests: list[str], subs: dict[str, dict[str, Any]],
-                 last_seq: dict[str, int]) -> bytes:
-    return json.dumps({"dests": dests, "subs": subs, "last_seq": last_seq},
-                      separators=(",", ":"), default=str).encode()
+                 last_seq: dict[str, int],
+                 dup_ids: dict[str, dict[int, bytes]] | None = None) -> bytes:
+    state: dict[str, Any] = {"dests": dests, "subs": subs, "last_seq": last_seq}
+    if dup_ids:
+        state["dup_ids"] = dup_ids_json(dup_ids)
+    return json.dumps(state, separators=(",", ":"), default=str).encode()
+
+
+def dup_ids_json(dup_ids: dict[str, dict[int, bytes]]) -> dict[str, list[list[Any]]]:
+    """Duplicate ids as JSON: address -> [[seq, hex id], ...]."""
+    return {a: [[seq, i.hex()] for seq, i in ids.items()] for a, ids in dup_ids.items() if ids}
+
+
+def dup_ids_from_json(raw: Any) -> dict[str, dict[int, bytes]]:
+    if not isinstance(raw, dict):
+        return {}
+    return {str(a): {int(seq): bytes.fromhex(h) for seq, h in ids} for a, ids in raw.items()}
 
 
 def parse_state(payload: bytes | memoryview) -> dict[str, Any]:
@@ -302,6 +339,17 @@ def parse_batch(payload: bytes | memoryview, keys: dict[bytes, str] | None = Non
                 pos += 4
                 ops.append((code, key, json.loads(bytes(buf[pos:pos + ln]))))
                 pos += ln
+            elif code == OP_ADD_DUPID:
+                seq, ln = _DUPID.unpack_from(buf, pos)
+                pos += 10
+                if pos + ln > end:
+                    raise CorruptRecord("duplicate id overruns the record")
+                ops.append((code, key, seq, bytes(buf[pos:pos + ln])))
+                pos += ln
+            elif code == OP_REMOVE_DUPID:
+                (seq,) = _U64.unpack_from(buf, pos)
+                pos += 8
+                ops.append((code, key, seq))
             else:
                 raise CorruptRecord(f"unknown operation code {code}")
     except (struct.error, ValueError, UnicodeDecodeError) as exc:

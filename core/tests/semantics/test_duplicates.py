@@ -1,0 +1,98 @@
+"""Duplicate detection (`_AMQ_DUPL_ID`) in the kernel, through the embedded client."""
+
+from __future__ import annotations
+
+import pytest
+from relaymq.config.model import BrokerConfig
+from relaymq.errors import MessageFormatError, TransactionError
+
+from .conftest import policy
+
+DUP = "_AMQ_DUPL_ID"
+
+
+async def test_second_send_with_same_id_is_dropped_and_counted(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    await p.send("queue://D", "first", properties={DUP: "id-1"})
+    await p.send("queue://D", "again", properties={DUP: "id-1"})  # acknowledged, dropped
+    await p.send("queue://D", "other", properties={DUP: "id-2"})
+    c = await p.consumer("queue://D")
+    got = [m.text for m in await c.receive_all(0.3)]
+    assert got == ["first", "other"]
+    assert b.destination_stats()["queue://D"]["duplicates"] == 1
+
+
+async def test_ids_are_per_address_and_typed(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    await p.send("queue://A", "a", properties={DUP: "x"})
+    await p.send("queue://B", "b", properties={DUP: "x"})  # another address
+    await p.send("queue://A", "bin", properties={DUP: b"x"})  # binary is not the string
+    await p.send("queue://A", "bin again", properties={DUP: b"x"})
+    ca = await p.consumer("queue://A")
+    cb = await p.consumer("queue://B")
+    assert [m.text for m in await ca.receive_all(0.3)] == ["a", "bin"]
+    assert [m.text for m in await cb.receive_all(0.3)] == ["b"]
+
+
+async def test_unsupported_id_type_fails_only_that_send(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    with pytest.raises(MessageFormatError, match="string or a binary"):
+        await p.send("queue://T", "bad", properties={DUP: 42})
+    await p.send("queue://T", "good", properties={DUP: "42"})
+    c = await p.consumer("queue://T")
+    assert [m.text for m in await c.receive_all(0.3)] == ["good"]
+
+
+async def test_full_cache_forgets_oldest(make_broker, connect):
+    b = await make_broker(BrokerConfig(persistent=False, policy_entries=[
+        policy(queue="SMALL", id_cache_size=3)]))
+    p = await connect(b)
+    for i in range(4):
+        await p.send("queue://SMALL", f"m{i}", properties={DUP: f"id-{i}"})
+    await p.send("queue://SMALL", "id-0 again", properties={DUP: "id-0"})  # evicted: accepted
+    await p.send("queue://SMALL", "id-3 again", properties={DUP: "id-3"})  # still held: dropped
+    c = await p.consumer("queue://SMALL")
+    assert [m.text for m in await c.receive_all(0.3)] == ["m0", "m1", "m2", "m3", "id-0 again"]
+
+
+async def test_duplicate_inside_transaction_fails_commit_and_applies_nothing(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    await p.send("queue://TX", "before", properties={DUP: "seen"})
+    p.begin()
+    await p.send("queue://TX", "new in tx", properties={DUP: "fresh"})
+    await p.send("queue://TX", "dup in tx", properties={DUP: "seen"})
+    with pytest.raises(TransactionError, match="Duplicate message detected"):
+        await p.commit()
+    # nothing of the transaction was applied, and its new id was forgotten
+    await p.send("queue://TX", "fresh now", properties={DUP: "fresh"})
+    c = await p.consumer("queue://TX")
+    assert [m.text for m in await c.receive_all(0.3)] == ["before", "fresh now"]
+
+
+async def test_rolled_back_ids_can_be_sent_again(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    p.begin()
+    await p.send("queue://RB", "rolled back", properties={DUP: "r"})
+    p.rollback()
+    await p.send("queue://RB", "kept", properties={DUP: "r"})
+    c = await p.consumer("queue://RB")
+    assert [m.text for m in await c.receive_all(0.3)] == ["kept"]
+
+
+async def test_topic_address_and_composite_parts(make_broker, connect):
+    b = await make_broker()
+    p = await connect(b)
+    c = await p.consumer("topic://T")
+    await p.send("topic://T", "t1", properties={DUP: "k"})
+    await p.send("topic://T", "t2", properties={DUP: "k"})
+    assert [m.text for m in await c.receive_all(0.3)] == ["t1"]
+    await p.send("queue://C1,queue://C2", "both", properties={DUP: "c"})
+    await p.send("queue://C2", "c2 dup", properties={DUP: "c"})
+    c2 = await p.consumer("queue://C2")
+    assert [m.text for m in await c2.receive_all(0.3)] == ["both"]
+    assert b.destination_stats()["topic://T"]["duplicates"] == 1
