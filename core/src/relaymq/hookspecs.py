@@ -121,11 +121,15 @@ def relaymq_interceptors(broker: Broker) -> list[SendFilter] | None:
 
 @hookspec
 def relaymq_broker_connection_started(broker: Broker, name: str, uri: str) -> None:
-    """Called when an outgoing broker connection (``<amqp-connection>``) is up.
+    """Called each time an outgoing connection of ``broker.outgoing`` opens.
+
+    That is every ``<amqp-connection>`` and every connection a plugin (mirror,
+    federation, bridge) opened through the broker's registry, again after each
+    reconnection (docs/outgoing-connections.md).
 
     :param broker: the broker.
-    :param name: the connection's configured name.
-    :param uri: where it connected.
+    :param name: the connection's name (``<amqp-connection name>``, or the one its plugin gave).
+    :param uri: the host that answered (for a failover list, the one it connected to).
     """
 
 

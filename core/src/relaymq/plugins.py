@@ -62,6 +62,7 @@ CONNECTION_OPERATIONS = "relaymq.connection_operations"
 QUEUE_TYPES = "relaymq.queue_types"
 HOOKS = "relaymq.hooks"
 CLI = "relaymq.cli"
+OUTGOING = "relaymq.outgoing"
 
 #: Entry-point group -> what an entry point in it is (for messages).
 GROUPS: dict[str, str] = {
@@ -74,6 +75,7 @@ GROUPS: dict[str, str] = {
     QUEUE_TYPES: "a queue type",
     HOOKS: "a hook implementation",
     CLI: "a command-line command",
+    OUTGOING: "an outgoing-connection provider",
 }
 #: Groups whose entry points the configuration enables by name.
 SLOT_GROUPS = (PERSISTENCE, TRANSPORTS, BROKER_PLUGINS, DESTINATION_INTERCEPTORS,
@@ -110,8 +112,12 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
         "virtualDestinationInterceptor": ("relaymq-virtual-topic",),
         "mirroredQueue": ("relaymq-virtual-topic",),
     },
-    BROKER_CONNECTIONS: {"amqp-connection": _MIRROR},
+    BROKER_CONNECTIONS: {"amqp-connection": _AMQP},
     QUEUE_TYPES: {"standard": ("relaymq",)},
+    OUTGOING: {
+        **{s: _AMQP for s in ("amqp", "amqps", "amqp+ssl", "tcp", "ssl")},
+        **{s: _STOMP for s in ("stomp", "stomp+ssl", "stomp+nio", "stomp+nio+ssl", "stomp+tls")},
+    },
     CONNECTION_OPERATIONS: {
         "mirror": ("relaymq-mirror",),
         "federation": ("relaymq-federation",),

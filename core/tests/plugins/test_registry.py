@@ -57,10 +57,9 @@ def test_not_found_for_other_slots(registry) -> None:
     with pytest.raises(PluginNotFound, match="needs a broker plugin named "
                        "'simpleAuthenticationPlugin'.*pip install relaymq-auth"):
         registry.resolve("relaymq.broker_plugins", "simpleAuthenticationPlugin", AT)
-    absent(registry, "relaymq.broker_connections", "amqp-connection")
-    with pytest.raises(PluginNotFound,
-                       match=r"pip install relaymq-mirror \(or relaymq-federation\)"):
-        registry.resolve("relaymq.broker_connections", "amqp-connection", AT)
+    assert install_hint("relaymq.broker_connections", "amqp-connection") == \
+        "pip install relaymq-amqp"
+    assert install_hint("relaymq.outgoing", "stomp+ssl") == "pip install relaymq-stomp"
 
 
 def test_not_found_without_a_first_party_provider(registry) -> None:

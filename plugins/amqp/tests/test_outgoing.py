@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 from proton import Message
+from relaymq.spi.outgoing import AuthenticationFailed, ConnectFailed
 from relaymq_amqp.outgoing import (
     AmqpConnection,
-    AmqpConnectionError,
     IncomingMessage,
     LinkRefused,
     parse_uri,
 )
+from relaymq_amqp.outgoing.common import is_tls, port_of
 
 
 def encoded(body: Any, **kw: Any) -> bytes:
@@ -36,7 +37,8 @@ def free_port() -> int:
 
 def test_parse_failover_uri() -> None:
     eps, opts = parse_uri("tcp://a:1?sslEnabled=false#amqps://u:p@b#tcp://c")
-    assert [(e.host, e.port, e.tls) for e in eps] == [("a", 1, False), ("b", 5671, True), ("c", 5672, False)]
+    assert [(e.host, port_of(e), is_tls(e)) for e in eps] == [
+        ("a", 1, False), ("b", 5671, True), ("c", 5672, False)]
     assert (eps[1].user, eps[1].password) == ("u", "p")
     with pytest.raises(ValueError):
         parse_uri("http://x")
@@ -147,7 +149,7 @@ async def test_failover_to_the_next_host(amqp_broker: Any) -> None:
 
 async def test_gives_up_after_the_reconnect_attempts() -> None:
     conn = AmqpConnection(f"tcp://127.0.0.1:{free_port()}", retry_interval=0.05, reconnect_attempts=2)
-    with pytest.raises(AmqpConnectionError, match="after 3 attempt"):
+    with pytest.raises(ConnectFailed, match="after 3 attempt"):
         await conn.connect()
     await conn.close()
 
@@ -169,7 +171,7 @@ async def test_sasl_plain_and_refusal(make_broker: Any) -> None:
     await ok.connect()
     await ok.close()
     bad = AmqpConnection(f"tcp://{bt.address()}", user="bob", password="wrong", reconnect_attempts=0)
-    with pytest.raises(AmqpConnectionError):
+    with pytest.raises(AuthenticationFailed):
         await bad.connect()
     await bad.close()
 

@@ -34,6 +34,7 @@ from relaymq.dispatch.topic import SubscriptionQueue
 from relaymq.errors import ClientIdInUse, ConfigError, DestinationError, SecurityError
 from relaymq.model.destination import Destination
 from relaymq.model.message import MessageIdGenerator
+from relaymq.outgoing.registry import OutgoingConnections
 from relaymq.selector import Selector
 from relaymq.spi.persistence import PersistenceAdapter, SubscriptionRecord
 from relaymq.spi.transport import ConnectorContext, TransportUri
@@ -67,6 +68,8 @@ class Broker:
         self._filters: list[SendFilter] = []
         self.connectors: list[Any] = []
         self.services: list[Any] = []
+        #: outgoing connections to other brokers (docs/outgoing-connections.md)
+        self.outgoing = OutgoingConnections(registry, on_open=self._outgoing_opened)
         #: Objects plugins offer each other by name, so neither imports the other
         #: (e.g. "selector-cache": the selector provider selector-aware virtual topics ask).
         self.extensions: dict[str, object] = {}
@@ -216,6 +219,10 @@ class Broker:
             if start is not None:
                 await start()
 
+    def _outgoing_opened(self, conn: Any) -> None:
+        self.plugins.pm.hook.relaymq_broker_connection_started(
+            broker=self, name=conn.name, uri=conn.peer or conn.uri)
+
     async def _expiry_loop(self) -> None:
         periods = [e.expire_messages_period for e in self.config.policy_entries if e.expire_messages_period]
         default = self.policies.default.expire_messages_period
@@ -258,6 +265,7 @@ class Broker:
                     await stop()
                 except Exception:  # noqa: BLE001
                     log.exception("stopping %r failed", svc)
+        await self.outgoing.close_all()
         for c in reversed(self.connectors):
             try:
                 await c.stop()

@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, unquote, urlsplit
+
+from relaymq.spi import outgoing as spi
+from relaymq.spi.outgoing import Endpoint, parse_endpoints
 
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition
 
 
-class AmqpConnectionError(ConnectionError):
+class AmqpConnectionError(spi.OutgoingError):
     """The connection could not be made, or the peer refused it."""
 
     def __init__(self, message: str, condition: Condition | None = None) -> None:
-        super().__init__(message)
-        self.condition = condition
+        super().__init__(message, str(condition) if condition is not None else None)
+        self.amqp_condition = condition
 
 
-class ConnectionLost(AmqpConnectionError):
+class ConnectionLost(AmqpConnectionError, spi.ConnectionLost):
     """The connection dropped before the peer settled a send."""
 
 
-class LinkRefused(AmqpConnectionError):
+class LinkRefused(AmqpConnectionError, spi.LinkRefused):
     """The peer refused or closed a link."""
 
 
@@ -42,37 +44,33 @@ class Outcome:
 _STATES = {pn.ACCEPTED: "accepted", pn.REJECTED: "rejected", pn.RELEASED: "released",
            pn.MODIFIED: "modified", 0: "settled"}
 
+#: schemes an outgoing AMQP connection accepts (tcp/ssl: Artemis' broker-connection URIs)
+PLAIN_SCHEMES = ("tcp", "amqp")
+TLS_SCHEMES = ("ssl", "amqps", "amqp+ssl")
+SCHEMES = PLAIN_SCHEMES + TLS_SCHEMES
 
-@dataclass(slots=True)
-class Endpoint:
-    host: str
-    port: int
-    tls: bool
-    user: str | None = None
-    password: str | None = None
 
-    def __str__(self) -> str:
-        return f"{'amqps' if self.tls else 'amqp'}://{self.host}:{self.port}"
+def check_scheme(ep: Endpoint, uri: str) -> None:
+    if ep.scheme not in SCHEMES:
+        raise ValueError(f"{ep} in {uri!r}: an AMQP connection takes tcp://, amqp://, amqps:// "
+                         "or ssl://")
+
+
+def is_tls(ep: Endpoint, options: dict[str, str] | None = None) -> bool:
+    opts = {**(options or {}), **ep.options}
+    return ep.scheme in TLS_SCHEMES or opts.get("sslEnabled", "").lower() == "true"
+
+
+def port_of(ep: Endpoint) -> int:
+    return ep.port or (5671 if is_tls(ep) else 5672)
 
 
 def parse_uri(uri: str) -> tuple[list[Endpoint], dict[str, str]]:
-    """Endpoints of ``tcp://h1:5672?opts#tcp://h2:5672`` (Artemis' failover form).
-    Schemes: tcp/amqp (plain), ssl/amqps/amqp+ssl (TLS, also ``sslEnabled=true``)."""
-    endpoints = []
-    options: dict[str, str] = {}
-    for part in uri.split("#"):
-        part = part.strip()
-        if not part:
-            continue
-        u = urlsplit(part)
-        opts = dict(parse_qsl(u.query))
-        options.update(opts)
-        tls = u.scheme in ("ssl", "amqps", "amqp+ssl") or opts.get("sslEnabled", "").lower() == "true"
-        if u.scheme not in ("tcp", "amqp", "ssl", "amqps", "amqp+ssl"):
-            raise ValueError(f"{part!r}: use tcp://, amqp://, amqps:// or ssl://")
-        endpoints.append(Endpoint(u.hostname or "localhost", u.port or (5671 if tls else 5672), tls,
-                                  unquote(u.username) if u.username else None,
-                                  unquote(u.password) if u.password else None))
-    if not endpoints:
-        raise ValueError(f"no host in {uri!r}")
+    """Endpoints of ``tcp://h1:5672?opts#tcp://h2:5672`` (Artemis' failover form)
+    or ``failover:(amqp://h1,amqp://h2)``. Schemes: tcp/amqp (plain),
+    ssl/amqps/amqp+ssl (TLS, also ``sslEnabled=true``)."""
+    endpoints, options = parse_endpoints(uri)
+    for ep in endpoints:
+        check_scheme(ep, uri)
+        options = {**options, **ep.options}
     return endpoints, options

@@ -33,15 +33,21 @@ import uuid
 from collections.abc import Callable
 from typing import Any, cast
 
+from relaymq.outgoing.base import ReconnectingConnection
+from relaymq.spi.outgoing import AuthenticationFailed, ConnectOptions, Endpoint, OutgoingError
+
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Engine, Terminus
 from relaymq_amqp.outgoing.common import (
     AmqpConnectionError,
     ConnectionLost,
-    Endpoint,
+    check_scheme,
+    is_tls,
     parse_uri,
+    port_of,
 )
 from relaymq_amqp.outgoing.links import IncomingMessage, Receiver, Sender, _Link
+from relaymq_amqp.outgoing.session import AmqpSession
 from relaymq_amqp.sasl import SaslClient, SaslError
 from relaymq_amqp.types import Described, Symbol, ULong
 
@@ -66,8 +72,10 @@ class _Socket(asyncio.Protocol):
         self.conn._socket_lost(self, exc)
 
 
-class AmqpConnection:
+class AmqpConnection(ReconnectingConnection):
     """An outgoing AMQP 1.0 connection with failover hosts and reconnection."""
+
+    protocol = "AMQP"
 
     def __init__(self, uri: str, *, user: str | None = None, password: str | None = None,
                  container_id: str | None = None, retry_interval: float = 5.0,
@@ -76,14 +84,24 @@ class AmqpConnection:
                  connect_timeout: float = 10.0, desired_capabilities: list[str] | None = None,
                  properties: dict[str, Any] | None = None,
                  on_connected: Callable[[AmqpConnection], Any] | None = None,
-                 on_disconnected: Callable[[AmqpConnection, Exception | None], Any] | None = None
-                 ) -> None:
-        self.endpoints, self.options = parse_uri(uri)
+                 on_disconnected: Callable[[AmqpConnection, Exception | None], Any] | None = None,
+                 name: str | None = None, owner: str | None = None,
+                 endpoints: list[Endpoint] | None = None,
+                 uri_options: dict[str, str] | None = None,
+                 virtual_host: str | None = None) -> None:
+        if endpoints is None:
+            endpoints, uri_options = parse_uri(uri)
+        options = ConnectOptions(
+            name=name, user=user, password=password, client_id=container_id,
+            retry_interval=retry_interval, reconnect_attempts=reconnect_attempts,
+            connect_timeout=connect_timeout, heartbeat=idle_timeout_ms / 1000.0,
+            ssl_context=ssl_context, virtual_host=virtual_host,
+            desired_capabilities=list(desired_capabilities or []),
+            properties=dict(properties or {}), owner=owner)
+        super().__init__(uri, endpoints, options, uri_options)
         self.user = user
         self.password = password
         self.container_id = container_id or f"relaymq-{uuid.uuid4()}"
-        self.retry_interval = retry_interval
-        self.reconnect_attempts = reconnect_attempts
         self.idle_timeout_ms = idle_timeout_ms
         self.max_frame_size = max_frame_size
         self.ssl_context = ssl_context
@@ -92,90 +110,71 @@ class AmqpConnection:
         self.properties = properties
         self.on_connected = on_connected
         self.on_disconnected = on_disconnected
-        self.loop = asyncio.get_running_loop()
         self.endpoint: Endpoint | None = None
         self.remote_container: str | None = None
         self.remote_offered_capabilities: list[str] = []
         self._links: dict[str, _Link] = {}
         self._by_ptr: dict[Any, _Link] = {}
-        self._lost: asyncio.Future[None] | None = None
+        self._lost: asyncio.Future[Any] | None = None
         self._engine: Engine | None = None
         self._sasl: SaslClient | None = None
         self._socket: _Socket | None = None
         self._session: Any = None
         self._opened: asyncio.Future[None] | None = None
-        self._connected = asyncio.Event()
-        self._closing = False
-        self._supervisor: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._flush_scheduled = False
         self._names = 0
+        self._close_reason: Exception | None = None
 
-    @property
-    def connected(self) -> bool:
-        return self._connected.is_set()
-
-    async def connect(self) -> None:
-        """Connect (trying every host, retrying per the policy); afterwards the
-        connection reconnects by itself when it drops."""
-        if self._supervisor is None:
-            first: asyncio.Future[None] = self.loop.create_future()
-            self._supervisor = self.loop.create_task(self._supervise(first))
-            await first
+    @classmethod
+    def provide(cls, uri: str, endpoints: list[Endpoint], options: ConnectOptions,
+                uri_options: dict[str, str]) -> AmqpConnection:
+        """The `relaymq.outgoing` provider: a connection for the kernel registry."""
+        for ep in endpoints:
+            check_scheme(ep, uri)
+        return cls(uri, user=options.user, password=options.password,
+                   container_id=options.client_id, retry_interval=options.retry_interval,
+                   reconnect_attempts=options.reconnect_attempts,
+                   idle_timeout_ms=int(options.heartbeat * 1000),
+                   ssl_context=options.ssl_context, connect_timeout=options.connect_timeout,
+                   desired_capabilities=options.desired_capabilities or None,
+                   properties=options.properties or None, name=options.name,
+                   owner=options.owner, endpoints=endpoints, uri_options=uri_options,
+                   virtual_host=options.virtual_host)
 
     async def wait_connected(self, timeout: float | None = None) -> None:
-        await asyncio.wait_for(self._connected.wait(), timeout)
+        await self.wait_open(timeout)
 
-    async def _supervise(self, first: asyncio.Future[None]) -> None:
-        rounds = 0
-        last: Exception | None = None
-        while not self._closing:
-            for ep in self.endpoints:
-                if self._closing:
-                    break
-                try:
-                    lost = await self._connect_once(ep)
-                except (OSError, AmqpConnectionError, SaslError, TimeoutError) as exc:
-                    last = exc
-                    log.info("AMQP connection to %s failed: %s", ep, exc)
-                    continue
-                rounds = 0
-                if not first.done():
-                    first.set_result(None)
-                await lost  # connected: wait until it drops
-                break
-            else:
-                rounds += 1
-                if 0 <= self.reconnect_attempts < rounds:
-                    err = AmqpConnectionError(
-                        f"could not connect to {', '.join(map(str, self.endpoints))} after "
-                        f"{rounds} attempt(s): {last}")
-                    if not first.done():
-                        first.set_exception(err)
-                    self._fail_all(err)
-                    return
-            if not self._closing:
-                await asyncio.sleep(self.retry_interval)
+    async def session(self) -> AmqpSession:
+        """A session of the contract (`relaymq.spi.outgoing.Session`): links that
+        send and receive kernel messages. (All of them share the connection's
+        one AMQP session.)"""
+        return AmqpSession(self)
 
-    async def _connect_once(self, ep: Endpoint) -> asyncio.Future[None]:
+    async def _connect_endpoint(self, ep: Endpoint) -> asyncio.Future[Any]:
+        return await self._connect_once(ep)
+
+    async def _connect_once(self, ep: Endpoint) -> asyncio.Future[Any]:
         """Connect, authenticate and open; returns a future that completes when
         this connection is lost."""
         ctx = None
-        if ep.tls:
-            ctx = self.ssl_context or ssl.create_default_context(cafile=self.options.get("caFile")
-                                                                 or self.options.get("trustStorePath"))
-            if self.options.get("verifyHost", "true").lower() == "false":
+        opts = {**self.uri_options, **ep.options}
+        if is_tls(ep, opts):
+            ctx = self.ssl_context or ssl.create_default_context(cafile=opts.get("caFile")
+                                                                 or opts.get("trustStorePath"))
+            if opts.get("verifyHost", "true").lower() == "false":
                 ctx.check_hostname = False
         self.endpoint = ep
+        self._close_reason = None
         self._engine = Engine(server=False, max_frame_size=self.max_frame_size,
                               idle_timeout_ms=self.idle_timeout_ms)
         self._sasl = SaslClient(ep.user or self.user, ep.password or self.password, ep.host)
         self._opened = self.loop.create_future()
-        lost: asyncio.Future[None] = self.loop.create_future()
+        lost: asyncio.Future[Any] = self.loop.create_future()
         self._lost = lost
         try:
             _, sock = await asyncio.wait_for(
-                self.loop.create_connection(lambda: _Socket(self), ep.host, ep.port, ssl=ctx),
+                self.loop.create_connection(lambda: _Socket(self), ep.host, port_of(ep), ssl=ctx),
                 self.connect_timeout)
             self._socket = sock
             assert sock.transport is not None
@@ -184,8 +183,6 @@ class AmqpConnection:
         except BaseException:
             self._teardown()
             raise
-        self._connected.set()
-        log.info("AMQP connection to %s is open", ep)
         for link in list(self._links.values()):
             self._attach(link)
         self._flush()
@@ -210,10 +207,11 @@ class AmqpConnection:
             if ok is None:
                 return
             if not ok:
-                self._abort(AmqpConnectionError(f"authentication refused by {self.endpoint}"))
+                self._abort(AuthenticationFailed(f"authentication refused by {self.endpoint}"))
                 return
             self._sasl = None
-            engine.open(container_id=self.container_id, hostname=self.endpoint.host if self.endpoint else None,
+            engine.open(container_id=self.container_id,
+                        hostname=self.options.virtual_host or (self.endpoint.host if self.endpoint else None),
                         desired_capabilities=self.desired_capabilities,
                         properties={Symbol(k): v for k, v in (self.properties or {}).items()})
             self._session = engine.session()
@@ -332,7 +330,7 @@ class AmqpConnection:
         if link.name in self._links:
             raise ValueError(f"a link named {link.name!r} is already open")
         self._links[link.name] = link
-        if self.connected:
+        if self._live:
             self._attach(link)
             self._flush()
         try:
@@ -371,11 +369,23 @@ class AmqpConnection:
 
     # -- teardown ----------------------------------------------------------------------
     def _abort(self, error: Exception | None) -> None:
-        if self._opened is not None and not self._opened.done() and error is not None:
-            self._opened.set_exception(error)
-        if self._socket is not None and self._socket.transport is not None:
-            self._process()
-            self._socket.transport.close()
+        if self._aborting:
+            return  # called again from inside the pump below
+        self._aborting = True
+        try:
+            self._close_reason = error
+            if self._opened is not None and not self._opened.done() and error is not None:
+                self._opened.set_exception(error)
+            if error is not None:
+                log.info("AMQP connection %s: %s", self.name, error)
+            if self._socket is not None and self._socket.transport is not None:
+                self._process()
+                if self._socket is not None and self._socket.transport is not None:
+                    self._socket.transport.close()
+        finally:
+            self._aborting = False
+
+    _aborting = False
 
     def _socket_lost(self, sock: _Socket, exc: Exception | None) -> None:
         if sock is not self._socket:
@@ -392,10 +402,9 @@ class AmqpConnection:
             self.on_disconnected(self, exc)
         lost = self._lost
         if lost is not None and not lost.done():
-            lost.set_result(None)
+            lost.set_result(exc or self._close_reason)
 
     def _teardown(self) -> None:
-        self._connected.clear()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -409,6 +418,15 @@ class AmqpConnection:
             self._socket.transport.abort()
         self._socket = None
 
+    @property
+    def _live(self) -> bool:
+        """Open on the wire right now (the state may lag a loop turn behind)."""
+        return self._session is not None and self._opened is not None and self._opened.done() \
+            and self._engine is not None
+
+    def _give_up(self, error: OutgoingError) -> None:
+        self._fail_all(error)
+
     def _fail_all(self, error: Exception) -> None:
         for link in list(self._links.values()):
             link.closed = True
@@ -416,10 +434,8 @@ class AmqpConnection:
             if not link.attached.done():
                 link.attached.set_exception(error)
 
-    async def close(self) -> None:
-        """Close the connection politely and stop reconnecting."""
-        self._closing = True
-        if self._engine is not None and self.connected:
+    async def _shutdown(self) -> None:
+        if self._engine is not None and self._live:
             self._engine.close()
             self._process()
             lost = self._lost
@@ -429,12 +445,3 @@ class AmqpConnection:
                 except TimeoutError:
                     pass
         self._teardown()
-        self._fail_all(AmqpConnectionError("the connection was closed"))
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            try:
-                await self._supervisor
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
-
-

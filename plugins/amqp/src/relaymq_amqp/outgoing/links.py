@@ -7,14 +7,14 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition, Terminus
 from relaymq_amqp.outgoing.common import _STATES, ConnectionLost, LinkRefused, Outcome
 
-if TYPE_CHECKING:
-    from relaymq_amqp.outgoing.connection import AmqpConnection
+#: the owning `connection.AmqpConnection` (typed loosely: it imports this module)
+AmqpConnection = Any
 
 log = logging.getLogger("relaymq.amqp.outgoing")
 
@@ -61,10 +61,18 @@ class _Link:
         """The connection (or the link) went away."""
 
     async def close(self) -> None:
+        """Close the link (a durable subscription behind it is removed)."""
+        self._end(pn.link_close)
+
+    async def detach(self) -> None:
+        """Detach without closing: a durable subscription behind it stays."""
+        self._end(pn.link_detach)
+
+    def _end(self, how: Callable[[Any], None]) -> None:
         self.closed = True
         self.conn._links.pop(self.name, None)
         if self.pn is not None and self.conn._engine is not None and not pn.link_local_closed(self.pn):
-            pn.link_close(self.pn)
+            how(self.pn)
             self.conn._flush()
 
 
