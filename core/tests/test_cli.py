@@ -49,13 +49,13 @@ def write(tmp_path: Path, text: str, name: str = "activemq.xml") -> Path:
 
 def test_config_check_ok_prints_a_summary_and_warnings(runner, tmp_path) -> None:
     path = write(tmp_path, GOOD)
-    result = runner.invoke(main, ["config", "check", str(path), "-D", "name=b7"])
+    result = runner.invoke(main, ["config", "check", "--allow-vm-only", str(path), "-D", "name=b7"])
     assert result.exit_code == 0, result.output
     out = result.output
     assert f"{path}: OK" in out
     assert "broker: b7 (persistent=true" in out
     assert "persistence: memoryPersistenceAdapter" in out
-    assert "skipped transports (no plugin): openwire tcp://0.0.0.0:61616" in out
+    assert "not available (no plugin serves them): openwire tcp://0.0.0.0:61616" in out
     assert "plugins: redeliveryPlugin" in out
     assert "2 warning(s):" in out
     assert "<managementContext> at" in out
@@ -68,7 +68,8 @@ def test_config_check_lists_every_error_and_exits_1(runner, tmp_path) -> None:
     result = runner.invoke(main, ["config", "check", str(path)])
     assert result.exit_code == 1
     out = result.output
-    assert "5 error(s)" in out
+    assert "6 error(s)" in out
+    assert "this broker would serve only vm://" in out
     assert f'<broker persistent="perhaps"> at {path}:1: expected true or false' in out
     assert f'<policyEntry queuePrefetch="abc"> at {path}:4: expected an integer' in out
     assert f"${{undefined.name}} at {path}:7 is not defined" in out
@@ -82,7 +83,7 @@ def test_config_check_reports_missing_plugins_when_the_file_loads(runner, tmp_pa
                            "<plugins><redeliveryPlugn/></plugins></broker>")
     result = runner.invoke(main, ["config", "check", str(path)])
     assert result.exit_code == 1
-    assert "2 error(s)" in result.output
+    assert "3 error(s)" in result.output
     assert f"<levelDB> at {path}:2 needs a persistence adapter" in result.output
     assert "did you mean redeliveryPlugin?" in result.output
 
@@ -125,9 +126,13 @@ def test_plugins_list_json(runner) -> None:
 
 
 def test_run_reports_config_errors_and_exits_1(runner, tmp_path) -> None:
-    result = runner.invoke(main, ["run", "--config", str(write(tmp_path, BAD))])
+    path = write(tmp_path, BAD)
+    result = runner.invoke(main, ["run", "--config", str(path)])
     assert result.exit_code == 1
-    assert "3 configuration errors" in result.output
+    check = runner.invoke(main, ["config", "check", str(path)])
+    # one validation path: run lists the same errors, in the same words, as config check
+    assert "6 error(s)" in result.output
+    assert result.output == check.output
 
 
 def relaymq(*args: str, **kw) -> list[str]:
@@ -136,7 +141,7 @@ def relaymq(*args: str, **kw) -> list[str]:
 
 def test_real_process_config_check(tmp_path) -> None:
     good = write(tmp_path, GOOD)
-    done = subprocess.run(relaymq("config", "check", str(good), "-D", "name=proc"),
+    done = subprocess.run(relaymq("config", "check", "--allow-vm-only", str(good), "-D", "name=proc"),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "broker: proc" in done.stdout
@@ -144,13 +149,14 @@ def test_real_process_config_check(tmp_path) -> None:
     done = subprocess.run(relaymq("config", "check", str(bad)), capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 1
-    assert "5 error(s)" in done.stderr
+    assert "6 error(s)" in done.stderr
 
 
 def test_real_process_run_stops_gracefully_on_sigterm(tmp_path) -> None:
     config = write(tmp_path, '<broker brokerName="sig" persistent="false">'
                              '<plugins><redeliveryPlugin/></plugins></broker>')
-    proc = subprocess.Popen(relaymq("run", "--config", str(config)), stderr=subprocess.PIPE,
+    proc = subprocess.Popen(relaymq("run", "--allow-vm-only", "--config", str(config)),
+                            stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     lines: list[str] = []
     try:
@@ -179,10 +185,10 @@ def test_config_check_warns_about_attributes_a_plugin_ignores(runner, tmp_path) 
     path = write(tmp_path, """<broker brokerName="b1">
   <persistenceAdapter><memoryPersistenceAdapter bogusAttribute="1"/></persistenceAdapter>
 </broker>""")
-    result = runner.invoke(main, ["config", "check", str(path)])
+    result = runner.invoke(main, ["config", "check", "--allow-vm-only", str(path)])
     assert result.exit_code == 0, result.output
     assert "1 warning(s):" in result.output
     assert f"<memoryPersistenceAdapter> at {path}:2: attribute 'bogusAttribute' is ignored" in result.output
-    strict = runner.invoke(main, ["config", "check", "--strict", str(path)])
+    strict = runner.invoke(main, ["config", "check", "--allow-vm-only", "--strict", str(path)])
     assert strict.exit_code == 1
     assert "'bogusAttribute' is ignored" in strict.output and "--strict" in strict.output

@@ -26,13 +26,16 @@ from typing import Any
 import click
 
 from relaymq import __version__, compiled
+from relaymq.checks import CheckResult, check
 from relaymq.config.defaults import default_config
 from relaymq.config.loader import load_config
 from relaymq.config.model import BrokerConfig
 from relaymq.errors import ConfigError, RelayMQError
+from relaymq.logsetup import configure_logging
 from relaymq.plugins import (
     CLI,
     GROUPS,
+    TRANSPORTS,
     PluginRegistry,
     enabled_names,
     install_hint,
@@ -110,8 +113,9 @@ def _parse_defines(values: Sequence[str]) -> dict[str, str]:
 
 
 def _fail(exc: RelayMQError) -> None:
+    """One line (or the list of a configuration's errors) and the error's exit status."""
     click.echo(f"relaymq: {exc}", err=True)
-    sys.exit(1)
+    sys.exit(getattr(exc, "exit_status", 1))
 
 
 def _setup_logging(level: str) -> None:
@@ -150,35 +154,63 @@ def main() -> None:
 @main.command()
 @click.option("--config", "-c", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="activemq.xml-style XML or YAML; without it, every installed first-party "
-                   "transport on its standard port and kahaDB (or the memory store).")
+                   "transport on its standard port (on --bind) and kahaDB (or the memory store).")
 @click.option("--strict", is_flag=True,
               help="Unknown elements/attributes and unserved transports are errors.")
+@click.option("--allow-vm-only", is_flag=True,
+              help="Start even when no network transport would be served (embedded use).")
+@click.option("--bind", default="127.0.0.1", show_default=True, metavar="HOST",
+              help="Address the default configuration listens on (ignored with --config).")
 @define_option
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-def run(config_path: str | None, strict: bool, defines: tuple[str, ...], log_level: str) -> None:
+@click.option("--log-config", type=click.Path(exists=True, dir_okay=False),
+              help="A logging configuration (YAML or JSON, Python's dictConfig schema); "
+                   "replaces the <logging> element of the broker configuration.")
+def run(config_path: str | None, strict: bool, allow_vm_only: bool, bind: str,
+        defines: tuple[str, ...], log_level: str, log_config: str | None) -> None:
     """Run a broker until SIGINT or SIGTERM, then stop it gracefully."""
     _setup_logging(log_level)
     registry = PluginRegistry(strict=strict)
-    props = _parse_defines(defines)
+    result = check(config_path, registry, _parse_defines(defines), strict=strict,
+                   allow_vm_only=allow_vm_only, host=bind)
+    if not result.ok:
+        _print_errors(result.source, result.errors)
+        sys.exit(1)
+    assert result.config is not None
+    config = result.config
     try:
-        if config_path:
-            config = load_config(config_path, props, strict)
-        else:
-            config = default_config(registry, props)
-        _log_enabled(config)
+        configure_logging(config.logging, log_config, log_level)
+    except ConfigError as exc:
+        _fail(exc)
+    for w in result.warnings:
+        log.warning("%s", w)
+    _log_enabled(result)
+    try:
         _run_loop(serve(config, registry))
-    except RelayMQError as exc:  # configuration, or a start-up refusal that says what to do
+    except RelayMQError as exc:  # a start-up refusal that says what to do
         _fail(exc)
 
 
-def _log_enabled(config: BrokerConfig) -> None:
+def _print_errors(source: str, errors: list[str]) -> None:
+    click.echo(f"{source}: {len(errors)} error(s)", err=True)
+    for e in errors:
+        click.echo(f"  - {e}", err=True)
+
+
+def _log_enabled(result: CheckResult) -> None:
+    config = result.config
+    assert config is not None
     log.info("relaymq %s, configuration %s", __version__, config.source)
     for group, names in enabled_names(config).items():
+        if group == TRANSPORTS:
+            continue
         log.info("configured %s: %s", _short(group), ", ".join(names))
-    if config.warnings:
-        log.info("%d configuration warning(s) above; `relaymq config check` lists them",
-                 len(config.warnings))
+    log.info("transports: %s", ", ".join(f"{tc.name or '-'} {tc.uri}" for tc in result.served)
+             or "vm only (--allow-vm-only)")
+    for tc in result.unavailable:
+        log.warning("transport %s %s is not available: no installed plugin serves it",
+                    tc.name or "-", tc.uri)
 
 
 def _tune_gc() -> None:
@@ -314,56 +346,68 @@ def config_group() -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @define_option
 @click.option("--strict", is_flag=True, help="Warnings are errors.")
-def config_check(file: str, defines: tuple[str, ...], strict: bool) -> None:
+@click.option("--allow-vm-only", is_flag=True,
+              help="Accept a configuration that serves no network transport.")
+def config_check(file: str, defines: tuple[str, ...], strict: bool, allow_vm_only: bool) -> None:
     """Load FILE and resolve every plugin it names; exit 1 listing every error."""
     _quiet_logging()
     registry = PluginRegistry(strict=strict)
-    errors: list[str] = []
-    config: BrokerConfig | None
-    try:
-        config = load_config(file, _parse_defines(defines), strict)
-    except ConfigError as exc:
-        errors = exc.errors or [str(exc)]
-        config = getattr(exc, "partial_config", None)
-    plugin_warnings: list[str] = []
-    if config is not None:
-        try:
-            plugin_warnings = registry.validate(config)
-        except ConfigError as exc:
-            errors.extend(exc.errors or [str(exc)])
-    if errors:
-        click.echo(f"{file}: {len(errors)} error(s)", err=True)
-        for e in errors:
-            click.echo(f"  - {e}", err=True)
+    result = check(file, registry, _parse_defines(defines), strict=strict,
+                   allow_vm_only=allow_vm_only)
+    if not result.ok:
+        _print_errors(file, result.errors)
         sys.exit(1)
+    config = result.config
     assert config is not None
-    warnings = config.warnings + plugin_warnings
     click.echo(f"{file}: OK")
-    for line in _summary(config, registry):
+    for line in _summary(result):
         click.echo(f"  {line}")
-    if warnings:
-        click.echo(f"{len(warnings)} warning(s):")
-        for w in warnings:
+    if result.warnings:
+        click.echo(f"{len(result.warnings)} warning(s):")
+        for w in result.warnings:
             click.echo(f"  - {w}")
     for note in config.notes:
         click.echo(f"  note: {note}")
 
 
-def _summary(config: BrokerConfig, registry: PluginRegistry) -> list[str]:
+@config_group.command("init")
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option("--yaml", "as_yaml", is_flag=True, help="Write the YAML form instead of XML.")
+@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+def config_init(file: str | None, as_yaml: bool, force: bool) -> None:
+    """Write a commented starting configuration (the built-in default) to FILE or stdout."""
+    from importlib.resources import files
+
+    name = "relaymq.yaml" if as_yaml else "activemq.xml"
+    text = files("relaymq.config").joinpath("templates", name).read_text(encoding="utf-8")
+    if file is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        with open(file, "w" if force else "x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        _fail(ConfigError(f"{file} exists; pass --force to overwrite it"))
+    except OSError as exc:
+        _fail(ConfigError(f"cannot write {file}: {exc.strerror or exc}"))
+    click.echo(f"wrote {file}; check it with: relaymq config check {file}", err=True)
+
+
+def _summary(result: CheckResult) -> list[str]:
+    config = result.config
+    assert config is not None
     store = (config.persistence_adapter.tag if config.persistent and config.persistence_adapter
              else "memoryPersistenceAdapter")
-    served = [tc for tc in config.transport_connectors
-              if tc.uri.split(":", 1)[0] in registry.names("relaymq.transports")]
-    skipped = [tc for tc in config.transport_connectors if tc not in served]
     lines = [
         f"broker: {config.broker_name} (persistent={str(config.persistent).lower()}, "
         f"dataDirectory={config.data_directory})",
         f"persistence: {store}",
-        "transports: " + (", ".join(f"{tc.name or '-'} {tc.uri}" for tc in served) or "vm only"),
+        "transports: " + (", ".join(f"{tc.name or '-'} {tc.uri}" for tc in result.served)
+                          or "vm only"),
     ]
-    if skipped:
-        lines.append("skipped transports (no plugin): "
-                     + ", ".join(f"{tc.name or '-'} {tc.uri}" for tc in skipped))
+    if result.unavailable:
+        lines.append("not available (no plugin serves them): "
+                     + ", ".join(f"{tc.name or '-'} {tc.uri}" for tc in result.unavailable))
     for label, elements in (("plugins", config.plugins),
                             ("destination interceptors", config.destination_interceptors),
                             ("broker connections", config.broker_connections)):

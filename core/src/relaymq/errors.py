@@ -49,6 +49,22 @@ class PluginHookError(PluginError):
     """A plugin implements a hook that no spec declares, or with arguments the spec lacks."""
 
 
+class StartupError(RelayMQError):
+    """The broker could not start for a reason outside the configuration's syntax:
+    a port already in use, a permission refused, a host that does not resolve, a
+    TLS file that is missing. The message is one line naming the connector, the
+    address and the configuration line; `exit_status` is what `relaymq run` exits
+    with (documented in docs/cli.md)."""
+
+    exit_status = 3
+
+
+class StoreLockedError(StartupError):
+    """The store is held by another broker and this one was told not to wait."""
+
+    exit_status = 4
+
+
 class SecurityError(RelayMQError):
     """Authentication or authorization refused the request."""
 

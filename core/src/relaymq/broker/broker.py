@@ -26,12 +26,19 @@ from relaymq.broker.region import Region
 from relaymq.broker.router import Router
 from relaymq.broker.scheduler import Scheduler
 from relaymq.broker.security import ANONYMOUS, ConnectRequest, Principal
+from relaymq.broker.startup import listen_failure
 from relaymq.broker.usage import SystemUsage
 from relaymq.config.model import BrokerConfig
 from relaymq.dispatch.policy import PolicyMap
 from relaymq.dispatch.redelivery import RedeliveryPolicyMap
 from relaymq.dispatch.topic import SubscriptionQueue
-from relaymq.errors import ClientIdInUse, ConfigError, DestinationError, SecurityError
+from relaymq.errors import (
+    ClientIdInUse,
+    ConfigError,
+    DestinationError,
+    SecurityError,
+    StartupError,
+)
 from relaymq.model.destination import Destination
 from relaymq.model.message import MessageIdGenerator
 from relaymq.outgoing.registry import OutgoingConnections
@@ -200,8 +207,11 @@ class Broker:
                 log.warning(msg)
                 continue
             ctx = ConnectorContext(self, uri, tc.name or uri.scheme)
-            connector = factory(ctx)
-            await connector.start()
+            try:
+                connector = factory(ctx)  # TLS files are read here
+                await connector.start()
+            except OSError as exc:  # ssl.SSLError and socket.gaierror included
+                raise StartupError(listen_failure(tc, uri, exc)) from exc
             unused = set(uri.options) - ctx.used_options
             if unused:
                 log.warning("transport option(s) %s on %s have no effect in RelayMQ",

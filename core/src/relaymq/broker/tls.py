@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import ssl
 from typing import TYPE_CHECKING
+
+from relaymq.errors import ConfigError
 
 if TYPE_CHECKING:
     from relaymq.spi.transport import ConnectorContext
@@ -20,13 +23,18 @@ def server_ssl_context(ctx: ConnectorContext) -> ssl.SSLContext | None:
     if not wants_tls and not cert:
         return None
     if not cert:
-        raise ValueError(
+        raise ConfigError(
             f"connector {ctx.uri.raw} uses TLS but names no certificate; add "
             "?certFile=server.pem&keyFile=server.key to its URI"
         )
-    sslctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    sslctx.load_cert_chain(cert, ctx.option("keyFile") or None, ctx.option("keyPassword"))
+    key = ctx.option("keyFile") or None
     ca = ctx.option("caFile") or ctx.option("trustStore")
+    for option, path in (("certFile", cert), ("keyFile", key), ("caFile", ca)):
+        if path and not os.path.isfile(path):
+            # ssl names no file in its error; the operator needs to know which one
+            raise FileNotFoundError(2, f"TLS {option} does not exist", path)
+    sslctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sslctx.load_cert_chain(cert, key, ctx.option("keyPassword"))
     if ca:
         sslctx.load_verify_locations(ca)
     if (ctx.option("needClientAuth") or "").lower() == "true":

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from relaymq.config.context import BuildContext
+from relaymq.config.logging_builder import LOGGING_ELEMENTS, logging_element
 from relaymq.config.model import BrokerConfig, DestinationDecl, TransportConnectorConfig
 from relaymq.config.policy_builder import destination_policy
 from relaymq.config.properties import parse_java_properties
@@ -334,8 +335,9 @@ BROKER_CHILDREN: dict[str, _Handler] = {
     "destinations": _destinations,
     "networkConnectors": _network_connectors,
     "broker-connections": _plugin_slot,
+    "logging": logging_element,
 }
 
 #: Every element name `<broker>` understands directly (for docs and tests).
 BROKER_ELEMENTS = ("beans", "broker", "transportConnector", "queue", "topic",
-                   *BROKER_CHILDREN)
+                   *BROKER_CHILDREN, *LOGGING_ELEMENTS)

@@ -29,7 +29,7 @@ def default_config(
     properties: Mapping[str, str] | None = None,
     *,
     base_dir: Path | None = None,
-    host: str = "0.0.0.0",
+    host: str = "127.0.0.1",
 ) -> BrokerConfig:
     """Every installed first-party transport, and kahaDB in ``${relaymq.data}/kahadb``
     (``./data/kahadb``) when installed, else the memory store."""

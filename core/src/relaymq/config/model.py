@@ -129,6 +129,28 @@ class DestinationDecl:
 
 
 @dataclass(slots=True)
+class LogFileConfig:
+    """Where a log goes: a rotating file (log4j's RollingFileAppender names) and its format."""
+
+    file: str | None = None
+    max_file_size: int = field(default=50 << 20, metadata={"unit": "bytes"})
+    max_backup_index: int = 5
+    format: str = "text"  # text | json (one JSON object per line)
+
+
+@dataclass(slots=True)
+class LoggingConfig:
+    """`<logging>`: the root level, per-logger levels, file output, the audit log."""
+
+    level: str = "INFO"
+    console: bool = True
+    output: LogFileConfig = field(default_factory=LogFileConfig)
+    loggers: dict[str, str] = field(default_factory=dict)
+    audit: LogFileConfig | None = None
+    origin: Origin = field(default_factory=Origin, compare=False)
+
+
+@dataclass(slots=True)
 class BrokerConfig:
     broker_name: str = "localhost"
     data_directory: str = "data"
@@ -146,6 +168,7 @@ class BrokerConfig:
     system_usage: SystemUsageConfig = field(default_factory=SystemUsageConfig)
     destinations: list[DestinationDecl] = field(default_factory=list)
     network_connectors: list[PluginElement] = field(default_factory=list)
+    logging: LoggingConfig | None = None
     properties: dict[str, str] = field(default_factory=dict)
     # Where the config came from and what loading it said: metadata, so two
     # configs that configure the same broker compare equal (XML vs YAML).

@@ -9,6 +9,7 @@ missing from docs/configuration.md.
 from __future__ import annotations
 
 from relaymq.config.broker_builder import BROKER_ATTRIBUTES, BROKER_ELEMENTS, PLUGIN_SLOTS
+from relaymq.config.logging_builder import FILE_ATTRIBUTES, LOGGING_ATTRIBUTES
 from relaymq.config.model import (
     DeadLetterStrategyConfig,
     PolicyEntryConfig,
@@ -31,6 +32,9 @@ ELEMENT_ATTRIBUTES: dict[str, list[str]] = {
     **{tag: _ONE_DLQ for tag in DEAD_LETTER_STRATEGIES if tag != "sharedDeadLetterStrategy"},
     "systemUsage": attribute_names(SystemUsageConfig),
     **{tag: attribute_names(UsageLimit) for tag in USAGES},
+    "logging": list(LOGGING_ATTRIBUTES),
+    "logger": ["name", "level"],
+    "audit": list(FILE_ATTRIBUTES),
     "queue": ["physicalName", "queueType"],
     "topic": ["physicalName"],
 }
