@@ -41,7 +41,8 @@ def _level(ctx: BuildContext, node: Node, raw: str) -> str | None:
 
 
 def _file(ctx: BuildContext, node: Node) -> LogFileConfig | None:
-    out = ctx.typed(LogFileConfig, node, ignore=("level", "console", "name"))
+    out = ctx.typed(LogFileConfig, node,
+                    ignore=("level", "console", "name", "loggers", "logger", "audit"))
     if out is not None and out.format not in FORMATS:
         ctx.report.error(f"<{node.tag}>{at(node.origin)}: format \"{out.format}\" is not one of "
                          + ", ".join(FORMATS))
