@@ -7,16 +7,16 @@ PY := .venv/bin/python
 PYTEST_ARGS ?=
 COMPILE_ARGS ?=
 
-.PHONY: venv compile run test test-fast test-pure bench lint clean
+.PHONY: venv compile run test test-fast test-pure bench lint clean wheels
 
 venv: .venv/.synced
 
 .venv/.synced: pyproject.toml uv.lock core/pyproject.toml $(wildcard plugins/*/pyproject.toml) bench/pyproject.toml
 	@set -e; uv="$$(command -v $(UV) 2>/dev/null || true)"; \
-	if [ -z "$$uv" ] && [ -x "$(HOME)/.local/bin/uv" ]; then uv="$(HOME)/.local/bin/uv"; fi; \
+	if [ -z "$$uv" ] && [ -x .tools/bin/uv ]; then uv=.tools/bin/uv; fi; \
 	if [ -z "$$uv" ]; then \
-	  if python3 -m pip install --quiet uv; then uv="python3 -m uv"; \
-	  else curl -LsSf https://astral.sh/uv/install.sh | sh; uv="$(HOME)/.local/bin/uv"; fi; \
+	  echo "uv not found: installing it into .tools/ (a project-local environment; rm -rf .tools removes it)"; \
+	  python3 -m venv .tools && .tools/bin/python -m pip install --quiet uv; uv=.tools/bin/uv; \
 	fi; \
 	echo "$$uv sync --all-packages --frozen"; \
 	$$uv sync --all-packages --frozen || $$uv sync --all-packages
@@ -27,8 +27,14 @@ venv: .venv/.synced
 compile: venv
 	$(PY) tools/compile_hot_paths.py $(COMPILE_ARGS)
 
+# The built-in default: AMQP 127.0.0.1:5672 and STOMP 127.0.0.1:61613, kahaDB in ./data/kahadb,
+# no authentication (any user name is accepted): RUN_ARGS="--config conf/activemq.xml" to change it.
 run: compile
 	.venv/bin/relaymq run $(RUN_ARGS)
+
+# sdists, pure wheels and compiled platform wheels of every package into dist/
+wheels: compile
+	$(PY) tools/build_wheels.py --out dist
 
 test: compile
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
@@ -50,4 +56,4 @@ lint: venv
 
 clean:
 	-$(PY) tools/compile_hot_paths.py --clean
-	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv .tools .pytest_cache .mypy_cache .ruff_cache dist

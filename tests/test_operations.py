@@ -26,7 +26,6 @@ stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 
 from relaymq.broker.startup import listen_failure  # noqa: E402
 from relaymq.config.model import Origin, TransportConnectorConfig  # noqa: E402
-from relaymq.spi.transport import TransportUri  # noqa: E402
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -128,7 +127,7 @@ def test_a_missing_tls_file_is_one_line_naming_the_option(tmp_path) -> None:
 
 def test_permission_denied_names_the_privileged_port() -> None:
     tc = TransportConnectorConfig(name="amqp", uri="amqp://0.0.0.0:80", origin=Origin("a.xml", 9))
-    line = listen_failure(tc, TransportUri.parse(tc.uri), PermissionError(errno.EACCES, "denied"))
+    line = listen_failure(tc, "0.0.0.0", 80, PermissionError(errno.EACCES, "denied"))
     assert line == ('<transportConnector name="amqp" uri="amqp://0.0.0.0:80"> at a.xml:9: '
                     "permission denied to listen on 0.0.0.0:80 (ports below 1024 need privileges)")
 
@@ -330,3 +329,128 @@ def test_the_logging_element_reads_the_same_from_xml_and_yaml(tmp_path) -> None:
         load_config(str(bad))
     assert any('level "LOUD"' in e for e in info.value.errors)
     assert any('format "xml"' in e for e in info.value.errors)
+
+
+# ---------------------------------------------------------------------------
+# Running as a service: SIGHUP reload, SIGTERM within the drain timeout
+# ---------------------------------------------------------------------------
+
+
+class Collect(stomp.ConnectionListener):
+    def __init__(self) -> None:
+        self.messages: list = []
+        self.errors: list = []
+        self.receipts: list = []
+        self.disconnected = False
+
+    def on_message(self, frame) -> None:
+        self.messages.append(frame)
+
+    def on_error(self, frame) -> None:
+        self.errors.append(frame)
+
+    def on_disconnected(self) -> None:
+        self.disconnected = True
+
+    def on_receipt(self, frame) -> None:
+        self.receipts.append(frame.headers.get("receipt-id"))
+
+    def wait(self, count: int, timeout: float = 15) -> list:
+        deadline = time.monotonic() + timeout
+        while len(self.messages) < count:
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{len(self.messages)} of {count} messages within {timeout} s")
+            time.sleep(0.02)
+        return self.messages
+
+
+def wait_for_line(path: Path, text: str, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in (path.read_text() if path.exists() else ""):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"no '{text}' in {path} within {timeout} s")
+        time.sleep(0.05)
+
+
+POLICY = """    <destinationPolicy><policyMap><policyEntries>
+      <policyEntry queue="reload.>"><deadLetterStrategy>
+        <individualDeadLetterStrategy queuePrefix="DLQ."/></deadLetterStrategy></policyEntry>
+    </policyEntries></policyMap></destinationPolicy>"""
+
+
+def dead_letter_one(conn: stomp.Connection12, listener: Collect, queue: str, sub: str) -> None:
+    # persistent: like ActiveMQ, the DLQ strategies drop non-persistent messages by default
+    conn.send(f"/queue/{queue}", f"poison on {queue}",
+              headers={"receipt": f"s-{sub}", "persistent": "true"})
+    conn.subscribe(f"/queue/{queue}", id=sub, ack="client-individual")
+    frame = listener.wait(len(listener.messages) + 1)[-1]
+    conn.nack(frame.headers["ack"])
+    conn.unsubscribe(sub)
+
+
+def test_sighup_reloads_a_policy_without_dropping_connections(tmp_path) -> None:
+    port = free_port()
+    log_file = tmp_path / "broker.log"
+    connectors = f'      <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>'
+    logging_el = f'    <logging console="false" file="{log_file}"/>'
+    cfg = broker_xml(tmp_path, connectors, extra=logging_el)
+    proc = start(["run", "-c", str(cfg)], port)
+    listener = Collect()
+    conn = stomp.Connection12([("127.0.0.1", port)])
+    conn.set_listener("", listener)
+    conn.connect(wait=True)
+    try:
+        dead_letter_one(conn, listener, "reload.a", "1")
+        conn.subscribe("/queue/ActiveMQ.DLQ", id="dlq", ack="auto")
+        assert listener.wait(2)[-1].body == "poison on reload.a"
+        conn.unsubscribe("dlq")
+
+        broker_xml(tmp_path, connectors, extra=logging_el + "\n" + POLICY)  # rewrite in place
+        proc.send_signal(signal.SIGHUP)
+        wait_for_line(log_file, "configuration reloaded")
+        dead_letter_one(conn, listener, "reload.b", "2")
+        conn.subscribe("/queue/DLQ.reload.b", id="dlq2", ack="auto")
+        assert listener.wait(4)[-1].body == "poison on reload.b"
+
+        # a broken file is refused whole; the broker keeps running on what it had
+        cfg.write_text("<broker><persistenceAdapter><levelDB/></persistenceAdapter></broker>")
+        proc.send_signal(signal.SIGHUP)
+        wait_for_line(log_file, "configuration reload refused")
+        conn.send("/queue/reload.c", "still here", headers={"receipt": "c"})
+        conn.subscribe("/queue/reload.c", id="3", ack="auto")
+        assert listener.wait(5)[-1].body == "still here"
+        assert not listener.disconnected and not listener.errors
+    finally:
+        conn.disconnect()
+        stop(proc)
+    assert "the persistence adapter changed" not in log_file.read_text()
+
+
+def test_sigterm_stops_the_broker_and_keeps_what_was_accepted(tmp_path) -> None:
+    port = free_port()
+    cfg = broker_xml(tmp_path, f'      <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>')
+    proc = start(["run", "-c", str(cfg), "--drain-timeout", "20"], port)
+    sender = Collect()
+    conn = stomp.Connection([("127.0.0.1", port)])
+    conn.set_listener("", sender)
+    conn.connect(wait=True)
+    for i in range(50):
+        conn.send("/queue/drain", f"m{i}", headers={"persistent": "true", "receipt": f"r{i}"})
+    deadline = time.monotonic() + 15
+    while len(sender.receipts) < 50:  # receipted: the broker promised they are stored
+        assert time.monotonic() < deadline, f"{len(sender.receipts)} of 50 receipts"
+        time.sleep(0.02)
+    conn.disconnect()
+    out = stop(proc)
+    assert "stopping broker ops (at most 20 s)" in out and "broker ops stopped" in out
+    proc = start(["run", "-c", str(cfg)], port)
+    listener = Collect()
+    conn = stomp.Connection([("127.0.0.1", port)])
+    conn.set_listener("", listener)
+    conn.connect(wait=True)
+    conn.subscribe("/queue/drain", id="1", ack="auto")
+    try:
+        assert [m.body for m in listener.wait(50)] == [f"m{i}" for i in range(50)]
+    finally:
+        conn.disconnect()
+        stop(proc)

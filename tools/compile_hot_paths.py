@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -31,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["core", "plugins/amqp", "plugins/stomp", "plugins/kahadb", "plugins/virtual_topic"]
 STAMP = ".compiled-stamp"
+MANIFEST = "_compiled_sources.json"  # read by relaymq.compiled
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 
 
@@ -60,7 +62,25 @@ def clean(package: Path) -> None:
     src = package / "src"
     for path in _built_files(src):
         path.unlink()
+    for manifest in src.glob(f"*/{MANIFEST}"):
+        manifest.unlink()
     (src / STAMP).unlink(missing_ok=True)
+
+
+def write_manifests(src: Path, modules: list[str]) -> list[Path]:
+    """Record each compiled source's sha256 beside its top-level package's __init__.py;
+    `relaymq.compiled` runs the extensions only while the sources still match."""
+    by_package: dict[str, dict[str, str]] = {}
+    for module in modules:
+        top, _, rel = module.partition("/")
+        digest = hashlib.sha256((src / module).read_bytes()).hexdigest()
+        by_package.setdefault(top, {})[rel] = digest
+    written = []
+    for top, digests in by_package.items():
+        path = src / top / MANIFEST
+        path.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+        written.append(path)
+    return written
 
 
 def _missing_toolchain() -> str | None:
@@ -82,6 +102,7 @@ def build(package: Path, force: bool = False) -> bool:
     stamp = src / STAMP
     fingerprint = _fingerprint(src, modules)
     if not force and stamp.exists() and stamp.read_text() == fingerprint:
+        write_manifests(src, modules)  # builds from before manifests existed
         return True
     clean(package)
     problem = _missing_toolchain()
@@ -108,6 +129,7 @@ def build(package: Path, force: bool = False) -> bool:
         sys.stderr.write(result.stdout[-4000:] + result.stderr[-4000:])
         print(f"compile_hot_paths: {package.name}: mypyc failed; running pure Python", file=sys.stderr)
         return False
+    write_manifests(src, modules)
     stamp.write_text(fingerprint)
     print(f"compile_hot_paths: {package.name}: {len(modules)} modules compiled")
     return True

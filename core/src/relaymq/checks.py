@@ -48,7 +48,7 @@ def check(path: str | None, registry: PluginRegistry, properties: Mapping[str, s
     errors: list[str] = []
     source = path or "<default config>"
     try:
-        config = (load_config(path, properties, strict) if path
+        config = (load_config(path, dict(properties), strict) if path
                   else default_config(registry, properties, host=host))
     except ConfigError as exc:
         errors = exc.errors or [str(exc)]

@@ -20,7 +20,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -43,6 +43,15 @@ from relaymq.plugins import (
 )
 
 log = logging.getLogger("relaymq.cli")
+
+#: seconds `relaymq run` gives a stopping broker (connections, store) on SIGTERM
+DRAIN_TIMEOUT = 30.0
+
+
+class StopTimeout(RelayMQError):
+    """The broker did not stop within --drain-timeout."""
+
+    exit_status = 5
 
 
 # ---------------------------------------------------------------------------
@@ -164,16 +173,25 @@ def main() -> None:
 @define_option
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.option("--drain-timeout", default=DRAIN_TIMEOUT, show_default=True, type=float,
+              metavar="SECONDS", help="On SIGTERM, how long connections and the store may take "
+                                      "to finish before the process exits anyway.")
 @click.option("--log-config", type=click.Path(exists=True, dir_okay=False),
               help="A logging configuration (YAML or JSON, Python's dictConfig schema); "
                    "replaces the <logging> element of the broker configuration.")
 def run(config_path: str | None, strict: bool, allow_vm_only: bool, bind: str,
-        defines: tuple[str, ...], log_level: str, log_config: str | None) -> None:
+        defines: tuple[str, ...], log_level: str, drain_timeout: float,
+        log_config: str | None) -> None:
     """Run a broker until SIGINT or SIGTERM, then stop it gracefully."""
     _setup_logging(log_level)
     registry = PluginRegistry(strict=strict)
-    result = check(config_path, registry, _parse_defines(defines), strict=strict,
-                   allow_vm_only=allow_vm_only, host=bind)
+    props = _parse_defines(defines)
+
+    def reread() -> CheckResult:
+        return check(config_path, registry, props, strict=strict, allow_vm_only=allow_vm_only,
+                     host=bind)
+
+    result = reread()
     if not result.ok:
         _print_errors(result.source, result.errors)
         sys.exit(1)
@@ -187,7 +205,8 @@ def run(config_path: str | None, strict: bool, allow_vm_only: bool, bind: str,
         log.warning("%s", w)
     _log_enabled(result)
     try:
-        _run_loop(serve(config, registry))
+        _run_loop(serve(config, registry, reread=reread if config_path else None,
+                        drain_timeout=drain_timeout))
     except RelayMQError as exc:  # a start-up refusal that says what to do
         _fail(exc)
 
@@ -237,32 +256,58 @@ def _run_loop(coro: Any) -> None:
 
 
 async def serve(config: BrokerConfig, registry: PluginRegistry,
-                stop: asyncio.Event | None = None) -> None:
-    """Start a broker, wait for SIGINT/SIGTERM (or ``stop``), stop it gracefully."""
+                stop: asyncio.Event | None = None, *,
+                reread: Callable[[], CheckResult] | None = None,
+                drain_timeout: float = DRAIN_TIMEOUT) -> None:
+    """Start a broker, wait for SIGINT/SIGTERM (or ``stop``), stop it gracefully within
+    `drain_timeout` seconds; on SIGHUP apply `reread()`'s configuration (`reload.py`)."""
     from relaymq.broker.broker import Broker
+    from relaymq.broker.reload import apply_reload
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread
-            pass
     broker = Broker(config, registry=registry)
+
+    def on_hangup() -> None:
+        if reread is None or not broker.started:
+            return
+        result = reread()
+        if not result.ok:
+            for e in result.errors:
+                log.error("configuration reload refused, the broker keeps its configuration: %s", e)
+            return
+        assert result.config is not None
+        apply_reload(broker, result.config)
+        log.info("configuration reloaded from %s", result.config.source)
+
+    installed: list[signal.Signals] = []
+    for sig, handler in ((signal.SIGINT, stop.set), (signal.SIGTERM, stop.set),
+                         (signal.SIGHUP, on_hangup)):
+        try:
+            loop.add_signal_handler(sig, handler)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, AttributeError):  # pragma: no cover
+            pass
     try:
         await broker.start()
         addresses = broker.connector_addresses
         log.info("broker %s listening on %s", config.broker_name,
                  ", ".join(addresses) if addresses else f"vm://{config.broker_name} only")
+        if any(a.startswith(("127.", "localhost", "[::1]")) for a in addresses):
+            log.info("listening on this machine only; give <transportConnector uri> (or "
+                     "relaymq run --bind 0.0.0.0) to accept other machines")
         log.info("running %s", "; ".join(f"{pkg}: {how}" for pkg, how in compiled.status().items()))
         await stop.wait()
-        log.info("stopping broker %s", config.broker_name)
+        log.info("stopping broker %s (at most %g s)", config.broker_name, drain_timeout)
     finally:
-        await broker.stop()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+        try:
+            await asyncio.wait_for(broker.stop(), drain_timeout)
+        except TimeoutError:
+            raise StopTimeout(f"broker {config.broker_name} did not stop within {drain_timeout:g} s"
+                              " (--drain-timeout); exiting without waiting further") from None
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
 
 
 # ---------------------------------------------------------------------------
@@ -296,6 +341,7 @@ def plugins_list(config_path: str | None, defines: tuple[str, ...], as_json: boo
         if el.tag not in registry.names(group)
     ]
     conflicts = registry.conflicts()
+    builds = _builds([d.name for d in registry.distributions()])
     if as_json:
         click.echo(json.dumps({
             "config": config.source,
@@ -308,6 +354,7 @@ def plugins_list(config_path: str | None, defines: tuple[str, ...], as_json: boo
                         for g, n, o in missing],
             "conflicts": [{"group": g, "name": n, "distributions": [i.dist for i in infos]}
                           for (g, n), infos in conflicts.items()],
+            "builds": builds,
         }, indent=2))
         return
     for dist in registry.distributions():
@@ -317,6 +364,7 @@ def plugins_list(config_path: str | None, defines: tuple[str, ...], as_json: boo
             if names:
                 shown = [n + (" [enabled]" if n in enabled.get(group, []) else "") for n in names]
                 click.echo(f"  {_short(group)}: {', '.join(shown)}")
+    click.echo("\nbuild: " + "; ".join(f"{pkg}: {how}" for pkg, how in builds.items()))
     click.echo(f"\nenabled by {config.source}:")
     for group, names in enabled.items():
         click.echo(f"  {_short(group)}: {', '.join(names)}")
@@ -330,6 +378,18 @@ def plugins_list(config_path: str | None, defines: tuple[str, ...], as_json: boo
         click.echo("\nconflicts (a configuration naming these fails):")
         for (group, name), infos in conflicts.items():
             click.echo(f"  {_short(group)} '{name}': " + ", ".join(i.describe() for i in infos))
+
+
+def _builds(distributions: list[str]) -> dict[str, str]:
+    """Import each distribution's package so `compiled.status()` says how it runs."""
+    import importlib
+
+    for dist in distributions:
+        try:
+            importlib.import_module(dist.replace("-", "_"))
+        except ImportError:
+            continue
+    return compiled.status()
 
 
 # ---------------------------------------------------------------------------

@@ -6,13 +6,17 @@ hide an edit made to the source after the build. So each such package calls
 `select(__name__, __path__[0])` first thing in its `__init__`: when any source is
 newer than its extension, or `RELAYMQ_PURE_PYTHON` is set, every module of that
 package is imported from source instead (all or none: compiled modules of one
-package call each other natively). `status()` says what was chosen, per package.
+package call each other natively). "Newer" is decided by content: the build writes
+each source's sha256 to `_compiled_sources.json`, so an installed wheel (whose
+files all carry the install time) runs compiled. `status()` says what was chosen, per package.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -21,6 +25,8 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 PURE_ENV = "RELAYMQ_PURE_PYTHON"
+#: sources' sha256 at build time, beside the package's `__init__.py`
+MANIFEST = "_compiled_sources.json"
 _SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 _status: dict[str, str] = {}
 log = logging.getLogger(__name__)
@@ -68,18 +74,45 @@ def select(package: str, directory: str) -> str:
     if os.environ.get(PURE_ENV):
         reason = f"{PURE_ENV} is set"
     else:
-        for source, extension in modules.values():
-            if os.stat(source).st_mtime > os.stat(extension).st_mtime:
-                reason = f"{os.path.basename(source)} changed after the build"
-                log.warning("%s: %s is newer than its compiled module; running pure Python"
-                            " until `make compile`", package, source)
-                break
+        stale = _stale_source(directory, modules)
+        if stale is not None:
+            reason = f"{os.path.basename(stale)} changed after the build"
+            log.warning("%s: %s differs from what its compiled module was built from; running"
+                        " pure Python until `make compile`", package, stale)
     if reason is None:
         _status[package] = f"compiled ({len(modules)} modules)"
     else:
         sys.meta_path.insert(0, _SourceFirst({name: src for name, (src, _) in modules.items()}))
         _status[package] = f"pure Python ({reason})"
     return _status[package]
+
+
+def _digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _stale_source(directory: str, modules: dict[str, tuple[str, str]]) -> str | None:
+    """The first source its extension was not built from, or None.
+
+    The build records each source's sha256 in `MANIFEST` (in-tree by `make compile`,
+    in a wheel by `tools/build_wheels.py`); an installed wheel's files all carry the
+    install time, so only the content can tell. Without a manifest (an extension
+    built some other way) a source newer than its extension is stale."""
+    manifest_path = os.path.join(directory, MANIFEST)
+    try:
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        manifest = None
+    for source, extension in modules.values():
+        if manifest is not None:
+            rel = os.path.relpath(source, directory).replace(os.sep, "/")
+            if manifest.get(rel) != _digest(source):
+                return source
+        elif os.stat(source).st_mtime > os.stat(extension).st_mtime:
+            return source
+    return None
 
 
 def status() -> dict[str, str]:

@@ -189,6 +189,17 @@ def relaymq_broker_stopping(broker: Broker) -> None:
 
 
 @hookspec
+def relaymq_config_reloaded(broker: Broker, config: BrokerConfig) -> None:
+    """Called after ``relaymq run`` re-read its configuration on SIGHUP and the kernel
+    applied the destination policies; a plugin applies what it can change safely
+    (relaymq-auth: users, groups and permissions) and leaves the rest for a restart.
+
+    :param broker: the broker.
+    :param config: the configuration as re-read (already validated).
+    """
+
+
+@hookspec
 def relaymq_destination_added(broker: Broker, destination: Destination) -> None:
     """Called when a destination is created.
 

@@ -211,7 +211,7 @@ class Broker:
                 connector = factory(ctx)  # TLS files are read here
                 await connector.start()
             except OSError as exc:  # ssl.SSLError and socket.gaierror included
-                raise StartupError(listen_failure(tc, uri, exc)) from exc
+                raise StartupError(listen_failure(tc, uri.host, uri.port, exc)) from exc
             unused = set(uri.options) - ctx.used_options
             if unused:
                 log.warning("transport option(s) %s on %s have no effect in RelayMQ",

@@ -15,21 +15,20 @@ import ssl
 
 from relaymq.config.model import TransportConnectorConfig
 from relaymq.config.report import at
-from relaymq.spi.transport import TransportUri
 
 
-def _reason(uri: TransportUri, exc: OSError) -> str:
-    address = f"{uri.host}:{uri.port}"
+def _reason(host: str, port: int | None, exc: OSError) -> str:
+    address = f"{host}:{port}"
     if isinstance(exc, socket.gaierror):
-        return f"host '{uri.host}' does not resolve ({exc.strerror or exc})"
+        return f"host '{host}' does not resolve ({exc.strerror or exc})"
     if exc.errno == errno.EADDRINUSE:
         return (f"address {address} is already in use (another broker, or another "
                 f"program, listens there; stop it or choose another port)")
     if exc.errno in (errno.EACCES, errno.EPERM):
-        hint = " (ports below 1024 need privileges)" if (uri.port or 0) < 1024 else ""
+        hint = " (ports below 1024 need privileges)" if (port or 0) < 1024 else ""
         return f"permission denied to listen on {address}{hint}"
     if exc.errno == errno.EADDRNOTAVAIL:
-        return f"address {uri.host} is not an address of this machine"
+        return f"address {host} is not an address of this machine"
     if isinstance(exc, FileNotFoundError) and exc.filename:
         what = exc.strerror if exc.strerror and "TLS" in exc.strerror else "file does not exist"
         return f"{what}: {exc.filename}"
@@ -43,7 +42,8 @@ def _reason(uri: TransportUri, exc: OSError) -> str:
     return f"cannot listen on {address}: {text}"
 
 
-def listen_failure(tc: TransportConnectorConfig, uri: TransportUri, exc: OSError) -> str:
+def listen_failure(tc: TransportConnectorConfig, host: str, port: int | None,
+                   exc: OSError) -> str:
     """`<transportConnector name="amqp" uri="..."> at activemq.xml:12: address ... in use`."""
     name = f' name="{tc.name}"' if tc.name else ""
-    return f'<transportConnector{name} uri="{tc.uri}">{at(tc.origin)}: {_reason(uri, exc)}'
+    return f'<transportConnector{name} uri="{tc.uri}">{at(tc.origin)}: {_reason(host, port, exc)}'

@@ -25,6 +25,11 @@ class PolicyMap:
         self, entries: list[PolicyEntryConfig] | None = None,
         default: PolicyEntryConfig | None = None,
     ) -> None:
+        self.replace(entries, default)
+
+    def replace(self, entries: list[PolicyEntryConfig] | None = None,
+                default: PolicyEntryConfig | None = None) -> None:
+        """Take new entries (a configuration reload); lookups made after this see them."""
         self._queue: list[tuple[str, PolicyEntryConfig]] = []
         self._topic: list[tuple[str, PolicyEntryConfig]] = []
         for e in entries or []:
