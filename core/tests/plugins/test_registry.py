@@ -173,7 +173,7 @@ def test_enabled_names() -> None:
 def test_default_config_enables_installed_first_party_transports_and_store(registry) -> None:
     config = default_config(registry, {"relaymq.data": "/srv/data"})
     installed = set(registry.names(TRANSPORTS))
-    expected = [u for s, u in (("amqp", "amqp://0.0.0.0:5672"), ("stomp", "stomp://0.0.0.0:61613"))
+    expected = [u for s, u in (("amqp", "amqp://127.0.0.1:5672"), ("stomp", "stomp://127.0.0.1:61613"))
                 if s in installed]
     assert [tc.uri for tc in config.transport_connectors] == expected
     if "kahaDB" in registry.names(PERSISTENCE):
