@@ -136,3 +136,16 @@ def test_config_check_warns_about_kahadb_attributes_it_ignores(tmp_path: Path) -
     assert result.exit_code == 0, result.output
     assert f"<kahaDB> at {path}:2: attribute 'foo' is ignored" in result.output
     assert not (tmp_path / "kahadb").exists()  # checking builds nothing
+
+
+def test_config_check_lists_what_the_store_would_log_as_having_no_effect(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from relaymq.cli import main
+
+    path = tmp_path / "activemq.xml"
+    path.write_text(f"""<broker brokerName="b1">
+  <persistenceAdapter><kahaDB directory="{tmp_path}/kahadb" enableIndexWriteAsync="true"/></persistenceAdapter>
+</broker>""")
+    result = CliRunner().invoke(main, ["config", "check", "--allow-vm-only", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"<kahaDB> at {path}:2: enableIndexWriteAsync=True has no effect" in result.output

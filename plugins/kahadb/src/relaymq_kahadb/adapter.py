@@ -109,9 +109,11 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         from relaymq.config.typed import convert
 
         report = Report(strict=strict)
-        convert(KahaDBConfig, element, strict=strict, report=report)
+        config = convert(KahaDBConfig, element, strict=strict, report=report)
         report.raise_if_errors()
-        return report.warnings
+        where = f" at {element.origin}" if element.origin.line else ""
+        # the same lines the store logs when it starts (`relaymq run`)
+        return report.warnings + [f"<kahaDB>{where}: {line}" for line in config.ignored_settings()]
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any = None) -> KahaDBPersistenceAdapter:
