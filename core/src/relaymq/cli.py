@@ -297,7 +297,15 @@ async def serve(config: BrokerConfig, registry: PluginRegistry,
             log.info("listening on this machine only; give <transportConnector uri> (or "
                      "relaymq run --bind 0.0.0.0) to accept other machines")
         log.info("running %s", "; ".join(f"{pkg}: {how}" for pkg, how in compiled.status().items()))
-        await stop.wait()
+        # also end when the broker stops by itself (a store that lost its lock)
+        stopped = asyncio.ensure_future(broker.wait_stopped())
+        asked = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([stopped, asked], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        asked.cancel()
+        if not stop.is_set():
+            raise RelayMQError(f"broker {config.broker_name} stopped by itself; "
+                               "the log above says why")
         log.info("stopping broker %s (at most %g s)", config.broker_name, drain_timeout)
     finally:
         try:

@@ -90,6 +90,9 @@ def build(ctx: BuildContext, root: Node, source: str) -> BrokerConfig:
         )
     if broker is not None:
         _broker(ctx, broker, config)
+    for bean_id, bean in ctx.beans.items():
+        if bean_id not in ctx.used_beans:
+            ctx.ignore_foreign(bean, root)
     return config
 
 
@@ -100,6 +103,10 @@ def _beans(ctx: BuildContext, root: Node) -> Node | None:
             continue
         if child.tag == "bean" and child.attributes.get("class") in _PLACEHOLDER_BEANS:
             _placeholder_bean(ctx, child)
+        elif child.tag == "bean" and child.attributes.get("id"):
+            # kept for `attr="#id"` references (a JDBC data source); warned about
+            # after the broker is read if nothing refers to it
+            ctx.beans[child.attributes["id"]] = child
         elif child.tag == "import":
             resource = child.attributes.get("resource", "")
             ctx.report.warn(

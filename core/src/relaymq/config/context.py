@@ -26,6 +26,10 @@ class BuildContext:
     def __init__(self, props: Properties, report: Report) -> None:
         self.props = props
         self.report = report
+        #: Spring ``<bean id=...>`` elements of the document, by id: plugin elements
+        #: refer to them as ``attr="#id"`` (a JDBC store's ``dataSource="#pg-ds"``).
+        self.beans: dict[str, Node] = {}
+        self.used_beans: set[str] = set()
 
     # -- values ------------------------------------------------------------
 
@@ -50,14 +54,21 @@ class BuildContext:
         """A substituted `PluginElement` of ``node`` and its whole subtree.
 
         Foreign-namespace descendants (a Spring ``<bean>`` inside ``<kahaDB>``) are
-        warned about and dropped: a plugin cannot interpret Java beans.
+        warned about and dropped: a plugin cannot interpret Java beans. A reference
+        to a document bean (``dataSource="#pg-ds"``) appends that bean, whole, as a
+        ``<bean>`` child, so the plugin can translate what it understands of it.
         """
         children: list[PluginElement] = []
         for child in node.children:
             if child.foreign and drop_foreign:
                 self.ignore_foreign(child, node)
                 continue
-            children.append(self.element(child))
+            children.append(self.element(child, drop_foreign=drop_foreign))
+        for raw in node.attributes.values():
+            ref = raw.strip()
+            if ref.startswith("#") and ref[1:] in self.beans:
+                self.used_beans.add(ref[1:])
+                children.append(self.element(self.beans[ref[1:]], drop_foreign=False))
         text = self.sub(node.text, node) if node.text else ""
         return PluginElement(node.tag, self.attrs(node), children, text or "", node.origin)
 

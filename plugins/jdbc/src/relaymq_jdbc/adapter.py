@@ -1,0 +1,396 @@
+"""`<jdbcPersistenceAdapter>`: the relational store, wired together.
+
+Start-up: translate the data source to a SQLAlchemy URL (`datasource`), open
+the engines (`engines`), create or check the tables (`schema`), take the lease
+(`lease`; a slave waits here, before the broker opens any connector), load the
+per-key state, start the group-commit writer thread (`writer`) and the
+keep-alive and cleanup tasks. Reads and listings run in worker threads on
+their own connections, after every write queued before them has committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from relaymq.errors import ConfigError, RelayMQError
+from relaymq.model.codec import decode_message
+from relaymq.spi.persistence import (
+    DestinationStats,
+    PersistenceAdapter,
+    StoredMessage,
+    StoreOp,
+    SubscriptionRecord,
+)
+from sqlalchemy.engine import URL
+
+from relaymq_jdbc.config import LOCKERS, JDBCConfig, LockerConfig
+from relaymq_jdbc.datasource import DataSourceError, parse_url, url_from_bean
+from relaymq_jdbc.engines import db_now_ms, make_engines
+from relaymq_jdbc.lease import LeaseLocker, LeaseLost, StoreLocked, default_holder
+from relaymq_jdbc.schema import Schema, SchemaError, make_schema, prepare
+from relaymq_jdbc.writer import EXPIRE, GroupWriter, KeyState
+from relaymq_jdbc.writer import prepare as prepare_ops
+
+if TYPE_CHECKING:
+    from relaymq.config.model import PluginElement
+
+log = logging.getLogger("relaymq.jdbc")
+
+
+class JDBCStoreError(RelayMQError):
+    """The database cannot be used (unreachable, refused credentials, foreign tables)."""
+
+
+class JDBCPersistenceAdapter(PersistenceAdapter):
+    """ActiveMQ's `jdbcPersistenceAdapter` on SQLAlchemy (SQLite, PostgreSQL)."""
+
+    Config = JDBCConfig
+    persistent = True
+
+    def __init__(self, config: JDBCConfig | None = None, *, broker: Any = None,
+                 **overrides: Any) -> None:
+        if config is None:
+            config = JDBCConfig(**overrides)
+        elif overrides:
+            raise TypeError("pass a JDBCConfig or keyword attributes, not both")
+        problems = config.problems()
+        if problems:
+            where = f" at {config.origin}" if config.origin.line else ""
+            lines = [f"<jdbcPersistenceAdapter>{where}: {p}" for p in problems]
+            raise ConfigError("\n".join(lines), lines)
+        self.config = config
+        self.broker = broker
+        broker_cfg = getattr(broker, "config", None)
+        self.broker_name = str(getattr(broker_cfg, "broker_name", None) or "localhost")
+        data = Path(config.directory or Path(getattr(broker_cfg, "data_directory", None) or "data")
+                    / "jdbc")
+        self.url: URL = resolve_url(config, data)
+        self.schema: Schema = make_schema(config.table_prefix)
+        self.view: dict[str, KeyState] = {}
+        self._size = 0
+        self._writer: GroupWriter | None = None
+        self._engines: tuple[sa.Engine, sa.Engine] | None = None
+        self.lease: LeaseLocker | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._last: asyncio.Future[None] | None = None
+        self._lost: str | None = None
+        self._open = False
+
+    @classmethod
+    def from_element(cls, element: PluginElement, broker: Any = None) -> JDBCPersistenceAdapter:
+        return cls(config_from_element(element, broker), broker=broker)
+
+    @classmethod
+    def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
+        """Check the element without connecting (`relaymq config check`)."""
+        config = config_from_element(element, None, strict=strict)
+        resolve_url(config, Path("data"))
+        problems = config.problems()
+        if problems:
+            raise ConfigError("\n".join(problems), problems)
+        return config.ignored_settings()
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._open:
+            return
+        cfg = self.config
+        where = f" at {cfg.origin}" if cfg.origin.line else ""
+        for line in cfg.ignored_settings():
+            log.warning("<jdbcPersistenceAdapter>%s: %s", where, line)
+        writer_engine, reader_engine = make_engines(self.url, cfg.pool_size)
+        self._engines = (writer_engine, reader_engine)
+        try:
+            await asyncio.to_thread(self._prepare_schema, writer_engine)
+            if cfg.locking:
+                self.lease = LeaseLocker(
+                    writer_engine, self.schema,
+                    cfg.locker.lease_holder_id or default_holder(self.broker_name),
+                    lease_ms=cfg.lease_ms, keep_alive_ms=cfg.keep_alive_ms,
+                    acquire_ms=cfg.locker.lock_acquire_sleep_interval,
+                    max_diff_ms=cfg.locker.max_allowable_diff_from_db_time)
+                await self.lease.acquire(fail_if_locked=cfg.locker.fail_if_locked,
+                                         what=self.where())
+            state, next_id = await asyncio.to_thread(self._load, reader_engine)
+        except StoreLocked as exc:
+            await self._close_engines()
+            raise JDBCStoreError(str(exc)) from None
+        except (sa.exc.SQLAlchemyError, SchemaError, OSError) as exc:
+            await self._close_engines()
+            raise JDBCStoreError(f"cannot open the JDBC store {self.where()}: "
+                                 f"{_short_error(exc)}") from exc
+        except BaseException:
+            await self._close_engines()
+            raise
+        self.view = {k: dataclasses.replace(v) for k, v in state.items()}
+        self._size = sum(v.nbytes for v in state.values())
+        loop = asyncio.get_running_loop()
+        self._writer = GroupWriter(writer_engine, self.schema, state, next_id, self.lease, loop,
+                                   self._apply_view, cfg.max_batch_size)
+        self._writer.start()
+        self._open = True
+        if self.lease is not None:
+            self._tasks.append(loop.create_task(self.lease.keep_alive(self._lease_lost),
+                                                name="jdbc-lease"))
+        if cfg.cleanup_period > 0:
+            self._tasks.append(loop.create_task(self._cleanup_loop(), name="jdbc-cleanup"))
+        total = sum(v.count for v in state.values())
+        log.info("JDBC store %s: %d stored messages in %d destinations and subscriptions",
+                 self.where(), total, sum(1 for v in state.values() if v.count))
+
+    def _prepare_schema(self, engine: sa.Engine) -> None:
+        try:
+            prepare(engine, self.schema, self.config.create_tables_on_startup)
+        except sa.exc.SQLAlchemyError:
+            # a second broker may have created the tables at the same moment: look again
+            time.sleep(0.5)
+            prepare(engine, self.schema, self.config.create_tables_on_startup)
+
+    def _load(self, engine: sa.Engine) -> tuple[dict[str, KeyState], int]:
+        k = self.schema.keys
+        m = self.schema.msgs
+        with engine.connect() as conn:
+            state = {
+                r.CONTAINER: KeyState(bool(r.DECLARED), int(r.LAST_SEQ), int(r.MSG_COUNT),
+                                      int(r.MSG_BYTES), r.SUB_OPTIONS, True)
+                for r in conn.execute(sa.select(k))
+            }
+            top = conn.execute(sa.select(sa.func.max(m.c.ID))).scalar()
+        return state, int(top or 0) + 1
+
+    async def stop(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        if self._writer is not None:
+            await asyncio.to_thread(self._writer.stop)
+            self._writer = None
+        if self.lease is not None and self._lost is None:
+            try:
+                await asyncio.to_thread(self.lease.release)
+            except Exception as exc:  # noqa: BLE001 - the lease then simply expires
+                log.warning("releasing the store lease failed (%s); it expires by itself", exc)
+        await self._close_engines()
+
+    async def _close_engines(self) -> None:
+        if self._engines is not None:
+            for e in self._engines:
+                await asyncio.to_thread(e.dispose)
+            self._engines = None
+
+    def _lease_lost(self, reason: str) -> None:
+        self._lost = reason
+        log.error("lost the lease on the JDBC store %s: %s. This broker stops serving now, "
+                  "so that the slave that takes over is the only master; restart it to make "
+                  "it a slave", self.where(), reason)
+        stop = getattr(self.broker, "stop", None)
+        if stop is not None:
+            asyncio.get_running_loop().create_task(stop())
+
+    # -- writing ------------------------------------------------------------------------
+
+    async def write(self, ops: Sequence[StoreOp], *, sync: bool = True) -> None:
+        if not ops:
+            return
+        writer = self._writer
+        if not self._open or writer is None:
+            raise JDBCStoreError(f"the JDBC store {self.where()} is not started")
+        if self._lost is not None:
+            raise LeaseLost(f"the JDBC store {self.where()} lease is lost: {self._lost}")
+        fut = asyncio.get_running_loop().create_future()
+        writer.submit(prepare_ops(ops), fut)
+        self._last = fut
+        await fut
+
+    def _apply_view(self, changed: dict[str, KeyState]) -> None:
+        view = self.view
+        for k, st in changed.items():
+            old = view.get(k)
+            self._size += st.nbytes - (old.nbytes if old is not None else 0)
+            view[k] = st
+
+    async def _settled(self) -> None:
+        """Wait until every write queued so far has committed (or failed)."""
+        last = self._last
+        if last is not None and not last.done():
+            await asyncio.wait([last])
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _reader(self) -> sa.Engine:
+        if self._engines is None:
+            raise JDBCStoreError(f"the JDBC store {self.where()} is not started")
+        return self._engines[1]
+
+    async def destinations(self) -> list[str]:
+        await self._settled()
+        return sorted(k for k, v in self.view.items()
+                      if v.declared and not k.startswith("durable://"))
+
+    async def subscriptions(self) -> list[SubscriptionRecord]:
+        await self._settled()
+        return await asyncio.to_thread(self._subscriptions, self._reader())
+
+    def _subscriptions(self, engine: sa.Engine) -> list[SubscriptionRecord]:
+        a = self.schema.acks
+        out = []
+        with engine.connect() as conn:
+            for r in conn.execute(sa.select(a).order_by(a.c.CLIENT_ID, a.c.SUB_NAME)):
+                st = self.view.get(r.SUB_DEST or "")
+                opts = json.loads(st.options) if st is not None and st.options else {}
+                out.append(SubscriptionRecord(r.CLIENT_ID, r.SUB_NAME, r.CONTAINER, r.SELECTOR,
+                                              bool(opts.get("no_local", False)),
+                                              dict(opts.get("extra") or {})))
+        return out
+
+    async def read(self, dest: str, after: int = 0, limit: int | None = None) -> list[StoredMessage]:
+        if limit is not None and limit <= 0:
+            return []
+        await self._settled()
+        st = self.view.get(dest)
+        if st is None or st.count <= 0:
+            return []
+        rows = await asyncio.to_thread(self._read, self._reader(), dest, after, limit)
+        out = []
+        for seq, data in rows:
+            try:
+                out.append(StoredMessage(int(seq), decode_message(data)))
+            except ValueError as exc:
+                log.error("JDBC store: message %s seq %d is unreadable (%s); skipped",
+                          dest, seq, exc)
+        return out
+
+    def _read(self, engine: sa.Engine, dest: str, after: int,
+              limit: int | None) -> list[tuple[int, bytes]]:
+        m = self.schema.msgs
+        q = (sa.select(m.c.SEQ, m.c.MSG).where(m.c.CONTAINER == dest, m.c.SEQ > after)
+             .order_by(m.c.SEQ))
+        if limit is not None:
+            q = q.limit(limit)
+        with engine.connect() as conn:
+            return [(r[0], bytes(r[1])) for r in conn.execute(q)]
+
+    async def stats(self, dest: str) -> DestinationStats:
+        await self._settled()
+        st = self.view.get(dest)
+        if st is None:
+            return DestinationStats()
+        return DestinationStats(count=st.count, size=st.nbytes, last_seq=st.last_seq)
+
+    def size(self) -> int:
+        """Bytes of live stored messages (the MSG column), kept exact per commit."""
+        return self._size
+
+    def where(self) -> str:
+        prefix = f" tablePrefix={self.config.table_prefix}" if self.config.table_prefix else ""
+        return f"{self.url.render_as_string(hide_password=True)}{prefix}"
+
+    def describe(self) -> str:
+        lock = (f"lease-database-locker lease {self.config.lease_ms} ms, renewed every "
+                f"{self.config.keep_alive_ms} ms" if self.config.locking else "no lock")
+        return f"jdbcPersistenceAdapter {self.where()} ({lock})"
+
+    def usage_report(self, top: int = 5) -> str:
+        keys = sorted(self.view.items(), key=lambda kv: -kv[1].nbytes)[:top]
+        held = ", ".join(f"{k} {v.nbytes / 1e6:.1f} MB ({v.count} msgs)" for k, v in keys if v.count)
+        return f"JDBC store {self.where()}: {self._size / 1e6:.1f} MB of messages; largest: {held or 'none'}"
+
+    def writer_stats(self) -> dict[str, float]:
+        """Group-commit counters for benchmarks: commits, batches and operations."""
+        w = self._writer
+        if w is None:
+            return {}
+        s = w.stats
+        return {"commits": s.commits, "batches": s.batches, "ops": s.ops,
+                "batches_per_commit": s.batches_per_commit(), "failures": s.failures}
+
+    # -- cleanup --------------------------------------------------------------------------
+
+    async def _cleanup_loop(self) -> None:
+        period = self.config.cleanup_period / 1000
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.cleanup()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - try again next period
+                log.warning("JDBC store cleanup failed (%s); retrying in %.0f s", exc, period)
+
+    async def cleanup(self) -> None:
+        """Delete messages that expired more than one cleanupPeriod ago (the broker
+        had that long to dead-letter them)."""
+        if self._writer is None or self._lost is not None:
+            return
+        cutoff = int(time.time() * 1000) - self.config.cleanup_period
+        fut = asyncio.get_running_loop().create_future()
+        self._writer.submit([(EXPIRE, cutoff)], fut)
+        self._last = fut
+        await fut
+
+
+def config_from_element(element: PluginElement, broker: Any, *, strict: bool = False) -> JDBCConfig:
+    """`<jdbcPersistenceAdapter>` with its `<locker>` and referenced `<bean>` -> JDBCConfig."""
+    from relaymq.config.typed import convert
+
+    if strict is False:
+        strict = bool(getattr(getattr(broker, "plugins", None), "strict", False))
+    config = convert(JDBCConfig, element, strict=strict, ignore=("locker", "bean", "dataSource"))
+    config.data_source = element.attributes.get("dataSource", "").strip()
+    where = f" at {element.origin}" if element.origin.line else ""
+    locker_el = element.child("locker")
+    if locker_el is not None:
+        kinds = [c for c in locker_el.children]
+        if len(kinds) != 1 or kinds[0].tag not in LOCKERS:
+            names = ", ".join(f"<{c.tag}>" for c in kinds) or "nothing"
+            raise ConfigError(f"<locker>{where} holds {names}; it takes one of "
+                              f"{', '.join('<' + k + '>' for k in LOCKERS)}")
+        config.locker = convert(LockerConfig, kinds[0], strict=strict)
+        config.locker_kind = kinds[0].tag
+    if config.data_source:
+        ref = config.data_source.removeprefix("#")
+        beans = [b for b in element.children_named("bean") if b.attributes.get("id") == ref]
+        if not beans:
+            raise ConfigError(f"<jdbcPersistenceAdapter dataSource=\"{config.data_source}\">{where}: "
+                              f"no <bean id=\"{ref}\"> in the configuration file")
+        config.bean = beans[0]
+    return config
+
+
+def resolve_url(config: JDBCConfig, data_dir: Path) -> URL:
+    """The database the config names; SQLite in the data directory by default."""
+    try:
+        if config.bean is not None:
+            return url_from_bean(config.bean, data_dir)
+        if config.url:
+            return parse_url(config.url)
+    except DataSourceError as exc:
+        where = f" at {config.origin}" if config.origin.line else ""
+        raise ConfigError(f"<jdbcPersistenceAdapter>{where}: {exc}") from None
+    return URL.create("sqlite", database=str(data_dir / "activemq.sqlite"))
+
+
+def _short_error(exc: BaseException) -> str:
+    """The driver's own words, without SQLAlchemy's background links and SQL echo."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    return " ".join(text.split("\n")[0:2]).strip()
+
+
+__all__ = ["JDBCPersistenceAdapter", "JDBCStoreError", "db_now_ms"]

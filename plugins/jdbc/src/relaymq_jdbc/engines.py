@@ -1,0 +1,63 @@
+"""SQLAlchemy engines for the store: one for the writer (and the lease), one for reads.
+
+SQLite: WAL journal (readers never wait for the writer), ``synchronous=FULL``
+(a commit is on disk before the producer hears "stored"), a busy timeout for
+the second broker of a master/slave pair, and explicit ``BEGIN`` statements
+(``BEGIN IMMEDIATE`` on the writer engine) so that a transaction's first
+SELECT and its writes are one atomic unit — the lease check depends on it.
+
+PostgreSQL: psycopg 3; the writer's connection is kept, reads use a small pool.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL
+
+
+def _sqlite(url: URL, begin: str, pool_size: int) -> sa.Engine:
+    db = url.database
+    if db:
+        Path(db).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size,
+                              connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we say BEGIN ourselves (below)
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=FULL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql(begin)
+
+    return engine
+
+
+def make_engines(url: URL, pool_size: int) -> tuple[sa.Engine, sa.Engine]:
+    """(writer engine, reader engine) for `url`."""
+    if url.get_backend_name() == "sqlite":
+        return (_sqlite(url, "BEGIN IMMEDIATE", 2), _sqlite(url, "BEGIN", pool_size))
+    kw: dict[str, Any] = {"pool_recycle": 3600}
+    if url.get_backend_name() == "postgresql":
+        kw["connect_args"] = {"connect_timeout": 10, "application_name": "relaymq"}
+    return (sa.create_engine(url, pool_size=2, max_overflow=2, **kw),
+            sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
+                             **kw))
+
+
+def db_now_ms(dialect: str) -> sa.ColumnElement[int]:
+    """The database's clock, milliseconds since the epoch, as a SQL expression."""
+    if dialect == "sqlite":
+        return sa.literal_column(
+            "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)", sa.BigInteger)
+    return sa.literal_column(
+        "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)", sa.BigInteger)

@@ -1,0 +1,372 @@
+"""The writer thread: group commit of store batches into database transactions.
+
+`write()` calls on the event loop turn their operations into rows (`prepare`)
+and queue them here; the thread takes everything queued (up to `max_ops`
+operations), applies it in ONE transaction and completes every caller's future
+with one hop back to the loop. Under concurrent producers a commit carries
+many batches, so throughput is the database's commit rate times the batch size,
+and the event loop never waits for the database.
+
+Per-key state (last sequence, live count and bytes, declared, subscription
+options) is kept in ``RELAYMQ_KEYS`` in the same transaction as the rows, and
+mirrored in memory twice: the thread's own copy (to write the next
+transaction) and the loop's copy (for `stats()` and `size()`), updated by the
+same callback that completes the futures, so a completed write is visible.
+
+A failed transaction is retried batch by batch, so one bad batch (a name too
+long for its column) fails only its own producer. The lease check
+(`LeaseLocker.check`) opens every transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from relaymq.model.codec import encode_message
+from relaymq.spi.persistence import (
+    AddDestination,
+    AddMessage,
+    AddSubscription,
+    RemoveDestination,
+    RemoveMessage,
+    RemoveSubscription,
+    StoreOp,
+)
+
+from relaymq_jdbc.lease import LeaseLocker, LeaseLost
+from relaymq_jdbc.schema import Schema
+
+log = logging.getLogger("relaymq.jdbc")
+
+#: Most sequence numbers in one DELETE ... IN (...) statement.
+DELETE_CHUNK = 500
+
+
+@dataclass(slots=True)
+class KeyState:
+    """One row of RELAYMQ_KEYS."""
+
+    declared: bool = False
+    last_seq: int = 0
+    count: int = 0
+    nbytes: int = 0
+    options: str | None = None
+    in_db: bool = False
+
+
+# Prepared operations (tuples: cheap to build on the loop, read in the thread).
+ADD, REMOVE, DECLARE, DROP, SUBSCRIBE, UNSUBSCRIBE, EXPIRE = range(7)
+Prepared = tuple[Any, ...]
+
+
+def _msgid_parts(message_id: str | None) -> tuple[str | None, int]:
+    """ActiveMQ splits `ID:host-1-2:3:1:1:5` into producer id and producer sequence."""
+    if not message_id:
+        return None, 0
+    prod, _, seq = message_id.rpartition(":")
+    if prod and seq.isdigit():
+        return prod[:250], int(seq)
+    return message_id[:250], 0
+
+
+def prepare(ops: Sequence[StoreOp]) -> list[Prepared]:
+    """Kernel operations -> rows, on the event loop (the message is encoded here,
+    where it is owned)."""
+    out: list[Prepared] = []
+    for op in ops:
+        if isinstance(op, AddMessage):
+            m = op.message
+            prod, pseq = _msgid_parts(m.message_id)
+            data = encode_message(m)
+            out.append((ADD, op.dest, op.seq, {
+                "CONTAINER": op.dest, "SEQ": op.seq, "MSGID_PROD": prod, "MSGID_SEQ": pseq,
+                "EXPIRATION": m.expiration, "MSG": data, "PRIORITY": m.priority}))
+        elif isinstance(op, RemoveMessage):
+            out.append((REMOVE, op.dest, op.seq))
+        elif isinstance(op, AddDestination):
+            out.append((DECLARE, op.dest))
+        elif isinstance(op, RemoveDestination):
+            out.append((DROP, op.dest))
+        elif isinstance(op, AddSubscription):
+            r = op.record
+            options = json.dumps({"no_local": r.no_local, "extra": r.extra}, sort_keys=True)
+            out.append((SUBSCRIBE, r.key, {
+                "CONTAINER": r.topic, "SUB_DEST": r.key, "CLIENT_ID": r.client_id,
+                "SUB_NAME": r.name, "SELECTOR": r.selector, "LAST_ACKED_ID": 0, "PRIORITY": 5},
+                options))
+        elif isinstance(op, RemoveSubscription):
+            out.append((UNSUBSCRIBE, op.key))
+        else:  # pragma: no cover - a new op type must be handled explicitly
+            raise TypeError(f"unknown store operation {op!r}")
+    return out
+
+
+class _Item:
+    __slots__ = ("ops", "future")
+
+    def __init__(self, ops: list[Prepared], future: asyncio.Future[None] | None) -> None:
+        self.ops = ops
+        self.future = future
+
+
+class WriterStats:
+    __slots__ = ("commits", "batches", "ops", "failures")
+
+    def __init__(self) -> None:
+        self.commits = self.batches = self.ops = self.failures = 0
+
+    def batches_per_commit(self) -> float:
+        return self.batches / self.commits if self.commits else 0.0
+
+
+class GroupWriter:
+    def __init__(self, engine: sa.Engine, schema: Schema, state: dict[str, KeyState],
+                 next_id: int, lease: LeaseLocker | None, loop: asyncio.AbstractEventLoop,
+                 apply_view: Callable[[dict[str, KeyState]], None], max_ops: int) -> None:
+        self.engine = engine
+        self.s = schema
+        self.state = state
+        self.next_id = next_id
+        self.lease = lease
+        self.loop = loop
+        self.apply_view = apply_view
+        self.max_ops = max_ops
+        self.stats = WriterStats()
+        self._queue: collections.deque[_Item] = collections.deque()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._conn: sa.Connection | None = None
+        self._thread = threading.Thread(target=self._run, name="relaymq-jdbc-writer", daemon=True)
+        t = schema.msgs
+        k = schema.keys
+        self._key_update = k.update().where(k.c.CONTAINER == sa.bindparam("k_container")).values(
+            DECLARED=sa.bindparam("k_declared"), LAST_SEQ=sa.bindparam("k_last_seq"),
+            MSG_COUNT=sa.bindparam("k_count"), MSG_BYTES=sa.bindparam("k_bytes"),
+            SUB_OPTIONS=sa.bindparam("k_options"))
+        self._msg_len = sa.func.length(t.c.MSG)
+
+    # -- loop side --------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, ops: list[Prepared], future: asyncio.Future[None] | None) -> None:
+        with self._cond:
+            if self._stopping:
+                raise RuntimeError("the JDBC store is stopping")
+            self._queue.append(_Item(ops, future))
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Blocking: finish what is queued, then end the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()
+
+    # -- thread side --------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue:
+                    break
+                items = [self._queue.popleft()]
+                n = len(items[0].ops)
+                while self._queue and n + len(self._queue[0].ops) <= self.max_ops:
+                    item = self._queue.popleft()
+                    items.append(item)
+                    n += len(item.ops)
+            self._commit(items)
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection
+                pass
+            self._conn = None
+
+    def _connection(self) -> sa.Connection:
+        if self._conn is None or self._conn.closed or self._conn.invalidated:
+            self._conn = self.engine.connect()
+        return self._conn
+
+    def _commit(self, items: list[_Item]) -> None:
+        try:
+            pending, next_id = self._transaction([op for it in items for op in it.ops])
+        except Exception as exc:  # noqa: BLE001 - handed to the producers
+            self._drop_connection()
+            if len(items) > 1 and not isinstance(exc, LeaseLost):
+                for it in items:  # isolate the batch that fails
+                    self._commit([it])
+                return
+            self.stats.failures += 1
+            self._finish(items, None, exc)
+            return
+        self.next_id = next_id
+        self.state.update(pending)
+        self.stats.commits += 1
+        self.stats.batches += len(items)
+        self.stats.ops += sum(len(it.ops) for it in items)
+        view = {k: dataclasses.replace(v) for k, v in pending.items()}
+        self._finish(items, view, None)
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.invalidate()
+                self._conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._conn = None
+
+    def _finish(self, items: list[_Item], view: dict[str, KeyState] | None,
+                exc: BaseException | None) -> None:
+        futures = [it.future for it in items if it.future is not None]
+        try:
+            self.loop.call_soon_threadsafe(_complete, futures, view, exc, self.apply_view)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    def _transaction(self, ops: list[Prepared]) -> tuple[dict[str, KeyState], int]:
+        conn = self._connection()
+        with conn.begin():
+            if self.lease is not None:
+                self.lease.check(conn)
+            return self._apply(conn, ops)
+
+    def _apply(self, conn: sa.Connection, ops: list[Prepared]) -> tuple[dict[str, KeyState], int]:
+        s = self.s
+        msgs = s.msgs
+        pending: dict[str, KeyState] = {}
+        state = self.state
+        next_id = self.next_id
+        adds: list[dict[str, Any] | None] = []
+        added: dict[tuple[str, int], int] = {}
+        removes: dict[str, list[int]] = {}
+
+        def key(name: str) -> KeyState:
+            st = pending.get(name)
+            if st is None:
+                old = state.get(name)
+                st = pending[name] = dataclasses.replace(old) if old is not None else KeyState()
+            return st
+
+        def flush() -> None:
+            rows = [r for r in adds if r is not None]
+            if rows:
+                conn.execute(msgs.insert(), rows)
+            adds.clear()
+            added.clear()
+            for dest, seqs in removes.items():
+                st = key(dest)
+                for i in range(0, len(seqs), DELETE_CHUNK):
+                    chunk = seqs[i:i + DELETE_CHUNK]
+                    res = conn.execute(msgs.delete()
+                                       .where(msgs.c.CONTAINER == dest, msgs.c.SEQ.in_(chunk))
+                                       .returning(self._msg_len))
+                    for (n,) in res:
+                        st.count -= 1
+                        st.nbytes -= int(n or 0)
+            removes.clear()
+
+        for op in ops:
+            kind = op[0]
+            if kind == ADD:
+                _, dest, seq, row = op
+                st = key(dest)
+                row = dict(row, ID=next_id)
+                next_id += 1
+                added[(dest, seq)] = len(adds)
+                adds.append(row)
+                if seq > st.last_seq:
+                    st.last_seq = seq
+                st.count += 1
+                st.nbytes += len(row["MSG"])
+                if not st.declared and not dest.startswith("durable://"):
+                    st.declared = True
+            elif kind == REMOVE:
+                _, dest, seq = op
+                i = added.pop((dest, seq), None)
+                if i is not None and adds[i] is not None:
+                    st = key(dest)
+                    st.count -= 1
+                    st.nbytes -= len(adds[i]["MSG"])  # type: ignore[index]
+                    adds[i] = None
+                elif dest in state or dest in pending:
+                    removes.setdefault(dest, []).append(seq)
+            elif kind == DECLARE:
+                key(op[1]).declared = True
+            elif kind == DROP:
+                flush()
+                dest = op[1]
+                if dest in state or dest in pending:
+                    conn.execute(msgs.delete().where(msgs.c.CONTAINER == dest))
+                    st = key(dest)
+                    st.declared, st.count, st.nbytes = False, 0, 0
+            elif kind == SUBSCRIBE:
+                _, name, row, options = op
+                a = s.acks
+                conn.execute(a.delete().where(a.c.CLIENT_ID == row["CLIENT_ID"],
+                                              a.c.SUB_NAME == row["SUB_NAME"]))
+                conn.execute(a.insert().values(**row))
+                key(name).options = options
+            elif kind == UNSUBSCRIBE:
+                flush()
+                name = op[1]
+                a = s.acks
+                conn.execute(a.delete().where(a.c.SUB_DEST == name))
+                if name in state or name in pending:
+                    conn.execute(msgs.delete().where(msgs.c.CONTAINER == name))
+                    st = key(name)
+                    st.options, st.count, st.nbytes = None, 0, 0
+            elif kind == EXPIRE:
+                flush()
+                res = conn.execute(msgs.delete()
+                                   .where(msgs.c.EXPIRATION > 0, msgs.c.EXPIRATION < op[1])
+                                   .returning(msgs.c.CONTAINER, self._msg_len))
+                for dest, n in res:
+                    st = key(dest)
+                    st.count -= 1
+                    st.nbytes -= int(n or 0)
+        flush()
+        updates = []
+        inserts = []
+        for name, st in pending.items():
+            if st.in_db:
+                updates.append({"k_container": name, "k_declared": st.declared,
+                                "k_last_seq": st.last_seq, "k_count": st.count,
+                                "k_bytes": st.nbytes, "k_options": st.options})
+            else:
+                inserts.append({"CONTAINER": name, "DECLARED": st.declared,
+                                "LAST_SEQ": st.last_seq, "MSG_COUNT": st.count,
+                                "MSG_BYTES": st.nbytes, "SUB_OPTIONS": st.options})
+                st.in_db = True
+        if updates:
+            conn.execute(self._key_update, updates)
+        if inserts:
+            conn.execute(s.keys.insert(), inserts)
+        return pending, next_id
+
+
+def _complete(futures: list[asyncio.Future[None]], view: dict[str, KeyState] | None,
+              exc: BaseException | None, apply_view: Callable[[dict[str, KeyState]], None]) -> None:
+    if view is not None:
+        apply_view(view)
+    for f in futures:
+        if f.done():
+            continue
+        if exc is None:
+            f.set_result(None)
+        else:
+            f.set_exception(exc)

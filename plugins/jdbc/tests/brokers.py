@@ -1,0 +1,171 @@
+"""Real broker processes on a JDBC store: `relaymq run --config activemq.xml` with
+STOMP and AMQP connectors on free ports, killed with SIGKILL; producers that
+record what the broker acknowledged."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+from relaymq_stomp.testing import BlockingStomp
+
+RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(what: str, cond: Callable[[], bool], timeout: float, detail: Callable[[], str]) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{detail()}")
+        time.sleep(0.05)
+
+
+class BrokerProcess:
+    """One `relaymq run` with a jdbcPersistenceAdapter on `url`."""
+
+    def __init__(self, tmp: Path, url: str, name: str, *, keep_alive: int = 500,
+                 lease: int = 2000) -> None:
+        self.tmp = tmp
+        self.name = name
+        self.stomp_port = free_port()
+        self.amqp_port = free_port()
+        self.config = tmp / f"{name}.xml"
+        self.config.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
+    brokerName="{name}" dataDirectory="{tmp / name}">
+  <persistenceAdapter>
+    <jdbcPersistenceAdapter url={quoteattr(url)} lockKeepAlivePeriod="{keep_alive}">
+      <locker><lease-database-locker lockAcquireSleepInterval="{lease}"/></locker>
+    </jdbcPersistenceAdapter>
+  </persistenceAdapter>
+  <transportConnectors>
+    <transportConnector name="stomp" uri="stomp://127.0.0.1:{self.stomp_port}"/>
+    <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.amqp_port}"/>
+  </transportConnectors>
+</broker></beans>""")
+        self.log = tmp / f"{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, *, wait: bool = True, timeout: float = 60) -> BrokerProcess:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(self.config)],
+                                         stdout=out, stderr=subprocess.STDOUT)
+        if wait:
+            self.wait_listening(timeout)
+        return self
+
+    def listening(self) -> bool:
+        for port in (self.stomp_port, self.amqp_port):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+            except OSError:
+                return False
+        return True
+
+    def wait_listening(self, timeout: float) -> None:
+        def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"broker {self.name} exited:\n{self.output()}")
+            return self.listening()
+
+        wait_until(f"broker {self.name} to listen", ready, timeout, self.output)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Producers:
+    """A STOMP and an AMQP producer of persistent messages on their own threads,
+    each recording the bodies the broker acknowledged (RECEIPT / accepted)."""
+
+    def __init__(self, broker: BrokerProcess, queue: str, per_producer: int = 100_000) -> None:
+        self.broker = broker
+        self.queue = queue
+        self.limit = per_producer
+        self.acked: list[str] = []
+        self.sent = 0
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._stomp, daemon=True),
+                         threading.Thread(target=self._amqp, daemon=True)]
+
+    def start(self) -> Producers:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.acked)
+
+    def join(self) -> None:
+        for t in self._threads:
+            t.join(30)
+
+    def _record(self, body: str) -> None:
+        with self._lock:
+            self.acked.append(body)
+
+    def _stomp(self) -> None:
+        try:
+            client = BlockingStomp(self.broker.stomp_port)
+            for i in range(self.limit):
+                body = f"stomp-{i:06d}"
+                with self._lock:
+                    self.sent += 1
+                cmd, _h, _b = client.send(f"/queue/{self.queue}", body.encode())
+                if cmd != "RECEIPT":
+                    return
+                self._record(body)
+        except OSError:  # the broker was killed
+            return
+
+    def _amqp(self) -> None:
+        from proton import Message
+        from proton.utils import BlockingConnection
+
+        try:
+            conn = BlockingConnection(f"amqp://127.0.0.1:{self.broker.amqp_port}", timeout=10)
+            sender = conn.create_sender(f"queue://{self.queue}")
+            for i in range(self.limit):
+                body = f"amqp-{i:06d}"
+                with self._lock:
+                    self.sent += 1
+                sender.send(Message(body=body, durable=True))  # returns once accepted
+                self._record(body)
+        except Exception:  # noqa: BLE001 - the broker was killed mid-send
+            return
+
+
+def drain(port: int, queue: str) -> list[str]:
+    """Every message on the queue (auto ack), until it is quiet for a while."""
+    client = BlockingStomp(port)
+    try:
+        return [b.decode() for b in client.receive_all(f"/queue/{queue}", timeout=3.0)]
+    finally:
+        client.close()
