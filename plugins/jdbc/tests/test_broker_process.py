@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from relaymq_jdbc.testing import PostgresCluster
+from relaymq_stomp.testing import BlockingStomp
 
 from .brokers import BrokerProcess, Producers, drain, wait_until
 
@@ -96,3 +97,33 @@ def test_a_clean_stop_hands_the_lease_over_at_once(tmp_path: Path, postgres: Pos
     finally:
         first.kill()
         second.stop()
+
+
+def test_a_master_that_loses_its_lease_stops_serving(tmp_path: Path,
+                                                      postgres: PostgresCluster) -> None:
+    """Another holder takes the lease row (as a slave would after an expiry the
+    master missed): the master's next store transaction or renewal sees it,
+    refuses to commit, and the broker process stops with status 1."""
+    import psycopg
+
+    db = postgres.create_database()
+    master = BrokerProcess(tmp_path, postgres.url(db), "victim", keep_alive=300,
+                           lease=3000).start()
+    try:
+        client = BlockingStomp(master.stomp_port)
+        assert client.send("/queue/L", b"before")[0] == "RECEIPT"
+        with psycopg.connect(host="127.0.0.1", port=postgres.port, user="relaymq", dbname=db,
+                             autocommit=True) as conn:
+            conn.execute("UPDATE \"ACTIVEMQ_LOCK\" SET \"BROKER_NAME\" = 'thief', "
+                         "\"TIME\" = 9999999999999 WHERE \"ID\" = 1")
+        assert master.proc is not None
+        wait_until("the master to stop", lambda: master.proc.poll() is not None, 30, master.output)
+        assert master.proc.returncode == 1
+        out = master.output()
+        assert "lost the lease on the JDBC store" in out and "thief" in out
+        assert "Traceback" not in out
+        with psycopg.connect(host="127.0.0.1", port=postgres.port, user="relaymq", dbname=db) as conn:
+            rows = conn.execute("SELECT count(*) FROM \"ACTIVEMQ_MSGS\"").fetchone()
+        assert rows is not None and rows[0] == 1  # what it acknowledged is there
+    finally:
+        master.kill()
