@@ -127,3 +127,30 @@ def test_a_master_that_loses_its_lease_stops_serving(tmp_path: Path,
         assert rows is not None and rows[0] == 1  # what it acknowledged is there
     finally:
         master.kill()
+
+
+def test_duplicate_ids_survive_kill_9(tmp_path: Path, store_url: str) -> None:
+    """`_AMQ_DUPL_ID`s are stored with their messages: after kill -9 and a restart,
+    a resend with a seen id (STOMP or AMQP) is acknowledged and dropped."""
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    broker = BrokerProcess(tmp_path, store_url, "dups").start()
+    client = BlockingStomp(broker.stomp_port)
+    assert client.send("/queue/D", b"first", _AMQ_DUPL_ID="order-1")[0] == "RECEIPT"
+    assert client.send("/queue/D", b"second", _AMQ_DUPL_ID="order-2")[0] == "RECEIPT"
+    client.close()
+    broker.kill()
+    broker.start()
+    try:
+        client = BlockingStomp(broker.stomp_port)
+        assert client.send("/queue/D", b"again", _AMQ_DUPL_ID="order-1")[0] == "RECEIPT"
+        conn = BlockingConnection(f"amqp://127.0.0.1:{broker.amqp_port}", timeout=10)
+        sender = conn.create_sender("queue://D")
+        sender.send(Message(body="amqp again", durable=True, properties={"_AMQ_DUPL_ID": "order-2"}))
+        sender.send(Message(body="new", durable=True, properties={"_AMQ_DUPL_ID": "order-3"}))
+        conn.close()
+        got = drain(broker.stomp_port, "D")
+    finally:
+        broker.stop()
+    assert sorted(got) == ["first", "new", "second"]

@@ -25,6 +25,7 @@ from relaymq.errors import ConfigError, RelayMQError
 from relaymq.model.codec import decode_message
 from relaymq.spi.persistence import (
     DestinationStats,
+    DuplicateIdRecord,
     PersistenceAdapter,
     StoredMessage,
     StoreOp,
@@ -285,6 +286,16 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
             q = q.limit(limit)
         with engine.connect() as conn:
             return [(r[0], bytes(r[1])) for r in conn.execute(q)]
+
+    async def duplicate_ids(self) -> list[DuplicateIdRecord]:
+        await self._settled()
+        return await asyncio.to_thread(self._duplicate_ids, self._reader())
+
+    def _duplicate_ids(self, engine: sa.Engine) -> list[DuplicateIdRecord]:
+        d = self.schema.dups
+        with engine.connect() as conn:
+            return [DuplicateIdRecord(r[0], int(r[1]), bytes(r[2])) for r in conn.execute(
+                sa.select(d.c.ADDRESS, d.c.SEQ, d.c.DUP_ID).order_by(d.c.ADDRESS, d.c.SEQ))]
 
     async def stats(self, dest: str) -> DestinationStats:
         await self._settled()

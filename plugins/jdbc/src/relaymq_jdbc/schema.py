@@ -12,6 +12,8 @@
 * ``RELAYMQ_KEYS`` — per destination / subscription key: declared or not, the
   last sequence ever used, live message count and bytes (kept in the same
   transaction as the rows, so statistics need no table scan), subscription options.
+* ``RELAYMQ_DUPLICATE_IDS`` — duplicate-detection ids (``_AMQ_DUPL_ID``) per
+  address, written in the transaction of the message that carried them.
 * ``RELAYMQ_SCHEMA`` — the schema version, checked and upgraded at start.
 
 Every name takes the configured ``tablePrefix``.
@@ -37,11 +39,12 @@ class Schema:
     acks: sa.Table
     lock: sa.Table
     keys: sa.Table
+    dups: sa.Table
     version: sa.Table
 
     @property
     def tables(self) -> list[sa.Table]:
-        return [self.msgs, self.acks, self.lock, self.keys, self.version]
+        return [self.msgs, self.acks, self.lock, self.keys, self.dups, self.version]
 
 
 def make_schema(prefix: str = "") -> Schema:
@@ -89,12 +92,18 @@ def make_schema(prefix: str = "") -> Schema:
         sa.Column("MSG_BYTES", sa.BigInteger, nullable=False, default=0),
         sa.Column("SUB_OPTIONS", sa.Text),
     )
+    dups = sa.Table(
+        f"{p}RELAYMQ_DUPLICATE_IDS", md,
+        sa.Column("ADDRESS", sa.String(NAME_LEN), primary_key=True),
+        sa.Column("SEQ", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("DUP_ID", sa.LargeBinary, nullable=False),
+    )
     version = sa.Table(
         f"{p}RELAYMQ_SCHEMA", md,
         sa.Column("NAME", sa.String(64), primary_key=True),
         sa.Column("VERSION", sa.Integer, nullable=False),
     )
-    return Schema(md, msgs, acks, lock, keys, version)
+    return Schema(md, msgs, acks, lock, keys, dups, version)
 
 
 class SchemaError(RuntimeError):

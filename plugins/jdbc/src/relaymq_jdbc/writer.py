@@ -34,9 +34,11 @@ import sqlalchemy as sa
 from relaymq.model.codec import encode_message
 from relaymq.spi.persistence import (
     AddDestination,
+    AddDuplicateId,
     AddMessage,
     AddSubscription,
     RemoveDestination,
+    RemoveDuplicateId,
     RemoveMessage,
     RemoveSubscription,
     StoreOp,
@@ -64,7 +66,7 @@ class KeyState:
 
 
 # Prepared operations (tuples: cheap to build on the loop, read in the thread).
-ADD, REMOVE, DECLARE, DROP, SUBSCRIBE, UNSUBSCRIBE, EXPIRE = range(7)
+ADD, REMOVE, DECLARE, DROP, SUBSCRIBE, UNSUBSCRIBE, EXPIRE, ADD_DUP, REMOVE_DUP = range(9)
 Prepared = tuple[Any, ...]
 
 
@@ -105,6 +107,10 @@ def prepare(ops: Sequence[StoreOp]) -> list[Prepared]:
                 options))
         elif isinstance(op, RemoveSubscription):
             out.append((UNSUBSCRIBE, op.key))
+        elif isinstance(op, AddDuplicateId):
+            out.append((ADD_DUP, op.address, op.seq, op.dup_id))
+        elif isinstance(op, RemoveDuplicateId):
+            out.append((REMOVE_DUP, op.address, op.seq))
         else:  # pragma: no cover - a new op type must be handled explicitly
             raise TypeError(f"unknown store operation {op!r}")
     return out
@@ -254,6 +260,9 @@ class GroupWriter:
         adds: list[dict[str, Any] | None] = []
         added: dict[tuple[str, int], int] = {}
         removes: dict[str, list[int]] = {}
+        dup_adds: dict[tuple[str, int], bytes] = {}
+        dup_removes: dict[str, list[int]] = {}
+        dups = s.dups
 
         def key(name: str) -> KeyState:
             st = pending.get(name)
@@ -279,6 +288,15 @@ class GroupWriter:
                         st.count -= 1
                         st.nbytes -= int(n or 0)
             removes.clear()
+            if dup_adds:
+                conn.execute(dups.insert(), [{"ADDRESS": a, "SEQ": q, "DUP_ID": d}
+                                             for (a, q), d in dup_adds.items()])
+                dup_adds.clear()
+            for address, seqs in dup_removes.items():
+                for i in range(0, len(seqs), DELETE_CHUNK):
+                    conn.execute(dups.delete().where(dups.c.ADDRESS == address,
+                                                     dups.c.SEQ.in_(seqs[i:i + DELETE_CHUNK])))
+            dup_removes.clear()
 
         for op in ops:
             kind = op[0]
@@ -330,6 +348,11 @@ class GroupWriter:
                     conn.execute(msgs.delete().where(msgs.c.CONTAINER == name))
                     st = key(name)
                     st.options, st.count, st.nbytes = None, 0, 0
+            elif kind == ADD_DUP:
+                dup_adds[(op[1], op[2])] = op[3]
+            elif kind == REMOVE_DUP:
+                if dup_adds.pop((op[1], op[2]), None) is None:
+                    dup_removes.setdefault(op[1], []).append(op[2])
             elif kind == EXPIRE:
                 flush()
                 res = conn.execute(msgs.delete()
