@@ -38,7 +38,7 @@ class BrokerProcess:
     """One `relaymq run` with a jdbcPersistenceAdapter on `url`."""
 
     def __init__(self, tmp: Path, url: str, name: str, *, keep_alive: int = 500,
-                 lease: int = 2000) -> None:
+                 lease: int = 2000, locker: str = "") -> None:
         self.tmp = tmp
         self.name = name
         self.stomp_port = free_port()
@@ -48,7 +48,7 @@ class BrokerProcess:
     brokerName="{name}" dataDirectory="{tmp / name}">
   <persistenceAdapter>
     <jdbcPersistenceAdapter url={quoteattr(url)} lockKeepAlivePeriod="{keep_alive}">
-      <locker><lease-database-locker lockAcquireSleepInterval="{lease}"/></locker>
+      <locker><lease-database-locker lockAcquireSleepInterval="{lease}" {locker}/></locker>
     </jdbcPersistenceAdapter>
   </persistenceAdapter>
   <transportConnectors>

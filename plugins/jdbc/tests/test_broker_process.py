@@ -154,3 +154,39 @@ def test_duplicate_ids_survive_kill_9(tmp_path: Path, store_url: str) -> None:
     finally:
         broker.stop()
     assert sorted(got) == ["first", "new", "second"]
+
+
+def test_fail_if_locked_exits_with_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'locked.sqlite'}"
+    first = BrokerProcess(tmp_path, url, "holder", lease=60000, keep_alive=1000).start()
+    try:
+        second = BrokerProcess(tmp_path, url, "refused", locker='failIfLocked="true"')
+        second.start(wait=False)
+        assert second.proc is not None
+        assert second.proc.wait(60) == 4  # a locked store (docs/cli.md)
+        out = second.output()
+        assert "is locked by holder@" in out and "remove failIfLocked" in out
+        assert "Traceback" not in out
+    finally:
+        first.stop()
+
+
+def test_relaymq_run_with_a_bad_data_source_says_so_in_one_line(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path, "mysql://localhost/activemq", "bad")
+    broker.start(wait=False)
+    assert broker.proc is not None and broker.proc.wait(60) == 1
+    out = broker.output()
+    lines = [line for line in out.splitlines() if "jdbcPersistenceAdapter" in line]
+    assert len(lines) == 1 and "RelayMQ's JDBC store runs on PostgreSQL and SQLite" in lines[0]
+    assert "Traceback" not in out
+
+
+def test_relaymq_run_with_an_unreachable_database_exits_3(tmp_path: Path) -> None:
+    from .brokers import free_port
+
+    broker = BrokerProcess(tmp_path, f"postgresql+psycopg://amq@127.0.0.1:{free_port()}/amq", "gone")
+    broker.start(wait=False)
+    assert broker.proc is not None and broker.proc.wait(60) == 3
+    out = broker.output()
+    assert "relaymq: cannot open the JDBC store postgresql+psycopg://amq@127.0.0.1" in out
+    assert "Traceback" not in out

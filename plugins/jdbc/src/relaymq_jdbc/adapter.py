@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from relaymq.errors import ConfigError, RelayMQError
+from relaymq.errors import ConfigError, StartupError, StoreLockedError
 from relaymq.model.codec import decode_message
 from relaymq.spi.persistence import (
     DestinationStats,
@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("relaymq.jdbc")
 
 
-class JDBCStoreError(RelayMQError):
-    """The database cannot be used (unreachable, refused credentials, foreign tables)."""
+class JDBCStoreError(StartupError):
+    """The database cannot be used (unreachable, refused credentials, foreign tables):
+    one line; `relaymq run` exits with status 3."""
 
 
 class JDBCPersistenceAdapter(PersistenceAdapter):
@@ -94,10 +95,7 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
     def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
         """Check the element without connecting (`relaymq config check`)."""
         config = config_from_element(element, None, strict=strict)
-        resolve_url(config, Path("data"))
-        problems = config.problems()
-        if problems:
-            raise ConfigError("\n".join(problems), problems)
+        cls(config)  # the same checks as a start, without connecting
         return config.ignored_settings()
 
     # -- lifecycle ------------------------------------------------------------------
@@ -125,7 +123,7 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
             state, next_id = await asyncio.to_thread(self._load, reader_engine)
         except StoreLocked as exc:
             await self._close_engines()
-            raise JDBCStoreError(str(exc)) from None
+            raise StoreLockedError(str(exc)) from None
         except (sa.exc.SQLAlchemyError, SchemaError, OSError) as exc:
             await self._close_engines()
             raise JDBCStoreError(f"cannot open the JDBC store {self.where()}: "
