@@ -133,3 +133,30 @@ def test_readme_quick_start_runs() -> None:
 def test_readme_names_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "make run" in readme and "make test" in readme
+
+
+# ---------------------------------------------------------------------------
+# The management API
+# ---------------------------------------------------------------------------
+
+
+def management_members() -> list[str]:
+    from relaymq.management import Management
+
+    return sorted(name for name in vars(Management) if not name.startswith("_"))
+
+
+def test_the_management_api_has_members() -> None:
+    assert len(management_members()) >= 25
+
+
+@pytest.mark.parametrize("member", management_members())
+def test_every_management_method_is_documented(member: str) -> None:
+    headings = re.findall(r"^### `(\w+)[(`]", read("management.md"), flags=re.M)
+    assert member in headings, (
+        f"docs/management.md needs a heading '### `{member}(...)`' for Management.{member}")
+
+
+def test_no_documented_management_method_that_does_not_exist() -> None:
+    headings = set(re.findall(r"^### `(\w+)[(`]", read("management.md"), flags=re.M))
+    assert headings == set(management_members())

@@ -236,6 +236,46 @@ def relaymq_consumer_removed(broker: Broker, consumer: Consumer) -> None:
 
 
 @hookspec
+def relaymq_connection_opened(broker: Broker, connection: Any) -> None:
+    """Called when a client connection is opened (after authentication).
+
+    :param broker: the broker.
+    :param connection: the kernel connection (``id``, ``client_id``, ``transport``,
+        ``remote_address``); the client id of an AMQP connection may be set later.
+    """
+
+
+@hookspec
+def relaymq_connection_closed(broker: Broker, connection: Any) -> None:
+    """Called when a client connection has closed (its consumers are gone).
+
+    :param broker: the broker.
+    :param connection: the kernel connection that closed.
+    """
+
+
+@hookspec
+def relaymq_producer_added(broker: Broker, connection: Any, destination: Destination) -> None:
+    """Called when a producer attaches to a destination (an AMQP sender link with a
+    target; anonymous producers and single STOMP SENDs are not producers).
+
+    :param broker: the broker.
+    :param connection: the kernel connection the producer belongs to.
+    :param destination: where it sends.
+    """
+
+
+@hookspec
+def relaymq_producer_removed(broker: Broker, connection: Any, destination: Destination) -> None:
+    """Called when a producer detaches (its link closed, or its connection).
+
+    :param broker: the broker.
+    :param connection: the kernel connection the producer belonged to.
+    :param destination: where it sent.
+    """
+
+
+@hookspec
 def relaymq_message_dead_lettered(
     broker: Broker, message: Message, destination: Destination, reason: str
 ) -> None:

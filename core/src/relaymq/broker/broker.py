@@ -39,6 +39,7 @@ from relaymq.errors import (
     SecurityError,
     StartupError,
 )
+from relaymq.management import Management
 from relaymq.model.destination import Destination
 from relaymq.model.message import MessageIdGenerator
 from relaymq.outgoing.registry import OutgoingConnections
@@ -88,6 +89,8 @@ class Broker:
         self._redelivery: RedeliveryPolicyMap | None = None
         self.started = False
         self._stopped = asyncio.Event() if _has_loop() else None
+        #: the management API: what plugins, the console and the CLI use (docs/management.md)
+        self.management = Management(self)
 
     # -- assembly ------------------------------------------------------------------------
     @property
@@ -222,12 +225,12 @@ class Broker:
                 broker=self, scheme=uri.scheme, address=connector.address)
 
     async def _start_broker_connections(self) -> None:
-        for el in self.config.broker_connections:
+        for i, el in enumerate(self.config.broker_connections):
             conn = self.plugins.build("relaymq.broker_connections", el, self)
-            self.services.append(conn)
-            start = getattr(conn, "start", None)
-            if start is not None:
-                await start()
+            name = el.attributes.get("name") or f"{el.tag}-{i + 1}"
+            self.management.register_broker_connection(name, conn, kind=el.tag,
+                                                       uri=el.attributes.get("uri"))
+            await self.management.start_broker_connection(name)
 
     def _outgoing_opened(self, conn: Any) -> None:
         self.plugins.pm.hook.relaymq_broker_connection_started(
@@ -268,6 +271,7 @@ class Broker:
         self.plugins.pm.hook.relaymq_broker_stopping(broker=self)
         for t in self._tasks:
             t.cancel()
+        await self.management.stop_broker_connections()
         for svc in reversed(self.services):
             stop = getattr(svc, "stop", None)
             if stop is not None and asyncio.iscoroutinefunction(stop):
@@ -316,6 +320,7 @@ class Broker:
         if cid:
             self._client_ids[cid] = conn
         self.connections.add(conn)
+        self.events.connection_opened(conn)
         return conn
 
     def claim_client_id(self, conn: ClientConnection, client_id: str) -> None:
@@ -335,7 +340,9 @@ class Broker:
         return verdict is not False
 
     def connection_closed(self, conn: ClientConnection) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.events.connection_closed(conn)
         if conn.client_id and self._client_ids.get(conn.client_id) is conn:
             del self._client_ids[conn.client_id]
 

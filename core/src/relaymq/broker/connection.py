@@ -66,6 +66,9 @@ class ClientConnection:
         self._producers: list[Destination] = []
         self.closed = False
         self._subs: dict[int, SubscriptionQueue] = {}  # non-durable topic subscriptions
+        #: set by transports: close the client's connection with this reason
+        #: (management's `close_connection`)
+        self.on_close_request: Callable[[str], Any] | None = None
 
     @property
     def user(self) -> str | None:
@@ -152,6 +155,7 @@ class ClientConnection:
         if target is not None:
             target.stats.producers += 1
             self._producers.append(destination)
+            self.broker.events.producer_added(self, destination)
 
     async def remove_producer(self, destination: Destination) -> None:
         if destination in self._producers:
@@ -159,6 +163,20 @@ class ClientConnection:
             target = await self._stats_target(destination)
             if target is not None:
                 target.stats.producers -= 1
+            self.broker.events.producer_removed(self, destination)
+
+    @property
+    def producers(self) -> list[Destination]:
+        """Where this connection's producers send (one entry per producer)."""
+        return list(self._producers)
+
+    def request_close(self, reason: str) -> None:
+        """Management asks this connection to close: the transport's
+        `on_close_request` (an ERROR frame, an AMQP close) ends it with `reason`;
+        without one, only the kernel side closes."""
+        callback = self.on_close_request
+        if callback is not None:
+            callback(reason)
 
     async def _stats_target(self, destination: Destination):  # type: ignore[no-untyped-def]
         if destination.is_wildcard or destination.is_composite:

@@ -29,6 +29,20 @@ class BrokerEvents:
     def consumer_removed(self, consumer: Consumer) -> None:
         self._hook.relaymq_consumer_removed(broker=self._broker, consumer=consumer)
 
+    def connection_opened(self, connection: object) -> None:
+        self._hook.relaymq_connection_opened(broker=self._broker, connection=connection)
+
+    def connection_closed(self, connection: object) -> None:
+        self._hook.relaymq_connection_closed(broker=self._broker, connection=connection)
+
+    def producer_added(self, connection: object, destination: Destination) -> None:
+        self._hook.relaymq_producer_added(broker=self._broker, connection=connection,
+                                          destination=destination)
+
+    def producer_removed(self, connection: object, destination: Destination) -> None:
+        self._hook.relaymq_producer_removed(broker=self._broker, connection=connection,
+                                            destination=destination)
+
     def message_dead_lettered(self, message: Message, destination: Destination, reason: str) -> None:
         self._hook.relaymq_message_dead_lettered(
             broker=self._broker, message=message, destination=destination, reason=reason

@@ -31,7 +31,7 @@ from relaymq.model.message import Message, SelectorView, now_millis
 from relaymq.spi.persistence import AddMessage
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Collection
 
     from relaymq.broker.region import Region
     from relaymq.broker.router import SendBatch
@@ -80,6 +80,11 @@ class Queue:
         self._browse_cursors: dict[int, list[QueueEntry]] = {}
         #: the name of the queue type that made this queue (`relaymq.queue_types`)
         self.queue_type = "standard"
+        #: paused by management: consumers wait in `_held`, so dispatch finds none
+        #: (no check on the per-message path)
+        self.paused = False
+        self._held: list[Consumer] = []
+        self._generation = 0  # bumped by a purge: a page-in read before it is stale
 
     # -- arrival -------------------------------------------------------------------
     def next_seq(self) -> int:
@@ -180,7 +185,10 @@ class Queue:
             pending = self.pending
             while self._paging and not self.deleted:
                 limit = self._page_limit()
+                generation = self._generation
                 records = await self.region.store.read(self.key, self._loaded_seq, limit)
+                if generation != self._generation:
+                    continue  # purged while reading: read again past the purge
                 for rec in records:
                     if len(pending) and self._over_window():
                         break  # the window is full: the rest is read again later
@@ -228,9 +236,10 @@ class Queue:
         if consumer.browser:
             self._start_browse(consumer)
             return
-        self.consumers.append(consumer)
-        self.consumers.sort(key=lambda c: -c.priority)
-        self.stats.consumers = len(self.consumers)
+        consumers = self._held if self.paused else self.consumers
+        consumers.append(consumer)
+        consumers.sort(key=lambda c: -c.priority)
+        self.stats.consumers = len(consumers)
         self.dispatch()
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -241,7 +250,9 @@ class Queue:
             return
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        self.stats.consumers = len(self.consumers)
+        elif consumer in self._held:
+            self._held.remove(consumer)
+        self.stats.consumers = len(self.consumers) + len(self._held)
         for gid in [g for g, c in self.groups.items() if c is consumer]:
             del self.groups[gid]
         returned = list(consumer.inflight.values())
@@ -519,9 +530,86 @@ class Queue:
             self._drop(entry)
         return len(entries)
 
+    def held_entries(self) -> list[QueueEntry]:
+        """Deliveries consumers hold unacknowledged (paused consumers included)."""
+        return [e for c in self.consumers + self._held for e in c.inflight.values()]
+
+    async def remove_messages(self, seqs: Collection[int]) -> int:
+        """Remove the messages with these sequence numbers that no consumer holds,
+        whether waiting in memory or only in the store (paged out). Returns how many."""
+        wanted = set(seqs)
+        n = 0
+        for entry in [e for e in self.pending if e.seq in wanted]:
+            if self.remove_pending(entry):
+                n += 1
+            wanted.discard(entry.seq)
+        last: Awaitable[None] | None = None
+        for seq in sorted(wanted):
+            if seq <= self._loaded_seq or seq in self._unplaced:
+                continue  # in memory (held by a consumer) or already gone
+            last = self.region.store_remove(self.key, seq)
+            self.stats.pending -= 1
+            self.stats.dequeued += 1
+            n += 1
+        if last is not None:
+            await last
+            self._generation += 1  # a page-in that read before the removal reads again
+        return n
+
+    async def purge_all(self) -> int:
+        """Purge, the store included: every message not held by a consumer is
+        removed from memory and from the store (paged-out ones too)."""
+        self._generation += 1
+        bound = self.last_seq
+        self._loaded_seq = max(self._loaded_seq, bound)  # a page-in starts past the purge
+        inflight = {e.seq for e in self.held_entries()}
+        seen = {e.seq for e in self.pending}
+        n = self.purge()
+        if not self.persists:
+            return n
+        after = 0
+        store = self.region.store
+        stats = self.stats
+        last: Awaitable[None] | None = None
+        while True:
+            records = await store.read(self.key, after, 1000)
+            for rec in records:
+                seq = rec.seq
+                if seq > bound:
+                    break
+                if seq in inflight or seq in seen or seq in self._unplaced:
+                    continue
+                last = self.region.store_remove(self.key, seq)
+                stats.pending -= 1
+                stats.dequeued += 1
+                n += 1
+            if last is not None:
+                await last  # one store write per chunk read
+                last = None
+            if len(records) < 1000 or records[-1].seq >= bound:
+                break
+            after = records[-1].seq
+        return n
+
+    def pause(self) -> None:
+        """Stop dispatching (management): messages wait, consumers stay attached."""
+        if not self.paused:
+            self.paused = True
+            self._held, self.consumers = self.consumers, []
+
+    def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            self.consumers = self._held + self.consumers
+            self._held = []
+            self.consumers.sort(key=lambda c: -c.priority)
+            self.dispatch()
+
     def close_all(self, reason: str) -> None:
         """The destination is going away: detach every consumer."""
         self.deleted = True
+        self.consumers = self.consumers + self._held
+        self._held = []
         for c in list(self.consumers) + list(self.browsers):
             c.closed = True
             if c.on_closed is not None:

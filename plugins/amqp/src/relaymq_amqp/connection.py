@@ -168,6 +168,7 @@ class AmqpConnection:
                                      certificates=list(self.certificates))
             try:
                 self.kconn = await self.broker.connect(request)
+                self.kconn.on_close_request = self._close_requested
             except SecurityError as exc:
                 log.info("AMQP client %s refused: %s", self.remote_address, exc)
                 ok = False
@@ -541,6 +542,10 @@ class AmqpConnection:
             self._fail(condition or Condition("amqp:connection:forced", "the broker is stopping"))
         else:
             self._abort()
+
+    def _close_requested(self, reason: str) -> None:
+        """Management closes this connection (`broker.management.close_connection`)."""
+        self.close(Condition("amqp:connection:forced", reason))
 
     def _close_now(self) -> None:
         if not self.closed:

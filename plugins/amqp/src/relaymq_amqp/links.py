@@ -28,7 +28,6 @@ from relaymq.errors import (
 )
 from relaymq.model.destination import Destination, DestinationKind, InvalidDestination
 from relaymq.selector import InvalidSelector
-from relaymq.spi.persistence import subscription_key
 
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition, Terminus
@@ -147,6 +146,7 @@ class ProducerLink(Link):
         assert conn.engine is not None
         self._recv = conn.engine.recv
         self.max_message_size = conn.options.max_message_size
+        self._producer: Destination | None = None  # counted with kconn.add_producer
 
     def attach(self) -> None:
         target = pn.remote_target(self.link)
@@ -178,6 +178,15 @@ class ProducerLink(Link):
                      max_message_size=self.max_message_size)
         pn.link_flow(self.link, self.window)
         self.credit = self.window
+        if self.destination is not None:  # a named producer (management, advisories)
+            self._producer = self.destination
+            self.conn.spawn(kconn.add_producer(self.destination))
+
+    def detached(self) -> None:
+        dest, self._producer = self._producer, None
+        kconn = self.conn.kconn
+        if dest is not None and kconn is not None and not kconn.closed:
+            self.conn.spawn(kconn.remove_producer(dest))
 
     def _check_exists(self, dest: Destination) -> None:
         """A temporary destination exists only while its connection does: sending
@@ -364,19 +373,18 @@ class ConsumerLink(Link):
             # (to resume it, or to unsubscribe); reply with what it subscribed to.
             sub = None
             if kconn.client_id:
-                sub = kconn.broker.region.subscriptions.get(
-                    subscription_key(kconn.client_id, self.name))
-            if sub is None or sub.record is None:
+                sub = kconn.broker.management.durable_subscription(kconn.client_id, self.name)
+            if sub is None:
                 raise DestinationError(f"no durable subscription named {self.name!r}")
-            dest = Destination.parse(sub.record.topic)
+            dest = Destination.parse(sub.topic)
             self.durable_name = self.name
-            selector = sub.record.selector
+            selector = sub.selector
             if selector:
                 accepted[Symbol("jms-selector")] = Described(Symbol(SELECTOR_FILTER_NAME), selector)
             source.address = dest.key
             source.durable = pn.UNSETTLED_STATE
             source.expiry_policy = pn.EXPIRE_NEVER
-            return dest, selector, sub.record.no_local or no_local, accepted
+            return dest, selector, sub.no_local or no_local, accepted
         dest = destination_for(source.address, source.capabilities)
         if dest.is_topic and source.durable and source.expiry_policy == pn.EXPIRE_NEVER:
             self.durable_name = self.name

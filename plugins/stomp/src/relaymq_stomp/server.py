@@ -129,7 +129,7 @@ class StompProtocol(asyncio.Protocol):
         self._lost = False
         self.closed: asyncio.Future[None] = self.loop.create_future()
         #: store runs of persistent SENDs together (pointless without a persistent store)
-        self._group = MAX_RUN if connector.broker.region.store_persistent else 0
+        self._group = MAX_RUN if connector.broker.management.persistent else 0
         self._last_read = self.loop.time()
         self._last_write = self._last_read
         self._send_every = 0.0

@@ -196,7 +196,7 @@ class StompSession:
         sends do (the kernel's producer flow control), so runs are not grouped."""
         broker = self.ctx.broker
         limit = broker.usage.store_limit
-        return bool(limit) and broker.region.store.size() >= limit
+        return bool(limit) and broker.management.store_size() >= limit
 
     def _failed(self, exc: Exception, cmd: str, receipt: str | None) -> None:
         if isinstance(exc, StompError):
@@ -263,6 +263,10 @@ class StompSession:
         if conn is not None:
             await conn.close()
 
+    def _close_requested(self, reason: str) -> None:
+        """Management closes this connection (`broker.management.close_connection`)."""
+        self.error(ProtocolError(reason, "the broker's management closed this connection"))
+
     def subscription_closed(self, sub: Subscription, reason: str) -> None:
         owner = self.subs.get(sub.id)
         if owner is not None and owner.wildcard is not None and sub in owner.parts:
@@ -314,6 +318,7 @@ class StompSession:
             await conn.close()
             return
         self.conn = conn
+        conn.on_close_request = self._close_requested
         self._id_prefix_escaped = escape(conn.message_id_prefix, V12)  # ids on 1.2 MESSAGEs
         self.version = version
         self.mapper = DestinationMapper(conn, version)
@@ -383,8 +388,8 @@ class StompSession:
             raise StompError("browsing and durable subscriptions need a single destination",
                              f"{text} is a composite or wildcard destination")
         if wildcard:
-            targets = [d for d in list(self.ctx.broker.region.queues)
-                       if not d.is_temporary and not d.is_wildcard and dest.matches(d)]
+            targets = [d for d in self.ctx.broker.management.matching_queues(dest)
+                       if not d.is_wildcard]
         else:
             targets = dest.composite_parts() if dest.is_composite else [dest]
         if durable is not None:

@@ -73,7 +73,7 @@ class ConsumerQueueIndex:
     def queues(self, pattern: str) -> list[Queue]:
         """The existing queues matching the queue name `pattern` (wildcards allowed)."""
         names = self._cache.get(pattern)
-        queues = self.broker.region.queues
+        queues = self.broker.management.queues
         if names is None:
             if len(self._cache) >= _INDEX_LIMIT:
                 self._cache.clear()

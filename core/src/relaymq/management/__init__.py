@@ -1,0 +1,30 @@
+"""The management API: ``broker.management`` (see docs/management.md)."""
+
+from relaymq.management.api import Management
+from relaymq.management.events import EVENT_KINDS, ManagementEvent
+from relaymq.management.info import (
+    BrokerConnectionInfo,
+    BrowsePage,
+    ConnectionInfo,
+    ConsumerInfo,
+    DestinationInfo,
+    MessageInfo,
+    ProducerInfo,
+    Rates,
+    SubscriptionInfo,
+)
+
+__all__ = [
+    "EVENT_KINDS",
+    "BrokerConnectionInfo",
+    "BrowsePage",
+    "ConnectionInfo",
+    "ConsumerInfo",
+    "DestinationInfo",
+    "Management",
+    "ManagementEvent",
+    "MessageInfo",
+    "ProducerInfo",
+    "Rates",
+    "SubscriptionInfo",
+]

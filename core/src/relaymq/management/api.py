@@ -1,0 +1,434 @@
+"""`Management`: the one documented way to see and change broker state.
+
+Plugins, the console and the CLI use ``broker.management`` instead of kernel
+internals (`broker.region` and friends are private and change). Every method is
+documented in docs/management.md, and a test fails when one is not. Methods that
+touch the store are ``async``; cheap lookups are plain methods.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from relaymq.dispatch.deadletter import (
+    DLQ_DELIVERY_FAILURE_CAUSE,
+    ORIGINAL_DESTINATION,
+    ORIGINAL_EXPIRATION,
+)
+from relaymq.errors import DestinationError
+from relaymq.management.browse import browse_page, message_info, scan
+from relaymq.management.connections import BrokerConnections
+from relaymq.management.events import EventRelay, Listener
+from relaymq.management.info import (
+    BrokerConnectionInfo,
+    BrowsePage,
+    ConnectionInfo,
+    ConsumerInfo,
+    DestinationInfo,
+    MessageInfo,
+    ProducerInfo,
+    Rates,
+    SubscriptionInfo,
+)
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+from relaymq.selector import Selector
+from relaymq.spi.persistence import RemoveSubscription, subscription_key
+
+Target = Destination | str
+
+
+def _destination(target: Target) -> Destination:
+    if isinstance(target, Destination):
+        return target
+    return Destination.parse(target) if "://" in target else Destination.queue(target)
+
+
+class Management:
+    """The broker's management facade (``broker.management``)."""
+
+    def __init__(self, broker: Any) -> None:
+        self._broker = broker
+        self._relay: EventRelay | None = None
+        self._last: dict[str, tuple[float, int, int]] = {}
+        self._queues_view: Mapping[Destination, Any] | None = None
+        self._connections = BrokerConnections(broker)
+
+    # -- lookups (synchronous) -------------------------------------------------------
+    @property
+    def _region(self) -> Any:
+        region = self._broker.region
+        if region is None:
+            raise DestinationError("the broker is not started")
+        return region
+
+    @property
+    def queues(self) -> Mapping[Destination, Any]:
+        """A read-only live view of the queues by destination (cheap: for per-message
+        lookups such as virtual-topic fan-out). Values are `relaymq.dispatch.queue.Queue`."""
+        view = self._queues_view
+        if view is None:
+            view = self._queues_view = MappingProxyType(self._region.queues)
+        return view
+
+    def queue(self, target: Target) -> Any | None:
+        """The live queue of `target` (a `Queue`), or None when it does not exist."""
+        return self._region.queues.get(_destination(target))
+
+    def matching_queues(self, pattern: Target) -> list[Destination]:
+        """Existing, non-temporary queues whose names match `pattern` (wildcards `*`, `>`)."""
+        wanted = _destination(pattern)
+        return [d for d in self._region.queues if not d.is_temporary and wanted.matches(d)]
+
+    @property
+    def persistent(self) -> bool:
+        """True when the store keeps messages across restarts."""
+        store = self._broker.store
+        return bool(store is not None and store.persistent)
+
+    def store_size(self) -> int:
+        """Bytes the store uses now (what `storeUsage` limits); 0 when unknown."""
+        store = self._broker.store
+        return store.size() if store is not None else 0
+
+    def store_limit(self) -> int:
+        """The `storeUsage` limit in bytes (0: none)."""
+        return int(self._broker.usage.store_limit or 0)
+
+    def consumer_count(self, target: Target) -> int:
+        """Consumers on a queue, or on all subscriptions of a topic."""
+        dest = _destination(target)
+        region = self._region
+        if dest.is_queue:
+            q = region.queues.get(dest)
+            return q.stats.consumers if q is not None else 0
+        return sum(s.stats.consumers for s in region.subscriptions_for(dest))
+
+    def producer_count(self, target: Target) -> int:
+        dest = _destination(target)
+        region = self._region
+        holder = region.queues.get(dest) if dest.is_queue else region.topics.get(dest)
+        return holder.stats.producers if holder is not None else 0
+
+    # -- listing -----------------------------------------------------------------------
+    async def destinations(self, kind: str | None = None) -> list[DestinationInfo]:
+        """Queues, topics and durable subscriptions with their statistics; `kind`
+        (``queue``, ``topic``, ``subscription``) narrows the list."""
+        region = self._region
+        out: list[DestinationInfo] = []
+        if kind in (None, "queue"):
+            for q in list(region.queues.values()):
+                out.append(await self._info(q, "queue"))
+        if kind in (None, "topic"):
+            for t in list(region.topics.values()):
+                out.append(await self._info(t, "topic"))
+        if kind in (None, "subscription"):
+            for sub in list(region.subscriptions.values()):
+                out.append(await self._info(sub, "subscription"))
+        return out
+
+    async def destination(self, target: Target) -> DestinationInfo:
+        """One destination's statistics (a queue, topic, or `durable://` subscription key)."""
+        holder, kind = self._holder(target)
+        return await self._info(holder, kind)
+
+    def _holder(self, target: Target) -> tuple[Any, str]:
+        region = self._region
+        if isinstance(target, str) and target.startswith("durable://"):
+            sub = region.subscriptions.get(target)
+            if sub is None:
+                raise DestinationError(f"no durable subscription {target}")
+            return sub, "subscription"
+        dest = _destination(target)
+        holder = region.queues.get(dest) if dest.is_queue else region.topics.get(dest)
+        if holder is None:
+            raise DestinationError(f"{dest} does not exist")
+        return holder, "queue" if dest.is_queue else "topic"
+
+    def _queue_like(self, target: Target) -> Any:
+        holder, kind = self._holder(target)
+        if kind == "topic":
+            raise DestinationError(f"{target}: a topic holds no messages; browse one of its "
+                                   "durable subscriptions (durable://CLIENT:NAME)")
+        return holder
+
+    async def _info(self, holder: Any, kind: str) -> DestinationInfo:
+        s = holder.stats
+        region = self._region
+        depth, consumers = s.pending, s.consumers
+        if kind == "topic":
+            subs = region.subscriptions_for(holder.destination)
+            depth = sum(x.stats.pending for x in subs)
+            consumers = sum(x.stats.consumers for x in subs)
+        store_used = 0
+        if kind != "topic" and getattr(holder, "persists", False):
+            store_used = (await region.store.stats(holder.key)).size
+        now = time.monotonic()
+        previous = self._last.get(holder.key)
+        rates = Rates()
+        if previous is not None and now > previous[0]:
+            span = now - previous[0]
+            rates = Rates((s.enqueued - previous[1]) / span, (s.dequeued - previous[2]) / span)
+        self._last[holder.key] = (now, s.enqueued, s.dequeued)
+        dest = holder.destination
+        return DestinationInfo(
+            key=holder.key, kind=kind, name=dest.name if kind != "subscription" else holder.key,
+            depth=depth, enqueued=s.enqueued, dequeued=s.dequeued, dispatched=s.dispatched,
+            in_flight=s.in_flight, expired=s.expired, dead_lettered=s.dead_lettered,
+            consumers=consumers, producers=s.producers, memory_used=s.memory_used,
+            store_used=store_used, rates=rates,
+            queue_type=getattr(holder, "queue_type", None) if kind == "queue" else None,
+            paused=bool(getattr(holder, "paused", False)), temporary=dest.is_temporary,
+        )
+
+    def connections(self) -> list[ConnectionInfo]:
+        """Open client connections (the broker's own internal one left out)."""
+        return [
+            ConnectionInfo(c.id, c.client_id, c.user, c.transport, c.remote_address,
+                           len(c.consumers), len(c.producers), c.network)
+            for c in list(self._broker.connections)
+        ]
+
+    def consumers(self, target: Target | None = None) -> list[ConsumerInfo]:
+        """Consumers (browsers included), all or those on `target`."""
+        dest = _destination(target) if target is not None else None
+        out = []
+        for conn in list(self._broker.connections):
+            for c in list(conn.consumers.values()):
+                if dest is not None and c.destination != dest:
+                    continue
+                out.append(ConsumerInfo(
+                    c.id, c.name, conn.id, conn.client_id, c.destination.key, c.selector_text,
+                    c.prefetch, len(c.inflight), c.browser, c.durable_name, c.exclusive,
+                    c.priority))
+        return out
+
+    def producers(self, target: Target | None = None) -> list[ProducerInfo]:
+        """Producers attached to a destination (AMQP sender links with a target)."""
+        dest = _destination(target) if target is not None else None
+        return [ProducerInfo(conn.id, conn.client_id, d.key)
+                for conn in list(self._broker.connections) for d in conn.producers
+                if dest is None or d == dest]
+
+    def durable_subscriptions(self) -> list[SubscriptionInfo]:
+        return [self._sub_info(sub) for sub in list(self._region.subscriptions.values())]
+
+    def durable_subscription(self, client_id: str, name: str) -> SubscriptionInfo | None:
+        """The durable subscription `name` of `client_id`, or None."""
+        sub = self._region.subscriptions.get(subscription_key(client_id, name))
+        return self._sub_info(sub) if sub is not None else None
+
+    @staticmethod
+    def _sub_info(sub: Any) -> SubscriptionInfo:
+        r = sub.record
+        return SubscriptionInfo(sub.key, r.client_id, r.name, r.topic, r.selector, r.no_local,
+                                any(not c.closed for c in sub.consumers), sub.stats.pending)
+
+    def broker_connections(self) -> list[BrokerConnectionInfo]:
+        """Registered broker connections with their state."""
+        return self._connections.describe()
+
+    # -- messages ----------------------------------------------------------------------
+    async def browse(self, target: Target, *, after: int = 0, limit: int = 100,
+                     selector: str | None = None) -> BrowsePage:
+        """A page of messages from the store and memory, in sequence order, after
+        sequence `after`; pass `page.next_after` back for the next page."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        queue = self._queue_like(target)
+        sel = Selector.compile(selector) if selector else None
+        return await browse_page(queue, self._region.store, after, limit, sel)
+
+    async def get_message(self, target: Target, message_id: str) -> MessageInfo | None:
+        """The message with `message_id` on `target`, or None."""
+        queue = self._queue_like(target)
+        async for seq, message, entry in scan(queue, self._region.store):
+            if message.message_id == message_id:
+                return message_info(seq, message, entry, queue.key)
+        return None
+
+    async def _select(self, queue: Any, message_ids: Collection[str] | None,
+                      selector: str | None) -> list[tuple[int, Message, Any]]:
+        if message_ids is None and selector is None:
+            raise ValueError("name the messages: message_ids=[...] or selector='...'")
+        ids = set(message_ids) if message_ids is not None else None
+        sel = Selector.compile(selector) if selector else None
+        return [item async for item in scan(queue, self._region.store, 0, sel)
+                if ids is None or item[1].message_id in ids]
+
+    async def remove_messages(self, target: Target, *, message_ids: Collection[str] | None = None,
+                              selector: str | None = None) -> int:
+        """Remove messages by id or selector (not those a consumer holds now), from
+        memory and the store. Returns how many were removed."""
+        queue = self._queue_like(target)
+        chosen = await self._select(queue, message_ids, selector)
+        return int(await queue.remove_messages([seq for seq, _, _ in chosen]))
+
+    async def copy_messages(self, target: Target, to: Target, *,
+                            message_ids: Collection[str] | None = None,
+                            selector: str | None = None) -> int:
+        """Send copies of messages (by id or selector) to `to`; the originals stay."""
+        queue = self._queue_like(target)
+        chosen = await self._select(queue, message_ids, selector)
+        dest = _destination(to)
+        for _, message, _ in chosen:
+            await self._send(self._forwarded(message, dest, queue.destination))
+        return len(chosen)
+
+    async def move_messages(self, target: Target, to: Target, *,
+                            message_ids: Collection[str] | None = None,
+                            selector: str | None = None) -> int:
+        """Move messages (by id or selector) to `to`: each is stored there, then
+        removed here (a crash in between leaves it in both, never in neither).
+        Messages a consumer holds now are not moved. Returns how many moved."""
+        queue = self._queue_like(target)
+        dest = _destination(to)
+        if dest == queue.destination:
+            raise DestinationError("moving messages to where they are is not a move")
+        chosen = [c for c in await self._select(queue, message_ids, selector)
+                  if c[2] is None or c[2].consumer is None]
+        return await self._relocate(queue, [(seq, self._forwarded(m, dest, queue.destination))
+                                            for seq, m, _ in chosen])
+
+    async def retry_messages(self, target: Target, *, message_ids: Collection[str] | None = None,
+                             selector: str | None = None) -> int:
+        """Send dead-lettered messages (by id or selector) from the dead-letter queue
+        `target` back to the destination each came from, with its original
+        expiration; returns how many went back (ActiveMQ's `retryMessages`)."""
+        queue = self._queue_like(target)
+        moves = []
+        for seq, message, entry in await self._select(queue, message_ids, selector):
+            annotations = dict(message.annotations or {})
+            origin = annotations.pop(ORIGINAL_DESTINATION, None)
+            if not origin or (entry is not None and entry.consumer is not None):
+                continue
+            expiration = annotations.pop(ORIGINAL_EXPIRATION, 0) or 0
+            annotations.pop(DLQ_DELIVERY_FAILURE_CAUSE, None)
+            moves.append((seq, message.copy(destination=Destination.parse(str(origin)),
+                                            expiration=int(expiration),
+                                            annotations=annotations or None)))
+        return await self._relocate(queue, moves)
+
+    async def _relocate(self, queue: Any, moves: list[tuple[int, Message]]) -> int:
+        for _, copy in moves:
+            await self._send(copy)
+        if not moves:
+            return 0
+        await queue.remove_messages([seq for seq, _ in moves])
+        return len(moves)
+
+    @staticmethod
+    def _forwarded(message: Message, dest: Destination, origin: Destination) -> Message:
+        annotations = dict(message.annotations or {})
+        annotations.setdefault(ORIGINAL_DESTINATION, origin.key)
+        return message.copy(destination=dest, annotations=annotations)
+
+    async def _send(self, message: Message) -> None:
+        await self._broker.internal_connection().send(message)
+
+    async def purge(self, target: Target) -> int:
+        """Remove every message not held by a consumer, the store included (also
+        what is paged out). Returns how many were removed."""
+        return int(await self._queue_like(target).purge_all())
+
+    # -- queues and destinations --------------------------------------------------------
+    def pause(self, target: Target) -> None:
+        """Stop dispatching from a queue; consumers stay attached, messages wait."""
+        self._queue_like(target).pause()
+
+    def resume(self, target: Target) -> None:
+        """Dispatch from a paused queue again."""
+        self._queue_like(target).resume()
+
+    async def create_queue(self, name: str, queue_type: str | None = None) -> DestinationInfo:
+        """Create a queue (of `queue_type`, an installed `relaymq.queue_types` name);
+        an existing queue of another type is an error."""
+        from relaymq.broker.queue_types import resolve_queue_type
+
+        dest = _destination(name)
+        if not dest.is_queue or dest.is_wildcard or dest.is_composite or dest.is_temporary:
+            raise DestinationError(f"{name}: create_queue needs one plain queue name")
+        region = self._region
+        existing = region.queues.get(dest)
+        if existing is not None:
+            if queue_type and existing.queue_type != queue_type:
+                raise DestinationError(f"{dest} exists as a {existing.queue_type!r} queue, "
+                                       f"not {queue_type!r}")
+            return await self._info(existing, "queue")
+        if queue_type:
+            if queue_type not in region.queue_types:
+                region.queue_types[queue_type] = resolve_queue_type(self._broker.plugins, queue_type)
+            region.declared_types[dest] = queue_type
+        return await self._info(await region.queue(dest), "queue")
+
+    async def create_topic(self, name: str) -> DestinationInfo:
+        dest = Destination.topic(name) if "://" not in name else _destination(name)
+        if not dest.is_topic or dest.is_wildcard or dest.is_composite or dest.is_temporary:
+            raise DestinationError(f"{name}: create_topic needs one plain topic name")
+        return await self._info(await self._region.topic(dest), "topic")
+
+    async def delete_destination(self, target: Target) -> bool:
+        """Delete a queue (its messages too) or topic; consumers on it are closed."""
+        return bool(await self._broker.delete_destination(_destination(target)))
+
+    async def delete_durable_subscription(self, client_id: str, name: str) -> bool:
+        """Remove a durable subscription and its messages; refused while a consumer is attached."""
+        region = self._region
+        sub = region.subscriptions.get(subscription_key(client_id, name))
+        if sub is None:
+            return False
+        if any(not c.closed for c in sub.consumers):
+            raise DestinationError(f"durable subscription {name!r} of {client_id} is in use")
+        region.remove_subscription(sub)
+        if region.store_persistent:
+            await region.store.write([RemoveSubscription(sub.key)])
+        return True
+
+    # -- connections ---------------------------------------------------------------------
+    async def close_connection(self, connection_id: str, reason: str = "closed by management") -> bool:
+        """Close a client connection: the transport tells the client `reason` (STOMP
+        ERROR frame, AMQP connection close) and the kernel side goes away."""
+        for conn in list(self._broker.connections):
+            if conn.id == connection_id:
+                conn.request_close(reason)
+                await conn.close()
+                return True
+        return False
+
+    def register_broker_connection(self, name: str, connection: Any, *, kind: str = "broker-connection",
+                                   uri: str | None = None) -> None:
+        """Add a broker connection (a service with ``async start()``/``stop()``) so
+        management can list, start and stop it."""
+        self._connections.register(name, connection, kind, uri)
+
+    def unregister_broker_connection(self, name: str) -> None:
+        self._connections.unregister(name)
+
+    async def start_broker_connection(self, name: str) -> None:
+        await self._connections.start(name)
+
+    async def stop_broker_connection(self, name: str) -> None:
+        await self._connections.stop(name)
+
+    async def stop_broker_connections(self) -> None:
+        """Stop every registered broker connection (the broker does this when it stops)."""
+        await self._connections.stop_all()
+
+    # -- events -------------------------------------------------------------------------
+    def listen(self, callback: Listener) -> Callable[[], None]:
+        """Call `callback(ManagementEvent)` for connection, consumer and producer
+        open/close; returns a function that stops it."""
+        relay = self._relay
+        if relay is None:
+            relay = self._relay = EventRelay(self)
+            self._broker.plugins.register(relay, name="relaymq.management.events")
+        relay.listeners.append(callback)
+
+        def stop() -> None:
+            if callback in relay.listeners:
+                relay.listeners.remove(callback)
+
+        return stop

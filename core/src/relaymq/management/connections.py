@@ -1,0 +1,109 @@
+"""Broker connections (mirror, federation, bridge ...): a registry management
+starts and stops them through.
+
+A broker-connection plugin is a service with ``async start()`` and
+``async stop()``; it may offer a ``state`` attribute (a short word:
+``connecting``, ``connected``, ``reconnecting`` ...) and a ``status()`` method
+returning a dict of details (peer, failover position, retries). The broker
+registers every `<broker-connections>` element it builds; a plugin that opens
+connections of its own registers them with `Management.register_broker_connection`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from relaymq.errors import DestinationError
+from relaymq.management.info import BrokerConnectionInfo
+
+log = logging.getLogger("relaymq.management")
+
+STOPPED = "stopped"
+STARTING = "starting"
+STARTED = "started"
+FAILED = "failed"
+
+
+@dataclass(slots=True)
+class _Registered:
+    connection: Any
+    kind: str
+    uri: str | None
+    state: str = STOPPED
+    error: str | None = None
+
+
+class BrokerConnections:
+    def __init__(self, broker: Any) -> None:
+        self._broker = broker
+        self._entries: dict[str, _Registered] = {}
+
+    def register(self, name: str, connection: Any, kind: str = "broker-connection",
+                 uri: str | None = None) -> None:
+        if name in self._entries:
+            raise DestinationError(f"a broker connection named {name!r} is already registered")
+        self._entries[name] = _Registered(connection, kind, uri)
+
+    def unregister(self, name: str) -> None:
+        self._entries.pop(name, None)
+
+    def _get(self, name: str) -> _Registered:
+        entry = self._entries.get(name)
+        if entry is None:
+            known = ", ".join(sorted(self._entries)) or "none"
+            raise DestinationError(f"no broker connection named {name!r}; registered: {known}")
+        return entry
+
+    async def start(self, name: str) -> None:
+        entry = self._get(name)
+        if entry.state in (STARTED, STARTING):
+            return
+        entry.state, entry.error = STARTING, None
+        try:
+            start = getattr(entry.connection, "start", None)
+            if start is not None:
+                await start()
+        except Exception as exc:
+            entry.state, entry.error = FAILED, f"{type(exc).__name__}: {exc}"
+            raise
+        entry.state = STARTED
+        self._broker.plugins.pm.hook.relaymq_broker_connection_started(
+            broker=self._broker, name=name, uri=entry.uri or "")
+
+    async def stop(self, name: str) -> None:
+        entry = self._get(name)
+        if entry.state == STOPPED:
+            return
+        stop = getattr(entry.connection, "stop", None)
+        try:
+            if stop is not None:
+                await stop()
+        finally:
+            entry.state = STOPPED
+
+    async def stop_all(self) -> None:
+        for name in reversed(list(self._entries)):
+            try:
+                await self.stop(name)
+            except Exception:  # noqa: BLE001 - stopping the others matters more
+                log.exception("stopping broker connection %s failed", name)
+
+    def describe(self) -> list[BrokerConnectionInfo]:
+        out = []
+        for name, entry in self._entries.items():
+            conn = entry.connection
+            state = entry.state
+            reported = getattr(conn, "state", None)
+            if state == STARTED and isinstance(reported, str):
+                state = reported
+            status = getattr(conn, "status", None)
+            detail = dict(status()) if callable(status) else {}
+            if entry.error:
+                detail["error"] = entry.error
+            out.append(BrokerConnectionInfo(name, entry.kind, entry.uri, state, detail))
+        return out
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries

@@ -1,0 +1,120 @@
+"""A real broker (kahaDB, STOMP and AMQP connectors) on its own event-loop thread,
+driven by blocking real clients (stomp.py, python-qpid-proton) and inspected and
+changed only through `broker.management`."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
+pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
+pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
+stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
+pytest.importorskip("proton", reason="python-qpid-proton is not installed")
+
+from relaymq.broker.broker import Broker  # noqa: E402
+from relaymq.config import load_config_text  # noqa: E402
+from relaymq.testing import host_port  # noqa: E402
+from relaymq.testing.waits import wait_until  # noqa: E402
+
+
+def config_xml(data: Path, extra_policy: str = "", advisory: bool = True) -> str:
+    return f"""<broker brokerName="mgmt" persistent="true" advisorySupport="{str(advisory).lower()}">
+  <destinationPolicy><policyMap><policyEntries>
+    <policyEntry queue=">" storeCursorMemoryLimit="256 kb" {extra_policy}/>
+  </policyEntries></policyMap></destinationPolicy>
+  <persistenceAdapter><kahaDB directory="{data}" journalDiskSyncStrategy="never"/></persistenceAdapter>
+  <transportConnectors>
+    <transportConnector name="stomp" uri="stomp://127.0.0.1:0"/>
+    <transportConnector name="amqp" uri="amqp://127.0.0.1:0"/>
+  </transportConnectors>
+</broker>"""
+
+
+class BrokerThread:
+    """A started broker on a private loop in a daemon thread."""
+
+    def __init__(self, xml: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+        async def start() -> Broker:
+            broker = Broker(load_config_text(xml, "xml"), strict=True)
+            await broker.start()
+            return broker
+
+        self.broker: Broker = self.run(start())
+        self.stomp = host_port(self.broker.connector_address("stomp"))
+        self.amqp = "%s:%d" % host_port(self.broker.connector_address("amqp"))
+        self.management = self.broker.management
+
+    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 120) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        async def wrapper() -> Any:
+            return fn()
+
+        return self.run(wrapper())
+
+    def stop(self) -> None:
+        try:
+            self.run(self.broker.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+
+
+@pytest.fixture
+def start_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerThread]]:
+    started: list[BrokerThread] = []
+
+    def start(extra_policy: str = "", advisory: bool = True) -> BrokerThread:
+        b = BrokerThread(config_xml(tmp_path / "kahadb", extra_policy, advisory))
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        if b.broker.started:
+            b.stop()
+
+
+class Inbox(stomp.ConnectionListener):
+    """What a stomp.py connection received."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self.errors: list[Any] = []
+        self.receipts: set[str] = set()
+
+    def on_message(self, frame: Any) -> None:
+        self.messages.append(frame)
+
+    def on_error(self, frame: Any) -> None:
+        self.errors.append(frame)
+
+    def on_receipt(self, frame: Any) -> None:
+        self.receipts.add(frame.headers.get("receipt-id"))
+
+    def bodies(self) -> list[str]:
+        return [m.body for m in self.messages]
+
+
+def stomp_client(address: tuple[str, int], **connect: Any) -> tuple[Any, Inbox]:
+    conn = stomp.Connection([address])
+    inbox = Inbox()
+    conn.set_listener("", inbox)
+    conn.connect(wait=True, **connect)
+    return conn, inbox
+
+
+def wait_receipt(inbox: Inbox, receipt: str) -> None:
+    wait_until(lambda: receipt in inbox.receipts, f"receipt {receipt}", timeout=120)
