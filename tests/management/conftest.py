@@ -52,7 +52,8 @@ class BrokerThread:
 
         self.broker: Broker = self.run(start())
         self.stomp = host_port(self.broker.connector_address("stomp"))
-        self.amqp = "%s:%d" % host_port(self.broker.connector_address("amqp"))
+        host, port = host_port(self.broker.connector_address("amqp"))
+        self.amqp = f"{host}:{port}"
         self.management = self.broker.management
 
     def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 120) -> Any:

@@ -69,8 +69,6 @@ class BrokerConnections:
             entry.state, entry.error = FAILED, f"{type(exc).__name__}: {exc}"
             raise
         entry.state = STARTED
-        self._broker.plugins.pm.hook.relaymq_broker_connection_started(
-            broker=self._broker, name=name, uri=entry.uri or "")
 
     async def stop(self, name: str) -> None:
         entry = self._get(name)
