@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from relaymq import compiled
+from relaymq.testing.pytest_plugin import NOT_APPLICABLE
 
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
@@ -79,3 +80,41 @@ def test_the_kernel_reports_how_it_runs() -> None:
 
     status = compiled.status()["relaymq"]
     assert status.startswith("compiled") == compiled.is_compiled(queue)
+
+
+# CI builds the per-message modules (`make compile` with --strict) and then sets
+# RELAYMQ_REQUIRE_COMPILED=1: from then on a module that runs interpreted (a source
+# newer than its extension, a failed or missing build) fails the run instead of
+# quietly testing pure Python under the compiled run's name.
+REQUIRE_COMPILED_ENV = "RELAYMQ_REQUIRE_COMPILED"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _per_message_modules() -> list[str]:
+    import tomllib
+
+    names = []
+    for pyproject in sorted([ROOT / "core" / "pyproject.toml", *ROOT.glob("plugins/*/pyproject.toml")]):
+        config = tomllib.loads(pyproject.read_text())
+        for path in config.get("tool", {}).get("relaymq", {}).get("compile", {}).get("modules", []):
+            names.append(path.removesuffix(".py").replace("/", "."))
+    return names
+
+
+def test_per_message_modules_are_listed_and_importable() -> None:
+    names = _per_message_modules()
+    assert "relaymq.dispatch.queue" in names and "relaymq_stomp.codec" in names
+    for name in names:
+        module = importlib.import_module(name)
+        package = name.split(".")[0]
+        assert compiled.status()[package].startswith("compiled") == compiled.is_compiled(module), name
+
+
+@pytest.mark.skipif(not os.environ.get(REQUIRE_COMPILED_ENV),
+                    reason=f"{NOT_APPLICABLE}{REQUIRE_COMPILED_ENV} is not set (the pure run or a local run)")
+def test_the_compiled_run_runs_every_per_message_module_compiled() -> None:
+    assert not os.environ.get(compiled.PURE_ENV), f"{compiled.PURE_ENV} is set in the compiled run"
+    interpreted = [name for name in _per_message_modules()
+                   if not compiled.is_compiled(importlib.import_module(name))]
+    status = {p: s for p, s in compiled.status().items() if not s.startswith("compiled")}
+    assert not interpreted, f"running interpreted in the compiled run: {interpreted}; {status}"

@@ -15,6 +15,7 @@ from relaymq.plugins import (
     enabled_names,
     install_hint,
 )
+from relaymq.testing.pytest_plugin import NOT_APPLICABLE
 
 AT = Origin("activemq.xml", 14)
 
@@ -26,7 +27,7 @@ def registry() -> PluginRegistry:
 
 def absent(registry: PluginRegistry, group: str, name: str) -> None:
     if name in registry.names(group):
-        pytest.skip(f"{name} is installed in this environment")
+        pytest.skip(f"{NOT_APPLICABLE}{name} is installed in this environment")
 
 
 def test_kernel_builtins_are_entry_points_of_the_relaymq_distribution(registry) -> None:
