@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -57,9 +58,17 @@ async def check(directory: Path, added: dict[tuple[str, int], None], removed: se
     await store.start()
     try:
         present: dict[tuple[str, int], bytes] = {}
+        copies: Counter[tuple[str, int]] = Counter()  # every record read back, counted
+        ids: Counter[str | None] = Counter()
         for key in {k for k, _ in added} | {k for k, _ in removed} | set(dropped):
             for m in await store.read(key):
                 present[(key, m.seq)] = m.message.body
+                copies[(key, m.seq)] += 1
+                ids[m.message.message_id] += 1
+        twice = [k for k, n in copies.items() if n > 1]
+        assert not twice, f"messages stored twice: {twice[:10]} ({len(twice)})"
+        twice_ids = [i for i, n in ids.items() if n > 1]
+        assert not twice_ids, f"message ids stored twice: {twice_ids[:10]} ({len(twice_ids)})"
         for (key, seq), b in present.items():
             assert b.startswith(f"{key}:{seq}:".encode()), f"{key} {seq} has wrong bytes"
         missing = [k for k in added if k not in maybe_removed and k not in present
