@@ -62,6 +62,15 @@ class BrokerThread:
     def queue_size(self, name: str) -> int:
         return self.call(lambda: self.broker.queue_size(name))
 
+    def stats(self, key: str) -> dict[str, int]:
+        """The broker's counters for a destination key (`queue://name`)."""
+        return self.call(lambda: self.broker.destination_stats().get(key, {}))
+
+    def read_paused(self) -> bool:
+        """True while flow control holds back some connection's reads."""
+        return bool(self.call(lambda: [p._read_paused for c in self.broker.connectors
+                                       for p in c.connections if p._read_paused]))
+
     def wait_queue_size(self, name: str, size: int, timeout: float = 5.0) -> int:
         deadline = time.monotonic() + timeout
         while True:

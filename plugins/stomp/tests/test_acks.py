@@ -25,9 +25,9 @@ def test_auto_ack_consumes(server: BrokerThread, client) -> None:
     assert server.wait_queue_size("auto", 0) == 0
     conn.disconnect()
     c2, col2 = client()
-    c2.subscribe("/queue/auto", id="1")
-    time.sleep(0.2)
-    assert col2.messages == []
+    subscribe(c2, col2, "/queue/auto", id="1")
+    c2.send("/queue/auto", "marker")  # anything left on the queue would come before it
+    assert [m.body for m in col2.wait_messages(1)] == ["marker"]
 
 
 def test_client_ack_is_cumulative(server: BrokerThread, client) -> None:
@@ -123,18 +123,19 @@ def test_double_ack_is_an_error(raw) -> None:
     assert c.read()[0] == "ERROR"
 
 
-def test_prefetch_bounds_unacked_deliveries(client) -> None:
+def test_prefetch_bounds_unacked_deliveries(server: BrokerThread, client) -> None:
     conn, col = client()
-    conn.subscribe("/queue/pf", id="1", ack="client-individual",
-                   headers={"activemq.prefetchSize": "2"})
-    _send_n(conn, "/queue/pf", 5)
-    col.wait_messages(2)
-    time.sleep(0.2)
-    assert len(col.messages) == 2
-    conn.ack(col.messages[0].headers["ack"])
-    col.wait_messages(3)
-    time.sleep(0.1)
-    assert len(col.messages) == 3
+    subscribe(conn, col, "/queue/pf", id="1", ack="client-individual",
+              headers={"activemq.prefetchSize": "2"})
+    _send_n(conn, "/queue/pf", 4)
+    conn.send("/queue/pf", "m4", receipt="sent")
+    assert col.wait_receipt("sent")  # all five routed; dispatch happened as they came
+    assert [m.body for m in col.wait_messages(2)] == ["m0", "m1"]
+    assert server.stats("queue://pf")["dispatched"] == 2
+    conn.ack(col.messages[0].headers["ack"], receipt="a")
+    assert col.wait_receipt("a")
+    assert [m.body for m in col.wait_messages(3)] == ["m0", "m1", "m2"]
+    assert server.stats("queue://pf")["dispatched"] == 3
 
 
 def test_prefetch_shares_between_consumers(client) -> None:
@@ -172,8 +173,8 @@ def test_nack_without_policy_dead_letters_at_once(client) -> None:
     assert h["app"] == "v1"
     assert h["persistent"] == "true"
     assert h["destination"] == "/queue/ActiveMQ.DLQ"
-    time.sleep(0.1)
-    assert len(col.messages) == 1  # not redelivered
+    conn.send("/queue/work", "marker")  # a redelivery would come before it
+    assert [m.body for m in col.wait_messages(2)] == ["poison", "marker"]
 
 
 def _redelivery(bt_setup_max: int):
@@ -206,13 +207,13 @@ def test_nack_with_redelivery_policy(start_broker) -> None:
         seen.append(m.headers.get("redelivered"))
         conn.nack(m.headers["ack"])
     assert seen == [None, "true", "true"]
-    time.sleep(0.2)
-    assert len(col.messages) == 3  # two redeliveries, then the DLQ
     d, dcol = connect(bt)
     d.subscribe("/queue/ActiveMQ.DLQ", id="d")
     h = dcol.wait_messages(1)[0].headers
     assert h["original-destination"] == "/queue/retry.a"
     assert h["message-id"] == col.messages[0].headers["message-id"]
+    conn.send("/queue/retry.a", "marker")  # a fourth delivery would come before it
+    assert [m.body for m in col.wait_messages(4)] == ["flaky"] * 3 + ["marker"]
     conn.disconnect()
     d.disconnect()
 
@@ -223,9 +224,9 @@ def test_policy_not_matching_dead_letters_at_once(start_broker) -> None:
     conn.subscribe("/queue/other", id="1", ack="client")
     conn.send("/queue/other", "x", headers={"persistent": "true"})
     conn.nack(col.wait_messages(1)[0].headers["ack"])
-    time.sleep(0.2)
-    assert len(col.messages) == 1
     assert bt.wait_queue_size("ActiveMQ.DLQ", 1) == 1
+    conn.send("/queue/other", "marker")  # a redelivery would come before it
+    assert [m.body for m in col.wait_messages(2)] == ["x", "marker"]
     conn.disconnect()
 
 
@@ -240,12 +241,17 @@ def test_delivery_count_visible_to_selectors(start_broker) -> None:
     conn.unsubscribe("1")  # returned unacked: delivery 2 did not succeed either
     conn.subscribe("/queue/retry.sel", id="2", ack="client-individual",
                    headers={"selector": "JMSXDeliveryCount = 1"})
-    time.sleep(0.2)
-    assert len(col.messages) == 2
+    # a fresh message is on its first delivery and matches; the older one, had it
+    # matched, would have come first
+    conn.send("/queue/retry.sel", "marker")
+    marker = col.wait_messages(3)[2]
+    assert (marker.body, marker.headers["subscription"]) == ("marker", "2")
+    conn.ack(marker.headers["ack"], receipt="am")
+    assert col.wait_receipt("am")
     conn.unsubscribe("2")
     conn.subscribe("/queue/retry.sel", id="3", ack="client-individual",
                    headers={"selector": "JMSXDeliveryCount = 3"})
-    m3 = col.wait_messages(3)[2]
+    m3 = col.wait_messages(4)[3]
     assert m3.headers["subscription"] == "3"
     assert m3.headers["message-id"] == m.headers["message-id"]
     conn.disconnect()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 from relaymq.config.model import SystemUsageConfig, UsageLimit
+from relaymq.testing import wait_until
 
 from .conftest import RawClient, connect
 
@@ -37,17 +37,15 @@ def test_producer_is_paused_while_memory_is_full(start_broker) -> None:
     done = threading.Event()
     t = threading.Thread(target=_producer, args=(bt.host, bt.port, n, done), daemon=True)
     t.start()
-    time.sleep(1.0)
+    wait_until(bt.read_paused, "the producer's connection paused by flow control")
     assert not done.is_set()
     held = bt.queue_size("flow")
     assert 0 < held < 600, held
-
-    def paused() -> list[bool]:
-        return [p._read_paused for c in bt.broker.connectors for p in c.connections]
-
-    assert any(bt.call(paused))
-    time.sleep(0.3)
-    assert bt.queue_size("flow") == held  # nothing more accepted while full
+    # nothing more accepted while full: memoryUsage stays at its limit (plus the
+    # message that filled it)
+    used = bt.call(lambda: bt.broker.usage.memory.used)
+    assert used <= 300_000 + 2 * len(BODY) + 1024, used
+    assert bt.read_paused() and bt.queue_size("flow") == held
 
     cons, col = connect(bt)
     cons.subscribe("/queue/flow", id="1", ack="auto")
@@ -67,9 +65,15 @@ def test_slow_auto_ack_consumer_does_not_drain_the_queue(start_broker) -> None:
     n = 12000
     done = threading.Event()
     _producer(bt.host, bt.port, n, done, "/queue/slow")
-    time.sleep(0.5)
-    # The consumer reads nothing: only what fits in the socket buffers (the kernel's
-    # and the transport's, a few MB on loopback) is acknowledged.
+
+    def consumer_write_paused() -> bool:
+        return bool(bt.call(lambda: [p for c in bt.broker.connectors for p in c.connections
+                                     if p._write_paused]))
+
+    # The consumer reads nothing: once the broker's writes to it are paused, only what
+    # fits in the socket buffers (the kernel's and the transport's, a few MB on
+    # loopback) is acknowledged.
+    wait_until(consumer_write_paused, "writes to the consumer paused")
     remaining = bt.queue_size("slow")
     assert remaining > n - 6000, remaining
     got = 0
@@ -95,7 +99,7 @@ def test_lost_client_blocked_by_flow_control_releases_its_deliveries(start_broke
     for _ in range(100):
         assert c.read()[0] == "MESSAGE"
     c.sock.sendall(frame * 400)  # memory fills; this connection's sends wait
-    time.sleep(0.3)
+    wait_until(bt.read_paused, "the client's connection paused by flow control")
     c.close()
     cons, col = connect(bt)
     cons.subscribe("/queue/held", id="1")

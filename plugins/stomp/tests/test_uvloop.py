@@ -4,10 +4,10 @@ eager frame handling, flow control and errors behave the same."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from relaymq.config.model import SystemUsageConfig, UsageLimit
+from relaymq.testing import wait_until
 
 from .conftest import RawClient, connect
 from .test_flow import _producer
@@ -41,7 +41,7 @@ def test_flow_control_on_uvloop(uv_broker) -> None:
     done = threading.Event()
     t = threading.Thread(target=_producer, args=(bt.host, bt.port, n, done), daemon=True)
     t.start()
-    time.sleep(0.8)
+    wait_until(bt.read_paused, "the producer's connection paused by flow control")
     assert not done.is_set()
     assert 0 < bt.queue_size("flow") < 600
     cons, col = connect(bt)
