@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from relaymq import compiled
-from relaymq.testing.pytest_plugin import NOT_APPLICABLE
+from relaymq.testing.requirements import NOT_APPLICABLE
 
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 

@@ -15,7 +15,7 @@ from relaymq.plugins import (
     enabled_names,
     install_hint,
 )
-from relaymq.testing.pytest_plugin import NOT_APPLICABLE
+from relaymq.testing.requirements import NOT_APPLICABLE
 
 AT = Origin("activemq.xml", 14)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +15,7 @@ except ImportError:  # pragma: no cover - without pytest-asyncio, another async 
     async_fixture = pytest.fixture  # type: ignore[assignment]
 from relaymq.client import Connection, connect_broker
 from relaymq.config.model import BrokerConfig
+from relaymq.testing.requirements import NOT_APPLICABLE, REQUIRE_ALL_ENV, require_all
 
 
 @async_fixture
@@ -39,23 +39,9 @@ async def vm_connection(broker: Broker) -> AsyncIterator[Connection]:
         await conn.close()
 
 
-# -- CI: a missing component fails instead of skipping -------------------------------------
-#
-# Tests skip when something they need is absent (a workspace plugin, Node.js and
-# rhea, openssl, a database), so that a developer can run a subset anywhere. In
-# CI a skip would hide breakage: `.ci/run` sets RELAYMQ_REQUIRE_ALL=1, and then
-# every skipped test fails, and a module skipped at collection fails the run.
-# A skip that is right even in CI (the environment makes the test meaningless,
-# not broken) says so with a reason starting with NOT_APPLICABLE.
+# -- CI: a missing component fails instead of skipping (relaymq.testing.requirements) ------
 
-REQUIRE_ALL_ENV = "RELAYMQ_REQUIRE_ALL"
-NOT_APPLICABLE = "not applicable here: "
 _skipped_modules: list[str] = []
-
-
-def require_all() -> bool:
-    """True in a run that must have every component (CI)."""
-    return os.environ.get(REQUIRE_ALL_ENV, "") not in ("", "0")
 
 
 def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:

@@ -56,6 +56,7 @@ from relaymq.spi.persistence import (
     SubscriptionRecord,
     subscription_key,
 )
+from relaymq.testing.requirements import NOT_APPLICABLE
 
 try:  # strict-mode pytest-asyncio needs its own decorator for async fixtures
     from pytest_asyncio import fixture as _async_fixture
@@ -121,7 +122,7 @@ class _Stores:
 
     async def reopen(self, store: PersistenceAdapter) -> PersistenceAdapter:
         if not store.persistent:
-            pytest.skip(f"{type(store).__name__} is not persistent")
+            pytest.skip(f"{NOT_APPLICABLE}{type(store).__name__} is not persistent")
         await store.stop()
         self.open.remove(store)
         return await self.start()
@@ -483,7 +484,7 @@ class StoreConformance:
     async def test_everything_survives_reopen(self, store: PersistenceAdapter,
                                               reopen: Reopen) -> None:
         if not store.persistent:
-            pytest.skip(f"{type(store).__name__} is not persistent")
+            pytest.skip(f"{NOT_APPLICABLE}{type(store).__name__} is not persistent")
         sub = SubscriptionRecord("c", "s", T, selector="a > 1", extra={"k": "v"})
         await store.write([AddDestination(Q), AddDestination(T), AddSubscription(sub)])
         await store.write(adds(Q, range(1, 11)))
@@ -505,7 +506,7 @@ class StoreConformance:
     async def test_last_seq_survives_restart_after_all_removed(
             self, store: PersistenceAdapter, reopen: Reopen) -> None:
         if not store.persistent:
-            pytest.skip(f"{type(store).__name__} is not persistent")
+            pytest.skip(f"{NOT_APPLICABLE}{type(store).__name__} is not persistent")
         await store.write([AddDestination(Q), *adds(Q, range(1, 8))])
         await store.write([RemoveMessage(Q, s) for s in range(1, 8)])
         store = await reopen(store)
@@ -518,7 +519,7 @@ class StoreConformance:
     async def test_removed_things_stay_removed_after_reopen(
             self, store: PersistenceAdapter, reopen: Reopen) -> None:
         if not store.persistent:
-            pytest.skip(f"{type(store).__name__} is not persistent")
+            pytest.skip(f"{NOT_APPLICABLE}{type(store).__name__} is not persistent")
         sub = SubscriptionRecord("c", "gone", T)
         await store.write([AddDestination(Q), AddDestination(Q2), AddSubscription(sub),
                            *adds(Q, range(1, 4)), AddMessage(sub.key, 1, msg(1, T))])
