@@ -1,22 +1,52 @@
-"""Brokers for the messaging-semantics tests, built the way users configure them."""
+"""Brokers for the messaging-semantics tests, built the way users configure them.
+
+A scenario runs over vm:// only, unless it names more transports with
+`@over("vm", "stomp", "amqp")`: then it runs once per transport, and `connect`
+gives a client of that transport (`transports.py`) to a broker with that
+transport's connector on a free port. The scenario's code is the same for all.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import copy
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from relaymq.broker.broker import Broker
-from relaymq.client import Connection, connect_broker
-from relaymq.config.model import BrokerConfig, DeadLetterStrategyConfig, PolicyEntryConfig
+from relaymq.client import connect_broker
+from relaymq.config.model import (
+    BrokerConfig,
+    DeadLetterStrategyConfig,
+    PolicyEntryConfig,
+    TransportConnectorConfig,
+)
+
+TRANSPORTS = ("vm", "stomp", "amqp")
+
+
+def over(*names: str) -> pytest.MarkDecorator:
+    """Run a scenario over these transports (default: vm only)."""
+    assert set(names) <= set(TRANSPORTS), names
+    return pytest.mark.transports(*names)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "transport" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("transports")
+        metafunc.parametrize("transport", marker.args if marker else ("vm",))
 
 
 @pytest.fixture
-async def make_broker() -> AsyncIterator[Callable[..., Any]]:
+async def make_broker(transport: str) -> AsyncIterator[Callable[..., Any]]:
     brokers: list[Broker] = []
 
     async def make(config: BrokerConfig | None = None, **fields: Any) -> Broker:
-        cfg = config or BrokerConfig(persistent=False, **fields)
+        cfg = copy.copy(config) if config is not None else BrokerConfig(persistent=False, **fields)
+        if transport != "vm":
+            cfg.transport_connectors = [*cfg.transport_connectors,
+                                        TransportConnectorConfig(None, f"{transport}://127.0.0.1:0")]
         b = Broker(cfg)
         await b.start()
         brokers.append(b)
@@ -28,11 +58,23 @@ async def make_broker() -> AsyncIterator[Callable[..., Any]]:
 
 
 @pytest.fixture
-async def connect() -> AsyncIterator[Callable[..., Any]]:
-    conns: list[Connection] = []
+async def connect(transport: str) -> AsyncIterator[Callable[..., Any]]:
+    """`await connect(broker, client_id=...)`: a client of the scenario's transport."""
+    conns: list[Any] = []
 
-    async def make(broker: Broker, **kw: Any) -> Connection:
-        c = await connect_broker(broker, **kw)
+    async def make(broker: Broker, **kw: Any) -> Any:
+        if transport == "vm":
+            c: Any = await connect_broker(broker, **kw)
+        elif transport == "stomp":
+            from .transports import StompClient
+
+            pytest.importorskip("stomp", reason="stomp.py is not installed")
+            c = await asyncio.to_thread(StompClient, broker.connector_address("stomp"), **kw)
+        else:
+            from .transports import AmqpClient
+
+            pytest.importorskip("proton", reason="python-qpid-proton is not installed")
+            c = await AmqpClient.open(broker.connector_address("amqp"), **kw)
         conns.append(c)
         return c
 

@@ -75,6 +75,14 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _kinds:
+        counts = kind_counts()
+        terminalreporter.section("tests by kind (--test-kinds)")
+        terminalreporter.line(f"{'':28}" + "".join(f"{k:>12}" for k in KINDS))
+        for area in sorted(counts):
+            terminalreporter.line(f"{area:28}" + "".join(f"{counts[area][k]:>12}" for k in KINDS))
+        totals = [sum(row[k] for row in counts.values()) for k in KINDS]
+        terminalreporter.line(f"{'total':28}" + "".join(f"{n:>12}" for n in totals))
     if _skipped_modules:
         terminalreporter.section(f"modules skipped although {REQUIRE_ALL_ENV}=1", red=True)
         for line in _skipped_modules:
@@ -84,3 +92,62 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _skipped_modules and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# -- what kind of test is this: in-process, socket, process --------------------------------
+#
+# `pytest --test-kinds` counts the tests by what they really do, seen through
+# Python's audit events (sys.addaudithook): a test that started a process
+# (subprocess.Popen: `relaymq run`, a crash worker, node) is a *process* test; one
+# that connected a socket (a STOMP or AMQP client to a broker) is a *socket*
+# test; anything else ran in-process (vm://, codecs, stores, parsers). The hook is
+# installed only with the option: audit hooks cannot be removed.
+
+KINDS = ("in-process", "socket", "process")
+_kinds: dict[str, str] = {}
+_current: list[str] = []  # nodeid of the running test, empty between tests
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--test-kinds", action="store_true", default=False,
+                     help="count tests by kind (in-process, socket, process) and print the counts")
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if not _current:
+        return
+    if event == "subprocess.Popen":
+        _kinds[_current[0]] = "process"
+    elif event == "socket.connect" and _kinds.get(_current[0]) != "process":
+        _kinds[_current[0]] = "socket"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "transports(*names): run a semantics scenario over these "
+                                       "transports (relaymq's core/tests/semantics)")
+    if config.getoption("--test-kinds", default=False):
+        import sys
+
+        sys.addaudithook(_audit)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    if item.config.getoption("--test-kinds", default=False):
+        _current[:] = [item.nodeid]
+        _kinds.setdefault(item.nodeid, "in-process")
+    try:
+        yield
+    finally:
+        _current.clear()
+
+
+def kind_counts() -> dict[str, dict[str, int]]:
+    """{package or top directory: {kind: count}} for the tests run so far."""
+    out: dict[str, dict[str, int]] = {}
+    for nodeid, kind in _kinds.items():
+        parts = nodeid.split("/")
+        area = "/".join(parts[:2]) if parts[0] == "plugins" else parts[0]
+        row = out.setdefault(area, dict.fromkeys(KINDS, 0))
+        row[kind] += 1
+    return out
