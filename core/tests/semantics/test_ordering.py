@@ -1,12 +1,26 @@
-"""Priority, message groups, exclusive consumers, browsing, scheduled delivery."""
+"""Priority, message groups, exclusive consumers, browsing, scheduled delivery
+(the first three over STOMP and AMQP too, where the client can say them)."""
 
 from __future__ import annotations
 
+import time
+
 from relaymq.config.model import BrokerConfig
 
-from .conftest import policy
+from .conftest import over, policy
 
 
+async def texts(consumer, n: int) -> list[str]:  # type: ignore[no-untyped-def]
+    """The next `n` message bodies; AssertionError when fewer come."""
+    out = []
+    for _ in range(n):
+        m = await consumer.receive(10)
+        assert m is not None, f"only {out} of {n} messages came"
+        out.append(m.text)
+    return out
+
+
+@over("vm", "stomp", "amqp")
 async def test_priority_order_when_prioritized(make_broker, connect):
     cfg = BrokerConfig(persistent=False, policy_entries=[policy(queue="PRIO", prioritized_messages=True)])
     b = await make_broker(cfg)
@@ -15,11 +29,18 @@ async def test_priority_order_when_prioritized(make_broker, connect):
         await p.send("queue://PRIO", f"{i}", priority=prio)
         await p.send("queue://PLAIN", f"{i}", priority=prio)
     c = await p.consumer("queue://PRIO")
-    assert [m.text for m in await c.receive_all(0.05)] == ["1", "3", "5", "2", "0", "4"]
+    assert await texts(c, 6) == ["1", "3", "5", "2", "0", "4"]
     plain = await p.consumer("queue://PLAIN")
-    assert [m.text for m in await plain.receive_all(0.05)] == ["0", "1", "2", "3", "4", "5"]
+    assert await texts(plain, 6) == ["0", "1", "2", "3", "4", "5"]
+    assert await c.receive(0.1) is None and await plain.receive(0.1) is None
 
 
+def _group(m) -> str:  # type: ignore[no-untyped-def]
+    """The group a test message was sent in, from its body (STOMP does not echo JMSXGroupID)."""
+    return m.text.removeprefix("after-") if m.text.startswith("after-") else "ABC"[int(m.text) % 3]
+
+
+@over("vm", "stomp", "amqp")
 async def test_message_groups_stick_to_one_consumer_and_move_when_it_leaves(make_broker, connect):
     b = await make_broker()
     p = await connect(b)
@@ -28,10 +49,17 @@ async def test_message_groups_stick_to_one_consumer_and_move_when_it_leaves(make
     c2 = await (await connect(b)).consumer("queue://G", ack_mode="individual")
     for i in range(12):
         await p.send("queue://G", f"{i}", group_id="ABC"[i % 3])
-    got1 = await c1.receive_all(0.05)
-    got2 = await c2.receive_all(0.05)
-    groups1 = {m.group_id for m in got1}
-    groups2 = {m.group_id for m in got2}
+    got1: list = []
+    got2: list = []
+    deadline = time.monotonic() + 20
+    while len(got1) + len(got2) < 12:
+        assert time.monotonic() < deadline, f"only {len(got1) + len(got2)} of 12 messages came"
+        m1 = await c1.receive(0.01)
+        m2 = await c2.receive(0.01)
+        got1 += [m1] if m1 else []
+        got2 += [m2] if m2 else []
+    groups1 = {_group(m) for m in got1}
+    groups2 = {_group(m) for m in got2}
     assert groups1 and groups2 and not groups1 & groups2
     assert groups1 | groups2 == {"A", "B", "C"}
     for m in got1 + got2:
@@ -39,8 +67,9 @@ async def test_message_groups_stick_to_one_consumer_and_move_when_it_leaves(make
     await c1conn.close()
     for g in sorted(groups1):
         await p.send("queue://G", f"after-{g}", group_id=g)
-    moved = await c2.receive_all(0.05)
-    assert {m.group_id for m in moved} == groups1
+    moved = await texts(c2, len(groups1))
+    assert {t.removeprefix("after-") for t in moved} == groups1
+    assert await c2.receive(0.1) is None
 
 
 async def test_group_closes_with_sequence_minus_one(make_broker, connect):
@@ -54,6 +83,7 @@ async def test_group_closes_with_sequence_minus_one(make_broker, connect):
     assert "G1" not in b.region.queues[got[0].message.destination].groups
 
 
+@over("vm", "stomp")  # AMQP clients have no exclusive-consumer option
 async def test_exclusive_consumer_receives_and_standby_takes_over_in_order(make_broker, connect):
     b = await make_broker()
     p = await connect(b)
@@ -63,13 +93,14 @@ async def test_exclusive_consumer_receives_and_standby_takes_over_in_order(make_
     plain = await (await connect(b)).consumer("queue://EX", ack_mode="individual")
     for i in range(5):
         await p.send("queue://EX", f"{i}")
-    got = await ex1.receive_all(0.05)
-    assert [m.text for m in got] == ["0", "1", "2", "3", "4"]
+    got = [await ex1.receive(10) for _ in range(5)]
+    assert [m.text for m in got] == ["0", "1", "2", "3", "4"]  # all five: none went elsewhere
     assert await ex2.receive(0.05) is None and await plain.receive(0.05) is None
     got[0].ack()
     await conn1.close()
-    taken = await ex2.receive_all(0.05)
-    assert [m.text for m in taken] == ["1", "2", "3", "4"]
+    assert await texts(ex2, 4) == ["1", "2", "3", "4"]
+    await p.send("queue://EX", "5")  # still ex2's: the plain consumer gets nothing
+    assert await texts(ex2, 1) == ["5"]
     assert await plain.receive(0.05) is None
 
 
