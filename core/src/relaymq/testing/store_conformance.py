@@ -468,7 +468,7 @@ class StoreConformance:
     async def test_duplicate_ids_survive_reopen(self, store: PersistenceAdapter,
                                                 reopen: Reopen) -> None:
         if not store.persistent:
-            pytest.skip(f"{type(store).__name__} is not persistent")
+            pytest.skip(f"{NOT_APPLICABLE}{type(store).__name__} is not persistent")
         await store.write([AddDestination(Q), *adds(Q, [1]), AddDuplicateId(Q, 1, b"s1")])
         await store.write([AddDuplicateId(Q, s, f"s{s}".encode()) for s in range(2, 6)])
         await store.write([RemoveDuplicateId(Q, 1), RemoveDuplicateId(Q, 2)])
