@@ -78,16 +78,17 @@ class EngineClient:
         self.engine.free()
 
 
-def test_transactions_are_refused_with_not_implemented(amqp_broker: Any) -> None:
+def test_a_coordinator_attach_is_answered_with_its_capabilities(amqp_broker: Any) -> None:
     c = EngineClient(amqp_broker.address())
     try:
         link = pn.sender(c.session, "txn-controller")
         pn.set_source(link, Terminus(kind=1))
-        pn.set_target(link, Terminus(kind=3))  # coordinator
+        pn.set_target(link, Terminus(kind=3, capabilities=["amqp:local-transactions"]))
         pn.link_open(link)
-        c.until(lambda: pn.link_remote_closed(link))
-        cond = pn.link_remote_condition(link)
-        assert cond is not None and cond.name == "amqp:not-implemented"
+        c.until(lambda: pn.remote_target(link).kind == 3)
+        target = pn.remote_target(link)
+        assert "amqp:local-transactions" in target.capabilities
+        assert not pn.link_remote_closed(link)
     finally:
         c.close()
 

@@ -34,6 +34,8 @@ from relaymq_amqp.engine import Condition, Engine
 from relaymq_amqp.frames import FrameGuard
 from relaymq_amqp.links import ConsumerLink, Link, ProducerLink
 from relaymq_amqp.sasl import AMQP_HEADER, AUTH, SASL_HEADER, SYS, SaslError, SaslServer
+from relaymq_amqp.transactions import CoordinatorLink
+from relaymq_amqp.txstate import kernel_txid, settle_transactional
 from relaymq_amqp.types import Symbol
 
 if TYPE_CHECKING:
@@ -90,7 +92,12 @@ class AmqpConnection:
         self._closing = False  # a close was sent after an error: drop the socket once written
         self.flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
-        self._sendq: deque[tuple[Message, ProducerLink, Any]] = deque()
+        #: transfers (message, link, delivery, txn-id or None) and discharges (None,
+        #: None, (coordinator, delivery), (txn-id, fail)) in arrival order
+        self._sendq: deque[tuple[Message | None, ProducerLink | None, Any, Any]] = deque()
+        #: active AMQP transactions of this connection -> the link that declared them
+        self.transactions: dict[bytes, CoordinatorLink] = {}
+        self.coordinators: dict[Any, CoordinatorLink] = {}  # proton link -> controller
         #: durable transfers routed and waiting for their store write, in routing order
         self._store_waits: deque[tuple[asyncio.Future[None], ProducerLink, Any]] = deque()
         self._watched: asyncio.Future[None] | None = None  # the store removal last watched
@@ -344,6 +351,9 @@ class AmqpConnection:
         for link in [lk for lk in self.links.values() if lk.session == session]:
             link.close()
             self._forget(link)
+        for coordinator in [c for c in self.coordinators.values() if c.session == session]:
+            coordinator.close()  # its transactions roll back
+            self._forget_coordinator(coordinator)
         pn.session_close(session)
 
     def on_link_remote_open(self, link: Any) -> None:
@@ -353,6 +363,11 @@ class AmqpConnection:
             consumer = ConsumerLink(self, link)
             self.links[link] = consumer
             self.spawn(consumer.attach())
+        elif pn.remote_target(link).kind == 3:  # a transaction coordinator
+            if link not in self.coordinators:
+                coordinator = CoordinatorLink(self, link)
+                self.coordinators[link] = coordinator
+                coordinator.attach()
         else:
             producer = ProducerLink(self, link)
             self.links[link] = producer
@@ -361,6 +376,10 @@ class AmqpConnection:
     def on_link_remote_close(self, link: Any, closed: bool) -> None:
         handler = self.links.get(link)
         if handler is None:
+            coordinator = self.coordinators.get(link)
+            if coordinator is not None:
+                coordinator.on_remote_close(closed)
+                self._forget_coordinator(coordinator)
             return
         if not handler.closed:
             handler.on_remote_close(closed)
@@ -375,6 +394,10 @@ class AmqpConnection:
         handler = self.links.get(link)
         if handler is not None:
             handler.on_delivery(delivery)
+        else:
+            coordinator = self.coordinators.get(link)
+            if coordinator is not None:
+                coordinator.on_delivery(delivery)
 
     def on_transport_error(self) -> None:
         assert self.engine is not None
@@ -394,17 +417,41 @@ class AmqpConnection:
         if self.links.pop(link.link, None) is not None:
             pn.link_free(link.link)
 
+    def coordinator_closed(self, coordinator: CoordinatorLink) -> None:
+        if pn.link_remote_closed(coordinator.link):
+            self._forget_coordinator(coordinator)
+
+    def _forget_coordinator(self, coordinator: CoordinatorLink) -> None:
+        if self.coordinators.pop(coordinator.link, None) is not None:
+            pn.link_free(coordinator.link)
+
     def _close_links(self) -> None:
         for link in list(self.links.values()):
             if not link.closed:
                 link.closed = True
                 link.detached()
         self.links.clear()
+        for coordinator in list(self.coordinators.values()):
+            if not coordinator.closed:
+                coordinator.closed = True
+                coordinator.detached()
+        self.coordinators.clear()
 
     # -- sends ------------------------------------------------------------------------
-    def submit(self, message: Message, link: ProducerLink, delivery: Any) -> None:
-        """Queue a received message for ``conn.send`` (in arrival order)."""
-        self._sendq.append((message, link, delivery))
+    def submit(self, message: Message, link: ProducerLink, delivery: Any,
+               txn: bytes | None = None) -> None:
+        """Queue a received message for ``conn.send`` (in arrival order); `txn` is
+        the AMQP transaction a transactional transfer named."""
+        self._sendq.append((message, link, delivery, txn))
+        self._start_sending()
+
+    def submit_control(self, link: CoordinatorLink, delivery: Any, txn: bytes,
+                       fail: bool) -> None:
+        """Queue a discharge behind the transfers that arrived before it."""
+        self._sendq.append((None, None, (link, delivery), (txn, fail)))
+        self._start_sending()
+
+    def _start_sending(self) -> None:
         if not self._sending:
             self._sending = True
             task = self.loop.create_task(self._send_loop())
@@ -424,7 +471,10 @@ class AmqpConnection:
             settle = pn.delivery_settle
             accepted = pn.ACCEPTED
             while q:
-                message, link, d = q.popleft()
+                message, link, d, txn = q.popleft()
+                if txn is not None or message is None or link is None:
+                    await self._transactional(message, link, d, txn)
+                    continue
                 try:
                     stored = await submit(message)
                 except Exception as exc:  # noqa: BLE001 - refused sends are settled rejected
@@ -450,6 +500,29 @@ class AmqpConnection:
             if self.closed:
                 q.clear()
         self.want_flush()
+
+    async def _transactional(self, message: Message | None, link: ProducerLink | None, d: Any,
+                             txn: Any) -> None:
+        """A transactional transfer (held by its transaction) or a discharge."""
+        if message is None or link is None:
+            coordinator, delivery = d
+            txn_id, fail = txn
+            await coordinator.discharge(delivery, txn_id, fail)
+            return
+        kconn = self.kconn
+        assert kconn is not None
+        try:
+            await kconn.submit(message, kernel_txid(txn))
+        except Exception as exc:  # noqa: BLE001 - refused sends are settled rejected
+            link.sent(d, exc)
+            return
+        link.inflight -= 1
+        if link.closed:
+            return
+        if d is not None:
+            settle_transactional(d, txn)
+        if link.credit + link.inflight <= link.low_water:
+            link._top_up()
 
     def _settle_when_stored(self, stored: Awaitable[None], link: ProducerLink, d: Any) -> None:
         """Settle a durable transfer once its store write completed (or failed).

@@ -408,6 +408,20 @@ def settle_with(delivery: Any, state: int, condition: Condition | None = None,
     lib.pn_delivery_settle(delivery)
 
 
+def settle_with_data(delivery: Any, state: int, data: list[Any]) -> None:
+    """Set a delivery state proton does not model (`declared`, `transactional-state`):
+    its descriptor code and its fields; then settle."""
+    _data_set(lib.pn_disposition_data(lib.pn_delivery_local(delivery)), data)
+    lib.pn_delivery_update(delivery, state)
+    lib.pn_delivery_settle(delivery)
+
+
+def remote_state_data(delivery: Any) -> Any:
+    """The fields of the peer's delivery state when proton does not model it
+    (`transactional-state`: [txn-id, outcome]); None when there are none."""
+    return _data_get(lib.pn_disposition_data(lib.pn_delivery_remote(delivery)))
+
+
 def remote_modified_flags(delivery: Any) -> tuple[bool, bool]:
     """(delivery-failed, undeliverable-here) of the peer's `modified` outcome."""
     remote = lib.pn_delivery_remote(delivery)
@@ -634,7 +648,7 @@ class Engine:
         """Dispatch every collected event to `h` (see `Handler`). Deliveries,
         the one event per message, take the short way: when `h` has a `links`
         dict (proton link -> object with ``on_delivery(delivery)``), straight to
-        the link's handler."""
+        the link's handler; deliveries of other links go to ``h.on_delivery``."""
         col = self.collector
         peek = _pn_collector_peek
         pop = _pn_collector_pop
@@ -654,9 +668,12 @@ class Engine:
                 d = event_delivery(ev)
                 if d:
                     if find is not None:
-                        handler = find(delivery_link(d))
+                        link = delivery_link(d)
+                        handler = find(link)
                         if handler is not None:
                             handler.on_delivery(d)
+                        else:  # a link outside the dict (a transaction coordinator)
+                            on_delivery(link, d)
                     else:
                         on_delivery(delivery_link(d), d)
                 else:

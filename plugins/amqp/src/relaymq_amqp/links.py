@@ -40,6 +40,13 @@ from relaymq_amqp.mapping import (
     with_delivery_count,
 )
 from relaymq_amqp.scanner import DecodeError
+from relaymq_amqp.txstate import (
+    TRANSACTIONAL_STATE,
+    UNKNOWN_ID,
+    kernel_txid,
+    settle_transactional,
+    state_fields,
+)
 from relaymq_amqp.types import Described, Symbol
 
 if TYPE_CHECKING:
@@ -152,10 +159,6 @@ class ProducerLink(Link):
         target = pn.remote_target(self.link)
         kconn = self.conn.kconn
         assert kconn is not None
-        if target.kind == 3:  # coordinator
-            self.refuse(Condition("amqp:not-implemented",
-                                  "RelayMQ does not support AMQP transactions yet"), source=False)
-            return
         try:
             if target.dynamic:
                 kind = kind_from_capabilities(target.capabilities, DestinationKind.TEMP_QUEUE)
@@ -174,8 +177,10 @@ class ProducerLink(Link):
             return
         pn.set_target(self.link, target)
         pn.set_source(self.link, pn.remote_source(self.link))
-        pn.link_open(self.link, rcv_settle_mode=pn.RCV_FIRST,
-                     max_message_size=self.max_message_size)
+        # The client's sender settle mode is honoured as asked (settled, unsettled or
+        # mixed) and stated so in our attach (AMQP 1.0 §2.6.3); we settle first.
+        pn.link_open(self.link, snd_settle_mode=pn.link_remote_snd_settle_mode(self.link),
+                     rcv_settle_mode=pn.RCV_FIRST, max_message_size=self.max_message_size)
         pn.link_flow(self.link, self.window)
         self.credit = self.window
         if self.destination is not None:  # a named producer (management, advisories)
@@ -230,17 +235,33 @@ class ProducerLink(Link):
         settled = _is_settled(d)
         _advance(link)
         self.credit -= 1
+        txn = None
         try:
+            if _remote_state(d) == TRANSACTIONAL_STATE:
+                txn = self._transaction(d)
             message = to_kernel(data, self.destination)[0]
             if self.destination is None:  # the anonymous relay: `to` was not checked at attach
                 dest = message.destination
                 if dest is not None and dest.is_temporary:
                     self._check_exists(dest)
         except Exception as exc:  # noqa: BLE001 - a bad message is refused, not fatal
+            if txn is None and isinstance(exc, TransactionError) and settled:
+                # a pre-settled transfer in a transaction that is not active: it cannot
+                # be rejected, so the producer learns it from the link's close
+                self.close(condition_for(exc))
+                return
             self._refused(None if settled else d, condition_for(exc))
             return
         self.inflight += 1
-        self.conn.submit(message, self, None if settled else d)
+        self.conn.submit(message, self, None if settled else d, txn)
+
+    def _transaction(self, d: Any) -> bytes:
+        """The active transaction a transactional transfer names."""
+        txn, _ = state_fields(d)
+        if txn not in self.conn.transactions:
+            raise TransactionError(f"transaction {txn!r} is not active on this connection "
+                                   "(never declared, or already discharged)")
+        return txn
 
     def _too_large(self) -> None:
         self.close(Condition("amqp:link:message-size-exceeded",
@@ -443,6 +464,9 @@ class ConsumerLink(Link):
                 _update(d, state)
             _settle(d)
             return
+        if state == TRANSACTIONAL_STATE:
+            self._transactional(d)
+            return
         settled = _is_settled(d)
         if not settled and (state == 0 or state == pn.RECEIVED):
             return
@@ -475,6 +499,43 @@ class ConsumerLink(Link):
         if not settled:
             _update(d, state)
         _settle(d)
+
+    def _transactional(self, d: Any) -> None:
+        """A disposition in a transaction: `accepted` acknowledges the delivery
+        inside it (undone by a rollback); the other outcomes apply at once."""
+        kconn = self.conn.kconn
+        try:
+            txn, outcome = state_fields(d)
+            if txn not in self.conn.transactions or kconn is None:
+                raise TransactionError(f"transaction {txn!r} is not active on this connection "
+                                       "(never declared, or already discharged)")
+        except TransactionError as exc:
+            # The delivery stays unacknowledged: it returns to its queue with the link.
+            self.close(Condition(UNKNOWN_ID, str(exc)))
+            self.conn.want_flush()
+            return
+        if outcome is None:
+            return  # no outcome yet
+        did = self.unsettled.pop(d, None)
+        c = self.consumer
+        if did is not None and c is not None and not self.browser:
+            try:
+                if outcome == "accepted":
+                    c.ack(did, kconn.transaction(kernel_txid(txn)))
+                elif outcome == "rejected":
+                    c.reject(did)
+                elif outcome == "modified":
+                    c.fail(did)
+                else:
+                    c.release(did)
+            except UnknownDelivery:
+                pass
+        if _is_settled(d):
+            _settle(d)
+        elif outcome == "accepted":
+            settle_transactional(d, txn)
+        else:
+            _settle(d)
 
     def _settle(self, ack: Any, did: int) -> None:
         try:

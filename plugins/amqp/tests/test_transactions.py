@@ -1,0 +1,396 @@
+"""AMQP local transactions with proton clients over real sockets: the coordinator,
+transactional sends and acknowledgements, commit, rollback, lost controllers and
+connections, and the bad inputs (unknown txn-ids)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+import pytest
+from proton import Delivery, Described, Endpoint, Message, Terminus, symbol, ulong
+from proton.handlers import MessagingHandler, TransactionHandler
+from proton.reactor import Container, LinkOption
+from proton.utils import LinkDetached
+
+TXN_STATE = 0x34
+
+
+class Coordinator(LinkOption):
+    """Makes a sender link a transaction controller (what Qpid JMS attaches)."""
+
+    def apply(self, link: Any) -> None:
+        link.target.type = Terminus.COORDINATOR
+        link.target.capabilities.put_object(symbol("amqp:local-transactions"))
+
+
+class TxClient:
+    """A blocking transaction controller on one BlockingConnection."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.ctrl = conn.create_sender(None, options=Coordinator())
+
+    def _control(self, descriptor: str, fields: list[Any]) -> Any:
+        d = self.ctrl.link.send(Message(body=Described(symbol(descriptor), fields)))
+        self.conn.wait(lambda: d.remote_state != 0, msg="no answer from the coordinator")
+        return d
+
+    def declare(self) -> bytes:
+        d = self._control("amqp:declare:list", [None])
+        assert d.remote_state == 0x33, d.remote_state  # declared
+        return bytes(d.remote.data[0])
+
+    def discharge(self, txn: bytes, fail: bool = False) -> Any:
+        return self._control("amqp:discharge:list", [txn, fail])
+
+    def commit(self, txn: bytes) -> None:
+        d = self.discharge(txn)
+        assert d.remote_state == Delivery.ACCEPTED, (d.remote_state, d.remote.condition)
+
+    def rollback(self, txn: bytes) -> None:
+        d = self.discharge(txn, fail=True)
+        assert d.remote_state == Delivery.ACCEPTED, (d.remote_state, d.remote.condition)
+
+    def send(self, sender: Any, body: str, txn: bytes, **props: Any) -> Any:
+        """A transfer in `txn`; returns the delivery once the broker answered."""
+        d = sender.link.send(Message(body=body, durable=True, properties=props or None))
+        d.local.data = [txn]
+        d.update(TXN_STATE)
+        self.conn.wait(lambda: d.remote_state != 0, msg="no answer to a transactional transfer")
+        return d
+
+    def accept(self, receiver: Any, txn: bytes, settle: bool = False) -> None:
+        """Accept the oldest received delivery inside `txn` (proton's Transaction.accept)."""
+        d = receiver.fetcher.unsettled.popleft()
+        d.local.data = [txn, Described(ulong(0x24), [])]
+        d.update(TXN_STATE)
+        if settle:
+            d.settle()
+
+
+def wait_for(cond: Any, client: Any, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached in time")
+        client.container.timeout = 0.01
+        client.container.process()
+
+
+def receive_bodies(conn: Any, address: str, n: int) -> list[str]:
+    r = conn.create_receiver(address, credit=n)
+    out = []
+    for _ in range(n):
+        out.append(r.receive(timeout=5).body)
+        r.accept()
+    r.close()
+    return out
+
+
+def fill(conn: Any, address: str, *bodies: str) -> None:
+    s = conn.create_sender(address)
+    for b in bodies:
+        s.send(Message(body=b, durable=True))
+    s.close()
+
+
+def test_transactional_sends_commit_and_roll_back(connect: Any, amqp_broker: Any) -> None:
+    c = connect()
+    tx = TxClient(c)
+    s = c.create_sender("queue://TXS")
+    t1 = tx.declare()
+    for body in ("a", "b"):
+        d = tx.send(s, body, t1)
+        assert d.remote_state == TXN_STATE  # transactional-state(txn, accepted)
+        assert bytes(d.remote.data[0]) == t1
+    assert amqp_broker.queue_size("TXS") == 0  # held until the commit
+    tx.commit(t1)
+    wait_for(lambda: amqp_broker.queue_size("TXS") == 2, c)
+    t2 = tx.declare()
+    assert t2 != t1
+    tx.send(s, "rolled back", t2)
+    tx.rollback(t2)
+    s.send(Message(body="plain"))  # the link works outside transactions too
+    assert receive_bodies(c, "queue://TXS", 3) == ["a", "b", "plain"]
+
+
+def test_transactional_acknowledgements_commit_and_roll_back(connect: Any,
+                                                              amqp_broker: Any) -> None:
+    c = connect()
+    fill(c, "queue://TXR", "m1", "m2", "m3")
+    tx = TxClient(c)
+    r = c.create_receiver("queue://TXR", credit=2)
+    t1 = tx.declare()
+    assert [r.receive(timeout=5).body for _ in range(2)] == ["m1", "m2"]
+    tx.accept(r, t1)
+    tx.accept(r, t1, settle=True)
+    tx.rollback(t1)  # both return to the queue as redelivered
+    r.close()
+    wait_for(lambda: amqp_broker.queue_size("TXR") == 3, c)
+    r = c.create_receiver("queue://TXR", credit=3)
+    t2 = tx.declare()
+    got = {m.body: m.delivery_count for m in (r.receive(timeout=5) for _ in range(3))}
+    assert sorted(got) == ["m1", "m2", "m3"]
+    assert got["m1"] >= 1 and got["m2"] >= 1  # redelivered after the rollback
+    for _ in range(3):
+        tx.accept(r, t2)
+    assert amqp_broker.queue_size("TXR") == 3  # acknowledged only at the commit
+    tx.commit(t2)
+    wait_for(lambda: amqp_broker.queue_size("TXR") == 0, c)
+
+
+def test_mixed_transactional_receive_and_send(connect: Any, amqp_broker: Any) -> None:
+    """The consume-transform-produce loop of a transacted JMS session."""
+    c = connect()
+    fill(c, "queue://IN", "order-1", "order-2")
+    tx = TxClient(c)
+    r = c.create_receiver("queue://IN", credit=1)
+    s = c.create_sender("queue://OUT")
+    t1 = tx.declare()
+    m = r.receive(timeout=5)
+    tx.accept(r, t1)
+    tx.send(s, m.body.upper(), t1)
+    tx.rollback(t1)  # neither the acknowledgement nor the send happened
+    wait_for(lambda: amqp_broker.queue_size("IN") == 2, c)
+    assert amqp_broker.queue_size("OUT") == 0
+    for _ in range(2):
+        t = tx.declare()
+        m = r.receive(timeout=5)
+        tx.accept(r, t)
+        tx.send(s, m.body.upper(), t)
+        tx.commit(t)
+    wait_for(lambda: amqp_broker.queue_size("IN") == 0, c)
+    # (the receiver's extra credit may have fetched order-2 while order-1 was held)
+    assert sorted(receive_bodies(c, "queue://OUT", 2)) == ["ORDER-1", "ORDER-2"]
+
+
+def test_connection_drop_mid_transaction_rolls_back(connect: Any, amqp_broker: Any) -> None:
+    from proton.utils import BlockingConnection
+
+    c = BlockingConnection(amqp_broker.url(), timeout=10)
+    fill(c, "queue://DROP.IN", "x")
+    tx = TxClient(c)
+    r = c.create_receiver("queue://DROP.IN", credit=1)
+    s = c.create_sender("queue://DROP.OUT")
+    t = tx.declare()
+    assert r.receive(timeout=5).body == "x"
+    tx.accept(r, t)
+    tx.send(s, "never", t)
+    c.conn.transport.close_tail()  # the socket goes away without a close frame
+    c.conn.transport.close_head()
+    other = connect()
+    r2 = other.create_receiver("queue://DROP.IN", credit=1)
+    end = time.monotonic() + 10
+    while not r2.fetcher.has_message:
+        assert time.monotonic() < end, "the held acknowledgement was not rolled back"
+        for client in (c, other):  # the dropped client's loop closes its socket
+            client.container.timeout = 0.01
+            client.container.process()
+    got = r2.receive(timeout=1)
+    assert got.body == "x" and got.delivery_count == 1  # back on its queue, redelivered
+    r2.accept()
+    assert amqp_broker.queue_size("DROP.OUT") == 0  # the send was rolled back too
+
+
+def test_closing_the_controller_rolls_its_transactions_back(connect: Any,
+                                                           amqp_broker: Any) -> None:
+    c = connect()
+    tx = TxClient(c)
+    s = c.create_sender("queue://CTRL")
+    t = tx.declare()
+    tx.send(s, "pending", t)
+    tx.ctrl.close()
+    tx2 = TxClient(c)
+    d = tx2.discharge(t)  # it was rolled back with its controller
+    assert d.remote_state == Delivery.REJECTED
+    assert d.remote.condition.name == "amqp:transaction:unknown-id"
+    d = tx2.send(s, "late", t)  # and a transfer naming it is refused
+    assert d.remote_state == Delivery.REJECTED
+    assert amqp_broker.queue_size("CTRL") == 0
+
+
+def test_ending_the_controllers_session_rolls_back(connect: Any, amqp_broker: Any) -> None:
+    c = connect()
+    ssn = c.conn.session()
+    ssn.open()
+    ctrl = ssn.sender("ctrl-in-own-session")
+    Coordinator().apply(ctrl)
+    ctrl.open()
+    producer = ssn.sender("producer-in-own-session")
+    producer.target.address = "queue://SSNTX"
+    producer.open()
+    c.wait(lambda: bool(producer.state & Endpoint.REMOTE_ACTIVE and producer.credit),
+           msg="links not attached")
+    d = ctrl.send(Message(body=Described(symbol("amqp:declare:list"), [None])))
+    c.wait(lambda: d.remote_state != 0, msg="no declared")
+    txn = bytes(d.remote.data[0])
+    sent = producer.send(Message(body="in a session that ends"))
+    sent.local.data = [txn]
+    sent.update(TXN_STATE)
+    c.wait(lambda: sent.remote_state != 0, msg="no answer to the transfer")
+    ssn.close()
+
+    def ended() -> bool:  # closed by the broker, and each close seen by the client
+        return all(e.state & Endpoint.REMOTE_CLOSED and not e.state & Endpoint.LOCAL_ACTIVE
+                   for e in (ssn, ctrl, producer))
+
+    while not ended():
+        with contextlib.suppress(LinkDetached):  # the broker ends the session's links
+            c.wait(ended, msg="session not ended")
+    d = TxClient(c).discharge(txn)
+    assert d.remote.condition.name == "amqp:transaction:unknown-id"
+    assert amqp_broker.queue_size("SSNTX") == 0
+
+
+def test_unknown_txn_ids_are_clear_errors_on_that_link_only(connect: Any,
+                                                           amqp_broker: Any) -> None:
+    c = connect()
+    tx = TxClient(c)
+    s = c.create_sender("queue://BADTX")
+    t = tx.declare()
+    tx.send(s, "kept", t)
+    tx.commit(t)
+    d = tx.discharge(b"no-such-txn")
+    assert d.remote_state == Delivery.REJECTED
+    assert d.remote.condition.name == "amqp:transaction:unknown-id"
+    d = tx.discharge(t)  # discharged already
+    assert d.remote.condition.name == "amqp:transaction:unknown-id"
+    d = tx.send(s, "to a closed transaction", t)
+    assert d.remote_state == Delivery.REJECTED
+    assert d.remote.condition.name == "amqp:transaction:unknown-id"
+    assert "not active" in d.remote.condition.description
+    # the coordinator, the producer link and the connection all still work
+    t2 = tx.declare()
+    tx.send(s, "next", t2)
+    tx.commit(t2)
+    s.send(Message(body="plain"))
+    assert receive_bodies(c, "queue://BADTX", 3) == ["kept", "next", "plain"]
+
+
+def test_acknowledgement_in_an_unknown_transaction_closes_that_consumer_only(
+        connect: Any, amqp_broker: Any) -> None:
+    c = connect()
+    fill(c, "queue://BADACK", "m")
+    tx = TxClient(c)
+    r = c.create_receiver("queue://BADACK", credit=1)
+    assert r.receive(timeout=5).body == "m"
+    tx.accept(r, b"never-declared")
+    with pytest.raises(LinkDetached, match="amqp:transaction:unknown-id"):
+        wait_for(lambda: False, c)
+    # nothing was lost: the message is back, and the connection still works
+    fill(c, "queue://BADACK", "after")
+    assert receive_bodies(connect(), "queue://BADACK", 2) == ["m", "after"]
+
+
+def test_duplicate_inside_a_transaction_fails_the_commit(connect: Any, amqp_broker: Any) -> None:
+    c = connect()
+    s = c.create_sender("queue://TXDUP")
+    s.send(Message(body="first", properties={"_AMQ_DUPL_ID": "d1"}))
+    tx = TxClient(c)
+    t = tx.declare()
+    tx.send(s, "new", t, _AMQ_DUPL_ID="d2")
+    tx.send(s, "dup", t, _AMQ_DUPL_ID="d1")
+    d = tx.discharge(t)
+    assert d.remote_state == Delivery.REJECTED
+    assert d.remote.condition.name == "amqp:transaction:rollback"
+    assert "Duplicate message detected" in d.remote.condition.description
+    s.send(Message(body="d2 again", properties={"_AMQ_DUPL_ID": "d2"}))  # d2 was forgotten
+    assert receive_bodies(c, "queue://TXDUP", 2) == ["first", "d2 again"]
+
+
+class TxSend(MessagingHandler, TransactionHandler):
+    """proton's examples/python/tx_send.py: batches of messages, each batch committed."""
+
+    def __init__(self, url: str, address: str, batches: int, batch_size: int) -> None:
+        super().__init__()
+        self.url, self.address = url, address
+        self.batches, self.batch_size = batches, batch_size
+        self.current = 0
+        self.committed = 0
+        self.transaction: Any = None
+        self.sender: Any = None
+        self.container: Any = None
+
+    def on_start(self, event: Any) -> None:
+        self.container = event.container
+        conn = self.container.connect(self.url)
+        self.sender = self.container.create_sender(conn, self.address)
+        self.container.declare_transaction(conn, handler=self)
+
+    def on_transaction_declared(self, event: Any) -> None:
+        self.transaction = event.transaction
+        self.current = 0
+        self.send()
+
+    def on_sendable(self, event: Any) -> None:
+        self.send()
+
+    def send(self) -> None:
+        while (self.transaction and self.sender.credit and self.current < self.batch_size):
+            body = f"b{self.committed}-m{self.current}"
+            self.transaction.send(self.sender, Message(body=body, durable=True))
+            self.current += 1
+        if self.transaction and self.current == self.batch_size:
+            self.transaction.commit()
+            self.transaction = None
+
+    def on_transaction_committed(self, event: Any) -> None:
+        self.committed += 1
+        if self.committed == self.batches:
+            event.connection.close()
+        else:
+            self.container.declare_transaction(event.connection, handler=self)
+
+
+class TxRecv(MessagingHandler, TransactionHandler):
+    """proton's examples/python/tx_recv.py: receive and accept in transactions."""
+
+    def __init__(self, url: str, address: str, expected: int, batch_size: int) -> None:
+        super().__init__(prefetch=0, auto_accept=False)
+        self.url, self.address = url, address
+        self.expected, self.batch_size = expected, batch_size
+        self.current = 0
+        self.received: list[str] = []
+        self.transaction: Any = None
+        self.receiver: Any = None
+        self.container: Any = None
+        self.conn: Any = None
+
+    def on_start(self, event: Any) -> None:
+        self.container = event.container
+        self.conn = self.container.connect(self.url)
+        self.receiver = self.container.create_receiver(self.conn, self.address)
+        self.container.declare_transaction(self.conn, handler=self)
+
+    def on_message(self, event: Any) -> None:
+        self.received.append(event.message.body)
+        self.transaction.accept(event.delivery)
+        self.current += 1
+        if self.current == self.batch_size:
+            self.transaction.commit()
+            self.transaction = None
+
+    def on_transaction_declared(self, event: Any) -> None:
+        self.receiver.flow(self.batch_size)
+        self.transaction = event.transaction
+
+    def on_transaction_committed(self, event: Any) -> None:
+        self.current = 0
+        if len(self.received) >= self.expected:
+            self.conn.close()
+        else:
+            self.container.declare_transaction(self.conn, handler=self)
+
+
+def test_proton_transaction_examples_round_trip(amqp_broker: Any) -> None:
+    url = amqp_broker.url()
+    sender = TxSend(url, "queue://EXAMPLES", batches=4, batch_size=5)
+    Container(sender).run()
+    assert sender.committed == 4
+    assert amqp_broker.queue_size("EXAMPLES") == 20
+    receiver = TxRecv(url, "queue://EXAMPLES", expected=20, batch_size=5)
+    Container(receiver).run()
+    assert receiver.received == [f"b{b}-m{m}" for b in range(4) for m in range(5)]
+    assert amqp_broker.queue_size("EXAMPLES") == 0
