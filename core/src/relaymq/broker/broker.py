@@ -18,6 +18,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from relaymq.advisory import AdvisoryService
 from relaymq.broker.chain import Next, SendFilter, fold
 from relaymq.broker.connection import ClientConnection
 from relaymq.broker.events import BrokerEvents
@@ -91,6 +92,7 @@ class Broker:
         self._stopped = asyncio.Event() if _has_loop() else None
         #: the management API: what plugins, the console and the CLI use (docs/management.md)
         self.management = Management(self)
+        self.advisories: AdvisoryService | None = None
 
     # -- assembly ------------------------------------------------------------------------
     @property
@@ -155,6 +157,9 @@ class Broker:
         if check is not None:
             check()
         pm.hook.relaymq_configure(broker=self, config=self.config)
+        if self.config.advisory_support:  # ActiveMQ.Advisory.* topics (docs/advisories.md)
+            self.advisories = AdvisoryService(self)
+            self.advisories.install()
         for extra in pm.hook.relaymq_interceptors(broker=self):
             self._filters.extend(extra or [])
         self.chain = fold(self._filters, self.router.route)
@@ -272,6 +277,9 @@ class Broker:
         for t in self._tasks:
             t.cancel()
         await self.management.stop_broker_connections()
+        if self.advisories is not None:
+            self.advisories.uninstall()
+            self.advisories = None
         for svc in reversed(self.services):
             stop = getattr(svc, "stop", None)
             if stop is not None and asyncio.iscoroutinefunction(stop):

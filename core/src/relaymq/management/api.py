@@ -107,6 +107,11 @@ class Management:
             return q.stats.consumers if q is not None else 0
         return sum(s.stats.consumers for s in region.subscriptions_for(dest))
 
+    def has_subscribers(self, target: Target) -> bool:
+        """True when a subscription (durable or not, wildcards included) would receive
+        a message published to the topic `target` now."""
+        return bool(self._region.subscriptions_for(_destination(target)))
+
     def producer_count(self, target: Target) -> int:
         dest = _destination(target)
         region = self._region
