@@ -22,6 +22,7 @@ import pluggy
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
     from relaymq.broker.chain import SendFilter
+    from relaymq.broker.connection import ClientConnection
     from relaymq.broker.security import ConnectRequest, Principal
     from relaymq.config.model import BrokerConfig
     from relaymq.dispatch.consumer import Consumer
@@ -146,23 +147,30 @@ def relaymq_authenticate(broker: Broker, request: ConnectRequest) -> Principal |
     :param request: who connects: user name, password, client id, transport, address.
 
     Stops at first non-None result. With no implementation every client is
-    allowed as an anonymous principal (or the user name it gave).
+    allowed as an anonymous principal (or the user name it gave). The result may
+    be an awaitable of the principal (a password check that runs a KDF in a
+    thread); the broker awaits it, and it may raise ``SecurityError`` too.
     """
 
 
 @hookspec(firstresult=True)
 def relaymq_authorize(
-    broker: Broker, principal: Principal, action: str, destination: Destination
+    broker: Broker, principal: Principal, action: str, destination: Destination,
+    connection: ClientConnection | None,
 ) -> bool | None:
     """Return False to refuse ``action`` on ``destination``; None to abstain.
 
     :param broker: the broker.
     :param principal: the authenticated principal.
-    :param action: ``read``, ``write`` or ``admin`` (create/delete).
-    :param destination: the destination acted on.
+    :param action: ``read`` (consume, browse), ``write`` (send) or ``admin``
+        (create, including the creation a first send or subscribe causes).
+    :param destination: the destination acted on (a composite one as named).
+    :param connection: the connection asking (``remote_address``, ``transport``),
+        or None when the broker or management asks on a principal's behalf.
 
     Stops at first non-None result. Called when a producer first sends to a
-    destination on a connection and when a consumer is created, not per message.
+    destination on a connection and when a consumer is created, not per message;
+    connections remember the answers until ``broker.security_changed()``.
     The default allows everything.
     """
 

@@ -15,6 +15,7 @@ chain, recovery, declared destinations, connectors, broker connections.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -316,6 +317,8 @@ class Broker:
             raise RuntimeError("the broker is not started")
         request = request or ConnectRequest()
         principal = self.plugins.pm.hook.relaymq_authenticate(broker=self, request=request)
+        if inspect.isawaitable(principal):  # a password check that runs a KDF off the loop
+            principal = await principal
         if principal is None:
             principal = Principal(request.username) if request.username else ANONYMOUS
         cid = request.client_id
@@ -342,10 +345,18 @@ class Broker:
         conn.client_id = client_id
         self._client_ids[client_id] = conn
 
-    def authorize(self, principal: Principal, action: str, destination: Destination) -> bool:
+    def authorize(self, principal: Principal, action: str, destination: Destination,
+                  connection: ClientConnection | None = None) -> bool:
         verdict = self.plugins.pm.hook.relaymq_authorize(
-            broker=self, principal=principal, action=action, destination=destination)
+            broker=self, principal=principal, action=action, destination=destination,
+            connection=connection)
         return verdict is not False
+
+    def security_changed(self) -> None:
+        """Forget every connection's cached authorization decisions (an
+        authorization plugin calls this when users, groups or entries change)."""
+        for conn in self.connections:
+            conn.forget_authorizations()
 
     def connection_closed(self, conn: ClientConnection) -> None:
         if conn in self.connections:
@@ -357,7 +368,7 @@ class Broker:
     def internal_connection(self) -> ClientConnection:
         """A connection the broker itself sends with (scheduler, management)."""
         if self._internal is None or self._internal.closed:
-            self._internal = ClientConnection(self, Principal("relaymq", anonymous=False), None,
+            self._internal = ClientConnection(self, Principal("relaymq", system=True), None,
                                               "internal")
         return self._internal
 

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
 
 _ids = itertools.count(1)
+#: how refusals name an action, as ActiveMQ's ("User x is not authorized to write to: ...")
+_VERBS = {"read": "read from", "write": "write to", "admin": "create"}
 
 
 class ClientConnection:
@@ -76,14 +78,35 @@ class ClientConnection:
 
     # -- security ---------------------------------------------------------------
     def authorize(self, action: str, destination: Destination) -> None:
+        """Raise `SecurityError` unless the principal may `action` `destination`;
+        answers are remembered until `forget_authorizations`."""
         key = (action, destination)
         if key in self._authorized:
             return
-        if not self.broker.authorize(self.principal, action, destination):
+        if not self.broker.authorize(self.principal, action, destination, self):
             raise SecurityError(
-                f"user {self.principal.name} is not authorized to {action} {destination}"
+                f"User {self.principal.name} is not authorized to "
+                f"{_VERBS.get(action, action)}: {destination}"
             )
         self._authorized.add(key)
+
+    def authorize_create(self, destination: Destination) -> None:
+        """`admin` on each (part of a) destination this operation would create,
+        as ActiveMQ asks when a first send or subscribe makes a destination."""
+        if destination.is_wildcard:
+            return  # a wildcard creates nothing
+        region = self.broker.region
+        parts = destination.composite_parts() if destination.is_composite else (destination,)
+        for part in parts:
+            if part.is_wildcard or part.is_temporary:
+                continue  # temporary destinations are made by create_temporary
+            if part not in (region.queues if part.is_queue else region.topics):
+                self.authorize("admin", part)
+
+    def forget_authorizations(self) -> None:
+        """Drop remembered authorization answers (users, groups or entries changed)."""
+        self._authorized.clear()
+        self._can_write.clear()
 
     # -- producing -----------------------------------------------------------------
     def new_message_id(self) -> str:
@@ -111,6 +134,7 @@ class ClientConnection:
             raise DestinationError("a message needs a destination")
         if dest not in self._can_write:
             self.authorize("write", dest)
+            self.authorize_create(dest)
             self._can_write.add(dest)
         if message.message_id is None:
             message.message_id = self.message_id_prefix + str(next(self.message_numbers))
@@ -151,6 +175,7 @@ class ClientConnection:
         """Count a producer attached to `destination` (AMQP sender link, JMS producer);
         sending does not need it, the `producers` counter does."""
         self.authorize("write", destination)
+        self.authorize_create(destination)
         target = await self._stats_target(destination)
         if target is not None:
             target.stats.producers += 1
@@ -215,6 +240,7 @@ class ClientConnection:
         compiled = (Selector.compile(selector, string_conversion=selector_string_conversion)
                     if selector and selector.strip() else None)
         self.authorize("read", destination)
+        self.authorize_create(destination)
         broker = self.broker
         if prefetch is None:
             prefetch = broker.policies.prefetch_for(destination, durable_name is not None, browser)
@@ -325,6 +351,7 @@ class ClientConnection:
         if kind not in (DestinationKind.TEMP_QUEUE, DestinationKind.TEMP_TOPIC):
             raise DestinationError(f"{kind} is not a temporary kind")
         dest = Destination(kind, name or f"{self.id}:{len(self.temporary) + 1}")
+        self.authorize("admin", dest)
         self.temporary.append(dest)
         self.broker.register_temporary(dest, self)
         return dest

@@ -17,9 +17,13 @@ class ConnectRequest:
 
 @dataclass(frozen=True, slots=True)
 class Principal:
+    """Who a connection acts as. `system` marks the broker's own connections
+    (scheduler, management): authorization plugins let them do anything."""
+
     name: str
     groups: frozenset[str] = frozenset()
     anonymous: bool = False
+    system: bool = False
 
 
 ANONYMOUS = Principal("anonymous", anonymous=True)

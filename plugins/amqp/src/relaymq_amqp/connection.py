@@ -138,7 +138,12 @@ class AmqpConnection:
         head = received[:8]
         if head == SASL_HEADER:
             self._state = "sasl"
-            self.sasl = SaslServer(self.options.mechanisms)
+            mechanisms = self.options.mechanisms
+            if (self.certificates and "EXTERNAL" not in mechanisms
+                    and self.broker.extensions.get("certificate-login") is not None):
+                # a verified client certificate and a broker that logs in by certificate
+                mechanisms = ("EXTERNAL", *mechanisms)
+            self.sasl = SaslServer(mechanisms)
             self._sasl(received)
         elif head == AMQP_HEADER and self.options.allow_non_sasl:
             self._authenticate(None, None, received)
@@ -155,7 +160,8 @@ class AmqpConnection:
         if out:
             self._write(out)
         if creds is not None:
-            if creds.mechanism not in self.options.mechanisms:
+            if creds.mechanism not in self.sasl.mechanisms or (
+                    creds.mechanism == "EXTERNAL" and not self.certificates):
                 self._write(self.sasl.outcome(False, AUTH))
                 self._abort()
                 return

@@ -8,7 +8,9 @@ and the `sasl-init` frame, asks the kernel (``broker.connect`` -> the
 outcome -- the AMQP protocol header and frames -- goes to proton untouched.
 
 Both sides are sans-IO: `feed(bytes)` returns what to do; the caller owns the
-socket. Mechanisms: PLAIN and ANONYMOUS (RFC 4616, RFC 4505).
+socket. Mechanisms: PLAIN and ANONYMOUS (RFC 4616, RFC 4505), and EXTERNAL
+(RFC 4422 appendix A: the TLS client certificate is the credential), offered
+when the connection presented a verified client certificate.
 """
 
 from __future__ import annotations

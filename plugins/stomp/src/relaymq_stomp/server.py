@@ -158,7 +158,7 @@ class StompProtocol(asyncio.Protocol):
         self.session = StompSession(SessionContext(
             broker=self.connector.broker, options=opts, write=self.write, close=self.close,
             heartbeat=self._start_heartbeat, transport=self.connector.scheme,
-            remote_address=remote,
+            remote_address=remote, certificates=_peer_certificates(transport),
         ))
         if opts.connect_timeout_ms:
             self._connect_timer = self.loop.call_later(opts.connect_timeout_ms / 1000.0,
@@ -414,3 +414,9 @@ def _pop_run(frames: deque[Any], limit: int) -> list[Any]:
             run.append(frames.popleft())
     return run
 
+
+def _peer_certificates(transport: asyncio.BaseTransport) -> list[object]:
+    """The verified client certificate of a TLS connection (needClientAuth or
+    wantClientAuth on the connector), for certificate login."""
+    cert = transport.get_extra_info("peercert")
+    return [cert] if cert else []

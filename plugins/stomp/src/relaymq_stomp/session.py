@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import time_ns  # inline on the SEND path: epoch ms without a call
 from typing import TYPE_CHECKING
 
@@ -68,6 +68,8 @@ class SessionContext:
     heartbeat: Callable[[int, int], None]
     transport: str = "stomp"
     remote_address: str | None = None
+    #: the TLS client certificate (``getpeercert()`` form) when the connector asked for one
+    certificates: list[object] = field(default_factory=list)
 
 
 class StompSession:
@@ -303,7 +305,7 @@ class StompSession:
         request = ConnectRequest(
             username=h.get("login"), password=h.get("passcode"),
             client_id=h.get("client-id") or None, transport=self.ctx.transport,
-            remote_address=self.ctx.remote_address,
+            remote_address=self.ctx.remote_address, certificates=list(self.ctx.certificates),
         )
         try:
             conn = await self.ctx.broker.connect(request)

@@ -1,0 +1,240 @@
+"""``<authorizationPlugin>``: who may read, write and create which destinations.
+
+```xml
+<authorizationPlugin><map><authorizationMap>
+  <authorizationEntries>
+    <authorizationEntry queue="orders.>" read="consumers" write="apps" admin="admins"/>
+    <authorizationEntry topic="ActiveMQ.Advisory.>" read="everyone" write="everyone" admin="everyone"/>
+  </authorizationEntries>
+  <tempDestinationAuthorizationEntry>
+    <tempDestinationAuthorizationEntry read="users" write="users" admin="users"/>
+  </tempDestinationAuthorizationEntry>
+</authorizationMap></map></authorizationPlugin>
+```
+
+Actions: ``read`` (consume, browse), ``write`` (send), ``admin`` (create a
+destination, including the creation a first send or subscribe causes). The
+entry whose pattern matches the destination most specifically decides
+(`Entry.specificity`); ``<defaultEntry>`` decides when none matches; with
+neither, the action is refused. Temporary destinations follow
+``<tempDestinationAuthorizationEntry>`` (allowed to every authenticated client
+when there is none, as in ActiveMQ). A composite destination needs the action on
+every part. Decisions are cached per (principal, action, destination) and the
+cache is dropped whenever users, groups or entries change.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from relaymq.broker.security import Principal
+from relaymq.config.model import Origin, PluginElement
+from relaymq.config.report import Report, at
+from relaymq.config.typed import convert
+from relaymq.errors import ConfigError
+from relaymq.model.destination import Destination, name_matches
+
+from relaymq_auth.service import SecurityService
+
+if TYPE_CHECKING:
+    from relaymq.broker.broker import Broker
+
+log = logging.getLogger("relaymq.auth")
+
+ACTIONS = ("read", "write", "admin")
+#: a group name in an ACL that every principal is in
+ANY_GROUP = "*"
+_CACHE_LIMIT = 100_000
+
+
+@dataclass(slots=True)
+class AuthorizationEntry:
+    """``<authorizationEntry>`` (and ``<tempDestinationAuthorizationEntry>``)."""
+
+    queue: str | None = None
+    topic: str | None = None
+    read: str = ""
+    write: str = ""
+    admin: str = ""
+    #: ActiveMQ's principal class of the names in read/write/admin; ``...UserPrincipal``
+    #: makes them user names instead of group names
+    group_class: str = "org.apache.activemq.jaas.GroupPrincipal"
+    origin: Origin = field(default_factory=Origin)
+
+
+class Entry:
+    """One entry, ready to decide."""
+
+    __slots__ = ("pattern", "kind", "acl", "users", "specificity", "origin")
+
+    def __init__(self, raw: AuthorizationEntry, kind: str, pattern: str) -> None:
+        self.kind = kind
+        self.pattern = pattern
+        self.acl = {a: frozenset(g.strip() for g in getattr(raw, a).split(",") if g.strip())
+                    for a in ACTIONS}
+        self.users = raw.group_class.endswith("UserPrincipal")
+        self.origin = raw.origin
+        segments = pattern.split(".")
+        literal = sum(1 for s in segments if s not in ("*", ">", "#"))
+        exact = literal == len(segments)
+        #: larger is more specific: an exact name, then more literal segments, then
+        #: more segments (``a.*.c`` over ``a.>``)
+        self.specificity = (exact, literal, len(segments))
+
+    def covers(self, dest: Destination) -> bool:
+        if (self.kind == "queue") != dest.is_queue:
+            return False
+        return name_matches(self.pattern, dest.name)
+
+    def allows(self, principal: Principal, action: str) -> bool:
+        names = self.acl[action]
+        if ANY_GROUP in names:
+            return True
+        if self.users:
+            return principal.name in names
+        return not names.isdisjoint(principal.groups)
+
+    def describe(self) -> str:
+        return f"{self.kind}={self.pattern}"
+
+
+class AuthorizationMap:
+    def __init__(self, entries: list[Entry], temp: Entry | None = None,
+                 default: Entry | None = None) -> None:
+        # most specific first; equally specific entries keep their configuration order
+        self.entries = sorted(entries, key=lambda e: e.specificity, reverse=True)
+        self.temp = temp
+        self.default = default
+        self._cache: dict[tuple[Principal, str, Destination], bool] = {}
+
+    def entry_for(self, dest: Destination) -> Entry | None:
+        for entry in self.entries:
+            if entry.covers(dest):
+                return entry
+        return self.default
+
+    def allowed(self, principal: Principal, action: str, dest: Destination) -> bool:
+        key = (principal, action, dest)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        if dest.is_composite:
+            verdict = all(self.allowed(principal, action, part) for part in dest.composite_parts())
+        elif dest.is_temporary:
+            verdict = self.temp is None or self.temp.allows(principal, action)
+        else:
+            entry = self.entry_for(dest)
+            verdict = entry is not None and entry.allows(principal, action)
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[key] = verdict
+        return verdict
+
+    def forget(self) -> None:
+        self._cache.clear()
+
+
+def _entry(raw: AuthorizationEntry, report: Report, temp: bool = False) -> Entry | None:
+    where = at(raw.origin)
+    if temp:
+        return Entry(raw, "temp", ">")
+    if bool(raw.queue) == bool(raw.topic):
+        report.error(f"<authorizationEntry>{where} needs exactly one of queue=\"...\" or "
+                     "topic=\"...\"")
+        return None
+    kind, pattern = ("queue", raw.queue) if raw.queue else ("topic", raw.topic)
+    assert pattern is not None
+    if "," in pattern:
+        report.error(f"<authorizationEntry {kind}=\"{pattern}\">{where}: one pattern per entry")
+        return None
+    return Entry(raw, kind, pattern)
+
+
+def parse_authorization(element: PluginElement, *, strict: bool = False) -> tuple[AuthorizationMap, list[str]]:
+    report = Report(strict=strict)
+    for attr in element.attributes:
+        report.warn(f"<authorizationPlugin>{at(element.origin)}: attribute '{attr}' is ignored")
+    maps: list[PluginElement] = []
+    for child in element.children:
+        if child.tag == "map":
+            for inner in child.children:
+                if inner.tag == "authorizationMap":
+                    maps.append(inner)
+                else:
+                    report.error(
+                        f"<{inner.tag}>{at(inner.origin)}: RelayMQ supports <authorizationMap> "
+                        "inside <map> (not LDAP-backed maps)")
+        elif child.tag == "authorizationMap":
+            maps.append(child)
+        else:
+            report.warn(f"<{child.tag}>{at(child.origin)} inside <authorizationPlugin> is "
+                        "ignored: expected <map>")
+    if len(maps) != 1:
+        report.error(f"<authorizationPlugin>{at(element.origin)} needs one <map><authorizationMap>"
+                     f", found {len(maps)}")
+        report.raise_if_errors()
+    amap = maps[0]
+    group_class = amap.attributes.get("groupClass")
+    for attr in amap.attributes:
+        if attr != "groupClass":
+            report.warn(f"<authorizationMap>{at(amap.origin)}: attribute '{attr}' is ignored")
+
+    def raw(el: PluginElement) -> AuthorizationEntry:
+        entry = convert(AuthorizationEntry, el, report=report)
+        if group_class and "groupClass" not in el.attributes:
+            entry.group_class = group_class
+        return entry
+
+    entries: list[Entry] = []
+    temp: Entry | None = None
+    default: Entry | None = None
+    for child in amap.children:
+        try:
+            if child.tag == "authorizationEntries":
+                for el in child.children:
+                    if el.tag != "authorizationEntry":
+                        report.warn(f"<{el.tag}>{at(el.origin)} inside <authorizationEntries> is "
+                                    "ignored: expected <authorizationEntry>")
+                        continue
+                    built = _entry(raw(el), report)
+                    if built is not None:
+                        entries.append(built)
+            elif child.tag in ("tempDestinationAuthorizationEntry", "defaultEntry"):
+                inner = child.children[0] if child.children else child
+                built = _entry(raw(inner), report, temp=child.tag != "defaultEntry") \
+                    if child.tag != "defaultEntry" else Entry(raw(inner), "any", ">")
+                if child.tag == "defaultEntry":
+                    default = built
+                else:
+                    temp = built
+            else:
+                report.warn(f"<{child.tag}>{at(child.origin)} inside <authorizationMap> is "
+                            "ignored")
+        except ConfigError as exc:
+            report.absorb(exc)
+    report.raise_if_errors()
+    return AuthorizationMap(entries, temp, default), report.warnings
+
+
+class AuthorizationPlugin:
+    tag = "authorizationPlugin"
+
+    def __init__(self, amap: AuthorizationMap, origin: Origin | None = None) -> None:
+        self.map = amap
+        self.origin = origin or Origin()
+
+    @classmethod
+    def from_element(cls, element: PluginElement, broker: Broker) -> AuthorizationPlugin:
+        amap, warnings = parse_authorization(element, strict=bool(getattr(broker, "strict", False)))
+        for warning in warnings:
+            log.warning("%s", warning)
+        return cls(amap, element.origin)
+
+    @classmethod
+    def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
+        return parse_authorization(element, strict=strict)[1]
+
+    def install(self, broker: Broker) -> None:
+        SecurityService.of(broker).set_authorization(self.map, self.origin)

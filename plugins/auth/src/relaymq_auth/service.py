@@ -1,0 +1,186 @@
+"""`SecurityService`: the one object that authenticates, authorizes and audits.
+
+Every configured element of this plugin installs itself into the broker's
+service (``broker.extensions["auth"]``): one authentication element (simple,
+JAAS, certificate or dual) and at most one ``<authorizationPlugin>``. The
+service answers the kernel's ``relaymq_authenticate`` / ``relaymq_authorize``
+hooks, and management and the console call the same two methods:
+
+```python
+from relaymq_auth import security_service
+
+auth = security_service(broker)                # None when the broker has no auth plugin
+principal = await auth.authenticate("ops", "secret", transport="http", remote_address=ip)
+if not auth.authorize(principal, "admin", Destination.queue("orders.eu")):
+    ...                                         # refuse the purge
+auth.audit_operation(principal, "purge", Destination.queue("orders.eu"), remote=ip)
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from relaymq.broker.security import ConnectRequest, Principal
+from relaymq.config.model import Origin
+from relaymq.config.report import at
+from relaymq.errors import ConfigError, SecurityError
+from relaymq.hookspecs import hookimpl
+from relaymq.model.destination import Destination
+
+from relaymq_auth.audit import AuditLog
+from relaymq_auth.authn import Authenticator, LoginFailed
+from relaymq_auth.throttle import LoginThrottle, host_of
+
+if TYPE_CHECKING:
+    from relaymq.broker.broker import Broker
+    from relaymq.broker.connection import ClientConnection
+
+    from relaymq_auth.authorization import AuthorizationMap
+
+log = logging.getLogger("relaymq.auth")
+
+EXTENSION = "auth"
+#: what AMQP asks for before offering SASL EXTERNAL
+CERTIFICATE_EXTENSION = "certificate-login"
+
+
+class SecurityService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.authenticator: Authenticator | None = None
+        self.authorization: AuthorizationMap | None = None
+        self._origins: dict[str, Origin] = {}
+        self.throttle = LoginThrottle()
+        self.audit = AuditLog()
+
+    @classmethod
+    def of(cls, broker: Broker) -> SecurityService:
+        """The broker's service, made and registered on first use."""
+        service = broker.extensions.get(EXTENSION)
+        if service is None:
+            service = cls(broker)
+            broker.extensions[EXTENSION] = service
+            broker.plugins.register(service, name="relaymq-auth",
+                                    description="relaymq-auth (authentication and authorization)")
+        assert isinstance(service, SecurityService)
+        return service
+
+    # -- assembly ------------------------------------------------------------------------
+    def set_authenticator(self, authenticator: Authenticator, origin: Origin) -> None:
+        if self.authenticator is not None:
+            first = self.authenticator.tag
+            raise ConfigError(
+                f"<{authenticator.tag}>{at(origin)}: the broker already authenticates with "
+                f"<{first}>{at(self._origins.get('authn'))}; configure one authentication plugin")
+        self.authenticator = authenticator
+        self._origins["authn"] = origin
+        if authenticator.accepts_certificates:
+            self.broker.extensions[CERTIFICATE_EXTENSION] = self
+
+    def set_authorization(self, amap: AuthorizationMap, origin: Origin) -> None:
+        if self.authorization is not None:
+            raise ConfigError(f"<authorizationPlugin>{at(origin)}: there is already one "
+                              f"at {self._origins.get('authz')}; merge their entries")
+        self.authorization = amap
+        self._origins["authz"] = origin
+
+    def security_changed(self) -> None:
+        """Users, groups or entries changed: drop every cached decision."""
+        if self.authorization is not None:
+            self.authorization.forget()
+        self.broker.security_changed()
+
+    # -- the API management and the console use -----------------------------------------------
+    async def authenticate(self, username: str | None, password: str | None = None, *,
+                           transport: str = "management", remote_address: str | None = None,
+                           certificates: Iterable[object] = ()) -> Principal:
+        """The principal (user and groups) for these credentials.
+
+        :raises SecurityError: refused; the message does not say whether the user exists.
+        """
+        return await self.login(ConnectRequest(
+            username=username, password=password, transport=transport,
+            remote_address=remote_address, certificates=list(certificates)))
+
+    def authorize(self, principal: Principal, action: str, destination: Destination) -> bool:
+        """May `principal` do `action` (``read``, ``write``, ``admin``) on `destination`?
+        True for everything when no ``<authorizationPlugin>`` is configured."""
+        if principal.system or self.authorization is None:
+            return True
+        return self.authorization.allowed(principal, action, destination)
+
+    def audit_operation(self, principal: Principal | None, operation: str,
+                        destination: object, *, transport: str | None = None,
+                        remote: str | None = None, **details: object) -> None:
+        """Write an administrative operation (``delete``, ``purge``, ``move``, ...) to
+        the audit log; management calls this after it acted."""
+        self.audit.operation(principal, operation, destination, transport, remote, **details)
+
+    # -- logins ------------------------------------------------------------------------
+    async def login(self, request: ConnectRequest) -> Principal:
+        authenticator = self.authenticator
+        if authenticator is None:
+            raise SecurityError("User is not authenticated: the broker has no authentication "
+                                "plugin")
+        host = host_of(request.remote_address)
+        method = "certificate" if request.certificates and authenticator.accepts_certificates \
+            else ("anonymous" if request.username is None else "password")
+        async with self.throttle.turn(host):
+            try:
+                principal = await asyncio.to_thread(authenticator.login, request)
+            except LoginFailed as exc:
+                self.throttle.failed(host)
+                self.audit.login_failed(request.username, request.transport,
+                                        request.remote_address, exc.reason,
+                                        self.throttle.failures(host) if host else 0)
+                if method == "certificate" or (authenticator.accepts_certificates
+                                               and request.username is None):
+                    raise SecurityError("The client certificate is not accepted.") from None
+                name = "null" if request.username is None else request.username
+                raise SecurityError(f"User name [{name}] or password is invalid.") from None
+            self.throttle.succeeded(host)
+        self.audit.login(principal, request.transport, request.remote_address, method)
+        return principal
+
+    # -- kernel hooks ------------------------------------------------------------------------
+    @hookimpl
+    def relaymq_configure(self) -> None:
+        if self.authorization is not None and self.authenticator is None:
+            raise ConfigError(
+                f"<authorizationPlugin>{at(self._origins.get('authz'))} needs an authentication "
+                "plugin (<simpleAuthenticationPlugin>, <jaasAuthenticationPlugin>, ...): "
+                "without one no client has a user or groups to authorize")
+
+    @hookimpl
+    def relaymq_authenticate(self, request: ConnectRequest) -> Awaitable[Principal] | None:
+        if self.authenticator is None:
+            return None
+        return self.login(request)
+
+    @hookimpl
+    def relaymq_authorize(self, principal: Principal, action: str, destination: Destination,
+                          connection: ClientConnection | None) -> bool | None:
+        if self.authorization is None or principal.system:
+            return None
+        allowed = self.authorization.allowed(principal, action, destination)
+        transport = getattr(connection, "transport", None)
+        remote = getattr(connection, "remote_address", None)
+        if not allowed:
+            self.audit.denied(principal, action, destination, transport, remote)
+        elif action == "admin":
+            self.audit.operation(principal, "create", destination, transport, remote)
+        return allowed
+
+    def describe(self) -> dict[str, Any]:
+        return {"authentication": self.authenticator.tag if self.authenticator else None,
+                "authorization": self.authorization is not None}
+
+
+def security_service(broker: Broker) -> SecurityService | None:
+    """The broker's `SecurityService`, or None when no auth element is configured."""
+    service = broker.extensions.get(EXTENSION)
+    return service if isinstance(service, SecurityService) else None
