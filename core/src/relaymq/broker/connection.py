@@ -66,6 +66,10 @@ class ClientConnection:
         self._authorized: set[tuple[str, Destination]] = set()
         self._can_write: set[Destination] = set()
         self._producers: list[Destination] = []
+        #: `populateJMSXUserID`: every sent message's user id is this connection's user
+        #: (not on network bridges, nor the broker's own re-sends: they carry the original)
+        self.populate_user_id = bool(getattr(getattr(broker, "config", None), "populate_jmsx_user_id",
+                                        False)) and not network and not principal.system
         self.closed = False
         self._subs: dict[int, SubscriptionQueue] = {}  # non-durable topic subscriptions
         #: set by transports: close the client's connection with this reason
@@ -141,6 +145,8 @@ class ClientConnection:
         if not message.timestamp:
             message.timestamp = time.time_ns() // 1_000_000
         message.producer_id = self.id
+        if self.populate_user_id:
+            message.user_id = self.user  # not what the sender claims
         broker = self.broker
         memory = broker.usage.memory
         if memory.used >= memory.limit and not (message.durable and broker.region.store_persistent):

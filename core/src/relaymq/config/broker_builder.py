@@ -35,6 +35,7 @@ BROKER_ATTRIBUTES = {
     "useJmx": "use_jmx",
     "schedulerSupport": "scheduler_support",
     "advisorySupport": "advisory_support",
+    "populateJMSXUserID": "populate_jmsx_user_id",
 }
 
 #: Plugin slots: wrapper element -> (`BrokerConfig` field, entry-point group).

@@ -158,6 +158,8 @@ class BrokerConfig:
     scheduler_support: bool = False
     use_jmx: bool = False
     advisory_support: bool = True
+    #: stamp each sent message's JMSXUserID (AMQP user-id) with the sender's user
+    populate_jmsx_user_id: bool = False
     transport_connectors: list[TransportConnectorConfig] = field(default_factory=list)
     persistence_adapter: PluginElement | None = None
     policy_entries: list[PolicyEntryConfig] = field(default_factory=list)

@@ -240,6 +240,8 @@ class ProducerLink(Link):
             if _remote_state(d) == TRANSACTIONAL_STATE:
                 txn = self._transaction(d)
             message = to_kernel(data, self.destination)[0]
+            if message.user_id is not None:
+                self._check_user_id(message.user_id)
             if self.destination is None:  # the anonymous relay: `to` was not checked at attach
                 dest = message.destination
                 if dest is not None and dest.is_temporary:
@@ -262,6 +264,14 @@ class ProducerLink(Link):
             raise TransactionError(f"transaction {txn!r} is not active on this connection "
                                    "(never declared, or already discharged)")
         return txn
+
+    def _check_user_id(self, user_id: str) -> None:
+        """With populateJMSXUserID a transfer's user-id must be the sender's own user:
+        its bytes go to AMQP consumers as they are, so a forged one is refused."""
+        kconn = self.conn.kconn
+        if kconn is not None and kconn.populate_user_id and user_id != kconn.user:
+            raise SecurityError(f"user-id {user_id!r} is not the authenticated user "
+                                f"{kconn.user!r} (populateJMSXUserID)")
 
     def _too_large(self) -> None:
         self.close(Condition("amqp:link:message-size-exceeded",

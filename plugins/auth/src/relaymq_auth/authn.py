@@ -21,8 +21,10 @@ class Authenticator(Protocol):
 
     #: the configuration element, for messages (``simpleAuthenticationPlugin``)
     tag: str
-    #: logs clients in by their TLS certificate (AMQP then offers SASL EXTERNAL)
-    accepts_certificates: bool
+    @property
+    def accepts_certificates(self) -> bool:
+        """Logs clients in by their TLS certificate (AMQP then offers SASL EXTERNAL)."""
+        ...
 
     def login(self, request: ConnectRequest) -> Principal:
         """Return the principal or raise `LoginFailed`. May block (a KDF, a

@@ -67,11 +67,12 @@ class AuthorizationEntry:
 class Entry:
     """One entry, ready to decide."""
 
-    __slots__ = ("pattern", "kind", "acl", "users", "specificity", "origin")
+    __slots__ = ("pattern", "segments", "kind", "acl", "users", "specificity", "rank", "origin")
 
     def __init__(self, raw: AuthorizationEntry, kind: str, pattern: str) -> None:
         self.kind = kind
         self.pattern = pattern
+        self.segments = pattern.split(".")
         self.acl = {a: frozenset(g.strip() for g in getattr(raw, a).split(",") if g.strip())
                     for a in ACTIONS}
         self.users = raw.group_class.endswith("UserPrincipal")
@@ -82,11 +83,23 @@ class Entry:
         #: larger is more specific: an exact name, then more literal segments, then
         #: more segments (``a.*.c`` over ``a.>``)
         self.specificity = (exact, literal, len(segments))
+        #: specificity, then the earlier entry in the configuration (set by the map)
+        self.rank: tuple[tuple[bool, int, int], int] = (self.specificity, 0)
 
     def covers(self, dest: Destination) -> bool:
         if (self.kind == "queue") != dest.is_queue:
             return False
         return name_matches(self.pattern, dest.name)
+
+    def matches(self, segments: list[str]) -> bool:
+        """ActiveMQ wildcards over a name already split at '.'."""
+        pat = self.segments
+        for i, p in enumerate(pat):
+            if p in (">", "#"):
+                return True
+            if i >= len(segments) or (p != "*" and p != segments[i]):
+                return False
+        return len(pat) == len(segments)
 
     def allows(self, principal: Principal, action: str) -> bool:
         names = self.acl[action]
@@ -103,17 +116,36 @@ class Entry:
 class AuthorizationMap:
     def __init__(self, entries: list[Entry], temp: Entry | None = None,
                  default: Entry | None = None) -> None:
+        for i, entry in enumerate(entries):
+            entry.rank = (entry.specificity, -i)
         # most specific first; equally specific entries keep their configuration order
-        self.entries = sorted(entries, key=lambda e: e.specificity, reverse=True)
+        self.entries = sorted(entries, key=lambda e: e.rank, reverse=True)
         self.temp = temp
         self.default = default
         self._cache: dict[tuple[Principal, str, Destination], bool] = {}
+        # entries by (queue?, first segment), and those starting with a wildcard, each
+        # in specificity order: a lookup reads two short lists, not every entry
+        self._by_first: dict[tuple[bool, str], list[Entry]] = {}
+        self._wild_first: dict[bool, list[Entry]] = {True: [], False: []}
+        for entry in self.entries:
+            queue = entry.kind == "queue"
+            first = entry.segments[0]
+            if first in ("*", ">", "#"):
+                self._wild_first[queue].append(entry)
+            else:
+                self._by_first.setdefault((queue, first), []).append(entry)
 
     def entry_for(self, dest: Destination) -> Entry | None:
-        for entry in self.entries:
-            if entry.covers(dest):
-                return entry
-        return self.default
+        segments = dest.name.split(".")
+        best: Entry | None = None
+        for candidates in (self._by_first.get((dest.is_queue, segments[0]), ()),
+                           self._wild_first[dest.is_queue]):
+            for entry in candidates:
+                if entry.matches(segments):
+                    if best is None or entry.rank > best.rank:
+                        best = entry
+                    break  # the rest of this list is no more specific
+        return best if best is not None else self.default
 
     def allowed(self, principal: Principal, action: str, dest: Destination) -> bool:
         key = (principal, action, dest)

@@ -76,6 +76,13 @@ class SendCache:
         self.tail = ""  # and between timestamp and content-length
 
 
+def stamp_user(m: Message, user: str) -> None:
+    """`populateJMSXUserID`: the message carries its sender's user, also on the
+    MESSAGE frames rendered from its block (a SEND's own JMSXUserID is dropped)."""
+    m.user_id = user
+    m.encoded = render_block(m, V12, trusted=True)
+
+
 def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationMapper,
                       message_id: str, now_ms: int, escaped_id: str | None = None,
                       clean: bool = False, cache: SendCache | None = None) -> Message:

@@ -38,7 +38,7 @@ from .config import StompOptions
 from .destinations import DestinationMapper
 from .errors import ProtocolError, StompError
 from .frames import V10, V12, Frame, encode_frame, escape, unescape_headers
-from .mapping import SendCache, message_from_send
+from .mapping import SendCache, message_from_send, stamp_user
 from .subscription import ACK_MODES, AUTO, CLIENT, Subscription
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ class StompSession:
         self.version = V10
         self.conn: ClientConnection | None = None
         self.mapper: DestinationMapper = None  # type: ignore[assignment]  # set on CONNECT
+        self._stamp_user: str | None = None  # populateJMSXUserID, set on CONNECT
         self.subs: dict[str, Subscription] = {}
         self._by_num: dict[int, Subscription] = {}
         self._nums = 0
@@ -118,9 +119,11 @@ class StompSession:
                 number = str(next(conn.message_numbers))  # the id, plain and escaped
                 mid = conn.message_id_prefix + number
                 eid = self._id_prefix_escaped + number
-                stored = await conn.submit(message_from_send(h, frame.body, self.mapper, mid,
-                                                             time_ns() // 1_000_000, eid, True,
-                                                             self._send_cache), txid)
+                message = message_from_send(h, frame.body, self.mapper, mid,
+                                            time_ns() // 1_000_000, eid, True, self._send_cache)
+                if self._stamp_user is not None:
+                    stamp_user(message, self._stamp_user)
+                stored = await conn.submit(message, txid)
                 if stored is not None:  # a persistent message: the receipt means stored
                     await stored
             except Exception as exc:  # noqa: BLE001 - mapped to ERROR frames in _failed
@@ -173,6 +176,8 @@ class StompSession:
                                             time_ns() // 1_000_000,
                                             self._id_prefix_escaped + number, True,
                                             self._send_cache)
+                if self._stamp_user is not None:
+                    stamp_user(message, self._stamp_user)
                 await conn.send(message, txid)
             except Exception as exc:  # noqa: BLE001 - this SEND's ERROR; the run goes on
                 self._failed(exc, F.SEND, receipt)
@@ -322,6 +327,8 @@ class StompSession:
         self.conn = conn
         conn.on_close_request = self._close_requested
         self._id_prefix_escaped = escape(conn.message_id_prefix, V12)  # ids on 1.2 MESSAGEs
+        #: populateJMSXUserID: the user every SEND of this connection is stamped with
+        self._stamp_user = conn.user if conn.populate_user_id else None
         self.version = version
         self.mapper = DestinationMapper(conn, version)
         # ActiveMQ: `session` is the client id (the connection id without one); a
@@ -363,6 +370,8 @@ class StompSession:
         txid = headers.get("transaction")  # removed from the headers with the other reserved ones
         message = message_from_send(headers, frame.body, self.mapper, conn.new_message_id(),
                                     now_millis())
+        if self._stamp_user is not None:
+            stamp_user(message, self._stamp_user)
         await conn.send(message, txid)
 
     # -- SUBSCRIBE / UNSUBSCRIBE -------------------------------------------------------------
