@@ -127,5 +127,6 @@ def test_anonymous_allowed(start: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     conn = amqp(bt, None)
     try:
         conn.create_sender("queue://anything").send(Message(body="x"))
+        assert conn.create_receiver("queue://anything", credit=1).receive(timeout=5).body == "x"
     finally:
         conn.close()
