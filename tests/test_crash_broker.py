@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from xml.sax.saxutils import quoteattr
 
 import pytest
 
@@ -52,10 +53,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_config(tmp: Path, port: int, amqp_port: int) -> Path:
+def store_element(tmp: Path, store: str) -> str:
+    if store == "kahadb":
+        return f'<kahaDB directory="{tmp / "kahadb"}" cleanupInterval="300"/>'
+    # a short lease, so the restarted broker takes over from the killed one soon
+    return (f'<jdbcPersistenceAdapter url={quoteattr(store)} lockKeepAlivePeriod="500">'
+            '<locker><lease-database-locker lockAcquireSleepInterval="3000"/></locker>'
+            '</jdbcPersistenceAdapter>')
+
+
+def write_config(tmp: Path, port: int, amqp_port: int, store: str = "kahadb") -> Path:
     cfg = tmp / "activemq.xml"
-    cfg.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core" brokerName="crashy">
-  <persistenceAdapter><kahaDB directory="{tmp / 'kahadb'}" cleanupInterval="300"/></persistenceAdapter>
+    cfg.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core" brokerName="crashy"
+    dataDirectory="{tmp / 'data'}">
+  <persistenceAdapter>{store_element(tmp, store)}</persistenceAdapter>
   <transportConnectors>
     <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
     <transportConnector name="amqp" uri="amqp://127.0.0.1:{amqp_port}"/>
@@ -211,10 +222,10 @@ def drain(port: int, who: str) -> Counter[str]:
     return out
 
 
-def crash_cycle(tmp: Path, seed: int) -> tuple[int, int]:
+def crash_cycle(tmp: Path, seed: int, store: str = "kahadb") -> tuple[int, int]:
     rnd = random.Random(seed)
     port, amqp_port = free_port(), free_port()
-    cfg = write_config(tmp, port, amqp_port)
+    cfg = write_config(tmp, port, amqp_port, store)
     run = Run()
     broker = start_broker(cfg, port, amqp_port)
     clients: list[tuple[str, Callable[[], None]]] = []
@@ -296,15 +307,29 @@ def test_the_check_counts_every_delivery() -> None:
         check(0, run, Counter({"p-2": 1}))
 
 
-def test_kill_9_loses_no_accepted_message(tmp_path):
-    accepted, redelivered = crash_cycle(tmp_path, seed=1)
+@pytest.fixture(params=["kahadb", "jdbc-sqlite", "jdbc-postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The persistence adapter under the broker: kahaDB, or the JDBC store on SQLite
+    or on a private PostgreSQL server (relaymq_jdbc.testing's session fixture)."""
+    if request.param == "kahadb":
+        return "kahadb"
+    pytest.importorskip("relaymq_jdbc", reason="relaymq-jdbc is not installed")
+    if request.param == "jdbc-sqlite":
+        return f"sqlite:///{tmp_path / 'store.sqlite'}"
+    cluster = request.getfixturevalue("postgres")
+    return str(cluster.url(cluster.create_database()))
+
+
+def test_kill_9_loses_no_accepted_message(tmp_path, store):
+    accepted, redelivered = crash_cycle(tmp_path, seed=1, store=store)
     assert accepted > 0
 
 
 @pytest.mark.slow
-def test_kill_9_repeatedly(tmp_path):
+@pytest.mark.parametrize("store", ["kahadb", "jdbc-sqlite"], indirect=True)
+def test_kill_9_repeatedly(tmp_path, store):
     total = 0
     for seed in range(2, 8):
-        accepted, _ = crash_cycle(tmp_path, seed)  # the same directory, crash after crash
+        accepted, _ = crash_cycle(tmp_path, seed, store)  # the same store, crash after crash
         total += accepted
     assert total > 0
