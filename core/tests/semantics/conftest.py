@@ -2,28 +2,19 @@
 
 A scenario runs over vm:// only, unless it names more transports with
 `@over("vm", "stomp", "amqp")`: then it runs once per transport, and `connect`
-gives a client of that transport (`transports.py`) to a broker with that
+gives a client of that transport (`relaymq.testing.transports`) to a broker with that
 transport's connector on a free port. The scenario's code is the same for all.
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from relaymq.broker.broker import Broker
-from relaymq.client import connect_broker
-from relaymq.config.model import (
-    BrokerConfig,
-    DeadLetterStrategyConfig,
-    PolicyEntryConfig,
-    TransportConnectorConfig,
-)
-
-TRANSPORTS = ("vm", "stomp", "amqp")
+from relaymq.config.model import BrokerConfig, DeadLetterStrategyConfig, PolicyEntryConfig
+from relaymq.testing.transports import TRANSPORTS, connect_over, with_connector
 
 
 def over(*names: str) -> pytest.MarkDecorator:
@@ -43,10 +34,7 @@ async def make_broker(transport: str) -> AsyncIterator[Callable[..., Any]]:
     brokers: list[Broker] = []
 
     async def make(config: BrokerConfig | None = None, **fields: Any) -> Broker:
-        cfg = copy.copy(config) if config is not None else BrokerConfig(persistent=False, **fields)
-        if transport != "vm":
-            cfg.transport_connectors = [*cfg.transport_connectors,
-                                        TransportConnectorConfig(None, f"{transport}://127.0.0.1:0")]
+        cfg = with_connector(config or BrokerConfig(persistent=False, **fields), transport)
         b = Broker(cfg)
         await b.start()
         brokers.append(b)
@@ -61,20 +49,12 @@ async def make_broker(transport: str) -> AsyncIterator[Callable[..., Any]]:
 async def connect(transport: str) -> AsyncIterator[Callable[..., Any]]:
     """`await connect(broker, client_id=...)`: a client of the scenario's transport."""
     conns: list[Any] = []
+    if transport != "vm":
+        pytest.importorskip({"stomp": "stomp", "amqp": "proton"}[transport],
+                            reason=f"the {transport} client library is not installed")
 
     async def make(broker: Broker, **kw: Any) -> Any:
-        if transport == "vm":
-            c: Any = await connect_broker(broker, **kw)
-        elif transport == "stomp":
-            from .transports import StompClient
-
-            pytest.importorskip("stomp", reason="stomp.py is not installed")
-            c = await asyncio.to_thread(StompClient, broker.connector_address("stomp"), **kw)
-        else:
-            from .transports import AmqpClient
-
-            pytest.importorskip("proton", reason="python-qpid-proton is not installed")
-            c = await AmqpClient.open(broker.connector_address("amqp"), **kw)
+        c = await connect_over(transport, broker, **kw)
         conns.append(c)
         return c
 

@@ -9,9 +9,9 @@ import asyncio
 from relaymq.config.model import BrokerConfig, PluginElement
 from relaymq.model.destination import Destination
 from relaymq.testing import wait_until_async
+from relaymq.testing.transports import expiration, original_destination, original_expiration
 
 from .conftest import dlq_strategy, over, policy
-from .transports import expiration, original_destination, original_expiration
 
 ALL = ("vm", "stomp", "amqp")
 

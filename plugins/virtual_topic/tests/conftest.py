@@ -4,6 +4,10 @@
 ``<virtualDestinations>``) in ``<destinationInterceptors>`` and adds ``body``
 (other ``<broker>`` children) verbatim; with neither, the broker has no
 ``<destinationInterceptors>`` at all (the documented default applies).
+
+A test marked ``@pytest.mark.transports("vm", "stomp", "amqp")`` runs once per
+transport: the broker also listens for it and ``connect`` gives a client of it
+(``relaymq.testing.transports``); unmarked tests run over vm:// only.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from typing import Any
 
 import pytest
 from relaymq.broker.broker import Broker
-from relaymq.client import ClientConsumer, Connection, connect_broker
+from relaymq.client import ClientConsumer, Connection
 from relaymq.config.loader import load_config_text
 from relaymq.config.model import BrokerConfig
+from relaymq.testing.transports import connect_over, with_connector
 
 BROKER = ('<broker xmlns="http://activemq.apache.org/schema/core" brokerName="vt" '
           'persistent="false">{body}</broker>')
@@ -33,15 +38,21 @@ def broker_xml(entries: list[str] | None = None, body: str = "") -> str:
 StartBroker = Callable[..., Awaitable[Broker]]
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "transport" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("transports")
+        metafunc.parametrize("transport", marker.args if marker else ("vm",))
+
+
 @pytest.fixture
-async def start() -> AsyncIterator[StartBroker]:
+async def start(transport: str) -> AsyncIterator[StartBroker]:
     brokers: list[Broker] = []
 
     async def _start(entries: list[str] | None = None, body: str = "", *,
                      config: BrokerConfig | None = None, strict: bool = True) -> Broker:
         cfg = config or load_config_text(broker_xml(entries, body), filename="activemq.xml",
                                          strict=strict)
-        broker = Broker(cfg, strict=strict)
+        broker = Broker(with_connector(cfg, transport), strict=strict)
         await broker.start()
         brokers.append(broker)
         return broker
@@ -52,18 +63,30 @@ async def start() -> AsyncIterator[StartBroker]:
 
 
 @pytest.fixture
-def connect() -> Callable[..., Awaitable[Connection]]:
-    async def _connect(broker: Broker, **kw: Any) -> Connection:
-        return await connect_broker(broker, **kw)
+async def connect(transport: str) -> AsyncIterator[Callable[..., Awaitable[Connection]]]:
+    """``await connect(broker)``: a client of the test's transport (closed at the end)."""
+    if transport != "vm":
+        pytest.importorskip({"stomp": "stomp", "amqp": "proton"}[transport],
+                            reason=f"the {transport} client library is not installed")
+    opened: list[Any] = []
 
-    return _connect
+    async def _connect(broker: Broker, **kw: Any) -> Any:
+        c = await connect_over(transport, broker, **kw)
+        opened.append(c)
+        return c
 
-
-async def _texts(consumer: ClientConsumer, timeout: float = 0.1) -> list[str]:
-    return [m.text for m in await consumer.receive_all(timeout)]
+    yield _connect
+    for c in opened:
+        await c.close()
 
 
 @pytest.fixture
-def texts() -> Callable[[ClientConsumer], Awaitable[list[str]]]:
-    """``await texts(consumer)``: the bodies that arrive until it goes quiet."""
+def texts(transport: str) -> Callable[[ClientConsumer], Awaitable[list[str]]]:
+    """``await texts(consumer)``: the bodies that arrive until it goes quiet (longer
+    over a socket: the client's own thread hands them over)."""
+    quiet = 0.1 if transport == "vm" else 0.5
+
+    async def _texts(consumer: ClientConsumer, timeout: float = quiet) -> list[str]:
+        return [m.text for m in await consumer.receive_all(timeout)]
+
     return _texts

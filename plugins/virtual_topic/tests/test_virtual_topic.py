@@ -9,11 +9,13 @@ from relaymq_virtual_topic import ORIGINAL_DESTINATION
 ORDERS = "topic://VirtualTopic.Orders"
 GROUP_A = "queue://Consumer.A.VirtualTopic.Orders"
 GROUP_B = "queue://Consumer.B.VirtualTopic.Orders"
+OVER_ALL = pytest.mark.transports("vm", "stomp", "amqp")
 
 
 # -- the documented default ---------------------------------------------------------------
 
 
+@OVER_ALL
 async def test_default_fans_out_once_per_consumer_queue(start, connect, texts):
     broker = await start()  # no <destinationInterceptors>: VirtualTopic.> is virtual
     conn = await connect(broker)
@@ -28,6 +30,7 @@ async def test_default_fans_out_once_per_consumer_queue(start, connect, texts):
     assert await texts(plain) == expected  # plain topic subscribers still receive
 
 
+@OVER_ALL
 async def test_consumers_of_one_group_share_its_messages(start, connect, texts):
     broker = await start()
     conn = await connect(broker)
@@ -58,6 +61,7 @@ async def test_copies_are_addressed_to_the_consumer_queue_and_remember_the_topic
     assert not (original.annotations or {}).get(ORIGINAL_DESTINATION)
 
 
+@OVER_ALL
 async def test_consumer_queues_buffer_while_their_consumers_are_away(start, connect, texts):
     broker = await start()
     conn = await connect(broker)
@@ -72,6 +76,7 @@ async def test_consumer_queues_buffer_while_their_consumers_are_away(start, conn
     assert await texts(back) == ["while-away-1", "while-away-2"]
 
 
+@OVER_ALL
 async def test_a_group_that_appears_later_gets_only_later_messages(start, connect, texts):
     broker = await start()
     conn = await connect(broker)
@@ -83,6 +88,7 @@ async def test_a_group_that_appears_later_gets_only_later_messages(start, connec
     assert await texts(b) == ["after-B"]
 
 
+@OVER_ALL
 async def test_default_ignores_other_topics_and_other_queue_names(start, connect, texts):
     broker = await start()
     conn = await connect(broker)
@@ -94,6 +100,7 @@ async def test_default_ignores_other_topics_and_other_queue_names(start, connect
     assert await texts(not_virtual) == []
 
 
+@OVER_ALL
 async def test_other_queue_shapes_do_not_match_the_prefix(start, connect, texts):
     broker = await start()
     conn = await connect(broker)
@@ -106,6 +113,7 @@ async def test_other_queue_shapes_do_not_match_the_prefix(start, connect, texts)
     assert await texts(right) == ["x"]
 
 
+@OVER_ALL
 async def test_an_empty_interceptor_turns_the_default_off(start, connect, texts):
     broker = await start(body="<destinationInterceptors><virtualDestinationInterceptor/>"
                               "</destinationInterceptors>")
@@ -117,6 +125,7 @@ async def test_an_empty_interceptor_turns_the_default_off(start, connect, texts)
     assert await texts(plain) == ["x"]
 
 
+@OVER_ALL
 async def test_configured_interceptors_replace_the_default(start, connect, texts):
     # As in ActiveMQ: once <destinationInterceptors> configures anything, only that applies.
     broker = await start(entries=['<compositeQueue name="IN"><forwardTo>'
@@ -130,6 +139,7 @@ async def test_configured_interceptors_replace_the_default(start, connect, texts
 # -- configured names, prefixes and postfixes ---------------------------------------------------
 
 
+@OVER_ALL
 async def test_all_topics_virtual_with_a_custom_prefix(start, connect, texts):
     broker = await start(entries=['<virtualTopic name=">" prefix="VirtualTopicConsumers.*." '
                                   'selectorAware="false"/>'])
@@ -144,6 +154,7 @@ async def test_all_topics_virtual_with_a_custom_prefix(start, connect, texts):
     assert await texts(old_style) == []  # the configured prefix replaces the default
 
 
+@OVER_ALL
 async def test_name_wildcards_pick_the_virtual_topics(start, connect, texts):
     broker = await start(entries=['<virtualTopic name="Events.*.Created"/>'])
     conn = await connect(broker)
@@ -155,6 +166,7 @@ async def test_name_wildcards_pick_the_virtual_topics(start, connect, texts):
     assert await texts(deleted) == []
 
 
+@OVER_ALL
 async def test_postfix(start, connect, texts):
     broker = await start(entries=['<virtualTopic name="Prices.>" prefix="" postfix=".*"/>'])
     conn = await connect(broker)
@@ -165,6 +177,7 @@ async def test_postfix(start, connect, texts):
     assert await texts(b) == ["1.08"]
 
 
+@OVER_ALL
 async def test_overlapping_entries_send_one_copy_per_queue(start, connect, texts):
     broker = await start(entries=['<virtualTopic name="VirtualTopic.>"/>',
                                   '<virtualTopic name=">"/>'])
@@ -184,6 +197,7 @@ async def test_client_side_composite_destinations_are_split(start, connect, text
     assert await texts(refunds) == ["both"]
 
 
+@OVER_ALL
 async def test_queue_sends_are_not_fanned_out(start, connect, texts):
     broker = await start()
     conn = await connect(broker)

@@ -1,5 +1,11 @@
 """One small client interface over vm://, STOMP (stomp.py) and AMQP (proton), so
-the semantics scenarios run unchanged against a broker over real sockets.
+a scenario written for the vm:// client runs unchanged against a broker over real
+sockets (core/tests/semantics, the virtual-topic tests).
+
+    cfg = with_connector(config, "stomp")           # adds stomp://127.0.0.1:0
+    client = await connect_over("stomp", broker)     # or "vm", "amqp"
+
+stomp.py and python-qpid-proton are imported only when their transport is used.
 
 The interface is the vm:// client's (`relaymq.client.Connection`): `send`,
 `consumer(dest, ack_mode=..., prefetch=..., selector=...)`, `close`; consumers
@@ -18,6 +24,7 @@ polls for what arrived.
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import queue
 import threading
@@ -27,6 +34,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from relaymq.broker.broker import Broker
+from relaymq.config.model import BrokerConfig, TransportConnectorConfig
 from relaymq.dispatch.deadletter import ORIGINAL_DESTINATION, ORIGINAL_EXPIRATION
 
 POLL = 0.005
@@ -34,6 +43,33 @@ POLL = 0.005
 
 class Unsupported(NotImplementedError):
     """The transport has no way to express this (e.g. STOMP cannot release)."""
+
+
+TRANSPORTS = ("vm", "stomp", "amqp")
+
+
+def with_connector(config: BrokerConfig, transport: str) -> BrokerConfig:
+    """A copy of `config` that also listens for `transport` on a free loopback port
+    (vm: the config itself)."""
+    if transport == "vm":
+        return config
+    cfg = copy.copy(config)
+    cfg.transport_connectors = [*config.transport_connectors,
+                                TransportConnectorConfig(None, f"{transport}://127.0.0.1:0")]
+    return cfg
+
+
+async def connect_over(transport: str, broker: Broker, **kw: Any) -> Any:
+    """A client of `transport` to `broker` (which listens for it: `with_connector`)."""
+    if transport == "vm":
+        from relaymq.client import connect_broker
+
+        return await connect_broker(broker, **kw)
+    if transport == "stomp":
+        return await asyncio.to_thread(StompClient, broker.connector_address("stomp"), **kw)
+    if transport == "amqp":
+        return await AmqpClient.open(broker.connector_address("amqp"), **kw)
+    raise ValueError(f"unknown transport {transport!r}; one of {TRANSPORTS}")
 
 
 def stomp_name(dest: str) -> str:
