@@ -478,7 +478,8 @@ def _summary(result: CheckResult) -> list[str]:
                      + ", ".join(f"{tc.name or '-'} {tc.uri}" for tc in result.unavailable))
     for label, elements in (("plugins", config.plugins),
                             ("destination interceptors", config.destination_interceptors),
-                            ("broker connections", config.broker_connections)):
+                            ("broker connections", config.broker_connections),
+                            ("bridges", [*config.bridges, *config.jms_bridge_connectors])):
         if elements:
             lines.append(f"{label}: " + ", ".join(e.tag for e in elements))
     lines.append(f"policy entries: {len(config.policy_entries)}"

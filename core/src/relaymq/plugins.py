@@ -63,6 +63,7 @@ QUEUE_TYPES = "relaymq.queue_types"
 HOOKS = "relaymq.hooks"
 CLI = "relaymq.cli"
 OUTGOING = "relaymq.outgoing"
+BRIDGES = "relaymq.bridges"
 
 #: Entry-point group -> what an entry point in it is (for messages).
 GROUPS: dict[str, str] = {
@@ -76,10 +77,11 @@ GROUPS: dict[str, str] = {
     HOOKS: "a hook implementation",
     CLI: "a command-line command",
     OUTGOING: "an outgoing-connection provider",
+    BRIDGES: "a bridge",
 }
 #: Groups whose entry points the configuration enables by name.
 SLOT_GROUPS = (PERSISTENCE, TRANSPORTS, BROKER_PLUGINS, DESTINATION_INTERCEPTORS,
-               BROKER_CONNECTIONS, CONNECTION_OPERATIONS, QUEUE_TYPES)
+               BROKER_CONNECTIONS, CONNECTION_OPERATIONS, QUEUE_TYPES, BRIDGES)
 
 _AMQP = ("relaymq-amqp",)
 _STOMP = ("relaymq-stomp",)
@@ -114,6 +116,7 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
     },
     BROKER_CONNECTIONS: {"amqp-connection": _AMQP},
     QUEUE_TYPES: {"standard": ("relaymq",)},
+    BRIDGES: {n: ("relaymq-bridge",) for n in ("bridge", "jmsQueueConnector", "jmsTopicConnector")},
     OUTGOING: {
         **{s: _AMQP for s in ("amqp", "amqps", "amqp+ssl", "tcp", "ssl")},
         **{s: _STOMP for s in ("stomp", "stomp+ssl", "stomp+nio", "stomp+nio+ssl", "stomp+tls")},
@@ -535,6 +538,8 @@ def plugin_elements(config: BrokerConfig) -> Iterable[tuple[str, PluginElement]]
         yield BROKER_CONNECTIONS, el
         for op in el.children:
             yield CONNECTION_OPERATIONS, op
+    for el in (*config.bridges, *config.jms_bridge_connectors):
+        yield BRIDGES, el
 
 
 def enabled_names(config: BrokerConfig) -> dict[str, list[str]]:

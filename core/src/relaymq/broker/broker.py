@@ -231,11 +231,15 @@ class Broker:
                 broker=self, scheme=uri.scheme, address=connector.address)
 
     async def _start_broker_connections(self) -> None:
-        for i, el in enumerate(self.config.broker_connections):
-            conn = self.plugins.build("relaymq.broker_connections", el, self)
+        slots = [("relaymq.broker_connections", el) for el in self.config.broker_connections]
+        slots += [("relaymq.bridges", el)
+                  for el in (*self.config.bridges, *self.config.jms_bridge_connectors)]
+        for i, (group, el) in enumerate(slots):
+            conn = self.plugins.build(group, el, self)
             name = el.attributes.get("name") or f"{el.tag}-{i + 1}"
-            self.management.register_broker_connection(name, conn, kind=el.tag,
-                                                       uri=el.attributes.get("uri"))
+            uri = el.attributes.get("uri") or el.attributes.get("target-uri") \
+                or el.attributes.get("targetUri") or el.attributes.get("outboundUri")
+            self.management.register_broker_connection(name, conn, kind=el.tag, uri=uri)
             await self.management.start_broker_connection(name)
 
     def _outgoing_opened(self, conn: Any) -> None:

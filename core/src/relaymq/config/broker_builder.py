@@ -43,6 +43,8 @@ PLUGIN_SLOTS = {
     "plugins": ("plugins", "relaymq.broker_plugins"),
     "destinationInterceptors": ("destination_interceptors", "relaymq.destination_interceptors"),
     "broker-connections": ("broker_connections", "relaymq.broker_connections"),
+    "bridges": ("bridges", "relaymq.bridges"),
+    "jmsBridgeConnectors": ("jms_bridge_connectors", "relaymq.bridges"),
 }
 PERSISTENCE_SLOT = ("persistenceAdapter", "relaymq.persistence")
 
@@ -344,6 +346,8 @@ BROKER_CHILDREN: dict[str, _Handler] = {
     "networkConnectors": _network_connectors,
     "broker-connections": _plugin_slot,
     "logging": logging_element,
+    "bridges": _plugin_slot,
+    "jmsBridgeConnectors": _plugin_slot,
 }
 
 #: Every element name `<broker>` understands directly (for docs and tests).

@@ -167,6 +167,9 @@ class BrokerConfig:
     destination_interceptors: list[PluginElement] = field(default_factory=list)
     plugins: list[PluginElement] = field(default_factory=list)
     broker_connections: list[PluginElement] = field(default_factory=list)
+    #: `<bridges>` (JMS-style bridges) and ActiveMQ's `<jmsBridgeConnectors>`
+    bridges: list[PluginElement] = field(default_factory=list)
+    jms_bridge_connectors: list[PluginElement] = field(default_factory=list)
     system_usage: SystemUsageConfig = field(default_factory=SystemUsageConfig)
     destinations: list[DestinationDecl] = field(default_factory=list)
     network_connectors: list[PluginElement] = field(default_factory=list)

@@ -67,6 +67,19 @@ class BrokerConnection:
     def name(self) -> str:
         return self.config.name or self.config.uri
 
+    @property
+    def state(self) -> str:
+        """For management: the connection's state (``connecting``, ``open``, ...)."""
+        return self.connection.state.value if self.connection is not None else "stopped"
+
+    def status(self) -> dict[str, Any]:
+        """For management: peer, last error and counters of the connection."""
+        if self.connection is None:
+            return {}
+        from relaymq.outgoing.registry import info_of
+
+        return info_of(self.connection).as_dict()
+
     async def start(self) -> None:
         if not self.config.auto_start:
             log.info("broker connection %s: auto-start=false, not started", self.name)

@@ -1,0 +1,353 @@
+"""The bridge engine: consume from the source, send to the target, acknowledge
+by the quality of service, and start again after a failure.
+
+One bridge owns two outgoing connections (from the kernel registry, so any
+installed transport serves them). Like Artemis' JMSBridge, it treats any loss
+of either connection as a failure: both are closed, and after
+`failure-retry-interval` ms both are made again, up to `max-retries` times
+(-1: forever); then the bridge stops (FAILED) and says why. Messages consumed
+and not acknowledged when a failure happens are redelivered by the source.
+
+Quality of service, per batch:
+
+* AT_MOST_ONCE: acknowledge the batch on the source, then send it. A failure
+  between the two loses the batch; nothing is sent twice.
+* DUPLICATES_OK: send the batch, wait until the target accepted every message,
+  then acknowledge it. A failure between the two resends the batch.
+* ONCE_AND_ONLY_ONCE: as DUPLICATES_OK, and every message carries
+  `_AMQ_DUPL_ID` (a stable id from the source message), so a target with
+  duplicate detection (RelayMQ, Artemis) drops what is resent after a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import hashlib
+import logging
+import time
+from typing import Any
+
+from relaymq.model.message import Message
+from relaymq.outgoing import OutgoingConnections
+from relaymq.spi.outgoing import (
+    ConnectionState,
+    ConnectOptions,
+    Delivery,
+    OutgoingConnection,
+    ReceiverLink,
+    SenderLink,
+)
+
+from relaymq_bridge.config import BridgeConfig, QualityOfService
+
+log = logging.getLogger("relaymq.bridge")
+
+DUPLICATE_ID = "_AMQ_DUPL_ID"
+MESSAGE_ID_LIST = "ACTIVEMQ_BRIDGE_MSG_ID_LIST"
+
+
+class BridgeState(enum.StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    PAUSED = "paused"
+    RETRYING = "retrying"
+    FAILED = "failed"  # gave up after max-retries
+
+
+class BridgeFailure(Exception):
+    """Something the bridge recovers from by connecting again."""
+
+
+class Bridge:
+    """One configured bridge."""
+
+    def __init__(self, config: BridgeConfig, outgoing: OutgoingConnections,
+                 resolve_uri: Any = None) -> None:
+        self.config = config.validate()
+        self.name = config.name
+        self.outgoing = outgoing
+        #: maps `vm://` to the hosting broker's own connector
+        self.resolve_uri = resolve_uri or (lambda uri: uri)
+        self.state = BridgeState.STOPPED
+        self.state_since = _now_ms()
+        self.last_error: str | None = None
+        self.forwarded = 0  # sent and accepted by the target
+        self.acknowledged = 0  # acknowledged on the source
+        self.batches = 0
+        self.failures = 0
+        self.retries = 0
+        self.lost = 0  # AT_MOST_ONCE messages acknowledged but not accepted by the target
+        self.source: OutgoingConnection | None = None
+        self.target: OutgoingConnection | None = None
+        self._sender: SenderLink | None = None
+        self._receiver: ReceiverLink | None = None
+        self._buffer: list[Delivery] = []
+        self._first_at = 0.0
+        self._wake = asyncio.Event()
+        self._failure: str | None = None
+        self._paused = False
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._done = asyncio.Event()
+
+    # -- what management sees ------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "name": self.name, "state": self.state.value, "state_since": self.state_since,
+            "quality_of_service": c.quality_of_service.value,
+            "source": f"{c.source_uri} {c.source_destination}",
+            "target": f"{c.target_uri} {c.target_destination}",
+            "forwarded": self.forwarded, "acknowledged": self.acknowledged,
+            "batches": self.batches, "failures": self.failures, "retries": self.retries,
+            "lost": self.lost, "pending": len(self._buffer), "last_error": self.last_error,
+            "source_connection": self.source.state.value if self.source else None,
+            "target_connection": self.target.state.value if self.target else None,
+        }
+
+    def _set_state(self, state: BridgeState) -> None:
+        if state is not self.state:
+            self.state = state
+            self.state_since = _now_ms()
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start forwarding (in the background; failures are retried)."""
+        if self._task is not None and not self._task.done():
+            return
+        self._stopping = False
+        self._done.clear()
+        self._set_state(BridgeState.STARTING)
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"bridge {self.name}")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._fail("the bridge is stopping")
+        self._resumed.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+            self._task = None
+        await self._teardown()
+        if self.state is not BridgeState.FAILED:
+            self._set_state(BridgeState.STOPPED)
+
+    def pause(self) -> None:
+        """Stop forwarding; consumed messages wait (unacknowledged) for `resume`."""
+        self._paused = True
+        self._resumed.clear()
+        if self.state is BridgeState.RUNNING:
+            self._set_state(BridgeState.PAUSED)
+
+    def resume(self) -> None:
+        self._paused = False
+        self._resumed.set()
+        if self.state is BridgeState.PAUSED:
+            self._set_state(BridgeState.RUNNING)
+
+    async def wait_stopped(self) -> None:
+        await self._done.wait()
+
+    async def _run(self) -> None:
+        attempts = 0
+        try:
+            while not self._stopping:
+                try:
+                    await self._setup()
+                    attempts = 0
+                    self._set_state(BridgeState.PAUSED if self._paused else BridgeState.RUNNING)
+                    log.info("bridge %s: forwarding %s %s -> %s %s (%s)", self.name,
+                             self.config.source_uri, self.config.source_destination,
+                             self.config.target_uri, self.config.target_destination,
+                             self.config.quality_of_service.value)
+                    await self._forward_loop()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - every failure is retried by policy
+                    if self._stopping:
+                        break
+                    self.failures += 1
+                    self.last_error = str(exc) or type(exc).__name__
+                    log.warning("bridge %s failed: %s", self.name, self.last_error)
+                await self._teardown()
+                if self._stopping:
+                    break
+                attempts += 1
+                if 0 <= self.config.max_retries < attempts:
+                    self._set_state(BridgeState.FAILED)
+                    log.error("bridge %s stopped after %d failed attempt(s): %s", self.name,
+                              attempts, self.last_error)
+                    return
+                self.retries += 1
+                self._set_state(BridgeState.RETRYING)
+                await asyncio.sleep(self.config.failure_retry_interval / 1000.0)
+        finally:
+            self._done.set()
+
+    # -- connecting ----------------------------------------------------------------------
+    def _options(self, side: str) -> ConnectOptions:
+        c = self.config
+        user, password = (c.source_user, c.source_password) if side == "source" else \
+            (c.target_user, c.target_password)
+        return ConnectOptions(name=f"bridge {self.name} {side}", user=user, password=password,
+                              client_id=c.client_id if side == "source" else None,
+                              retry_interval=c.failure_retry_interval / 1000.0,
+                              reconnect_attempts=0, owner=f"bridge {self.name}")
+
+    async def _connect(self, side: str, uri: str) -> OutgoingConnection:
+        conn = self.outgoing.open(self.resolve_uri(uri), self._options(side))
+        if side == "source":
+            self.source = conn
+        else:
+            self.target = conn
+        conn.add_listener(lambda c, s: self._connection_changed(side, c, s))
+        await conn.connect()
+        return conn
+
+    def _connection_changed(self, side: str, conn: OutgoingConnection, state: ConnectionState) -> None:
+        if state is not ConnectionState.OPEN and state is not ConnectionState.CONNECTING:
+            self._fail(f"{side} connection {state.value}: {conn.last_error or 'closed'}")
+
+    async def _setup(self) -> None:
+        self._failure = None
+        self._buffer = []
+        c = self.config
+        target = await self._connect("target", c.target_uri)
+        source = await self._connect("source", c.source_uri)
+        self._sender = await (await target.session()).open_sender(c.target_destination)
+        credit = max(2 * c.max_batch_size, 10)
+        self._receiver = await (await source.session()).open_receiver(
+            c.source_destination, self._on_delivery, credit=credit, selector=c.selector,
+            subscription_name=c.subscription_name)
+
+    async def _teardown(self) -> None:
+        self._buffer = []
+        for conn in (self.source, self.target):
+            if conn is not None:
+                try:
+                    await conn.close()
+                except Exception:  # noqa: BLE001
+                    log.exception("bridge %s: closing a connection failed", self.name)
+        self._sender = None
+        self._receiver = None
+
+    def _fail(self, reason: str) -> None:
+        if self._failure is None:
+            self._failure = reason
+        self._wake.set()
+
+    # -- forwarding ----------------------------------------------------------------------
+    def _on_delivery(self, delivery: Delivery) -> None:
+        buf = self._buffer
+        if not buf:
+            self._first_at = time.monotonic()
+        buf.append(delivery)
+        if len(buf) >= self.config.max_batch_size or len(buf) == 1:
+            self._wake.set()
+
+    async def _forward_loop(self) -> None:
+        c = self.config
+        size = c.max_batch_size
+        max_wait = c.max_batch_time / 1000.0 if c.max_batch_time > 0 else None
+        while True:
+            if self._failure is not None:
+                raise BridgeFailure(self._failure)
+            if self._paused:
+                await self._resumed.wait()
+                continue
+            buf = self._buffer
+            ready = len(buf) >= size
+            if not ready and buf and max_wait is not None:
+                left = self._first_at + max_wait - time.monotonic()
+                ready = left <= 0
+            if not ready:
+                self._wake.clear()
+                timeout = None
+                if buf and max_wait is not None:
+                    timeout = max(self._first_at + max_wait - time.monotonic(), 0.0)
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+                continue
+            batch = buf[:size]
+            del buf[:size]
+            if buf:
+                self._first_at = time.monotonic()
+            await self._forward(batch)
+
+    async def _forward(self, batch: list[Delivery]) -> None:
+        sender = self._sender
+        if sender is None:
+            raise BridgeFailure("no target link")
+        qos = self.config.quality_of_service
+        messages = [self._prepare(d.message) for d in batch]
+        if qos is QualityOfService.AT_MOST_ONCE:
+            for d in batch:
+                d.accept()
+            self.acknowledged += len(batch)
+        futures = [sender.send(m) for m in messages]
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        refused = [r for r in results if isinstance(r, BaseException) or not r.accepted]
+        accepted = len(results) - len(refused)
+        self.forwarded += accepted
+        self.batches += 1
+        if qos is QualityOfService.AT_MOST_ONCE:
+            if refused:
+                self.lost += len(refused)
+                raise BridgeFailure(f"{len(refused)} message(s) of a batch were not accepted by "
+                                    f"the target and are lost (AT_MOST_ONCE): {_why(refused[0])}")
+            return
+        if refused:
+            raise BridgeFailure(f"the target did not accept {len(refused)} of {len(results)} "
+                                f"message(s): {_why(refused[0])}; the batch will be sent again")
+        if self._failure is not None:
+            raise BridgeFailure(self._failure)  # the source is gone: its acks would be lost
+        for d in batch:
+            d.accept()
+        self.acknowledged += len(batch)
+
+    def _prepare(self, message: Message) -> Message:
+        c = self.config
+        changes: dict[str, Any] = {}
+        if c.quality_of_service is QualityOfService.ONCE_AND_ONLY_ONCE:
+            changes[DUPLICATE_ID] = f"{self.name}:{stable_id(message)}"
+        if c.add_message_id_in_header and message.message_id:
+            before = message.properties.get(MESSAGE_ID_LIST)
+            changes[MESSAGE_ID_LIST] = f"{before},{message.message_id}" if before else message.message_id
+        if not changes:
+            return message
+        return message.copy(properties={**message.properties, **changes})
+
+
+def stable_id(message: Message) -> str:
+    """What identifies a source message across redeliveries: its own duplicate
+    id, else its message id, else a digest of what it carries."""
+    props = message.properties
+    own = props.get(DUPLICATE_ID)
+    if isinstance(own, (str, bytes)) and own:
+        return own if isinstance(own, str) else own.hex()
+    if message.message_id:
+        return message.message_id
+    h = hashlib.sha256()
+    h.update(bytes(message.body))
+    h.update(repr(sorted((str(k), str(v)) for k, v in props.items())).encode())
+    h.update(str(message.timestamp).encode())
+    return "sha256:" + h.hexdigest()
+
+
+def _why(r: Any) -> str:
+    if isinstance(r, BaseException):
+        return str(r) or type(r).__name__
+    return f"{r.state}{': ' + r.description if r.description else ''}"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

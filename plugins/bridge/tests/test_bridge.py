@@ -1,0 +1,213 @@
+"""Bridges between RelayMQ brokers on real loopback sockets, over AMQP and STOMP."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from bridge_helpers import Drain, free_port, produce, until
+from relaymq.broker.broker import Broker
+from relaymq.config import load_config_text
+from relaymq.errors import ConfigError, PluginLoadError
+from relaymq.testing import running_broker
+from relaymq_bridge import BridgeState
+from relaymq_bridge.manager import manager_of
+
+QOS = ["AT_MOST_ONCE", "DUPLICATES_OK", "ONCE_AND_ONLY_ONCE"]
+
+
+def url(broker: Broker, scheme: str) -> str:
+    return f"{scheme}://{broker.connector_address(scheme)}"
+
+
+async def host_with(bridges: str, *uris: str) -> Broker:
+    """A broker whose configuration holds `bridges` (a <bridges> element)."""
+    connectors = "".join(f'<transportConnector uri="{u}"/>' for u in uris)
+    config = load_config_text(f"""<broker persistent="false" brokerName="host">
+  <transportConnectors>{connectors}</transportConnectors>
+  {bridges}
+</broker>""", "xml")
+    broker = Broker(config, strict=True)
+    await broker.start()
+    return broker
+
+
+@pytest.mark.parametrize("qos", QOS)
+@pytest.mark.parametrize("scheme", ["amqp", "stomp"])
+async def test_bridge_between_relaymq_brokers(scheme: str, qos: str) -> None:
+    async with running_broker(None, "amqp://127.0.0.1:0", "stomp://127.0.0.1:0") as source, \
+            running_broker(None, "amqp://127.0.0.1:0", "stomp://127.0.0.1:0") as target:
+        host = await host_with(f"""<bridges>
+  <bridge name="b1" source-uri="{url(source, scheme)}" source-destination="queue://src"
+          target-uri="{url(target, scheme)}" target-destination="queue://dst"
+          quality-of-service="{qos}" max-batch-size="50" max-batch-time="100"
+          failure-retry-interval="100" add-message-id-in-header="true"/>
+</bridges>""")
+        drain = Drain()
+        try:
+            await produce(url(source, "amqp"), "queue://src", 230, region="eu")
+            await drain.start(url(target, "amqp"), "queue://dst")
+            await until(lambda: len(drain.deliveries) == 230, what="230 bridged messages")
+            assert sorted(drain.bodies) == sorted(f"m-{i}" for i in range(230))
+            m = drain.deliveries[0].message
+            assert str(m.properties["region"]) == "eu" and m.durable
+            assert str(m.properties["ACTIVEMQ_BRIDGE_MSG_ID_LIST"]).startswith("ID:")
+            assert ("_AMQ_DUPL_ID" in m.properties) == (qos == "ONCE_AND_ONLY_ONCE")
+            await until(lambda: source.queue_size("src") == 0, what="the source acknowledged")
+            (info,) = manager_of(host).list()
+            assert (info["state"], info["forwarded"], info["acknowledged"]) == ("running", 230, 230)
+            assert info["batches"] >= 5 and info["quality_of_service"] == qos
+            names = [c.name for c in host.outgoing.list()]
+            assert names == ["bridge b1 target", "bridge b1 source"]
+        finally:
+            await drain.close()
+            await host.stop()
+
+
+async def test_selector_and_partial_batches_by_time() -> None:
+    async with running_broker(None, "amqp://127.0.0.1:0") as broker:
+        host = await host_with(f"""<bridges>
+  <bridge name="eu" source-uri="{url(broker, 'amqp')}" source-destination="queue://mixed"
+          target-uri="{url(broker, 'amqp')}" target-destination="queue://eu"
+          selector="region = 'eu'" max-batch-size="1000" max-batch-time="50"/>
+</bridges>""")
+        try:
+            await produce(url(broker, "amqp"), "queue://mixed", 10, region="eu")
+            await produce(url(broker, "amqp"), "queue://mixed", 5, start=10, region="us")
+            await until(lambda: broker.queue_size("eu") == 10, what="the eu messages")
+            assert broker.queue_size("mixed") == 5
+        finally:
+            await host.stop()
+
+
+async def test_durable_topic_source_misses_nothing_while_the_bridge_is_down() -> None:
+    async with running_broker(None, "amqp://127.0.0.1:0", "stomp://127.0.0.1:0") as broker:
+        bridge_xml = f"""<bridges>
+  <bridge name="prices" source-uri="{url(broker, 'stomp')}" source-destination="topic://prices"
+          target-uri="{url(broker, 'amqp')}" target-destination="queue://prices.copy"
+          subscription-name="bridge-sub" client-id="bridge-1"/>
+</bridges>"""
+        host = await host_with(bridge_xml)
+        try:
+            bridge = manager_of(host).get("prices")
+            await until(lambda: bridge.state is BridgeState.RUNNING, what="the bridge")
+            await produce(url(broker, "amqp"), "topic://prices", 3)
+            await until(lambda: broker.queue_size("prices.copy") == 3, what="3 while running")
+            await bridge.stop()
+            await produce(url(broker, "amqp"), "topic://prices", 4, start=3)  # bridge is down
+            await bridge.start()
+            await until(lambda: broker.queue_size("prices.copy") == 7, what="the 4 sent meanwhile")
+        finally:
+            await host.stop()
+
+
+async def test_pause_resume_and_management_view() -> None:
+    async with running_broker(None, "amqp://127.0.0.1:0") as broker:
+        host = await host_with(f"""<bridges>
+  <bridge name="p" source-uri="{url(broker, 'amqp')}" source-destination="queue://a"
+          target-uri="{url(broker, 'amqp')}" target-destination="queue://b"/>
+</bridges>""")
+        try:
+            manager = manager_of(host)
+            bridge = manager.get("p")
+            await until(lambda: bridge.state is BridgeState.RUNNING, what="running")
+            manager.pause("p")
+            assert manager.list()[0]["state"] == "paused"
+            await produce(url(broker, "amqp"), "queue://a", 5)
+            await asyncio.sleep(0.2)
+            assert broker.queue_size("b") == 0
+            manager.resume("p")
+            await until(lambda: broker.queue_size("b") == 5, what="forwarding after resume")
+            await manager.stop("p")
+            assert manager.list()[0]["state"] == "stopped"
+            with pytest.raises(KeyError, match="no bridge named 'x'; configured: p"):
+                manager.get("x")
+        finally:
+            await host.stop()
+
+
+async def test_unreachable_endpoint_is_retried_then_the_bridge_stops_and_says_why() -> None:
+    async with running_broker(None, "amqp://127.0.0.1:0") as broker:
+        dead = free_port()
+        host = await host_with(f"""<bridges>
+  <bridge name="nowhere" source-uri="{url(broker, 'amqp')}" source-destination="queue://a"
+          target-uri="amqp://127.0.0.1:{dead}" target-destination="queue://b"
+          failure-retry-interval="20" max-retries="2"/>
+</bridges>""")
+        try:
+            bridge = manager_of(host).get("nowhere")
+            await until(lambda: bridge.state is BridgeState.FAILED, what="the bridge to give up")
+            info = bridge.info()
+            assert info["failures"] == 3 and info["retries"] == 2
+            assert f"127.0.0.1:{dead}" in info["last_error"]
+            # the hosting broker is unaffected
+            await produce(url(host, "amqp") if host.connectors else url(broker, "amqp"), "queue://a", 1)
+            assert broker.queue_size("a") == 1
+        finally:
+            await host.stop()
+
+
+async def test_wrong_credentials_and_a_refused_target_are_clear_errors() -> None:
+    from relaymq.hookspecs import hookimpl
+
+    class Check:
+        @hookimpl
+        def relaymq_authenticate(self, request: Any) -> Any:
+            from relaymq.broker.security import Principal
+            from relaymq.errors import SecurityError
+
+            if (request.username, request.password) != ("bob", "pw"):
+                raise SecurityError("bad user name or password")
+            return Principal("bob")
+
+    secured = Broker(load_config_text("""<broker persistent="false"><transportConnectors>
+<transportConnector uri="stomp://127.0.0.1:0"/></transportConnectors></broker>""", "xml"),
+                     strict=True)
+    secured.plugins.register(Check())
+    await secured.start()
+    try:
+        host = await host_with(f"""<bridges>
+  <bridge name="creds" source-uri="{url(secured, 'stomp')}" source-destination="/queue/a"
+          source-user="bob" source-password="wrong"
+          target-uri="{url(secured, 'stomp')}" target-destination="/queue/b"
+          target-user="bob" target-password="pw" failure-retry-interval="10" max-retries="1"/>
+</bridges>""")
+        try:
+            bridge = manager_of(host).get("creds")
+            await until(lambda: bridge.state is BridgeState.FAILED, what="the bridge to give up")
+            assert "credentials" in (bridge.last_error or "") or "refused" in (bridge.last_error or "")
+        finally:
+            await host.stop()
+    finally:
+        await secured.stop()
+
+
+async def test_invalid_bridge_configuration_is_refused_with_file_and_line() -> None:
+    with pytest.raises((ConfigError, PluginLoadError), match="invalid selector"):
+        await host_with("""<bridges>
+  <bridge name="bad" source-uri="amqp://h" source-destination="queue://a"
+          target-uri="amqp://h" target-destination="queue://b" selector="region = = 'x'"/>
+</bridges>""")
+    with pytest.raises((ConfigError, PluginLoadError), match="subscription-name needs client-id"):
+        await host_with("""<bridges>
+  <bridge name="bad" source-uri="amqp://h" source-destination="topic://a"
+          target-uri="amqp://h" target-destination="queue://b" subscription-name="s"/>
+</bridges>""")
+    with pytest.raises((ConfigError, PluginLoadError), match="quality"):
+        await host_with("""<bridges>
+  <bridge name="bad" source-uri="amqp://h" source-destination="queue://a"
+          target-uri="amqp://h" target-destination="queue://b" quality-of-service="SOMETIMES"/>
+</bridges>""")
+
+
+async def test_vm_means_this_broker() -> None:
+    host = await host_with("""<bridges>
+  <bridge name="local" source-uri="vm://localhost" source-destination="queue://in"
+          target-uri="vm://localhost" target-destination="queue://out"/>
+</bridges>""", "amqp://127.0.0.1:0")
+    try:
+        await produce(url(host, "amqp"), "queue://in", 3)
+        await until(lambda: host.queue_size("out") == 3, what="local forwarding")
+    finally:
+        await host.stop()
