@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 from relaymq.config import load_config_text
 from relaymq.config.model import BrokerConfig
 from relaymq.errors import ConfigError, RelayMQError
@@ -33,6 +34,9 @@ def load_bridges_config(path: Path) -> BrokerConfig:
     data = path.read_bytes()
     text = data.decode("utf-8")
     if path.suffix.lower() in (".yaml", ".yml"):
+        tree = yaml.safe_load(text)
+        if isinstance(tree, dict) and tree and set(tree) <= {"bridges", "jmsBridgeConnectors"}:
+            text = yaml.safe_dump({"broker": tree}, sort_keys=False)  # bridges alone
         return load_config_text(text, "yaml", filename=str(path), base_dir=path.parent)
     body = re.sub(r"^\s*<\?xml[^>]*\?>", "", text)
     root = re.search(r"<\s*([A-Za-z][\w.-]*)", re.sub(r"<!--.*?-->", "", body, flags=re.S))
@@ -94,6 +98,7 @@ async def run_bridges(bridges: list[Bridge], status_every: float) -> int:
             for b in bridges:
                 if status_every > 0 or done:
                     click.echo(json.dumps(b.info(), sort_keys=True))
+            sys.stdout.flush()
             if done:
                 break
     finally:

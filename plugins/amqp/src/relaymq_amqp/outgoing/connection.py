@@ -353,11 +353,11 @@ class AmqpConnection(ReconnectingConnection):
                             credit: int = 100, name: str | None = None,
                             capabilities: list[str] | None = None, selector: str | None = None,
                             dynamic: bool = False, durable: bool = False, browse: bool = False,
-                            auto_accept: bool = False) -> Receiver:
+                            auto_accept: bool = False, configuration_durable: bool = False) -> Receiver:
         """A receiver from `address`; `on_message` gets each `IncomingMessage`
         (settle it with accept/release/reject/modify, or use `auto_accept`)."""
         source = Terminus(address=address, capabilities=capabilities or [], kind=1, dynamic=dynamic,
-                          durable=2 if durable else 0,
+                          durable=2 if durable else (1 if configuration_durable else 0),
                           expiry_policy=pn.EXPIRE_NEVER if durable else pn.EXPIRE_WITH_LINK,
                           distribution_mode=pn.DIST_MODE_COPY if browse else 0)
         if selector:

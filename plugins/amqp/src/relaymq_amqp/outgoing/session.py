@@ -163,7 +163,7 @@ class AmqpSession:
         link = await self.conn.open_receiver(
             address, on_message=on_message, credit=credit, name=subscription_name,
             capabilities=capabilities, selector=selector, durable=subscription_name is not None,
-            browse=browse)
+            browse=browse, configuration_durable=True)  # RabbitMQ declares durable queues so
         receiver = AmqpReceiver(link, address)
         self._links.append(receiver)
         return receiver

@@ -1,0 +1,130 @@
+"""Real ActiveMQ 5.17 and RabbitMQ 3.10 brokers (Debian's `activemq` and
+`rabbitmq-server` packages) on private ports and data directories, started once
+per test session; never the system services. Tests that need one are skipped,
+with the reason, where the package is absent (`.ci/run` installs both)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from bridge_helpers import free_port, wait_port
+
+ACTIVEMQ_HOME = Path("/usr/share/activemq")
+RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
+
+
+@dataclass
+class Peer:
+    name: str
+    stomp_port: int
+    amqp_port: int | None
+    proc: subprocess.Popen[bytes]
+    base: Path
+    command: list[str]
+    env: dict[str, str]
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+    def start(self) -> None:
+        log = open(self.base / "out.log", "ab")
+        self.proc = subprocess.Popen(self.command, env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     cwd=self.base)
+        try:
+            wait_port(self.stomp_port, None, 90)
+            if self.amqp_port:
+                wait_port(self.amqp_port, None, 90)
+        except RuntimeError as exc:
+            tail = (self.base / "out.log").read_text(errors="replace")[-3000:]
+            self.stop(kill=True)
+            raise RuntimeError(f"{self.name} did not start: {exc}\n{tail}") from None
+
+
+def _activemq(base: Path) -> Peer:
+    java = shutil.which("java")
+    if not (ACTIVEMQ_HOME / "bin" / "activemq.jar").exists() or java is None:
+        pytest.skip("ActiveMQ 5.17 is not installed (apt-get install activemq)")
+    stomp = free_port()
+    (base / "conf").mkdir(parents=True)
+    (base / "data").mkdir()
+    (base / "conf" / "activemq.xml").write_text(f"""<beans
+  xmlns="http://www.springframework.org/schema/beans"
+  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+  xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
+  http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <broker xmlns="http://activemq.apache.org/schema/core" useJmx="false" brokerName="bridge-test"
+          dataDirectory="{base}/data" schedulerSupport="false">
+    <persistenceAdapter><kahaDB directory="{base}/data/kahadb"/></persistenceAdapter>
+    <transportConnectors>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>
+    </transportConnectors>
+  </broker>
+</beans>""")
+    opens = [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in
+             ("java.lang", "java.util", "java.net", "java.security", "java.util.concurrent")]
+    command = [java, "-Xmx256m", *opens,
+               f"-Dactivemq.classpath={base}/conf:{ACTIVEMQ_HOME}/lib/",
+               f"-Dactivemq.home={ACTIVEMQ_HOME}", f"-Dactivemq.base={base}",
+               f"-Dactivemq.conf={base}/conf", f"-Dactivemq.data={base}/data",
+               "-jar", str(ACTIVEMQ_HOME / "bin" / "activemq.jar"), "start",
+               f"xbean:file:{base}/conf/activemq.xml"]
+    peer = Peer("ActiveMQ", stomp, None, None, base, command, dict(os.environ))  # type: ignore[arg-type]
+    peer.start()
+    return peer
+
+
+def _rabbitmq(base: Path) -> Peer:
+    if not RABBITMQ_SERVER.exists():
+        pytest.skip("RabbitMQ 3.10 is not installed (apt-get install rabbitmq-server)")
+    stomp, amqp = free_port(), free_port()
+    base.mkdir(parents=True)
+    (base / "rabbitmq.conf").write_text(
+        f"listeners.tcp.1 = 127.0.0.1:{amqp}\nstomp.listeners.tcp.1 = 127.0.0.1:{stomp}\n"
+        "loopback_users = none\n")
+    (base / "enabled_plugins").write_text("[rabbitmq_stomp,rabbitmq_amqp1_0].\n")
+    env = dict(os.environ)
+    env.update({
+        "HOME": str(base), "RABBITMQ_NODENAME": f"rmq-test-{os.getpid()}@localhost",
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1", "RABBITMQ_NODE_PORT": str(amqp),
+        "RABBITMQ_DIST_PORT": str(free_port()), "ERL_EPMD_PORT": str(free_port()),
+        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"), "RABBITMQ_LOG_BASE": str(base / "log"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
+        "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
+    })
+    peer = Peer("RabbitMQ", stomp, amqp, None, base, [str(RABBITMQ_SERVER)], env)  # type: ignore[arg-type]
+    peer.start()
+    return peer
+
+
+@pytest.fixture(scope="session")
+def activemq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
+    peer = _activemq(tmp_path_factory.mktemp("activemq"))
+    yield peer
+    peer.stop()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
+    peer = _rabbitmq(tmp_path_factory.mktemp("rabbitmq") / "node")
+    yield peer
+    peer.stop()
+    time.sleep(0)

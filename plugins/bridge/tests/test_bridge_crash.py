@@ -1,0 +1,75 @@
+"""Kill -9 the target broker (a `relaymq run` process on kahaDB) while a bridge
+forwards to it; after it comes back every message is there: exactly once with
+ONCE_AND_ONLY_ONCE (duplicate detection on the target), at least once with
+DUPLICATES_OK, at most once with AT_MOST_ONCE."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from bridge_helpers import Drain, broker_xml, free_port, produce, start_relaymq, until
+from relaymq.broker.broker import Broker
+from relaymq.config import load_config_text
+from relaymq.testing import running_broker
+from relaymq_bridge import BridgeState
+from relaymq_bridge.manager import manager_of
+
+pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
+
+COUNT = 3000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("qos,scheme", [("ONCE_AND_ONLY_ONCE", "amqp"),
+                                        ("ONCE_AND_ONLY_ONCE", "stomp"),
+                                        ("DUPLICATES_OK", "stomp"),
+                                        ("AT_MOST_ONCE", "amqp")])
+async def test_target_killed_mid_stream(tmp_path: Path, qos: str, scheme: str) -> None:
+    stomp_port, amqp_port = free_port(), free_port()
+    cfg = broker_xml(tmp_path, stomp_port, amqp_port)
+    target = start_relaymq(cfg, stomp_port)
+    port = amqp_port if scheme == "amqp" else stomp_port
+    async with running_broker(None, "amqp://127.0.0.1:0") as source:
+        src = f"amqp://{source.connector_address('amqp')}"
+        host = Broker(load_config_text(f"""<broker persistent="false"><bridges>
+  <bridge name="crash" source-uri="{src}" source-destination="queue://src"
+          target-uri="{scheme}://127.0.0.1:{port}" target-destination="queue://dst"
+          quality-of-service="{qos}" max-batch-size="100" max-batch-time="50"
+          failure-retry-interval="100"/>
+</bridges></broker>""", "xml"), strict=True)
+        await host.start()
+        drain = Drain()
+        try:
+            bridge = manager_of(host).get("crash")
+            await produce(src, "queue://src", COUNT)
+            await until(lambda: bridge.forwarded >= COUNT // 4, what="a quarter forwarded")
+            os.kill(target.pid, signal.SIGKILL)
+            target.wait()
+            await until(lambda: bridge.state is BridgeState.RETRYING, what="the bridge to see it")
+            target = start_relaymq(cfg, stomp_port)
+            await until(lambda: source.queue_size("src") == 0, timeout=60,
+                        what="the source drained after the target came back")
+            await drain.start(f"amqp://127.0.0.1:{amqp_port}", "queue://dst")
+            expected = {f"m-{i}" for i in range(COUNT)}
+            if qos == "AT_MOST_ONCE":
+                await until(lambda: len(drain.deliveries) >= bridge.forwarded, timeout=30,
+                            what="what the target accepted")
+            else:
+                await until(lambda: set(drain.bodies) >= expected, timeout=60,
+                            what="every message on the target")
+            counts = collections.Counter(drain.bodies)
+            assert set(counts) <= expected
+            if qos != "DUPLICATES_OK":
+                dups = [b for b, n in counts.items() if n > 1]
+                assert dups == [], f"{len(dups)} duplicates, e.g. {dups[:5]}"
+            info = bridge.info()
+            assert info["failures"] >= 1 and info["state"] == "running"
+        finally:
+            await drain.close()
+            await host.stop()
+            target.kill()
+            target.wait()
