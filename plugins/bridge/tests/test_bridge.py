@@ -55,6 +55,8 @@ async def test_bridge_between_relaymq_brokers(scheme: str, qos: str) -> None:
             assert str(m.properties["ACTIVEMQ_BRIDGE_MSG_ID_LIST"]).startswith("ID:")
             assert ("_AMQ_DUPL_ID" in m.properties) == (qos == "ONCE_AND_ONLY_ONCE")
             await until(lambda: source.queue_size("src") == 0, what="the source acknowledged")
+            bridge = manager_of(host).get("b1")
+            await until(lambda: bridge.forwarded == 230, what="the last settlements")
             (info,) = manager_of(host).list()
             assert (info["state"], info["forwarded"], info["acknowledged"]) == ("running", 230, 230)
             assert info["batches"] >= 5 and info["quality_of_service"] == qos

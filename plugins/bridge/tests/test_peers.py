@@ -51,8 +51,9 @@ async def test_relaymq_to_activemq_and_back_over_stomp(activemq: Peer, qos: str)
             assert str(m.properties["ACTIVEMQ_BRIDGE_MSG_ID_LIST"]).startswith("ID:producer-")
             assert m.durable
             for host in (out, back):
-                (info,) = manager_of(host).list()
-                assert info["state"] == "running" and info["forwarded"] == 100
+                await until(lambda h=host: manager_of(h).list()[0]["forwarded"] == 100,
+                            what="the last settlements counted")
+                assert manager_of(host).list()[0]["state"] == "running"
         finally:
             await drain.close()
             await back.stop()
