@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -117,8 +116,8 @@ async def test_pause_resume_and_management_view() -> None:
             manager.pause("p")
             assert manager.list()[0]["state"] == "paused"
             await produce(url(broker, "amqp"), "queue://a", 5)
-            await asyncio.sleep(0.2)
-            assert broker.queue_size("b") == 0
+            await until(lambda: manager.list()[0]["pending"] == 5, what="consumed while paused")
+            assert broker.queue_size("b") == 0 and manager.list()[0]["forwarded"] == 0
             manager.resume("p")
             await until(lambda: broker.queue_size("b") == 5, what="forwarding after resume")
             await manager.stop("p")
