@@ -41,12 +41,14 @@ async def test_prefetch_window_limits_unacked_deliveries(make_broker, connect):
     for i in range(10):
         await p.send("queue://W", f"{i}")
     c = await p.consumer("queue://W", prefetch=3, ack_mode="individual")
-    await asyncio.sleep(0.01)
-    assert c._inbox.qsize() == 3
-    first = await c.receive(0.1)
+    stats = b.destination_stats
+    await wait_until_async(lambda: c._inbox.qsize() == 3, "three deliveries")
+    assert stats()["queue://W"]["dispatched"] == 3  # and no more
+    first = await c.receive(1)
     first.ack()
-    await asyncio.sleep(0.01)
-    assert c._inbox.qsize() == 3  # one acked, one more delivered
+    await wait_until_async(lambda: stats()["queue://W"]["dispatched"] == 4, "one more delivery")
+    await wait_until_async(lambda: c._inbox.qsize() == 3, "one acked, one more delivered")
+    assert stats()["queue://W"]["in_flight"] == 3
 
 
 async def test_policy_queue_prefetch_applies(make_broker, connect):
@@ -58,9 +60,10 @@ async def test_policy_queue_prefetch_applies(make_broker, connect):
         await p.send("queue://FAST", f"{i}")
     slow = await p.consumer("queue://SLOW.A", ack_mode="individual")
     fast = await p.consumer("queue://FAST", ack_mode="individual")
-    await asyncio.sleep(0.01)
-    assert slow.consumer.prefetch == 2 and slow._inbox.qsize() == 2
-    assert fast.consumer.prefetch == 1000 and fast._inbox.qsize() == 5
+    await wait_until_async(lambda: (slow._inbox.qsize(), fast._inbox.qsize()) == (2, 5),
+                           "two deliveries to the slow consumer, five to the fast one")
+    assert slow.consumer.prefetch == 2 and fast.consumer.prefetch == 1000
+    assert b.destination_stats()["queue://SLOW.A"]["dispatched"] == 2  # and no more
 
 
 async def test_prefetch_zero_pulls_one_at_a_time(make_broker, connect):
@@ -69,8 +72,8 @@ async def test_prefetch_zero_pulls_one_at_a_time(make_broker, connect):
     for i in range(3):
         await p.send("queue://PULL", f"{i}")
     c = await p.consumer("queue://PULL", prefetch=0, ack_mode="individual")
-    await asyncio.sleep(0.01)
-    assert c._inbox.qsize() == 0  # nothing is pushed
+    assert b.destination_stats()["queue://PULL"]["dispatched"] == 0  # nothing is pushed
+    assert c._inbox.qsize() == 0
     m = await c.receive(0.5)
     assert m.text == "0"
     assert c._inbox.qsize() == 0

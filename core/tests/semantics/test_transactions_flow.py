@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from relaymq.config.model import BrokerConfig, SystemUsageConfig, UsageLimit
 from relaymq.errors import ResourceLimitExceeded
+from relaymq.testing import wait_until_async
 
 from .conftest import policy
 
@@ -85,7 +86,7 @@ async def test_producer_waits_while_memory_is_full(make_broker, connect):
             sent += 1
 
     task = asyncio.create_task(produce())
-    await asyncio.sleep(0.1)
+    await wait_until_async(lambda: b.usage.memory.waiters or task.done(), "the producer held back")
     assert not task.done() and sent < 30, "the producer is held back"
     assert b.usage.memory.used <= 20_000 + 2000
     c = await (await connect(b)).consumer("queue://FLOOD")
@@ -122,8 +123,12 @@ async def test_per_destination_memory_limit(make_broker, connect):
     b = await make_broker(cfg)
     p = await connect(b)
     task = asyncio.gather(*[p.send("queue://SMALL", b"y" * 1000) for _ in range(20)])
-    await asyncio.sleep(0.05)
+    queues = b.region.queues
+    await wait_until_async(lambda: any(k.name == "SMALL" and q._space_waiters
+                                       for k, q in queues.items()),
+                           "producers waiting for room in SMALL")
     assert not task.done()
+    assert b.queue_size("SMALL") < 20
     await p.send("queue://OTHER", b"z")  # other destinations are not blocked
     c = await (await connect(b)).consumer("queue://SMALL")
     n = 0

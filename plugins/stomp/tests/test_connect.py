@@ -156,10 +156,11 @@ def test_server_sends_heartbeats(raw) -> None:
     c = raw()
     h = c.connect("accept-version:1.2\nhost:x\nheart-beat:0,50\n")
     assert h["heart-beat"] == "50,0"
-    time.sleep(0.5)
-    c.sock.settimeout(0.2)
-    c.buf += c.sock.recv(4096)
-    assert c.buf.count(b"\n") >= 5, c.buf
+    deadline = time.monotonic() + 20
+    while c.buf.count(b"\n") < 5:  # five heart-beats, however long a loaded machine takes
+        assert time.monotonic() < deadline, f"only {c.buf!r} within 20 s"
+        c.sock.settimeout(max(deadline - time.monotonic(), 0.01))
+        c.buf += c.sock.recv(4096)
     assert set(c.buf) == {10}
 
 
@@ -167,7 +168,7 @@ def test_silent_client_is_dropped(raw) -> None:
     c = raw()
     h = c.connect("accept-version:1.2\nhost:x\nheart-beat:100,0\n")
     assert h["heart-beat"] == "0,100"
-    cmd, h, _ = c.read(timeout=3)  # raises if the broker never drops it
+    cmd, h, _ = c.read(timeout=20)  # raises if the broker never drops it
     assert cmd == "ERROR" and "heart-beat" in h["message"]
     assert c.closed()
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import pytest
+from relaymq.testing import wait_until
 
 from .conftest import BrokerThread, RawClient, connect
 
@@ -145,7 +145,8 @@ def test_half_frame_then_disconnect_loses_nothing(server: BrokerThread, raw) -> 
     c.send(b"SEND\ndestination:/queue/half\nreceipt:r\n\nfull\x00SEND\ndestination:/queue/half\n\npar")
     assert c.read()[0] == "RECEIPT"
     c.close()
-    time.sleep(0.1)
+    wait_until(lambda: not server.call(lambda: server.broker.connections),
+               "the broker to drop the connection")
     assert server.queue_size("half") == 1
 
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from relaymq.model.destination import Destination
+from relaymq.testing import wait_equal
 
 from .conftest import BrokerThread, connect, subscribe
 
@@ -200,15 +201,13 @@ def test_topic_fanout_and_same_message_id(client) -> None:
 
 def test_wildcard_topic_subscription(client) -> None:
     conn, col = client()
-    conn.subscribe("/topic/prices.>", id="w")
-    time.sleep(0.05)
+    subscribe(conn, col, "/topic/prices.>", id="w")
     conn.send("/topic/prices.eu.x", "1")
     conn.send("/topic/other", "2")
     conn.send("/topic/prices.us", "3")
-    msgs = col.wait_messages(2)
-    time.sleep(0.1)
-    assert [m.headers["destination"] for m in col.messages] == ["/topic/prices.eu.x", "/topic/prices.us"]
-    del msgs
+    conn.send("/topic/prices.end", "marker")  # "2", had it matched, would come before it
+    assert [m.headers["destination"] for m in col.wait_messages(3)] == [
+        "/topic/prices.eu.x", "/topic/prices.us", "/topic/prices.end"]
 
 
 def test_temp_queue_request_reply(client) -> None:
@@ -227,14 +226,15 @@ def test_temp_queue_request_reply(client) -> None:
 
 
 def test_temp_queue_goes_away_with_its_connection(server: BrokerThread, client) -> None:
-    owner, _ = client()
-    owner.subscribe("/temp-queue/t1", id="t")
-    time.sleep(0.05)
-    temps = server.call(lambda: [d for d in server.broker.region.queues if d.is_temporary])
-    assert len(temps) == 1
+    owner, ocol = client()
+    subscribe(owner, ocol, "/temp-queue/t1", id="t")
+
+    def temps() -> list:
+        return server.call(lambda: [d for d in server.broker.region.queues if d.is_temporary])
+
+    assert len(temps()) == 1
     owner.disconnect()
-    time.sleep(0.2)
-    assert server.call(lambda: [d for d in server.broker.region.queues if d.is_temporary]) == []
+    wait_equal(temps, [], "temporary queues after the owner disconnected")
 
 
 def test_large_message(client) -> None:

@@ -3,9 +3,8 @@ selectors with ActiveMQ's STOMP string conversion, message groups."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from relaymq.testing import wait_equal, wait_until
 
 from .conftest import BrokerThread, connect, subscribe
 
@@ -19,10 +18,10 @@ def test_durable_subscription_across_reconnects(server: BrokerThread) -> None:
     m = col.wait_messages(1)[0]
     conn.ack(m.headers["ack"])
     conn.disconnect()
-    prod, _ = connect(server)
+    prod, pcol = connect(server)
     for i in range(3):
         prod.send("/topic/news", f"away {i}", receipt=f"r{i}")
-    time.sleep(0.1)
+    assert pcol.wait_receipt("r2")  # all three stored for the durable subscription
     conn2, col2 = connect(server, headers={"client-id": "app"})
     conn2.subscribe("/topic/news", id="1", ack="auto", headers=DURABLE)
     assert [m.body for m in col2.wait_messages(3)] == ["away 0", "away 1", "away 2"]
@@ -35,12 +34,10 @@ def test_non_durable_topic_subscription_misses_messages_while_away(client) -> No
     conn.subscribe("/topic/nd", id="1")
     conn.unsubscribe("1")
     conn.send("/topic/nd", "missed")
-    conn.subscribe("/topic/nd", id="2")
-    time.sleep(0.05)
+    subscribe(conn, col, "/topic/nd", id="2")
     conn.send("/topic/nd", "seen")
-    assert [m.body for m in col.wait_messages(1)] == ["seen"]
-    time.sleep(0.1)
-    assert len(col.messages) == 1
+    conn.send("/topic/nd", "marker")  # anything else would come before it
+    assert [m.body for m in col.wait_messages(2)] == ["seen", "marker"]
 
 
 def test_unsubscribe_durable_in_use_then_delete(server: BrokerThread, raw) -> None:
@@ -192,24 +189,28 @@ def test_browser_on_topic_is_an_error(raw) -> None:
     ("JMSPriority > 4", ["10"]),
     ("JMSType = 'special'", ["3"]),
 ])
-def test_selectors_with_stomp_string_conversion(client, selector: str, matching: list[str]) -> None:
+def test_selectors_with_stomp_string_conversion(server: BrokerThread, client, selector: str,
+                                                matching: list[str]) -> None:
     conn, col = client()
     dest = "/queue/sel." + str(abs(hash(selector)))
-    conn.subscribe(dest, id="1", headers={"selector": selector})
+    subscribe(conn, col, dest, id="1", headers={"selector": selector})
     prod, pcol = client()
     prod.send(dest, "3", headers={"count": "3", "price": "1.5", "color": "red", "type": "special"})
     prod.send(dest, "7", headers={"count": "7", "price": "9", "JMSXGroupID": "g7"})
     prod.send(dest, "10", headers={"count": "10", "vip": "true", "color": "red", "priority": "9"},
               receipt="done")
     assert pcol.wait_receipt("done")
-    time.sleep(0.15)
+    # all three routed; what matches was dispatched as it came, the rest waits
+    key = "queue://" + dest.removeprefix("/queue/")
+    wait_equal(lambda: (server.stats(key)["enqueued"], server.stats(key)["dispatched"]),
+               (3, len(matching)), "messages routed and dispatched")
+    col.wait_messages(len(matching))
     assert sorted((m.body for m in col.messages), key=int) == matching
 
 
 def test_topic_selector(client) -> None:
     conn, col = client()
-    conn.subscribe("/topic/tsel", id="1", headers={"selector": "level >= 3"})
-    time.sleep(0.05)
+    subscribe(conn, col, "/topic/tsel", id="1", headers={"selector": "level >= 3"})
     for lvl in (1, 3, 5):
         conn.send("/topic/tsel", str(lvl), headers={"level": str(lvl)})
     assert [m.body for m in col.wait_messages(2)] == ["3", "5"]
@@ -250,9 +251,8 @@ def test_message_groups_stick_to_one_consumer(client) -> None:
     subscribe(b, colb, "/queue/grp", id="1")
     for i in range(10):
         a.send("/queue/grp", f"{i % 2}-{i}", headers={"JMSXGroupID": f"g{i % 2}"})
-    deadline = time.monotonic() + 5
-    while len(cola.messages) + len(colb.messages) < 10 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: len(cola.messages) + len(colb.messages) >= 10, "all ten messages")
+    assert len(cola.messages) + len(colb.messages) == 10
     groups_a = {m.body.split("-")[0] for m in cola.messages}
     groups_b = {m.body.split("-")[0] for m in colb.messages}
     assert not groups_a & groups_b

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import time
+from relaymq.testing import wait_until
 
-from .conftest import BrokerThread
+from .conftest import BrokerThread, subscribe
 
 
 def test_transacted_send_visible_on_commit(server: BrokerThread, client) -> None:
     conn, col = client()
     cons, ccol = client()
-    cons.subscribe("/queue/tx", id="1")
+    subscribe(cons, ccol, "/queue/tx", id="1")
     conn.begin("t1")
     conn.send("/queue/tx", "a", transaction="t1")
     conn.send("/queue/tx", "b", transaction="t1", receipt="sb")
     assert col.wait_receipt("sb")
-    time.sleep(0.1)
+    assert server.queue_size("tx") == 0  # nothing routed before the commit
     assert ccol.messages == []
     conn.commit("t1", receipt="c")
     assert col.wait_receipt("c")
@@ -71,8 +71,8 @@ def test_nack_in_transaction_applies_on_commit(server: BrokerThread, client) -> 
     conn.send("/queue/txn", "x", headers={"persistent": "true"})
     m = col.wait_messages(1)[0]
     conn.begin("t")
-    conn.nack(m.headers["ack"], transaction="t")
-    time.sleep(0.1)
+    conn.nack(m.headers["ack"], transaction="t", receipt="n")
+    assert col.wait_receipt("n")  # the NACK was handled: held in the transaction
     assert server.queue_size("ActiveMQ.DLQ") == 0
     conn.commit("t")
     assert server.wait_queue_size("ActiveMQ.DLQ", 1) == 1
@@ -102,5 +102,6 @@ def test_disconnect_rolls_back_open_transaction(server: BrokerThread, client) ->
     conn.send("/queue/txd", "lost", transaction="t", receipt="s")
     assert col.wait_receipt("s")
     conn.disconnect()
-    time.sleep(0.1)
+    wait_until(lambda: not server.call(lambda: server.broker.connections),
+               "the broker to drop the connection")
     assert server.queue_size("txd") == 0
