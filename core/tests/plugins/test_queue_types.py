@@ -33,13 +33,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def write_config(tmp: Path, port: int, queue_type: str = "lastValue") -> Path:
+def write_config(tmp: Path, port: int, queue_type: str = "latestByKey") -> Path:
     cfg = tmp / "activemq.xml"
     cfg.write_text(f"""<broker brokerName="types" persistent="false">
   <destinationPolicy><policyMap><policyEntries>
     <policyEntry queue="PRICES.>" queueType="{queue_type}"/>
   </policyEntries></policyMap></destinationPolicy>
-  <destinations><queue physicalName="LATEST" queueType="lastValue"/></destinations>
+  <destinations><queue physicalName="LATEST" queueType="latestByKey"/></destinations>
   <transportConnectors>
     <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
   </transportConnectors>
@@ -120,13 +120,13 @@ def test_a_queue_type_chosen_by_policy_and_by_declaration(queues_site: Path, tmp
 
 def test_an_unknown_queue_type_is_a_config_error_naming_the_installed_ones(
         queues_site: Path, tmp_path: Path) -> None:
-    cfg = write_config(tmp_path, free_port(), queue_type="lastvalue")
+    cfg = write_config(tmp_path, free_port(), queue_type="latestbykey")
     check = run_python(queues_site, "relaymq.cli", "config", "check", str(cfg), module=True)
     assert check.returncode == 1
-    assert f'queueType="lastvalue" at {cfg}:3 needs a queue type named \'lastvalue\'' in check.stderr
-    assert "installed: lastValue, standard" in check.stderr
-    assert "did you mean lastValue?" in check.stderr
+    assert f'queueType="latestbykey" at {cfg}:3 needs a queue type named \'latestbykey\'' in check.stderr
+    assert "installed: lastValue, latestByKey, partitioned, solace, standard" in check.stderr
+    assert "did you mean latestByKey?" in check.stderr
     run = subprocess.run([RELAYMQ, "run", "--config", str(cfg)], env=env_with(queues_site),
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
-    assert "installed: lastValue, standard" in run.stderr + run.stdout
+    assert "installed: lastValue, latestByKey, partitioned, solace, standard" in run.stderr + run.stdout

@@ -82,7 +82,7 @@ class Region:
     def make_queue(self, dest: Destination) -> Queue:
         """A new queue of the type declared for `dest`, else its policy's, else standard."""
         policy = self.policies.entry_for(dest)
-        name = self.declared_types.get(dest) or policy.queue_type or "standard"
+        name = self.declared_types.get(dest) or policy.effective_queue_type() or "standard"
         factory = self.queue_types.get(name)
         if factory is None:
             raise DestinationError(f"queue type '{name}' for {dest} is not resolved; known: "

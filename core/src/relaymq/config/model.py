@@ -98,8 +98,30 @@ class PolicyEntryConfig:
     queue_type: str | None = None
     #: duplicate detection (`_AMQ_DUPL_ID`): how many ids per address are kept (Artemis)
     id_cache_size: int = 20000
+    # Solace queue attributes, read by the queue types of relaymq-queue-types
+    # (docs/queue-types.md); setting one makes the queue such a type (`effective_queue_type`).
+    access_type: str | None = None  # exclusive | non-exclusive
+    partition_count: int = 0
+    partition_rebalance_delay: int = 5000  # ms
+    partition_max_handoff_time: int = 3000  # ms
+    dead_message_queue: str | None = None
+    max_redelivery: int | None = None
+    respect_ttl: bool = True
+    dmq_eligible: bool = False
     extra: dict[str, str] = field(default_factory=dict)
     origin: Origin = field(default_factory=Origin, compare=False)
+
+    def effective_queue_type(self) -> str | None:
+        """`queueType`, else the Solace type the Solace attributes imply: `partitioned`
+        with a partition count, `solace` with any other; None for the standard queue."""
+        if self.queue_type:
+            return self.queue_type
+        if self.partition_count > 0:
+            return "partitioned"
+        if (self.access_type is not None or self.dead_message_queue is not None
+                or self.max_redelivery is not None or not self.respect_ttl or self.dmq_eligible):
+            return "solace"
+        return None
 
 
 @dataclass(slots=True)
@@ -185,8 +207,8 @@ class BrokerConfig:
 
     def queue_type_uses(self) -> list[tuple[str, Origin]]:
         """(queue type name, where it is named) for every `queueType` in this config."""
-        uses = [(e.queue_type, e.origin) for e in self.policy_entries if e.queue_type]
-        if self.default_policy is not None and self.default_policy.queue_type:
-            uses.append((self.default_policy.queue_type, self.default_policy.origin))
+        entries = [*self.policy_entries,
+                   *([self.default_policy] if self.default_policy is not None else [])]
+        uses = [(name, e.origin) for e in entries if (name := e.effective_queue_type())]
         uses += [(d.queue_type, d.origin) for d in self.destinations if d.queue_type]
         return uses

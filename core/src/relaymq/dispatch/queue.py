@@ -85,6 +85,9 @@ class Queue:
         self.paused = False
         self._held: list[Consumer] = []
         self._generation = 0  # bumped by a purge: a page-in read before it is stale
+        #: a queue type that chooses consumers itself sets this; then every message
+        #: goes through `select_consumer` (no single-consumer fast path)
+        self.custom_choice = False
 
     # -- arrival -------------------------------------------------------------------
     def next_seq(self) -> int:
@@ -125,7 +128,8 @@ class Queue:
         stats.memory_used += n
         self.region.usage.memory.used += n
         consumers = self.consumers
-        if len(consumers) == 1 and not self.pending.count and not self._dispatching:
+        if (len(consumers) == 1 and not self.pending.count and not self._dispatching
+                and not self.custom_choice):
             # Fast path: one consumer with room, nothing waiting ahead of this message.
             c = consumers[0]
             msg = entry.message
@@ -301,7 +305,8 @@ class Queue:
         consumers = self._active_consumers()
         now = now_millis()
         pending = self.pending
-        if len(consumers) == 1 and consumers[0].selector is None and not self.groups:
+        custom = self.custom_choice
+        if len(consumers) == 1 and consumers[0].selector is None and not self.groups and not custom:
             c = consumers[0]
             cap = c.capacity()
             take = pending.pop_ungrouped
@@ -320,7 +325,7 @@ class Queue:
         total = sum(max(c.capacity(), 0) for c in consumers)
         if total <= 0:
             return
-        plain = all(c.selector is None for c in consumers) and not self.groups
+        plain = all(c.selector is None for c in consumers) and not self.groups and not custom
         limit = total if plain else max(self.policy.max_page_size, total)
         n = len(consumers)
         for entry in pending.window(limit):
@@ -329,7 +334,8 @@ class Queue:
                 pending.remove(entry)
                 self._expire(entry)
                 continue
-            target = self._choose(entry, consumers, n)
+            target = (self.select_consumer(entry, consumers) if custom
+                      else self._choose(entry, consumers, n))
             if target is None:
                 if total <= 0:
                     break
@@ -339,6 +345,12 @@ class Queue:
             total -= 1
             if total <= 0:
                 break
+
+    def select_consumer(self, entry: QueueEntry, consumers: list[Consumer]) -> Consumer | None:
+        """The consumer `entry` goes to now, or None to keep it waiting; called for every
+        message of a queue type that sets `custom_choice` (partitions, exclusive access).
+        `consumers` are the active ones; a chosen consumer must have `capacity() > 0`."""
+        return self._choose(entry, consumers, len(consumers))
 
     def _choose(self, entry: QueueEntry, consumers: list[Consumer], n: int) -> Consumer | None:
         gid = entry.message.group_id
@@ -488,6 +500,11 @@ class Queue:
     def dead_letter(self, entry: QueueEntry, reason: str, expired: bool = False) -> None:
         self._remove_entry(entry)
         self.region.dead_letter(self, entry, reason, expired)
+
+    def drop(self, entry: QueueEntry) -> None:
+        """Forget a message that is neither pending nor held by a consumer any more (a
+        queue type discards it): counted as dequeued, its stored copy removed."""
+        self._drop(entry)
 
     def _drop(self, entry: QueueEntry) -> None:
         self._remove_entry(entry)

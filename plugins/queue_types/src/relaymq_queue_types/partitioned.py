@@ -1,0 +1,184 @@
+"""The `partitioned` queue type: ordered per key, parallel across keys (Solace).
+
+A partitioned queue has `partitionCount` hidden partitions. A message's partition
+is crc32(key) mod N, its key the message group id (AMQP `properties.group-id`,
+STOMP/JMS `JMSXGroupID`); a message without a key goes to a partition chosen by
+its sequence number. Each partition is bound to at most one consumer, a consumer
+may own several, and a consumer that owns none is inactive.
+
+Ownership follows the consumers: the first consumer takes every partition at
+once; when consumers join or leave, the partitions are rebalanced (evenly, as few
+moving as possible) after `partitionRebalanceDelay` ms. A partition whose owner
+left goes to a remaining consumer at once (its unacknowledged messages return,
+marked redelivered). A partition moving from a live consumer is *handed off*:
+nothing more of it is delivered until the old owner has settled every message of
+it that it holds, or `partitionMaxHandoffTime` ms pass; then the new owner gets
+it. So a key's messages are delivered in order and never to two consumers at once.
+
+Browsing and selectors are refused at subscribe/attach (Solace does the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from typing import Any
+
+from relaymq.dispatch.consumer import Consumer
+from relaymq.dispatch.entry import QueueEntry
+
+from relaymq_queue_types.solace import SolaceQueue
+
+log = logging.getLogger("relaymq.queue_types")
+
+
+def partition_of(entry: QueueEntry, count: int) -> int:
+    key = entry.message.group_id
+    if key is None:
+        return entry.seq % count
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % count
+
+
+class PartitionedQueue(SolaceQueue):
+    """Partitions bound to consumers, rebalanced with hand-off."""
+
+    refuses = "a partitioned queue delivers each key's messages to one consumer in order"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.partition_count = max(1, self.policy.partition_count or 1)
+        self.custom_choice = True
+        self.exclusive_access = False
+        #: partition -> owning consumer (None: unowned)
+        self.owners: list[Consumer | None] = [None] * self.partition_count
+        #: partition -> (consumer taking it over, monotonic deadline of the hand-off)
+        self.handoffs: dict[int, tuple[Consumer, float]] = {}
+        self.rebalances = 0
+        self._rebalance: asyncio.TimerHandle | None = None
+        self._handoff_timer: asyncio.TimerHandle | None = None
+
+    # -- choosing ----------------------------------------------------------------------
+    def select_consumer(self, entry: QueueEntry, consumers: list[Consumer]) -> Consumer | None:
+        p = partition_of(entry, self.partition_count)
+        if p in self.handoffs and not self._finish_handoff(p):
+            return None
+        owner = self.owners[p]
+        if owner is None or owner.closed or owner.capacity() <= 0:
+            return None
+        return owner
+
+    def active_consumers(self) -> list[Consumer]:
+        owning = {id(c) for c in self.owners if c is not None}
+        return [c for c in self.consumers if id(c) in owning]
+
+    def partitions_of(self, consumer: Consumer) -> list[int]:
+        return [p for p, c in enumerate(self.owners) if c is consumer]
+
+    # -- consumers come and go -------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        first = not any(c is not None for c in self.owners)
+        super().add_consumer(consumer)
+        if first:
+            self.owners = [consumer] * self.partition_count
+            self.dispatch()
+        else:
+            self._schedule_rebalance()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        orphaned = self.partitions_of(consumer)
+        for p, (taker, _) in list(self.handoffs.items()):
+            if taker is consumer:
+                del self.handoffs[p]  # the old owner keeps it until the next rebalance
+        for p in orphaned:
+            self.owners[p] = None
+            self.handoffs.pop(p, None)
+        remaining = [c for c in self.consumers if c is not consumer and not c.browser]
+        if remaining:
+            for p in orphaned:  # nothing to hand off: the old owner is gone
+                self.owners[p] = min(remaining, key=lambda c: len(self.partitions_of(c)))
+            self._schedule_rebalance()
+        super().remove_consumer(consumer)  # returns its unacknowledged messages
+
+    # -- rebalancing -----------------------------------------------------------------------
+    def _schedule_rebalance(self) -> None:
+        if self._rebalance is not None:
+            self._rebalance.cancel()
+        delay = max(0, self.policy.partition_rebalance_delay) / 1000
+        self._rebalance = asyncio.get_running_loop().call_later(delay, self.rebalance)
+
+    def rebalance(self) -> None:
+        """Spread the partitions evenly over the consumers, moving as few as possible;
+        a partition leaving a live consumer is handed off."""
+        self._rebalance = None
+        consumers = [c for c in self.consumers if not c.closed]
+        if not consumers or self.deleted:
+            return
+        self.rebalances += 1
+        n, k = self.partition_count, len(consumers)
+        quota = {id(c): n // k + (1 if i < n % k else 0) for i, c in enumerate(consumers)}
+        target: list[Consumer | None] = [None] * n
+        held: dict[int, int] = {id(c): 0 for c in consumers}
+        for p, owner in enumerate(self.owners):  # keep what fits the quota
+            if owner is not None and id(owner) in quota and held[id(owner)] < quota[id(owner)]:
+                target[p] = owner
+                held[id(owner)] += 1
+        for p in range(n):
+            if target[p] is None:
+                taker = next(c for c in consumers if held[id(c)] < quota[id(c)])
+                target[p] = taker
+                held[id(taker)] += 1
+        deadline = asyncio.get_running_loop().time() + \
+            max(0, self.policy.partition_max_handoff_time) / 1000
+        moved = 0
+        for p, new in enumerate(target):
+            old = self.owners[p]
+            assert new is not None
+            if old is new:
+                self.handoffs.pop(p, None)
+                continue
+            moved += 1
+            if old is None or old.closed:
+                self.owners[p] = new
+                self.handoffs.pop(p, None)
+            else:
+                self.handoffs[p] = (new, deadline)
+        log.info("%s: rebalanced %d partitions over %d consumers (%d moving)",
+                 self.destination, n, k, moved)
+        if self.handoffs:
+            self._arm_handoff_timer()
+        self.dispatch()
+
+    def _finish_handoff(self, p: int) -> bool:
+        """Complete partition `p`'s hand-off if its old owner holds none of it."""
+        taker, deadline = self.handoffs[p]
+        old = self.owners[p]
+        if old is not None and not old.closed and asyncio.get_running_loop().time() < deadline:
+            count = self.partition_count
+            if any(partition_of(e, count) == p for e in old.inflight.values()):
+                return False
+        del self.handoffs[p]
+        self.owners[p] = taker
+        return True
+
+    def _arm_handoff_timer(self) -> None:
+        if self._handoff_timer is not None:
+            self._handoff_timer.cancel()
+        loop = asyncio.get_running_loop()
+        first = min(deadline for _, deadline in self.handoffs.values())
+        self._handoff_timer = loop.call_at(first, self._handoff_due)
+
+    def _handoff_due(self) -> None:
+        self._handoff_timer = None
+        now = asyncio.get_running_loop().time()
+        for p in [p for p, (_, deadline) in self.handoffs.items() if deadline <= now]:
+            self._finish_handoff(p)
+        if self.handoffs:
+            self._arm_handoff_timer()
+        self.dispatch()
+
+    def close_all(self, reason: str) -> None:
+        for timer in (self._rebalance, self._handoff_timer):
+            if timer is not None:
+                timer.cancel()
+        super().close_all(reason)

@@ -1,0 +1,134 @@
+"""The `solace` queue type: access type, dead message queue, max redelivery, respect TTL.
+
+Solace's queue settings map to `<policyEntry>` attributes (docs/queue-types.md):
+
+* ``accessType="exclusive"``: one consumer receives at a time, the first bound;
+  the others stand by in bind order and the next takes over when it leaves (its
+  unacknowledged messages go back, marked redelivered). ``non-exclusive`` (the
+  default) is competing consumers.
+* ``deadMessageQueue="NAME"``: where messages go that expire or exceed
+  ``maxRedelivery``; only messages their publisher marked eligible
+  (``JMS_Solace_DeadMsgQueueEligible=true``, or every message with
+  ``dmqEligible="true"`` on the queue) go there, the rest are discarded and
+  counted (`discarded`). As in Solace the DMQ must exist (declared in
+  `<destinations>` or created by a client or management); while it does not,
+  eligible messages are discarded and counted too. ActiveMQ's
+  `deadLetterStrategy` and `deadMessageQueue` never both apply to one queue: the
+  configuration refuses an entry that sets both.
+* ``maxRedelivery="N"``: after N redeliveries the next failure dead-letters.
+* ``respectTtl="false"``: the queue ignores message expiry (Solace's default is
+  false; RelayMQ keeps ActiveMQ's behaviour, true, unless told).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from relaymq.config.model import DeadLetterStrategyConfig
+from relaymq.dispatch.consumer import Consumer, NackMode
+from relaymq.dispatch.entry import QueueEntry
+from relaymq.dispatch.queue import Queue
+from relaymq.errors import DestinationError
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+
+log = logging.getLogger("relaymq.queue_types")
+
+#: the message property a publisher marks a message DMQ-eligible with (Solace's JMS name)
+DMQ_ELIGIBLE = "JMS_Solace_DeadMsgQueueEligible"
+_TRUE = (True, "true", "True", "TRUE", 1, "1")
+
+
+class SolaceQueue(Queue):
+    """A standard queue with Solace's per-queue settings."""
+
+    #: why this type refuses browsers and selectors (None: it accepts them)
+    refuses: str | None = None
+    refuses_browsing = True
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        policy = self.policy
+        self.exclusive_access = policy.access_type == "exclusive"
+        self.custom_choice = self.exclusive_access
+        self.discarded = 0
+        self.dmq: Destination | None = None
+        if policy.dead_message_queue:
+            if policy.dead_letter_strategy is not None:
+                raise DestinationError(
+                    f"<policyEntry queue=\"{policy.queue}\">{_at(policy)} sets both "
+                    "deadMessageQueue and a deadLetterStrategy; one of them applies to a queue")
+            self.dmq = Destination.queue(policy.dead_message_queue)
+            self._dmq_strategy = DeadLetterStrategyConfig(
+                kind="shared", dead_letter_queue=policy.dead_message_queue,
+                process_non_persistent=True, process_expired=True)
+
+    # -- access type -------------------------------------------------------------
+    def select_consumer(self, entry: QueueEntry, consumers: list[Consumer]) -> Consumer | None:
+        if self.exclusive_access:
+            # bind order (the kernel keeps consumers sorted by priority, stable)
+            active = consumers[0] if consumers else None
+            return active if active is not None and active.capacity() > 0 else None
+        return super().select_consumer(entry, consumers)
+
+    def active_consumers(self) -> list[Consumer]:
+        """Consumers that receive now (Solace's "active flow indication")."""
+        if self.exclusive_access:
+            return self.consumers[:1]
+        return list(self.consumers)
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.refuses is not None and ((consumer.browser and self.refuses_browsing)
+                                         or (consumer.selector is not None and not consumer.browser)):
+            what = "browsing" if consumer.browser else "a selector"
+            raise DestinationError(f"{self.destination} is a {self.queue_type} queue: "
+                                   f"{what} is not allowed on it ({self.refuses})")
+        super().add_consumer(consumer)
+
+    # -- expiry ----------------------------------------------------------------------
+    def prepare(self, message: Message, batch: Any) -> None:
+        if not self.policy.respect_ttl and message.expiration:
+            message = message.copy(expiration=0)  # this queue keeps it regardless
+        super().prepare(message, batch)
+
+    # -- redelivery and the dead message queue ---------------------------------------
+    def settle_negative(self, entry: QueueEntry, mode: str) -> None:
+        limit = self.policy.max_redelivery
+        if limit is None or limit < 0 or mode not in (NackMode.FAILED, NackMode.POISON):
+            super().settle_negative(entry, mode)
+            return
+        # Solace counts every failed delivery against the queue's maxRedelivery
+        self.stats.in_flight -= 1
+        entry.consumer = None
+        entry.delivery_count += 1
+        if entry.delivery_count > limit:
+            self.dead_letter(entry, f"max redelivery ({limit}) exceeded")
+            return
+        self.pending.put_back(entry)
+        self.dispatch()
+
+    def dead_letter(self, entry: QueueEntry, reason: str, expired: bool = False) -> None:
+        if self.dmq is None:
+            super().dead_letter(entry, reason, expired)
+            return
+        eligible = (entry.message.properties.get(DMQ_ELIGIBLE) in _TRUE
+                    if DMQ_ELIGIBLE in entry.message.properties else self.policy.dmq_eligible)
+        if not eligible or self.dmq not in self.region.queues:
+            self.discarded += 1
+            log.debug("%s: discarded %s (%s; %s)", self.destination, entry.message.message_id,
+                      reason, "not DMQ-eligible" if not eligible else f"{self.dmq} does not exist")
+            self.drop(entry)
+            return
+        # the dead message queue is this queue's dead-letter strategy while the kernel
+        # moves the message (the region reads it from this queue's policy entry)
+        self.policy.dead_letter_strategy = self._dmq_strategy
+        try:
+            super().dead_letter(entry, reason, expired)
+        finally:
+            self.policy.dead_letter_strategy = None
+
+
+def _at(policy: Any) -> str:
+    origin = getattr(policy, "origin", None)
+    return f" at {origin}" if origin is not None and origin.line else ""

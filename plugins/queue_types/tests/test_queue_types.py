@@ -1,0 +1,425 @@
+"""Solace queue types in a real `relaymq run` process, reached with stomp.py and proton."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
+proton = pytest.importorskip("proton", reason="python-qpid-proton is not installed")
+pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
+pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
+
+from proton.reactor import Selector  # noqa: E402
+from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
+
+RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(predicate, timeout: float = 20.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
+
+
+CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="solace"
+        dataDirectory="{data}">
+  <destinationPolicy><policyMap><policyEntries>
+    <policyEntry queue="orders.>" queueType="partitioned" partitionCount="8"
+                 partitionRebalanceDelay="300" partitionMaxHandoffTime="10000"
+                 deadMessageQueue="orders.DMQ" maxRedelivery="2"/>
+    <policyEntry queue="prices.>" queueType="lastValue"/>
+    <policyEntry queue="audit.>" accessType="exclusive"/>
+    <policyEntry queue="ttl.on.>" deadMessageQueue="ttl.DMQ"/>
+    <policyEntry queue="ttl.off.>" respectTtl="false" deadMessageQueue="ttl.DMQ"/>
+    <policyEntry queue="dmq.default.>" deadMessageQueue="ttl.DMQ" dmqEligible="true"/>
+    <policyEntry queue="nodmq.>" deadMessageQueue="missing.DMQ" dmqEligible="true"/>
+  </policyEntries></policyMap></destinationPolicy>
+  <persistenceAdapter><kahaDB directory="{data}/kahadb"/></persistenceAdapter>
+  <destinations><queue physicalName="orders.DMQ"/><queue physicalName="ttl.DMQ"/></destinations>
+  <transportConnectors>
+    <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>
+    <transportConnector name="amqp" uri="amqp://127.0.0.1:{amqp}"/>
+  </transportConnectors>
+</broker>"""
+
+
+class Broker:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.stomp_port, self.amqp_port = free_port(), free_port()
+        self.config = tmp / "activemq.xml"
+        self.config.write_text(CONFIG.format(data=tmp / "data", stomp=self.stomp_port,
+                                             amqp=self.amqp_port))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.log = open(self.tmp / "broker.log", "a")  # noqa: SIM115
+        self.proc = subprocess.Popen([RELAYMQ, "run", "-c", str(self.config)], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+
+        def listening() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, self.output()
+            try:
+                socket.create_connection(("127.0.0.1", self.stomp_port), 0.2).close()
+                return True
+            except OSError:
+                return False
+
+        wait_until(listening, 30, "the broker to listen")
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(30) == 0, self.output()
+        self.log.close()
+
+    def output(self) -> str:
+        return (self.tmp / "broker.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory):
+    b = Broker(tmp_path_factory.mktemp("solace"))
+    b.start()
+    yield b
+    b.stop()
+
+
+class Client(stomp.ConnectionListener):
+    """A STOMP 1.2 client that records what it receives; ERROR frames fail the test."""
+
+    def __init__(self, broker: Broker, name: str = "c") -> None:
+        self.name = name
+        self.messages: list = []
+        self.errors: list = []
+        self.receipts: set[str] = set()
+        self.lock = threading.Lock()
+        self.on_msg = None
+        self.conn = stomp.Connection12([("127.0.0.1", broker.stomp_port)])
+        self.conn.set_listener("", self)
+        self.conn.connect(wait=True)
+
+    def on_message(self, frame) -> None:
+        if frame.headers.get("browser") == "end":
+            return  # the empty MESSAGE that ends a browse
+        with self.lock:
+            self.messages.append(frame)
+        if self.on_msg is not None:
+            self.on_msg(self, frame)
+
+    def on_error(self, frame) -> None:
+        self.errors.append(frame)
+
+    def on_receipt(self, frame) -> None:
+        self.receipts.add(frame.headers["receipt-id"])
+
+    def send(self, dest: str, body: str, **headers: str) -> None:
+        rid = f"r{time.monotonic_ns()}"
+        self.conn.send(dest, body, headers={**headers, "receipt": rid})
+        wait_until(lambda: rid in self.receipts or self.errors, 10, f"receipt {rid}")
+        assert not self.errors, self.errors[0].body
+
+    def bodies(self) -> list[str]:
+        return [m.body for m in self.messages]
+
+    def wait(self, count: int, timeout: float = 20) -> list[str]:
+        wait_until(lambda: len(self.messages) >= count, timeout,
+                   f"{count} messages at {self.name} (have {len(self.messages)})")
+        return self.bodies()
+
+    def close(self) -> None:
+        if self.conn.is_connected():
+            self.conn.disconnect()
+
+
+# ---------------------------------------------------------------------------
+# Partitioned queues
+# ---------------------------------------------------------------------------
+
+
+def test_partitioned_queue_keeps_per_key_order_while_consumers_come_and_go(broker) -> None:
+    keys = [f"k{i}" for i in range(24)]
+    per_key = 60
+    events: list[tuple[float, str, str, str, int]] = []  # (time, what, consumer, key, seq)
+    lock = threading.Lock()
+
+    def acking(delay: float):  # type: ignore[no-untyped-def]
+        def on_msg(client: Client, frame) -> None:
+            key, seq = frame.headers["key"], int(frame.headers["seq"])  # JMSXGroupID is not echoed
+            with lock:
+                events.append((time.monotonic(), "recv", client.name, key, seq))
+            if delay:
+                time.sleep(delay)
+            with lock:
+                events.append((time.monotonic(), "ack", client.name, key, seq))
+            client.conn.ack(frame.headers["ack"])
+        return on_msg
+
+    def consumer(name: str, delay: float = 0.0) -> Client:
+        c = Client(broker, name)
+        c.on_msg = acking(delay)
+        c.conn.subscribe("/queue/orders.book", id="1", ack="client-individual",
+                         headers={"activemq.prefetchSize": "5"})
+        return c
+
+    producer = Client(broker, "producer")
+    consumers = [consumer("a", 0.002), consumer("b"), consumer("c")]
+    leaving_at: dict[str, float] = {}
+    for seq in range(per_key):
+        for key in keys:
+            producer.conn.send("/queue/orders.book", f"{key}:{seq}",
+                               headers={"JMSXGroupID": key, "key": key, "seq": str(seq),
+                                        "persistent": "true"})
+        if seq == 15:
+            consumers.append(consumer("d"))  # joins under load
+        if seq == 35:
+            leaving = consumers.pop(1)
+            leaving_at[leaving.name] = time.monotonic()
+            leaving.conn.disconnect()  # leaves holding what it had not acked
+            with lock:
+                events.append((time.monotonic(), "gone", leaving.name, "", -1))
+    producer.send("/queue/orders.book.done", "flush")  # every SEND above is processed
+
+    def all_acked() -> bool:
+        with lock:
+            acked = {(k, s) for _, what, _, k, s in events if what == "ack"}
+        return len(acked) == len(keys) * per_key
+
+    wait_until(all_acked, 60, "every message acknowledged")
+    for c in consumers + [producer]:
+        assert not c.errors, [(e.headers, e.body) for e in c.errors[:2]]
+        c.close()
+
+    with lock:
+        timeline = sorted(events)
+    gone = {c for _, what, c, _, _ in timeline if what == "gone"}
+    by_key: dict[str, list[tuple[float, str, str, int]]] = defaultdict(list)
+    for t, what, c, k, s in timeline:
+        if k:
+            by_key[k].append((t, what, c, s))
+    for key, evs in by_key.items():
+        # in order: the acknowledged sequence of every key is strictly increasing
+        acked = [s for _, what, _, s in evs if what == "ack"]
+        firsts = [s for i, s in enumerate(acked) if s not in acked[:i]]
+        assert firsts == list(range(per_key)), (key, acked)
+        # never on two consumers at once: when a key moves from one consumer to another,
+        # the first had acknowledged everything of it it received (or had left)
+        holder, open_ = None, set()
+        for _t, what, c, s in evs:
+            if what == "recv":
+                if holder is not None and c != holder:
+                    assert not open_ or holder in gone, \
+                        f"{key}:{s} went to {c} while {holder} held {sorted(open_)}"
+                    open_ = set()
+                holder = c
+                open_.add(s)
+            elif c == holder:
+                open_.discard(s)
+    used = {c for _, what, c, _, _ in timeline if what == "ack"}
+    assert {"a", "c", "d"} <= used  # the partitions were spread, the newcomer got some
+
+
+def test_amqp_group_id_is_the_partition_key_and_hand_off_waits_for_a_slow_consumer(broker) -> None:
+    conn = BlockingConnection(f"127.0.0.1:{broker.amqp_port}")
+    sender = conn.create_sender("queue://orders.handoff")
+
+    def send(first: int, last: int) -> None:
+        for i in range(first, last):
+            sender.send(proton.Message(body=f"m{i}", group_id=f"g{i % 4}",
+                                       properties={"seq": i}, durable=True))
+
+    slow = Client(broker, "slow")
+    slow.conn.subscribe("/queue/orders.handoff", id="1", ack="client-individual",
+                        headers={"activemq.prefetchSize": "100"})
+    try:
+        send(0, 40)
+        slow.wait(40)  # owns every partition, holds everything, acknowledges nothing
+        fast = Client(broker, "fast")
+        fast.conn.subscribe("/queue/orders.handoff", id="1", ack="client-individual",
+                            headers={"activemq.prefetchSize": "100"})
+        # past the rebalance delay (300 ms) half the partitions move to `fast`, but their
+        # messages wait for the hand-off: `slow` still holds messages of every key
+        wait_until(lambda: "rebalanced 8 partitions over 2 consumers (4 moving)"
+                   in broker.output(), 10, "the rebalance")
+        send(40, 80)
+        time.sleep(1.0)
+        assert fast.messages == []
+        for m in list(slow.messages):
+            slow.conn.ack(m.headers["ack"])
+        wait_until(lambda: len(slow.messages) + len(fast.messages) >= 80, 20, "all 80")
+        for m in list(slow.messages[40:]):
+            slow.conn.ack(m.headers["ack"])
+        for m in fast.messages:
+            fast.conn.ack(m.headers["ack"])
+        assert fast.messages, "the newcomer got no partition"
+        keys_fast = {int(m.body[1:]) % 4 for m in fast.messages}
+        keys_slow_after = {int(m.body[1:]) % 4 for m in slow.messages[40:]}
+        assert not keys_fast & keys_slow_after  # a key is on one consumer after the move
+        for c in (slow, fast):
+            seqs = [int(m.body[1:]) for m in c.messages]
+            for key in range(4):
+                mine = [s for s in seqs if s % 4 == key]
+                assert mine == sorted(mine), (c.name, key, mine)
+        assert not slow.errors and not fast.errors
+        fast.close()
+    finally:
+        slow.close()
+        conn.close()
+
+
+def test_browsing_and_selectors_are_refused_on_a_partitioned_queue(broker) -> None:
+    c = Client(broker)
+    c.conn.subscribe("/queue/orders.refused", id="1", headers={"browser": "true"})
+    wait_until(lambda: c.errors, 10, "an ERROR frame")
+    assert "partitioned queue: browsing is not allowed" in c.errors[0].headers["message"]
+    c2 = Client(broker)
+    c2.conn.subscribe("/queue/orders.refused", id="1", headers={"selector": "a = 1"})
+    wait_until(lambda: c2.errors, 10, "an ERROR frame")
+    assert "a selector is not allowed" in c2.errors[0].headers["message"]
+    conn = BlockingConnection(f"127.0.0.1:{broker.amqp_port}")
+    try:
+        with pytest.raises(LinkDetached, match="a selector is not allowed"):
+            conn.create_receiver("queue://orders.refused", options=Selector("a = 1"))
+    finally:
+        conn.close()
+    c.close()
+    c2.close()
+
+
+def test_max_redelivery_then_the_dead_message_queue(broker) -> None:
+    c = Client(broker)
+    c.send("/queue/orders.poison", "bad", JMSXGroupID="x", persistent="true",
+           JMS_Solace_DeadMsgQueueEligible="true")
+    c.send("/queue/orders.poison", "bad, not eligible", JMSXGroupID="x", persistent="true")
+    c.conn.subscribe("/queue/orders.poison", id="1", ack="client-individual")
+    for n in range(1, 7):  # maxRedelivery 2: delivered 3 times each, then gone
+        c.wait(n)
+        c.conn.nack(c.messages[n - 1].headers["ack"])
+    wait_until(lambda: len(c.messages) == 6, 5, "six deliveries")
+    time.sleep(0.3)
+    assert sorted(c.bodies()) == ["bad"] * 3 + ["bad, not eligible"] * 3
+    c.conn.unsubscribe("1")
+    c.conn.subscribe("/queue/orders.DMQ", id="2", ack="auto")
+    c.wait(7)
+    assert c.messages[-1].body == "bad"
+    time.sleep(0.3)
+    assert len(c.messages) == 7  # the ineligible one was discarded, not dead-lettered
+    c.close()
+
+
+# ---------------------------------------------------------------------------
+# Exclusive access, last value queues, TTL and DMQ eligibility
+# ---------------------------------------------------------------------------
+
+
+def test_exclusive_queue_fails_over_in_bind_order(broker) -> None:
+    clients = [Client(broker, n) for n in ("first", "second", "third")]
+    for c in clients:
+        c.conn.subscribe("/queue/audit.log", id="1", ack="client-individual")
+        time.sleep(0.05)  # bind order
+    producer = Client(broker, "p")
+    for i in range(5):
+        producer.send("/queue/audit.log", f"m{i}")
+    assert clients[0].wait(5) == [f"m{i}" for i in range(5)]
+    clients[0].conn.ack(clients[0].messages[0].headers["ack"])  # m0 done, m1..m4 held
+    clients[0].close()
+    assert clients[1].wait(4) == [f"m{i}" for i in range(1, 5)]  # in order, redelivered
+    assert all(m.headers.get("redelivered") == "true" for m in clients[1].messages)
+    assert clients[2].messages == []  # standing by
+    for m in clients[1].messages:
+        clients[1].conn.ack(m.headers["ack"])
+    assert not clients[1].errors, clients[1].errors[0].headers
+    clients[1].close()
+    producer.send("/queue/audit.log", "m5")
+    assert clients[2].wait(1) == ["m5"]
+    clients[2].close()
+    producer.close()
+
+
+def test_last_value_queue_keeps_only_the_newest_and_browsing_keeps_it(broker) -> None:
+    c = Client(broker)
+    for i in range(5):
+        c.send("/queue/prices.ibm", f"IBM={i}", persistent="true")
+    c.conn.subscribe("/queue/prices.ibm", id="b", headers={"browser": "true"})
+    assert c.wait(1) == ["IBM=4"]
+    time.sleep(0.3)
+    c.conn.subscribe("/queue/prices.ibm", id="1", ack="auto")
+    assert c.wait(2) == ["IBM=4", "IBM=4"]  # browsed, then consumed
+    c.conn.subscribe("/queue/prices.ibm.sel", id="s", headers={"selector": "x = 1"})
+    wait_until(lambda: c.errors, 10, "an ERROR frame")
+    assert "lastValue queue: a selector is not allowed" in c.errors[0].headers["message"]
+    c.close()
+
+
+def test_ttl_is_respected_or_not_and_the_dmq_takes_only_eligible_messages(broker) -> None:
+    c = Client(broker)
+    past = str(int(time.time() * 1000) - 1000)
+    c.send("/queue/ttl.on.q", "expired, eligible", expires=past, persistent="true",
+           JMS_Solace_DeadMsgQueueEligible="true")
+    c.send("/queue/ttl.on.q", "expired, not eligible", expires=past, persistent="true")
+    c.send("/queue/ttl.on.q", "alive", persistent="true")
+    c.send("/queue/ttl.off.q", "expired but kept", expires=past, persistent="true")
+    c.conn.subscribe("/queue/ttl.on.q", id="1", ack="auto")
+    c.conn.subscribe("/queue/ttl.off.q", id="2", ack="auto")
+    c.wait(2)
+    time.sleep(0.3)
+    assert sorted(c.bodies()) == ["alive", "expired but kept"]
+    c.conn.subscribe("/queue/ttl.DMQ", id="3", ack="auto")
+    c.wait(3)
+    time.sleep(0.3)
+    assert c.bodies()[2:] == ["expired, eligible"]
+    c.close()
+
+
+def test_a_per_queue_default_makes_messages_eligible_and_a_missing_dmq_discards(broker) -> None:
+    c = Client(broker)
+    past = str(int(time.time() * 1000) - 1000)
+    c.send("/queue/dmq.default.q", "eligible by default", expires=past, persistent="true")
+    c.send("/queue/nodmq.q", "nowhere to go", expires=past, persistent="true")
+    c.conn.subscribe("/queue/dmq.default.q", id="1", ack="auto")
+    c.conn.subscribe("/queue/nodmq.q", id="2", ack="auto")
+    c.conn.subscribe("/queue/ttl.DMQ", id="3", ack="auto")
+    assert c.wait(1) == ["eligible by default"]
+    c.conn.subscribe("/queue/missing.DMQ", id="4", ack="auto")
+    time.sleep(0.5)
+    assert c.bodies() == ["eligible by default"]
+    c.close()
+
+
+def test_a_persistent_last_value_survives_a_restart(tmp_path) -> None:
+    b = Broker(tmp_path)
+    b.start()
+    try:
+        c = Client(b)
+        for i in range(3):
+            c.send("/queue/prices.msft", f"MSFT={i}", persistent="true")
+        c.close()
+    finally:
+        b.stop()
+    b.start()
+    try:
+        c = Client(b)
+        c.conn.subscribe("/queue/prices.msft", id="1", ack="auto")
+        assert c.wait(1) == ["MSFT=2"]
+        time.sleep(0.3)
+        assert c.bodies() == ["MSFT=2"]
+        c.close()
+    finally:
+        b.stop()
