@@ -170,6 +170,8 @@ class Broker:
         await self.router.duplicates.recover(self.store)
         await self.region.recover()
         await self._recover_subscriptions()
+        if self.scheduler is not None:
+            await self.scheduler.recover(self)
         for decl in self.config.destinations:
             dest = Destination.queue(decl.physical_name) if decl.kind == "queue" \
                 else Destination.topic(decl.physical_name)

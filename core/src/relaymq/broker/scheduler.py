@@ -1,9 +1,23 @@
 """Scheduled delivery (`AMQ_SCHEDULED_DELAY`, `_PERIOD`, `_REPEAT`) with `schedulerSupport`.
 
-Scheduled messages wait in memory on the event loop's timer; each due copy is
-sent as a fresh message with the scheduling headers cleared. (ActiveMQ keeps
-them in a separate scheduler store; RelayMQ does not persist them yet, see
-docs/messaging.md.)
+A scheduled message waits on the event loop's timer; each due copy is routed as
+a fresh message with the scheduling fields cleared (repeats get new message ids).
+`AMQ_SCHEDULED_REPEAT` n means n + 1 deliveries, `AMQ_SCHEDULED_PERIOD` apart.
+
+**Durable**: a persistent message on a persistent store is stored before its
+producer is acknowledged, under the store key `SCHEDULER_KEY` (a `durable://`
+key without a subscription record, so stores list it as neither a destination
+nor a subscription). In that stored copy the scheduling fields hold the job's
+state: `scheduled_delay` is the absolute due time (epoch ms),
+`scheduled_period` the period and `scheduled_repeat` the deliveries still to
+come after this one. Each firing is one store batch: the delivered copy, the
+removal of the job and (for a repeat) the job's next state, so a crash never
+loses a job nor delivers one firing twice. After a restart `recover` arms every
+stored job; one whose time passed while the broker was down is delivered at once.
+
+Non-persistent scheduled messages (or any on a non-persistent store) stay in
+memory only, as in ActiveMQ for non-persistent messages they are lost with the
+broker.
 """
 
 from __future__ import annotations
@@ -12,56 +26,160 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from relaymq.model.message import Message
+from relaymq.broker.router import DONE, SendBatch, SendContext
+from relaymq.model.message import Message, now_millis
+from relaymq.spi.persistence import AddMessage, RemoveMessage
 
 if TYPE_CHECKING:
+    from relaymq.broker.broker import Broker
     from relaymq.broker.connection import ClientConnection
 
 log = logging.getLogger("relaymq.scheduler")
 
+#: the store key of persisted scheduled messages (no colon: no subscription key is like it)
+SCHEDULER_KEY = "durable://relaymq.scheduler"
+
+
+class Job:
+    """One scheduled message: what to send, when, and how often."""
+
+    __slots__ = ("message", "conn", "due", "period", "remaining", "seq", "handle")
+
+    def __init__(self, message: Message, conn: ClientConnection | None, due: int, period: int,
+                 remaining: int, seq: int | None) -> None:
+        self.message = message
+        self.conn = conn
+        self.due = due  # epoch ms
+        self.period = period  # ms
+        self.remaining = remaining  # deliveries after the next one
+        self.seq = seq  # where it is stored (None: memory only)
+        self.handle: asyncio.TimerHandle | None = None
+
+    def stored_form(self) -> Message:
+        """The copy kept in the store: the message with the job's state in its
+        scheduling fields (the encoded bytes are kept as they are)."""
+        m = self.message.copy()
+        m.scheduled_delay = self.due
+        m.scheduled_period = self.period
+        m.scheduled_repeat = self.remaining
+        return m
+
 
 class Scheduler:
     def __init__(self) -> None:
-        self._handles: set[asyncio.TimerHandle] = set()
+        self._jobs: set[Job] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._broker: Broker | None = None
+        self._last_seq = 0
         self.pending = 0
 
-    def schedule(self, message: Message, connection: ClientConnection) -> None:
-        delay = max(message.scheduled_delay, 0) / 1000.0
-        period = max(message.scheduled_period, 0) / 1000.0
-        repeat = max(message.scheduled_repeat, 0) if period > 0 else 0
-        self._arm(message, connection, delay, period, repeat)
+    @property
+    def persistent(self) -> bool:
+        broker = self._broker
+        return broker is not None and broker.region.store_persistent
 
-    def _arm(self, message: Message, conn: ClientConnection, delay: float, period: float,
-             remaining: int) -> None:
+    async def recover(self, broker: Broker) -> int:
+        """Start: arm every stored job (late ones fire at once). Returns how many."""
+        self._broker = broker
+        if not broker.region.store_persistent:
+            return 0
+        store = broker.region.store
+        self._last_seq = (await store.stats(SCHEDULER_KEY)).last_seq
+        stored = await store.read(SCHEDULER_KEY)
+        for sm in stored:
+            m = sm.message
+            job = Job(m, None, m.scheduled_delay, m.scheduled_period, m.scheduled_repeat, sm.seq)
+            self._last_seq = max(self._last_seq, sm.seq)
+            self._arm(job)
+        if stored:
+            log.info("scheduler: %d stored scheduled message(s) recovered", len(stored))
+        return len(stored)
+
+    def schedule(self, message: Message, connection: ClientConnection) -> asyncio.Future[None] | None:
+        """Take a message with scheduling fields. Returns a future that completes when
+        a persistent one is stored (acknowledge the producer then), else None."""
+        if self._broker is None:
+            self._broker = connection.broker
+        period = max(message.scheduled_period, 0)
+        repeat = max(message.scheduled_repeat, 0) if period > 0 else 0
+        due = now_millis() + max(message.scheduled_delay, 0)
+        job = Job(message, connection, due, period, repeat, None)
+        if not (message.durable and self.persistent):
+            self._arm(job)
+            return None
+        job.seq = self._next_seq()
+        write = self._store().write([AddMessage(SCHEDULER_KEY, job.seq, job.stored_form())])
+        fut = asyncio.ensure_future(write)
+        fut.add_done_callback(lambda f: self._arm(job) if not f.cancelled()
+                              and f.exception() is None else None)
+        return fut
+
+    def _store(self):  # type: ignore[no-untyped-def]
+        assert self._broker is not None
+        return self._broker.region.store
+
+    def _next_seq(self) -> int:
+        self._last_seq += 1
+        return self._last_seq
+
+    def _arm(self, job: Job) -> None:
         loop = asyncio.get_running_loop()
         self.pending += 1
-        handle: asyncio.TimerHandle
+        self._jobs.add(job)
+        delay = max(job.due - now_millis(), 0) / 1000.0
+        job.handle = loop.call_later(delay, self._fire, job)
 
-        def fire() -> None:
-            self._handles.discard(handle)
-            self.pending -= 1
-            copy = message.copy(message_id=None if remaining or period else message.message_id,
-                                timestamp=0)
-            copy.scheduled_delay = copy.scheduled_period = copy.scheduled_repeat = 0
-            if copy.message_id is None:
-                copy.message_id = conn.new_message_id()
-            loop.create_task(self._send(conn, copy))
-            if remaining > 0:
-                self._arm(message, conn, period, period, remaining - 1)
+    def _fire(self, job: Job) -> None:
+        self._jobs.discard(job)
+        self.pending -= 1
+        task = asyncio.get_running_loop().create_task(self._deliver(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-        handle = loop.call_later(delay, fire)
-        self._handles.add(handle)
-
-    async def _send(self, conn: ClientConnection, message: Message) -> None:
+    async def _deliver(self, job: Job) -> None:
+        broker = self._broker
+        assert broker is not None
+        conn = job.conn
+        if conn is None or conn.closed:
+            conn = broker.internal_connection()
+        message = job.message
+        last = job.remaining <= 0
+        copy = message.copy(message_id=message.message_id if last and not job.period else None,
+                            timestamp=now_millis())
+        copy.scheduled_delay = copy.scheduled_period = copy.scheduled_repeat = 0
+        if copy.message_id is None:
+            copy.message_id = conn.new_message_id()
+        nxt = None if last else Job(message, job.conn, job.due + job.period, job.period,
+                                    job.remaining - 1, None)
+        batch = SendBatch()
         try:
-            if conn.closed:
-                conn = conn.broker.internal_connection()
-            await conn.send(message)
-        except Exception:  # noqa: BLE001 - a failed scheduled send is logged, not raised
-            log.exception("sending scheduled message %s failed", message.message_id)
+            routed = broker.chain(SendContext(conn, batch, False, conn.network), copy)
+            if routed is not DONE:
+                await routed
+        except Exception:  # noqa: BLE001 - a refused firing is logged; the job goes on
+            batch.abandon()
+            log.exception("sending scheduled message %s to %s failed", copy.message_id,
+                          copy.destination)
+        if job.seq is not None:
+            batch.ops.append(RemoveMessage(SCHEDULER_KEY, job.seq))
+            if nxt is not None:
+                nxt.seq = self._next_seq()
+                batch.ops.append(AddMessage(SCHEDULER_KEY, nxt.seq, nxt.stored_form()))
+        try:
+            await broker.region.commit(batch)
+        except Exception:  # noqa: BLE001 - the job stays stored and runs after a restart
+            batch.abandon()
+            log.exception("storing the firing of scheduled message %s failed", copy.message_id)
+            return
+        if nxt is not None:
+            self._arm(nxt)
 
     def stop(self) -> None:
-        for h in self._handles:
-            h.cancel()
-        self._handles.clear()
+        for job in self._jobs:
+            if job.handle is not None:
+                job.handle.cancel()
+        self._jobs.clear()
+        for task in self._tasks:
+            task.cancel()
+        self._tasks.clear()
         self.pending = 0

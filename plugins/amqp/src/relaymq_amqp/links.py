@@ -32,6 +32,8 @@ from relaymq.selector import InvalidSelector
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition, Terminus
 from relaymq_amqp.mapping import (
+    SCHEDULING_MARKERS,
+    apply_scheduling,
     capabilities_for,
     destination_for,
     from_kernel,
@@ -153,6 +155,8 @@ class ProducerLink(Link):
         assert conn.engine is not None
         self._recv = conn.engine.recv
         self.max_message_size = conn.options.max_message_size
+        #: with `schedulerSupport`, messages are looked at for scheduling properties
+        self.scheduling = conn.broker.scheduler is not None
         self._producer: Destination | None = None  # counted with kconn.add_producer
 
     def attach(self) -> None:
@@ -239,9 +243,11 @@ class ProducerLink(Link):
         try:
             if _remote_state(d) == TRANSACTIONAL_STATE:
                 txn = self._transaction(d)
-            message = to_kernel(data, self.destination)[0]
+            message, sections = to_kernel(data, self.destination)
             if message.user_id is not None:
                 self._check_user_id(message.user_id)
+            if self.scheduling and (SCHEDULING_MARKERS[0] in data or SCHEDULING_MARKERS[1] in data):
+                apply_scheduling(message, data, sections)
             if self.destination is None:  # the anonymous relay: `to` was not checked at attach
                 dest = message.destination
                 if dest is not None and dest.is_temporary:

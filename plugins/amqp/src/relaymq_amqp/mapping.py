@@ -236,6 +236,36 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
     return m, s
 
 
+#: what a message that asks for scheduled delivery carries in its bytes
+SCHEDULING_MARKERS = (b"AMQ_SCHEDULED_", b"x-opt-delivery-")
+
+
+def apply_scheduling(m: Message, data: bytes, s: Sections) -> None:
+    """Scheduled delivery as ActiveMQ and Qpid JMS / Artemis ask for it: the
+    application properties `AMQ_SCHEDULED_DELAY`, `_PERIOD`, `_REPEAT` (ms, count)
+    and the message annotations `x-opt-delivery-time` (epoch ms) and
+    `x-opt-delivery-delay` (ms). Only called when the broker has `schedulerSupport`
+    and the bytes contain one of `SCHEDULING_MARKERS`."""
+    if s.application_properties is not None:
+        props = m.properties
+        for name, attr in (("AMQ_SCHEDULED_DELAY", "scheduled_delay"),
+                           ("AMQ_SCHEDULED_PERIOD", "scheduled_period"),
+                           ("AMQ_SCHEDULED_REPEAT", "scheduled_repeat")):
+            value = props.get(name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                setattr(m, attr, int(value))
+            elif isinstance(value, str) and value.strip().isdigit():
+                setattr(m, attr, int(value))
+    if s.message_annotations is not None:
+        ann = decode_map_at(data, s.message_annotations)
+        at = ann.get("x-opt-delivery-time")
+        delay = ann.get("x-opt-delivery-delay")
+        if isinstance(at, int) and not isinstance(at, bool):
+            m.scheduled_delay = max(int(at) - now_millis(), 0)
+        elif isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
+            m.scheduled_delay = int(delay)
+
+
 def _relay_destination(to: Any, s: Sections, data: bytes) -> Destination:
     if not to:
         raise InvalidDestination("a message sent to the anonymous relay needs a 'to' address")
