@@ -244,3 +244,43 @@ def test_equally_specific_entries_follow_configuration_order() -> None:
     second = _map('<authorizationEntry queue="a.*" read="a-first"/>'
                   '<authorizationEntry queue="*.b" read="star-first"/>')
     assert not second.allowed(p, "read", Destination.queue("a.b"))
+
+
+async def test_sighup_reload_changes_users_and_entries(tmp_path: Path) -> None:
+    from relaymq.broker.reload import apply_reload
+    from relaymq.broker.security import ConnectRequest
+    from relaymq.errors import SecurityError
+
+    def xml(users: str, entry: str) -> str:
+        return XML.format(body=(
+            f"<plugins><simpleAuthenticationPlugin><users>{users}</users>"
+            "</simpleAuthenticationPlugin><authorizationPlugin><map><authorizationMap>"
+            f"<authorizationEntries>{entry}</authorizationEntries>"
+            "</authorizationMap></map></authorizationPlugin></plugins>"))
+
+    before = xml('<authenticationUser username="a" password="pa" groups="g1"/>',
+                 '<authorizationEntry queue="q" write="g1"/>')
+    after = xml('<authenticationUser username="a" password="pa2" groups="g2"/>'
+                '<authenticationUser username="b" password="pb" groups="g1"/>',
+                '<authorizationEntry queue="q" write="g1"/>'
+                '<authorizationEntry queue="r" write="g2"/>')
+    broker = Broker(load_config_text(before))
+    await broker.start()
+    try:
+        old = await broker.connect(ConnectRequest("a", "pa"))
+        old.authorize("write", Destination.queue("q"))
+        apply_reload(broker, load_config_text(after))
+        with pytest.raises(SecurityError):
+            await broker.connect(ConnectRequest("a", "pa"))
+        a = await broker.connect(ConnectRequest("a", "pa2"))
+        a.authorize("write", Destination.queue("r"))
+        with pytest.raises(SecurityError):
+            a.authorize("write", Destination.queue("q"))
+        b = await broker.connect(ConnectRequest("b", "pb"))
+        b.authorize("write", Destination.queue("q"))
+        # the connection made before keeps its groups, and asks the new entries
+        old.authorize("write", Destination.queue("q"))
+        with pytest.raises(SecurityError):
+            old.authorize("write", Destination.queue("r"))
+    finally:
+        await broker.stop()

@@ -269,4 +269,11 @@ class AuthorizationPlugin:
         return parse_authorization(element, strict=strict)[1]
 
     def install(self, broker: Broker) -> None:
-        SecurityService.of(broker).set_authorization(self.map, self.origin)
+        SecurityService.of(broker).set_authorization(self.map, self.origin, self)
+
+    def reload(self, element: PluginElement, service: SecurityService) -> None:
+        """New entries from a re-read configuration (SIGHUP)."""
+        amap, warnings = parse_authorization(element)
+        for warning in warnings:
+            log.warning("%s", warning)
+        self.map = service.authorization = amap

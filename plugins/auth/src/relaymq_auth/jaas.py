@@ -119,6 +119,12 @@ class _JaasPlugin:
         cls(convert(cls.Config, element, strict=strict), element.origin)
         return []
 
+    def reload(self, element: PluginElement, service: SecurityService) -> None:
+        """Re-read login.config and its files (SIGHUP), whatever their `reload` says."""
+        fresh = type(self)(convert(self.Config, element), element.origin)
+        fresh._on_reload = self._on_reload  # its modules report file changes to our callbacks
+        self.config, self.chains, self.login_config = fresh.config, fresh.chains, fresh.login_config
+
     def install(self, broker: Broker) -> None:
         service = SecurityService.of(broker)
         service.set_authenticator(self, self.origin)

@@ -54,6 +54,8 @@ class SecurityService:
         self.authenticator: Authenticator | None = None
         self.authorization: AuthorizationMap | None = None
         self._origins: dict[str, Origin] = {}
+        #: element tag -> the installed object, for reloads (``reload(element)``)
+        self.elements: dict[str, Any] = {}
         self.throttle = LoginThrottle()
         self.audit = AuditLog()
 
@@ -78,15 +80,19 @@ class SecurityService:
                 f"<{first}>{at(self._origins.get('authn'))}; configure one authentication plugin")
         self.authenticator = authenticator
         self._origins["authn"] = origin
+        self.elements[authenticator.tag] = authenticator
         if authenticator.accepts_certificates:
             self.broker.extensions[CERTIFICATE_EXTENSION] = self
 
-    def set_authorization(self, amap: AuthorizationMap, origin: Origin) -> None:
+    def set_authorization(self, amap: AuthorizationMap, origin: Origin,
+                          owner: Any = None) -> None:
         if self.authorization is not None:
             raise ConfigError(f"<authorizationPlugin>{at(origin)}: there is already one "
                               f"at {self._origins.get('authz')}; merge their entries")
         self.authorization = amap
         self._origins["authz"] = origin
+        if owner is not None:
+            self.elements["authorizationPlugin"] = owner
 
     def security_changed(self) -> None:
         """Users, groups or entries changed: drop every cached decision."""
@@ -154,6 +160,26 @@ class SecurityService:
                 f"<authorizationPlugin>{at(self._origins.get('authz'))} needs an authentication "
                 "plugin (<simpleAuthenticationPlugin>, <jaasAuthenticationPlugin>, ...): "
                 "without one no client has a user or groups to authorize")
+
+    @hookimpl
+    def relaymq_config_reloaded(self, config: Any) -> None:
+        """SIGHUP: users, passwords, groups and entries change at once; connections
+        keep the groups they logged in with, every cached decision is dropped."""
+        changed = []
+        for element in getattr(config, "plugins", ()):
+            owner = self.elements.get(element.tag)
+            if owner is None:
+                continue
+            try:
+                owner.reload(element, self)
+            except (ConfigError, OSError, ValueError) as exc:
+                log.error("configuration reload: <%s> keeps its previous settings: %s",
+                          element.tag, exc)
+                continue
+            changed.append(element.tag)
+        if changed:
+            self.security_changed()
+            log.info("configuration reload: %s applied", ", ".join(f"<{t}>" for t in changed))
 
     @hookimpl
     def relaymq_authenticate(self, request: ConnectRequest) -> Awaitable[Principal] | None:

@@ -119,6 +119,14 @@ class SimpleAuthenticationPlugin:
     def install(self, broker: Broker) -> None:
         SecurityService.of(broker).set_authenticator(self, self.config.origin)
 
+    def reload(self, element: PluginElement, service: SecurityService) -> None:
+        """New users, passwords and groups from a re-read configuration (SIGHUP)."""
+        config, warnings = parse_simple(element)
+        for warning in warnings:
+            log.warning("%s", warning)
+        fresh = SimpleAuthenticationPlugin(config)
+        self.config, self.table = fresh.config, fresh.table
+
     def login(self, request: ConnectRequest) -> Principal:
         cfg = self.config
         if request.username is None and request.password is None:
