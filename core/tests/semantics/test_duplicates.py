@@ -21,6 +21,8 @@ async def test_second_send_with_same_id_is_dropped_and_counted(make_broker, conn
     got = [m.text for m in await c.receive_all(0.3)]
     assert got == ["first", "other"]
     assert b.destination_stats()["queue://D"]["duplicates"] == 1
+    info = await b.management.destination("queue://D")
+    assert info.duplicates == 1 and info.enqueued == 2
 
 
 async def test_ids_are_per_address_and_typed(make_broker, connect):

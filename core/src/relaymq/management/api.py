@@ -187,6 +187,7 @@ class Management:
             store_used=store_used, rates=rates,
             queue_type=getattr(holder, "queue_type", None) if kind == "queue" else None,
             paused=bool(getattr(holder, "paused", False)), temporary=dest.is_temporary,
+            duplicates=s.duplicates,
         )
 
     def connections(self) -> list[ConnectionInfo]:

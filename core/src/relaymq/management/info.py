@@ -41,6 +41,7 @@ class DestinationInfo:
     queue_type: str | None = None  #: queues: the queue type's name
     paused: bool = False
     temporary: bool = False
+    duplicates: int = 0  #: sends dropped by duplicate detection (`_AMQ_DUPL_ID` seen before)
 
 
 @dataclass(frozen=True, slots=True)
