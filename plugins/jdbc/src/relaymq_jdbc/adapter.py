@@ -179,6 +179,10 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         self._tasks.clear()
         if self._writer is not None:
             await asyncio.to_thread(self._writer.stop)
+            st = self._writer.stats
+            log.info("JDBC store %s: %d transactions carried %d store writes (%.1f per "
+                     "transaction, %d operations); %d failed", self.where(), st.commits,
+                     st.batches, st.batches_per_commit(), st.ops, st.failures)
             self._writer = None
         if self.lease is not None and self._lost is None:
             try:

@@ -24,6 +24,9 @@ NOT_APPLICABLE: dict[str, str] = {
 }
 
 LOCKERS = ("lease-database-locker", "database-locker")
+#: ActiveMQ's default lockKeepAlivePeriod; left at it, the renewal period simply
+#: follows the lease (a third of it) without a warning.
+DEFAULT_KEEP_ALIVE = 30000
 
 
 @dataclass(slots=True)
@@ -61,7 +64,7 @@ class JDBCConfig:
     cleanup_period: int = 300000
     #: How often the master renews its lease (ms); must be shorter than the lease
     #: (the locker's lockAcquireSleepInterval).
-    lock_keep_alive_period: int = 30000
+    lock_keep_alive_period: int = DEFAULT_KEEP_ALIVE
     use_lock: bool = True
     #: ActiveMQ's older name for `useLock`.
     use_database_lock: bool = True
@@ -121,7 +124,8 @@ class JDBCConfig:
             f = fields.get(name)
             if f is not None and getattr(self, name) != f.default:
                 out.append(f"{_camel(name)}={getattr(self, name)!r} has no effect: {why}")
-        if self.locking and 0 < self.lease_ms <= self.lock_keep_alive_period:
+        if (self.locking and 0 < self.lease_ms <= self.lock_keep_alive_period
+                and self.lock_keep_alive_period != DEFAULT_KEEP_ALIVE):
             out.append(f"lockKeepAlivePeriod={self.lock_keep_alive_period} is not shorter than the "
                        f"lease (lockAcquireSleepInterval={self.lease_ms}); the lease is renewed "
                        f"every {self.keep_alive_ms} ms instead")

@@ -159,6 +159,7 @@ class GroupWriter:
             MSG_COUNT=sa.bindparam("k_count"), MSG_BYTES=sa.bindparam("k_bytes"),
             SUB_OPTIONS=sa.bindparam("k_options"))
         self._msg_len = sa.func.length(t.c.MSG)
+        self._pg_delete = _pg_delete(engine, t) if engine.dialect.name == "postgresql" else None
 
     # -- loop side --------------------------------------------------------------
 
@@ -279,6 +280,12 @@ class GroupWriter:
             added.clear()
             for dest, seqs in removes.items():
                 st = key(dest)
+                if self._pg_delete is not None:  # one index lookup per sequence
+                    res = conn.execute(self._pg_delete, {"c": dest, "seqs": seqs})
+                    for (n,) in res:
+                        st.count -= 1
+                        st.nbytes -= int(n or 0)
+                    continue
                 for i in range(0, len(seqs), DELETE_CHUNK):
                     chunk = seqs[i:i + DELETE_CHUNK]
                     res = conn.execute(msgs.delete()
@@ -380,6 +387,20 @@ class GroupWriter:
         if inserts:
             conn.execute(s.keys.insert(), inserts)
         return pending, next_id
+
+
+def _pg_delete(engine: sa.Engine, msgs: sa.Table) -> sa.TextClause:
+    """PostgreSQL plans `SEQ IN (...)` as a scan of the whole destination filtered by
+    the list; joining an unnested array makes it one index lookup per sequence."""
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    q = engine.dialect.identifier_preparer
+    table = q.format_table(msgs)
+    return sa.text(
+        f"DELETE FROM {table} AS m USING unnest(:seqs) AS u(s) "
+        f"WHERE m.{q.quote('CONTAINER')} = :c AND m.{q.quote('SEQ')} = u.s "
+        f"RETURNING length(m.{q.quote('MSG')})"
+    ).bindparams(sa.bindparam("seqs", type_=ARRAY(sa.BigInteger)))
 
 
 def _complete(futures: list[asyncio.Future[None]], view: dict[str, KeyState] | None,
