@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -38,7 +38,7 @@ class BrokerProcess:
     """One `relaymq run` with a jdbcPersistenceAdapter on `url`."""
 
     def __init__(self, tmp: Path, url: str, name: str, *, keep_alive: int = 500,
-                 lease: int = 2000, locker: str = "") -> None:
+                 lease: int = 3000, locker: str = "") -> None:
         self.tmp = tmp
         self.name = name
         self.stomp_port = free_port()
@@ -162,10 +162,29 @@ class Producers:
             return
 
 
-def drain(port: int, queue: str) -> list[str]:
-    """Every message on the queue (auto ack), until it is quiet for a while."""
+def drain(port: int, queue: str, expect: Collection[str] = (), *, quiet: float = 2.0,
+          timeout: float = 120.0) -> list[str]:
+    """Every message on the queue (auto ack): at least until everything in `expect`
+    arrived (or `timeout`), then until nothing more comes for `quiet` seconds, so
+    duplicates arriving late are counted too."""
     client = BlockingStomp(port)
+    want = set(expect)
+    out: list[str] = []
     try:
-        return [b.decode() for b in client.receive_all(f"/queue/{queue}", timeout=3.0)]
+        client.frame("SUBSCRIBE", {"destination": f"/queue/{queue}", "id": "1", "ack": "auto"})
+        client.sock.settimeout(0.5)
+        deadline = time.monotonic() + timeout
+        last = time.monotonic()
+        while time.monotonic() < deadline:
+            try:
+                cmd, _h, body = client.read()
+            except TimeoutError:
+                if not (want - set(out)) and time.monotonic() - last >= quiet:
+                    break
+                continue
+            if cmd == "MESSAGE":
+                out.append(body.decode())
+                last = time.monotonic()
+        return out
     finally:
         client.close()

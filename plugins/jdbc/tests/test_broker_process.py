@@ -45,7 +45,7 @@ def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path: Path, store_url:
     assert any(b.startswith("stomp-") for b in acked) and any(b.startswith("amqp-") for b in acked)
     broker.start()
     try:
-        got = drain(broker.stomp_port, "CRASH")
+        got = drain(broker.stomp_port, "CRASH", acked)
     finally:
         broker.stop()
     check_exactly_once(acked, got)
@@ -68,10 +68,10 @@ def test_master_slave_failover_on_postgres(tmp_path: Path, postgres: PostgresClu
         master.kill()
         producers.join()
         acked = list(producers.acked)
-        # lease (2 s) + one acquire interval (2 s), with room for a slow machine
+        # lease (3 s) + one acquire interval (3 s), with room for a slow machine
         slave.wait_listening(timeout=30)
         assert "this broker is now the master" in slave.output()
-        got = drain(slave.stomp_port, "HA")
+        got = drain(slave.stomp_port, "HA", acked)
         check_exactly_once(acked, got)
         # the old master, restarted, is now the slave
         master.start(wait=False)
@@ -150,7 +150,7 @@ def test_duplicate_ids_survive_kill_9(tmp_path: Path, store_url: str) -> None:
         sender.send(Message(body="amqp again", durable=True, properties={"_AMQ_DUPL_ID": "order-2"}))
         sender.send(Message(body="new", durable=True, properties={"_AMQ_DUPL_ID": "order-3"}))
         conn.close()
-        got = drain(broker.stomp_port, "D")
+        got = drain(broker.stomp_port, "D", ["first", "second", "new"])
     finally:
         broker.stop()
     assert sorted(got) == ["first", "new", "second"]
