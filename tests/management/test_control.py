@@ -163,3 +163,29 @@ def test_durable_subscriptions_are_listed_browsed_and_deleted(start_broker) -> N
     assert broker.run(m.delete_durable_subscription("app", "prices")) is True
     assert broker.call(m.durable_subscriptions) == []
     conn.disconnect()
+
+
+def test_outgoing_connections_are_listed_and_closed(start_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from relaymq.spi.outgoing import ConnectOptions
+
+    from .conftest import BrokerThread, config_xml
+
+    here = start_broker()
+    peer = BrokerThread(config_xml(tmp_path / "peer"))
+    try:
+        m = here.management
+        host, port = peer.stomp
+        here.run(here.broker.outgoing.connect(f"stomp://{host}:{port}",
+                                              ConnectOptions(name="to-peer", owner="test")))
+        [info] = here.call(m.outgoing_connections)
+        assert (info.name, info.state, info.owner) == ("to-peer", "open", "test")
+        assert info.peer is not None and str(port) in info.peer
+        # the peer sees it as one of its client connections
+        assert [c.transport for c in peer.call(peer.management.connections)] == ["stomp"]
+        assert here.run(m.close_outgoing_connection("to-peer")) is True
+        wait_until(lambda: peer.call(peer.management.connections) == [], "the peer to see it go")
+        assert here.call(m.outgoing_connections) == []  # a closed connection is not listed
+        assert here.run(m.close_outgoing_connection("to-peer")) is False
+        assert here.run(m.close_outgoing_connection("nope")) is False
+    finally:
+        peer.stop()

@@ -237,6 +237,21 @@ class Management:
         """Registered broker connections with their state."""
         return self._connections.describe()
 
+    def outgoing_connections(self) -> list[Any]:
+        """Outgoing connections plugins opened by URI (`broker.outgoing`), as
+        `OutgoingConnectionInfo` snapshots: name, URI, state, peer, last error,
+        connects, failures, owner (docs/outgoing-connections.md)."""
+        outgoing = getattr(self._broker, "outgoing", None)
+        return list(outgoing.list()) if outgoing is not None else []
+
+    async def close_outgoing_connection(self, name: str) -> bool:
+        """Close an outgoing connection and stop its reconnecting; False when unknown."""
+        outgoing = getattr(self._broker, "outgoing", None)
+        if outgoing is None or outgoing.get(name) is None:
+            return False
+        await outgoing.close(name)
+        return True
+
     # -- messages ----------------------------------------------------------------------
     async def browse(self, target: Target, *, after: int = 0, limit: int = 100,
                      selector: str | None = None) -> BrowsePage:
