@@ -131,8 +131,8 @@ def test_create_and_delete_destinations(start_broker) -> None:  # type: ignore[n
     m = broker.management
     made = broker.run(m.create_queue("MADE", queue_type="standard"))
     assert (made.key, made.queue_type, made.depth) == ("queue://MADE", "standard", 0)
-    with pytest.raises(PluginNotFound, match="installed: standard"):
-        broker.run(m.create_queue("TYPED", queue_type="partitioned"))
+    with pytest.raises(PluginNotFound, match="installed: .*standard"):
+        broker.run(m.create_queue("TYPED", queue_type="no-such-type"))
     assert broker.run(m.create_topic("NEWS")).key == "topic://NEWS"
     keys = {d.key for d in broker.run(m.destinations())}
     assert {"queue://MADE", "topic://NEWS"} <= keys
