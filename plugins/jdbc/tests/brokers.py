@@ -38,7 +38,7 @@ class BrokerProcess:
     """One `relaymq run` with a jdbcPersistenceAdapter on `url`."""
 
     def __init__(self, tmp: Path, url: str, name: str, *, keep_alive: int = 500,
-                 lease: int = 3000, locker: str = "") -> None:
+                 lease: int = 3000, locker: str = "", adapter: str = "") -> None:
         self.tmp = tmp
         self.name = name
         self.stomp_port = free_port()
@@ -47,7 +47,7 @@ class BrokerProcess:
         self.config.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
     brokerName="{name}" dataDirectory="{tmp / name}">
   <persistenceAdapter>
-    <jdbcPersistenceAdapter url={quoteattr(url)} lockKeepAlivePeriod="{keep_alive}">
+    <jdbcPersistenceAdapter url={quoteattr(url)} lockKeepAlivePeriod="{keep_alive}" {adapter}>
       <locker><lease-database-locker lockAcquireSleepInterval="{lease}" {locker}/></locker>
     </jdbcPersistenceAdapter>
   </persistenceAdapter>

@@ -38,7 +38,7 @@ from relaymq_jdbc.datasource import DataSourceError, parse_url, url_from_bean
 from relaymq_jdbc.engines import db_now_ms, make_engines
 from relaymq_jdbc.lease import LeaseLocker, LeaseLost, StoreLocked, default_holder
 from relaymq_jdbc.schema import Schema, SchemaError, make_schema, prepare
-from relaymq_jdbc.writer import EXPIRE, GroupWriter, KeyState
+from relaymq_jdbc.writer import EXPIRE, GroupWriter, KeyState, short_error
 from relaymq_jdbc.writer import prepare as prepare_ops
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         except (sa.exc.SQLAlchemyError, SchemaError, OSError) as exc:
             await self._close_engines()
             raise JDBCStoreError(f"cannot open the JDBC store {self.where()}: "
-                                 f"{_short_error(exc)}") from exc
+                                 f"{short_error(exc)}") from exc
         except BaseException:
             await self._close_engines()
             raise
@@ -397,13 +397,6 @@ def resolve_url(config: JDBCConfig, data_dir: Path) -> URL:
         where = f" at {config.origin}" if config.origin.line else ""
         raise ConfigError(f"<jdbcPersistenceAdapter>{where}: {exc}") from None
     return URL.create("sqlite", database=str(data_dir / "activemq.sqlite"))
-
-
-def _short_error(exc: BaseException) -> str:
-    """The driver's own words, without SQLAlchemy's background links and SQL echo."""
-    orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc).strip()
-    return " ".join(text.split("\n")[0:2]).strip()
 
 
 __all__ = ["JDBCPersistenceAdapter", "JDBCStoreError", "db_now_ms"]

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 
 import sqlalchemy as sa
+from relaymq.errors import RelayMQError
 
 from relaymq_jdbc.engines import db_now_ms
 from relaymq_jdbc.schema import Schema
@@ -32,7 +33,7 @@ from relaymq_jdbc.schema import Schema
 log = logging.getLogger("relaymq.jdbc")
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(RelayMQError):
     """This broker no longer holds the store's lease; it must stop serving."""
 
 

@@ -102,19 +102,27 @@ class PostgresCluster:
             shutil.chown(self.base, self.run_as, self.run_as)
         self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", USER,
                   "--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C")
+        self.start_server()
+        return self
+
+    def start_server(self) -> None:
+        """Start the server on the existing data directory (again, after `stop_server`)."""
         opts = (f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 "
                 f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=200")
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
                   "-o", opts, "-w", "-t", "60", "start")
         self.started = True
-        return self
+
+    def stop_server(self, mode: str = "immediate") -> None:
+        """Stop the server and keep its data (`start_server` brings it back)."""
+        if self.started:
+            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+            self.started = False
 
     def stop(self) -> None:
-        if self.started:
-            with contextlib.suppress(Exception):
-                self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
-                          "-w", "stop")
-            self.started = False
+        with contextlib.suppress(Exception):
+            self.stop_server()
+        self.started = False
         shutil.rmtree(self.base, ignore_errors=True)
 
     def url(self, database: str = "postgres", driver: str = "postgresql+psycopg") -> str:

@@ -26,11 +26,13 @@ import dataclasses
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from relaymq.errors import RelayMQError
 from relaymq.model.codec import encode_message
 from relaymq.spi.persistence import (
     AddDestination,
@@ -116,6 +118,18 @@ def prepare(ops: Sequence[StoreOp]) -> list[Prepared]:
     return out
 
 
+class StoreWriteError(RelayMQError):
+    """A store transaction failed (connection lost, disk full, deadlock, a value too
+    long for its column): the sends and acks in it were not stored."""
+
+
+def short_error(exc: BaseException) -> str:
+    """The driver's own first line, without SQLAlchemy's SQL echo and links."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class _Item:
     __slots__ = ("ops", "future")
 
@@ -151,6 +165,7 @@ class GroupWriter:
         self._cond = threading.Condition()
         self._stopping = False
         self._conn: sa.Connection | None = None
+        self._logged = -1e9
         self._thread = threading.Thread(target=self._run, name="relaymq-jdbc-writer", daemon=True)
         t = schema.msgs
         k = schema.keys
@@ -218,6 +233,15 @@ class GroupWriter:
                     self._commit([it])
                 return
             self.stats.failures += 1
+            if not isinstance(exc, RelayMQError):
+                err = StoreWriteError(f"the JDBC store could not store this: {short_error(exc)}")
+                err.__cause__ = exc
+                exc = err
+            now = time.monotonic()
+            if now - self._logged >= 1.0:  # a database that is down fails every write
+                self._logged = now
+                log.error("JDBC store: a transaction failed and was not stored (%s); the "
+                          "producers get the error", exc)
             self._finish(items, None, exc)
             return
         self.next_id = next_id

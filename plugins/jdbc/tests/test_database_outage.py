@@ -1,0 +1,52 @@
+"""A database that goes away for a while: the affected sends fail with an error to
+their producers, the broker keeps running, and once the database is back sends
+are stored again; nothing committed is lost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from relaymq_jdbc.testing import PostgresCluster, PostgresUnavailable
+from relaymq_stomp.testing import BlockingStomp
+
+from .brokers import BrokerProcess, drain
+
+pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
+
+
+@pytest.fixture
+def own_postgres(postgres: PostgresCluster) -> PostgresCluster:  # noqa: ARG001 - same skip rules
+    """A server of this test's own: it is stopped and started again."""
+    try:
+        cluster = PostgresCluster().start()
+    except PostgresUnavailable as exc:  # pragma: no cover - the session server started
+        pytest.fail(str(exc))
+    yield cluster  # type: ignore[misc]
+    cluster.stop()
+
+
+@pytest.mark.slow
+def test_sends_fail_while_the_database_is_down_and_work_again_after(
+        tmp_path: Path, own_postgres: PostgresCluster) -> None:
+    url = own_postgres.url(own_postgres.create_database())
+    broker = BrokerProcess(tmp_path, url, "outage", adapter='useLock="false"').start()
+    try:
+        client = BlockingStomp(broker.stomp_port)
+        assert client.send("/queue/O", b"before")[0] == "RECEIPT"
+        own_postgres.stop_server()
+        cmd, headers, _body = client.send("/queue/O", b"during")
+        assert cmd == "ERROR", (cmd, headers)
+        assert broker.proc is not None and broker.proc.poll() is None  # still running
+        own_postgres.start_server()
+        for _ in range(2):  # the first send after the outage may meet the dead connection
+            client = BlockingStomp(broker.stomp_port)
+            cmd, headers, _body = client.send("/queue/O", b"after")
+            if cmd == "RECEIPT":
+                break
+        assert cmd == "RECEIPT", (cmd, headers)
+        got = drain(broker.stomp_port, "O", ["before", "after"])
+    finally:
+        broker.stop()
+    assert got == ["before", "after"]
+    assert "Traceback" not in broker.output()

@@ -1,0 +1,50 @@
+"""`relaymq jdbc inspect URL`: what a store holds and who holds the lease, read-only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+from relaymq.spi.persistence import AddDestination, AddMessage, RemoveMessage
+from relaymq_jdbc import JDBCConfig, JDBCPersistenceAdapter
+from relaymq_jdbc.cli import jdbc
+
+
+def msg(n: int) -> Message:
+    return Message(b"x" * 100, destination=Destination.parse("queue://orders"),
+                   message_id=f"ID:i-{n}", durable=True, timestamp=1_700_000_000_000 + n)
+
+
+async def test_inspect_shows_counts_oldest_and_lease(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    store = JDBCPersistenceAdapter(JDBCConfig(url=url, cleanup_period=0),
+                                   broker=None)
+    await store.start()
+    try:
+        await store.write([AddDestination("queue://orders"),
+                           *[AddMessage("queue://orders", n, msg(n)) for n in range(1, 6)]])
+        await store.write([RemoveMessage("queue://orders", 1)])
+        result = CliRunner().invoke(jdbc, ["inspect", url, "--json"])
+        assert result.exit_code == 0, result.output
+        rep = json.loads(result.output)
+        (row,) = rep["keys"]
+        assert (row["key"], row["messages"], row["last_seq"]) == ("queue://orders", 4, 5)
+        assert row["oldest_timestamp"] == 1_700_000_000_002
+        assert row["bytes"] > 400
+        assert rep["lease"]["holder"].startswith("localhost@")
+        assert rep["lease"]["expires_in_ms"] > 0
+        text = CliRunner().invoke(jdbc, ["inspect", url]).output
+        assert "lease: held by localhost@" in text and "queue://orders" in text
+    finally:
+        await store.stop()
+    text = CliRunner().invoke(jdbc, ["inspect", url]).output
+    assert "lease: free" in text  # a clean stop releases it
+
+
+def test_inspect_of_a_database_without_a_store_fails_clearly(tmp_path: Path) -> None:
+    result = CliRunner().invoke(jdbc, ["inspect", f"sqlite:///{tmp_path / 'empty.sqlite'}"])
+    assert result.exit_code == 1
+    assert "cannot read the store" in result.output and "no such table" in result.output
