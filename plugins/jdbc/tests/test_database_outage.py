@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from relaymq_jdbc.testing import PostgresCluster, PostgresUnavailable
+from proton import Delivery, Message
+from proton.utils import BlockingConnection, SendException
 from relaymq_stomp.testing import BlockingStomp
 
 from .brokers import BrokerProcess, drain
@@ -37,6 +39,12 @@ def test_sends_fail_while_the_database_is_down_and_work_again_after(
         own_postgres.stop_server()
         cmd, headers, _body = client.send("/queue/O", b"during")
         assert cmd == "ERROR", (cmd, headers)
+        assert "the JDBC store could not store this" in headers["message"]
+        amqp = BlockingConnection(f"amqp://127.0.0.1:{broker.amqp_port}", timeout=10)
+        with pytest.raises(SendException) as info:  # rejected, with the store's words
+            amqp.create_sender("queue://O").send(Message(body="during (amqp)", durable=True))
+        assert info.value.state == Delivery.REJECTED
+        amqp.close()
         assert broker.proc is not None and broker.proc.poll() is None  # still running
         own_postgres.start_server()
         for _ in range(2):  # the first send after the outage may meet the dead connection
