@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from relaymq_jdbc.testing import PostgresCluster, PostgresUnavailable
 from proton import Delivery, Message
 from proton.utils import BlockingConnection, SendException
+from relaymq_jdbc.testing import PostgresCluster, PostgresUnavailable
 from relaymq_stomp.testing import BlockingStomp
 
 from .brokers import BrokerProcess, drain
