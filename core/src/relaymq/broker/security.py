@@ -13,6 +13,9 @@ class ConnectRequest:
     transport: str = "vm"
     remote_address: str | None = None
     certificates: list[object] = field(default_factory=list)
+    #: what a challenge-response SASL exchange (SCRAM) proved, as the object the
+    #: authentication plugin that ran it made; None for password logins
+    sasl: object | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition, Engine
 from relaymq_amqp.frames import FrameGuard
 from relaymq_amqp.links import ConsumerLink, Link, ProducerLink
-from relaymq_amqp.sasl import AMQP_HEADER, AUTH, SASL_HEADER, SYS, SaslError, SaslServer
+from relaymq_amqp.sasl import AMQP_HEADER, AUTH, SASL_HEADER, SCRAM, SYS, SaslError, SaslServer
 from relaymq_amqp.transactions import CoordinatorLink
 from relaymq_amqp.txstate import kernel_txid, settle_transactional
 from relaymq_amqp.types import Symbol
@@ -83,6 +83,7 @@ class AmqpConnection:
         self.engine: Engine | None = None
         self.guard = FrameGuard(options.max_frame_size)
         self.sasl: SaslServer | None = None
+        self._scram: Any = None  # the authentication plugin's SCRAM exchange, while it runs
         self.links: dict[Any, Link] = {}
         self.opened = False
         self.closed = False
@@ -143,6 +144,8 @@ class AmqpConnection:
                     and self.broker.extensions.get("certificate-login") is not None):
                 # a verified client certificate and a broker that logs in by certificate
                 mechanisms = ("EXTERNAL", *mechanisms)
+            if self.broker.extensions.get("sasl-scram") is not None:
+                mechanisms = (*mechanisms, *(m for m in SCRAM if m not in mechanisms))
             self.sasl = SaslServer(mechanisms)
             self._sasl(received)
         elif head == AMQP_HEADER and self.options.allow_non_sasl:
@@ -165,7 +168,51 @@ class AmqpConnection:
                 self._write(self.sasl.outcome(False, AUTH))
                 self._abort()
                 return
+            if creds.mechanism in SCRAM:
+                self._scram_step(creds.mechanism, creds.response or b"", leftover)
+                return
             self._authenticate(creds.username, creds.password, leftover, sasl=True)
+
+    # -- SCRAM (the exchange itself is the authentication plugin's) --------------------
+    def _scram_step(self, mechanism: str, response: bytes, leftover: bytes) -> None:
+        if self._scram is None:
+            provider: Any = self.broker.extensions.get("sasl-scram")
+            try:
+                self._scram = provider.exchange(mechanism, self.remote_address)
+            except Exception:  # noqa: BLE001 - no provider or mechanism: refused
+                self._sasl_refused()
+                return
+            self.spawn(self._scram_first(response))
+        else:
+            self._state = "auth"
+            self._pending_input = bytearray(leftover)
+            self.spawn(self._scram_final(response))
+
+    async def _scram_first(self, response: bytes) -> None:
+        assert self._scram is not None and self.sasl is not None
+        try:
+            challenge = await self._scram.first(response)
+        except Exception as exc:  # noqa: BLE001 - SecurityError or a malformed message
+            log.info("AMQP client %s refused: %s", self.remote_address, exc)
+            self._sasl_refused()
+            return
+        if not self.closed:
+            self._write(self.sasl.challenge(challenge))
+
+    async def _scram_final(self, response: bytes) -> None:
+        assert self._scram is not None
+        try:
+            additional, proof = await self._scram.final(response)
+        except Exception as exc:  # noqa: BLE001
+            log.info("AMQP client %s refused: %s", self.remote_address, exc)
+            self._sasl_refused()
+            return
+        await self._connect(proof.username, None, True, proof, additional)
+
+    def _sasl_refused(self) -> None:
+        if self.sasl is not None and not self.closed:
+            self._write(self.sasl.outcome(False, AUTH))
+        self._abort()
 
     def _authenticate(self, username: str | None, password: str | None, leftover: bytes,
                       sasl: bool = False) -> None:
@@ -173,12 +220,13 @@ class AmqpConnection:
         self._pending_input = bytearray(leftover)
         self.spawn(self._connect(username, password, sasl))
 
-    async def _connect(self, username: str | None, password: str | None, sasl: bool) -> None:
+    async def _connect(self, username: str | None, password: str | None, sasl: bool,
+                       proof: object = None, additional: bytes | None = None) -> None:
         ok, code = True, AUTH
         if self.refuse_reason is None:
             request = ConnectRequest(username=username, password=password, transport="amqp",
                                      remote_address=self.remote_address,
-                                     certificates=list(self.certificates))
+                                     certificates=list(self.certificates), sasl=proof)
             try:
                 self.kconn = await self.broker.connect(request)
                 self.kconn.on_close_request = self._close_requested
@@ -193,7 +241,7 @@ class AmqpConnection:
             return
         if sasl:
             assert self.sasl is not None
-            self._write(self.sasl.outcome(ok, code))
+            self._write(self.sasl.outcome(ok, code, additional))
         if not ok:
             if not sasl:  # no SASL outcome to carry the refusal: refuse at open
                 self.refuse_reason = "amqp:unauthorized-access"

@@ -10,7 +10,10 @@ outcome -- the AMQP protocol header and frames -- goes to proton untouched.
 Both sides are sans-IO: `feed(bytes)` returns what to do; the caller owns the
 socket. Mechanisms: PLAIN and ANONYMOUS (RFC 4616, RFC 4505), and EXTERNAL
 (RFC 4422 appendix A: the TLS client certificate is the credential), offered
-when the connection presented a verified client certificate.
+when the connection presented a verified client certificate; SCRAM-SHA-256 and
+SCRAM-SHA-512 (RFC 5802/7677: `sasl-challenge` and `sasl-response`, the server's
+signature in the outcome's additional-data) when the broker's authentication
+plugin provides them (``broker.extensions["sasl-scram"]``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ SASL_RESPONSE = 0x43
 SASL_OUTCOME = 0x44
 
 OK, AUTH, SYS, SYS_PERM, SYS_TEMP = 0, 1, 2, 3, 4
+#: challenge-response mechanisms offered when the broker's authentication provides them
+SCRAM = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 
 #: SASL frames are tiny; a larger one is an attack or a confused peer.
 MAX_SASL_FRAME = 65536
@@ -49,6 +54,8 @@ class Credentials:
     password: str | None = None
     authzid: str | None = None
     hostname: str | None = None
+    #: the initial response (sasl-init) or a sasl-response, for challenge mechanisms
+    response: bytes | None = None
 
 
 def parse_plain(response: bytes) -> tuple[str | None, str, str]:
@@ -119,6 +126,20 @@ class SaslServer:
             out = SASL_HEADER + frame(performative(SASL_MECHANISMS, [
                 symbol_array(list(self.mechanisms))]), 1)
             self._state = "init"
+        if self._state == "response":
+            frames = _frames(self._buf)
+            if not frames:
+                return out, None, b""
+            code, fields = frames[0]
+            if code != SASL_RESPONSE or len(frames) > 1 or not fields or not isinstance(
+                    fields[0], (bytes, bytearray)):
+                raise SaslError(f"expected sasl-response, got performative 0x{code:x}")
+            assert self.credentials is not None
+            self.credentials.response = bytes(fields[0])
+            self._state = "waiting"
+            leftover = bytes(self._buf)
+            self._buf.clear()
+            return out, self.credentials, leftover
         if self._state == "init":
             frames = _frames(self._buf)
             if not frames:
@@ -139,6 +160,8 @@ class SaslServer:
         if not isinstance(mech, str):
             raise SaslError("sasl-init names no mechanism")
         creds = Credentials(str(mech), hostname=hostname if isinstance(hostname, str) else None)
+        if isinstance(response, (bytes, bytearray)):
+            creds.response = bytes(response)
         if mech == "PLAIN":
             if not isinstance(response, (bytes, bytearray)):
                 raise SaslError("PLAIN needs an initial response")
@@ -148,10 +171,19 @@ class SaslServer:
                 creds.mechanism = "PLAIN?"  # malformed: refused by the caller
         return creds
 
-    def outcome(self, ok: bool, code: int | None = None) -> bytes:
+    def challenge(self, data: bytes) -> bytes:
+        """A sasl-challenge frame; the client's sasl-response comes back from `feed`."""
+        self._state = "response"
+        return frame(performative(SASL_CHALLENGE, [data]), 1)
+
+    def outcome(self, ok: bool, code: int | None = None,
+                additional: bytes | None = None) -> bytes:
         """The sasl-outcome frame; after a positive one the AMQP layer follows."""
         self._state = "done" if ok else "failed"
-        return frame(performative(SASL_OUTCOME, [_ubyte(OK if ok else (code or AUTH))]), 1)
+        fields: list[object] = [_ubyte(OK if ok else (code or AUTH))]
+        if ok and additional is not None:
+            fields.append(additional)
+        return frame(performative(SASL_OUTCOME, fields), 1)
 
 
 class SaslClient:

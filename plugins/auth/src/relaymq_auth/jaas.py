@@ -27,9 +27,10 @@ from relaymq.errors import ConfigError
 
 from relaymq_auth.authn import LoginFailed
 from relaymq_auth.loginconfig import LoginConfigError, find_login_config, parse_login_config
-from relaymq_auth.modules import MODULES, ModuleChain
+from relaymq_auth.modules import MODULES, ModuleChain, PropertiesLoginModule
 from relaymq_auth.passwords import PasswordFormatError
 from relaymq_auth.service import SecurityService
+from relaymq_auth.users import User
 
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
@@ -137,6 +138,14 @@ class _JaasPlugin:
 
     def chain_for(self, request: ConnectRequest) -> ModuleChain:
         return self.chains[self.config.configuration]
+
+    def lookup(self, username: str) -> User | None:
+        """The user of the first PropertiesLoginModule of the password entry (SCRAM)."""
+        for _, module in self.chains[self.config.configuration].modules:
+            if isinstance(module, PropertiesLoginModule):
+                module.files.refresh()
+                return module.table.users.get(username)
+        return None
 
     def login(self, request: ConnectRequest) -> Principal:
         name, groups = self.chain_for(request).login(request)

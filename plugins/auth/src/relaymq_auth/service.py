@@ -33,6 +33,7 @@ from relaymq.model.destination import Destination
 
 from relaymq_auth.audit import AuditLog
 from relaymq_auth.authn import Authenticator, LoginFailed
+from relaymq_auth.scram import ScramProof, ScramProvider
 from relaymq_auth.throttle import LoginThrottle, host_of
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ log = logging.getLogger("relaymq.auth")
 EXTENSION = "auth"
 #: what AMQP asks for before offering SASL EXTERNAL
 CERTIFICATE_EXTENSION = "certificate-login"
+#: what AMQP asks for before offering SCRAM-SHA-256/512
+SCRAM_EXTENSION = "sasl-scram"
 
 
 class SecurityService:
@@ -58,6 +61,7 @@ class SecurityService:
         self.elements: dict[str, Any] = {}
         self.throttle = LoginThrottle()
         self.audit = AuditLog()
+        self.scram = ScramProvider(self)
 
     @classmethod
     def of(cls, broker: Broker) -> SecurityService:
@@ -83,6 +87,8 @@ class SecurityService:
         self.elements[authenticator.tag] = authenticator
         if authenticator.accepts_certificates:
             self.broker.extensions[CERTIFICATE_EXTENSION] = self
+        if hasattr(authenticator, "lookup"):  # knows passwords: SCRAM can derive keys
+            self.broker.extensions[SCRAM_EXTENSION] = self.scram
 
     def set_authorization(self, amap: AuthorizationMap, origin: Origin,
                           owner: Any = None) -> None:
@@ -98,6 +104,7 @@ class SecurityService:
         """Users, groups or entries changed: drop every cached decision."""
         if self.authorization is not None:
             self.authorization.forget()
+        self.scram.forget()
         self.broker.security_changed()
 
     # -- the API management and the console use -----------------------------------------------
@@ -132,6 +139,13 @@ class SecurityService:
         if authenticator is None:
             raise SecurityError("User is not authenticated: the broker has no authentication "
                                 "plugin")
+        proof = request.sasl
+        if isinstance(proof, ScramProof) and proof.issuer is self.scram:
+            self.audit.login(proof.principal, request.transport, request.remote_address,
+                             proof.mechanism)
+            return proof.principal
+        if request.sasl is not None:
+            raise SecurityError("User is not authenticated: unknown SASL result")
         host = host_of(request.remote_address)
         method = "certificate" if request.certificates and authenticator.accepts_certificates \
             else ("anonymous" if request.username is None else "password")
@@ -151,6 +165,13 @@ class SecurityService:
             self.throttle.succeeded(host)
         self.audit.login(principal, request.transport, request.remote_address, method)
         return principal
+
+    async def throttle_wait(self, remote_address: str | None) -> None:
+        """Wait out the penalty of `remote_address`'s recent failures (SCRAM's first step)."""
+        host = host_of(remote_address)
+        wait = self.throttle.delay(host) if host else 0.0
+        if wait:
+            await asyncio.sleep(wait)
 
     # -- kernel hooks ------------------------------------------------------------------------
     @hookimpl

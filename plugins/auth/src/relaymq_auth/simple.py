@@ -127,6 +127,10 @@ class SimpleAuthenticationPlugin:
         fresh = SimpleAuthenticationPlugin(config)
         self.config, self.table = fresh.config, fresh.table
 
+    def lookup(self, username: str) -> User | None:
+        """The configured user (SCRAM derives its keys from the password)."""
+        return self.table.users.get(username)
+
     def login(self, request: ConnectRequest) -> Principal:
         cfg = self.config
         if request.username is None and request.password is None:
