@@ -73,3 +73,46 @@ async def test_target_killed_mid_stream(tmp_path: Path, qos: str, scheme: str) -
             await host.stop()
             target.kill()
             target.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["amqp", "stomp"])
+async def test_source_killed_mid_stream_once_and_only_once(tmp_path: Path, scheme: str) -> None:
+    """The source broker (kahaDB) dies with acknowledgements in flight: what it
+    redelivers after the restart is dropped by the target's duplicate detection."""
+    stomp_port, amqp_port = free_port(), free_port()
+    cfg = broker_xml(tmp_path, stomp_port, amqp_port, name="source")
+    source = start_relaymq(cfg, stomp_port)
+    src_amqp = f"amqp://127.0.0.1:{amqp_port}"
+    port = amqp_port if scheme == "amqp" else stomp_port
+    async with running_broker(None, "amqp://127.0.0.1:0") as target:
+        host = Broker(load_config_text(f"""<broker persistent="false"><bridges>
+  <bridge name="src-crash" source-uri="{scheme}://127.0.0.1:{port}" source-destination="queue://src"
+          target-uri="amqp://{target.connector_address('amqp')}" target-destination="queue://dst"
+          quality-of-service="ONCE_AND_ONLY_ONCE" max-batch-size="100" max-batch-time="50"
+          failure-retry-interval="100"/>
+</bridges></broker>""", "xml"), strict=True)
+        await host.start()
+        drain = Drain()
+        try:
+            bridge = manager_of(host).get("src-crash")
+            await produce(src_amqp, "queue://src", COUNT)
+            await until(lambda: bridge.forwarded >= COUNT // 4, what="a quarter forwarded")
+            os.kill(source.pid, signal.SIGKILL)
+            source.wait()
+            await until(lambda: bridge.state is BridgeState.RETRYING, what="the bridge to see it")
+            source = start_relaymq(cfg, stomp_port)
+            await produce(src_amqp, "queue://src", 1, start=COUNT)  # a marker behind the rest
+            await until(lambda: target.queue_size("dst") == COUNT + 1, timeout=90,
+                        what="every message and the marker on the target")
+            await drain.start(f"amqp://{target.connector_address('amqp')}", "queue://dst")
+            await until(lambda: len(drain.deliveries) == COUNT + 1, what="the drain")
+            counts = collections.Counter(drain.bodies)
+            assert set(counts) == {f"m-{i}" for i in range(COUNT + 1)}
+            assert max(counts.values()) == 1
+            assert bridge.info()["failures"] >= 1
+        finally:
+            await drain.close()
+            await host.stop()
+            source.kill()
+            source.wait()
