@@ -212,3 +212,26 @@ async def test_vm_means_this_broker() -> None:
         await until(lambda: host.queue_size("out") == 3, what="local forwarding")
     finally:
         await host.stop()
+
+
+async def test_management_stops_and_starts_a_bridge_by_name() -> None:
+    async with running_broker(None, "amqp://127.0.0.1:0") as broker:
+        host = await host_with(f"""<bridges>
+  <bridge name="m" source-uri="{url(broker, 'amqp')}" source-destination="queue://a"
+          target-uri="{url(broker, 'amqp')}" target-destination="queue://b"/>
+</bridges>""")
+        try:
+            def entry() -> Any:
+                return next(c for c in host.management.broker_connections() if c.name == "m")
+
+            await until(lambda: entry().state == "running", what="management to see it running")
+            assert entry().kind == "bridge" and entry().detail["forwarded"] == 0
+            assert entry().detail["quality_of_service"] == "DUPLICATES_OK"
+            await host.management.stop_broker_connection("m")
+            assert manager_of(host).list()[0]["state"] == "stopped"
+            await produce(url(broker, "amqp"), "queue://a", 2)
+            await host.management.start_broker_connection("m")
+            await until(lambda: broker.queue_size("b") == 2, what="forwarding after a restart")
+            assert manager_of(host).list()[0]["state"] == "running"
+        finally:
+            await host.stop()

@@ -136,8 +136,7 @@ class _Connector:
 
     async def stop(self) -> None:
         for b in self.bridges:
-            await b.stop()
-            manager_of(self.broker).remove(b)
+            await b.stop()  # stays listed: management may start it again
 
 
 _WRAPPERS = {"inboundQueueBridges", "outboundQueueBridges", "inboundTopicBridges",

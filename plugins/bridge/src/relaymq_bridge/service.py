@@ -66,5 +66,4 @@ class BridgeElement:
             await self.bridge.start()
 
     async def stop(self) -> None:
-        await self.bridge.stop()
-        manager_of(self.broker).remove(self.bridge)
+        await self.bridge.stop()  # stays listed: management may start it again
