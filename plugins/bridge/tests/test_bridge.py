@@ -235,3 +235,35 @@ async def test_management_stops_and_starts_a_bridge_by_name() -> None:
             assert manager_of(host).list()[0]["state"] == "running"
         finally:
             await host.stop()
+
+
+async def test_a_target_that_refuses_the_messages_is_retried_then_reported() -> None:
+    from relaymq.hookspecs import hookimpl
+
+    class RefuseWrites:
+        @hookimpl
+        def relaymq_authorize(self, principal: Any, action: str, destination: Any) -> bool | None:
+            return False if (action == "write" and destination.name == "secret") else None
+
+    target = Broker(load_config_text("""<broker persistent="false"><transportConnectors>
+<transportConnector uri="amqp://127.0.0.1:0"/></transportConnectors></broker>""", "xml"), strict=True)
+    target.plugins.register(RefuseWrites())
+    await target.start()
+    try:
+        async with running_broker(None, "amqp://127.0.0.1:0") as source:
+            host = await host_with(f"""<bridges>
+  <bridge name="refused" source-uri="{url(source, 'amqp')}" source-destination="queue://a"
+          target-uri="{url(target, 'amqp')}" target-destination="queue://secret"
+          failure-retry-interval="20" max-retries="2"/>
+</bridges>""")
+            try:
+                bridge = manager_of(host).get("refused")
+                await produce(url(source, "amqp"), "queue://a", 1)
+                await until(lambda: bridge.state is BridgeState.FAILED, what="the bridge to give up")
+                assert bridge.info()["failures"] == 3 and bridge.forwarded == 0
+                assert "secret" in (bridge.last_error or ""), bridge.last_error
+                await until(lambda: source.queue_size("a") == 1, what="the message kept on the source")
+            finally:
+                await host.stop()
+    finally:
+        await target.stop()

@@ -113,3 +113,4 @@ async def test_activemq_target_killed_mid_stream_loses_nothing(activemq: Peer) -
         finally:
             await drain.close()
             await host.stop()
+

@@ -294,7 +294,13 @@ class Bridge:
                 d.accept()
             self.acknowledged += len(batch)
         futures = [sender.send(m) for m in messages]
-        results = await asyncio.gather(*futures, return_exceptions=True)
+        _, pending = await asyncio.wait(futures, timeout=self.config.send_timeout / 1000.0)
+        if pending:
+            if qos is QualityOfService.AT_MOST_ONCE:
+                self.lost += len(pending)
+            raise BridgeFailure(f"the target settled {len(futures) - len(pending)} of {len(futures)} "
+                                f"message(s) within send-timeout ({self.config.send_timeout} ms)")
+        results: list[Any] = [f.exception() or f.result() for f in futures]
         refused = [r for r in results if isinstance(r, BaseException) or not r.accepted]
         accepted = len(results) - len(refused)
         self.forwarded += accepted

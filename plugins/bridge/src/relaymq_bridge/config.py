@@ -43,6 +43,9 @@ class BridgeConfig:
     subscription_name: str | None = None
     client_id: str | None = None
     add_message_id_in_header: bool = False
+    #: ms the target may take to settle a batch before the bridge counts it as failed
+    #: (RelayMQ's; Artemis' clients have a 30 s call timeout)
+    send_timeout: int = 30000
     auto_start: bool = True
     origin: Origin | None = None
 
@@ -54,6 +57,8 @@ class BridgeConfig:
         if self.max_batch_time != -1 and self.max_batch_time < 1:
             errors.append(f"{where}: max-batch-time must be -1 (wait for a full batch) or >= 1 ms "
                           f"(got {self.max_batch_time})")
+        if self.send_timeout < 1:
+            errors.append(f"{where}: send-timeout must be >= 1 ms")
         if self.failure_retry_interval < 0:
             errors.append(f"{where}: failure-retry-interval must be >= 0 ms")
         if self.max_retries < -1:

@@ -283,7 +283,9 @@ class AmqpConnection(ReconnectingConnection):
         pass
 
     def on_session_remote_close(self, session: Any) -> None:
-        self._abort(AmqpConnectionError("the peer ended the session"))
+        cond = pn.session_remote_condition(session)
+        self._abort(AmqpConnectionError(f"{self.endpoint} ended the session: {cond or 'no reason'}",
+                                        cond))
 
     def on_link_remote_open(self, link: Any) -> None:
         handler = self._by_pn(link)
