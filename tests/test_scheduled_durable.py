@@ -179,3 +179,20 @@ def test_non_persistent_scheduled_message_is_delivered_without_a_crash(broker: B
     assert s.read()[0] == "RECEIPT"
     s.close()
     assert collect(broker.stomp, "/queue/NP", 1) == ["np"]
+
+
+@pytest.mark.slow
+def test_a_cron_job_survives_kill_9(broker: Broker) -> None:
+    """`AMQ_SCHEDULED_CRON` "* * * * *": stored, recovered, delivered at the next minute."""
+    now = int(time.time() * 1000)
+    if now % 60000 > 55000:  # too close to a minute: let it pass, so the job is not due
+        wait_until(now - now % 60000 + 60500)  # before the kill
+    s = BlockingStomp(broker.stomp)
+    cmd, _, _ = s.send("/queue/CRON", b"cron", AMQ_SCHEDULED_CRON="* * * * *")
+    assert cmd == "RECEIPT"
+    s.close()
+    broker.kill()
+    broker.start()
+    assert "1 stored scheduled message(s) recovered" in broker.output()
+    got = collect(broker.stomp, "/queue/CRON", 1, timeout=75)
+    assert got[0] == "cron"

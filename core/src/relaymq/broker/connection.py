@@ -151,9 +151,9 @@ class ClientConnection:
         memory = broker.usage.memory
         if memory.used >= memory.limit and not (message.durable and broker.region.store_persistent):
             await broker.region.flow_control(memory.wait(), dest)
-        if message.scheduled_delay or message.scheduled_period or message.scheduled_repeat:
-            if broker.scheduler is not None:  # stored first when persistent
-                return broker.scheduler.schedule(message, self)
+        scheduler = broker.scheduler
+        if scheduler is not None and scheduler.wants(message):  # stored first when persistent
+            return scheduler.schedule(message, self)
         batch = SendBatch()
         txn = None
         if txid is not None:

@@ -1,8 +1,12 @@
-"""Scheduled delivery (`AMQ_SCHEDULED_DELAY`, `_PERIOD`, `_REPEAT`) with `schedulerSupport`.
+"""Scheduled delivery (`AMQ_SCHEDULED_DELAY`, `_PERIOD`, `_REPEAT`, `_CRON`) with
+`schedulerSupport`.
 
 A scheduled message waits on the event loop's timer; each due copy is routed as
 a fresh message with the scheduling fields cleared (repeats get new message ids).
 `AMQ_SCHEDULED_REPEAT` n means n + 1 deliveries, `AMQ_SCHEDULED_PERIOD` apart.
+A message property `AMQ_SCHEDULED_CRON` (see `cron.py`) delivers a copy at every
+matching minute (plus `AMQ_SCHEDULED_DELAY`), for as long as the broker keeps the
+job: as in ActiveMQ, a cron job does not end by itself.
 
 **Durable**: a persistent message on a persistent store is stored before its
 producer is acknowledged, under the store key `SCHEDULER_KEY` (a `durable://`
@@ -10,7 +14,9 @@ key without a subscription record, so stores list it as neither a destination
 nor a subscription). In that stored copy the scheduling fields hold the job's
 state: `scheduled_delay` is the absolute due time (epoch ms),
 `scheduled_period` the period and `scheduled_repeat` the deliveries still to
-come after this one. Each firing is one store batch: the delivered copy, the
+come after this one; for a cron job `scheduled_repeat` is -1 and
+`scheduled_period` the delay after each cron time (the entry stays in the
+message's `AMQ_SCHEDULED_CRON` property). Each firing is one store batch: the delivered copy, the
 removal of the job and (for a repeat) the job's next state, so a crash never
 loses a job nor delivers one firing twice. After a restart `recover` arms every
 stored job; one whose time passed while the broker was down is delivered at once.
@@ -26,6 +32,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from relaymq.broker.cron import Cron
 from relaymq.broker.router import DONE, SendBatch, SendContext
 from relaymq.model.message import Message, now_millis
 from relaymq.spi.persistence import AddMessage, RemoveMessage
@@ -38,15 +45,17 @@ log = logging.getLogger("relaymq.scheduler")
 
 #: the store key of persisted scheduled messages (no colon: no subscription key is like it)
 SCHEDULER_KEY = "durable://relaymq.scheduler"
+CRON = "AMQ_SCHEDULED_CRON"
+_CRON_MARKER = CRON.encode()
 
 
 class Job:
     """One scheduled message: what to send, when, and how often."""
 
-    __slots__ = ("message", "conn", "due", "period", "remaining", "seq", "handle")
+    __slots__ = ("message", "conn", "due", "period", "remaining", "seq", "handle", "cron")
 
     def __init__(self, message: Message, conn: ClientConnection | None, due: int, period: int,
-                 remaining: int, seq: int | None) -> None:
+                 remaining: int, seq: int | None, cron: Cron | None = None) -> None:
         self.message = message
         self.conn = conn
         self.due = due  # epoch ms
@@ -54,6 +63,17 @@ class Job:
         self.remaining = remaining  # deliveries after the next one
         self.seq = seq  # where it is stored (None: memory only)
         self.handle: asyncio.TimerHandle | None = None
+        self.cron = cron  # a cron job: `period` is the delay after each cron time
+
+    def following(self) -> Job | None:
+        """The job's next state after it fired, None when it is done."""
+        if self.cron is not None:
+            due = self.cron.next_after(max(self.due - self.period, now_millis())) + self.period
+            return Job(self.message, self.conn, due, self.period, -1, None, self.cron)
+        if self.remaining <= 0:
+            return None
+        return Job(self.message, self.conn, self.due + self.period, self.period,
+                   self.remaining - 1, None)
 
     def stored_form(self) -> Message:
         """The copy kept in the store: the message with the job's state in its
@@ -88,22 +108,46 @@ class Scheduler:
         stored = await store.read(SCHEDULER_KEY)
         for sm in stored:
             m = sm.message
-            job = Job(m, None, m.scheduled_delay, m.scheduled_period, m.scheduled_repeat, sm.seq)
+            cron = None
+            if m.scheduled_repeat < 0:
+                try:
+                    cron = Cron(str(m.properties.get(CRON, "")))
+                except Exception:  # noqa: BLE001 - a job that cannot run is dropped, loudly
+                    log.exception("scheduler: stored cron job %s is unusable; dropped",
+                                  m.message_id)
+                    await store.write([RemoveMessage(SCHEDULER_KEY, sm.seq)])
+                    continue
+            job = Job(m, None, m.scheduled_delay, m.scheduled_period, m.scheduled_repeat, sm.seq,
+                      cron)
             self._last_seq = max(self._last_seq, sm.seq)
             self._arm(job)
         if stored:
             log.info("scheduler: %d stored scheduled message(s) recovered", len(stored))
         return len(stored)
 
+    @staticmethod
+    def wants(message: Message) -> bool:
+        """Whether `message` asks to be scheduled."""
+        return bool(message.scheduled_delay or message.scheduled_period
+                    or message.scheduled_repeat
+                    or message.peek_property(CRON, _CRON_MARKER) is not None)
+
     def schedule(self, message: Message, connection: ClientConnection) -> asyncio.Future[None] | None:
         """Take a message with scheduling fields. Returns a future that completes when
-        a persistent one is stored (acknowledge the producer then), else None."""
+        a persistent one is stored (acknowledge the producer then), else None.
+        An unusable cron entry raises `MessageFormatError` (that send fails)."""
         if self._broker is None:
             self._broker = connection.broker
-        period = max(message.scheduled_period, 0)
-        repeat = max(message.scheduled_repeat, 0) if period > 0 else 0
-        due = now_millis() + max(message.scheduled_delay, 0)
-        job = Job(message, connection, due, period, repeat, None)
+        delay = max(message.scheduled_delay, 0)
+        entry = message.peek_property(CRON, _CRON_MARKER)
+        if entry is not None:
+            cron = Cron(str(entry))
+            due = cron.next_after(now_millis()) + delay
+            job = Job(message, connection, due, delay, -1, None, cron)
+        else:
+            period = max(message.scheduled_period, 0)
+            repeat = max(message.scheduled_repeat, 0) if period > 0 else 0
+            job = Job(message, connection, now_millis() + delay, period, repeat, None)
         if not (message.durable and self.persistent):
             self._arm(job)
             return None
@@ -143,14 +187,17 @@ class Scheduler:
         if conn is None or conn.closed:
             conn = broker.internal_connection()
         message = job.message
-        last = job.remaining <= 0
-        copy = message.copy(message_id=message.message_id if last and not job.period else None,
+        once = job.cron is None and job.remaining <= 0 and not job.period
+        copy = message.copy(message_id=message.message_id if once else None,
                             timestamp=now_millis())
         copy.scheduled_delay = copy.scheduled_period = copy.scheduled_repeat = 0
         if copy.message_id is None:
             copy.message_id = conn.new_message_id()
-        nxt = None if last else Job(message, job.conn, job.due + job.period, job.period,
-                                    job.remaining - 1, None)
+        try:
+            nxt = job.following()
+        except Exception:  # noqa: BLE001 - a cron entry that stops matching ends its job
+            log.exception("scheduled message %s has no next time", copy.message_id)
+            nxt = None
         batch = SendBatch()
         try:
             routed = broker.chain(SendContext(conn, batch, False, conn.network), copy)
