@@ -1,0 +1,115 @@
+"""Who is asking: a console session (cookie) or HTTP Basic credentials, checked
+against relaymq-auth's users and groups (`broker.extensions["auth"]`)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from relaymq.errors import SecurityError
+from starlette.requests import Request
+
+from relaymq_console.config import ConsoleConfig
+from relaymq_console.sessions import COOKIE, LoginThrottle, Sessions
+
+log = logging.getLogger("relaymq.console")
+
+UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
+
+
+class Denied(Exception):
+    """401 (not logged in), 403 (not allowed) or 429 (too many failed logins)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class User:
+    name: str
+    admin: bool
+    principal: Any
+    csrf: str | None  # None: Basic auth, no CSRF needed
+
+
+class Access:
+    def __init__(self, broker: Any, config: ConsoleConfig) -> None:
+        self.broker = broker
+        self.config = config
+        self.sessions = Sessions(config.session_timeout)
+        self.throttle = LoginThrottle()
+
+    @property
+    def auth(self) -> Any:
+        return self.broker.extensions.get("auth")
+
+    async def login(self, name: str, password: str, address: str) -> tuple[str, User]:
+        """Check credentials; returns a session token for the cookie."""
+        principal, admin = await self._authenticate(name, password, address)
+        token, session = self.sessions.create(principal, admin)
+        return token, User(name, admin, principal, session.csrf)
+
+    async def _authenticate(self, name: str, password: str, address: str) -> tuple[Any, bool]:
+        auth = self.auth
+        if auth is None:
+            return None, True  # no relaymq-auth: a local console lets anybody in (documented)
+        if self.throttle.blocked(address):
+            raise Denied(429, "too many failed logins from this address; try again later")
+        try:
+            principal = await auth.authenticate(name, password, transport="http",
+                                                remote_address=address)
+        except SecurityError as exc:
+            self.throttle.failed(address)
+            raise Denied(401, f"login failed: {exc}") from None
+        groups = set(getattr(principal, "groups", ()))
+        if self.config.admin_group in groups:
+            return principal, True
+        if self.config.viewer_group in groups:
+            return principal, False
+        raise Denied(403, f"user {name} is in neither console group "
+                          f"({self.config.admin_group}, {self.config.viewer_group})")
+
+    async def user(self, request: Request) -> User:
+        """The user of `request`, or Denied(401)."""
+        if self.auth is None:
+            return User("anonymous", True, None, None)
+        session = self.sessions.get(request.cookies.get(COOKIE))
+        if session is not None:
+            name = getattr(session.principal, "name", "?")
+            return User(name, session.admin, session.principal, session.csrf)
+        header = request.headers.get("authorization", "")
+        if header.lower().startswith("basic "):
+            try:
+                name, _, password = base64.b64decode(header[6:]).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                raise Denied(401, "malformed Authorization header") from None
+            address = request.client.host if request.client else "?"
+            principal, admin = await self._authenticate(name, password, address)
+            return User(name, admin, principal, None)
+        raise Denied(401, "log in first")
+
+    async def check(self, request: Request, *, admin: bool, csrf: str | None = None) -> User:
+        """The user, who must be an admin for `admin` actions; state changes made with a
+        session cookie must carry its CSRF token."""
+        user = await self.user(request)
+        if admin and not user.admin:
+            raise Denied(403, f"user {user.name} may only view (not in {self.config.admin_group})")
+        if request.method in UNSAFE and user.csrf is not None:
+            given = csrf or request.headers.get("x-csrf-token")
+            if given != user.csrf:
+                raise Denied(403, "missing or wrong CSRF token")
+        return user
+
+    def audit(self, user: User, operation: str, target: Any, request: Request) -> None:
+        auth = self.auth
+        address = request.client.host if request.client else None
+        if auth is not None and user.principal is not None:
+            auth.audit_operation(user.principal, operation, target, transport="http",
+                                 remote=address)
+        logging.getLogger("relaymq.audit").info("console: %s %s %s from %s", user.name,
+                                                operation, target, address)

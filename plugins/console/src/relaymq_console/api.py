@@ -1,0 +1,302 @@
+"""The REST API under /api/v1: everything the web UI does, as JSON."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from relaymq import __version__
+from relaymq.errors import DestinationError, RelayMQError
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from relaymq_console.access import Access, Denied
+from relaymq_console.openapi import openapi_document
+from relaymq_console.views import message_view, page_of, plain
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        return {}
+    try:
+        data = await request.json()
+    except ValueError:
+        raise ApiError(400, "the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    return data
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ApiError(400, f"query parameter '{name}' must be an integer, not {raw!r}") from None
+
+
+def _ids_or_selector(data: dict[str, Any]) -> dict[str, Any]:
+    ids, selector = data.get("message_ids"), data.get("selector")
+    if ids is None and selector is None:
+        raise ApiError(400, "give message_ids (a list) or a selector")
+    if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+        raise ApiError(400, "message_ids must be a list of strings")
+    if selector is not None and not isinstance(selector, str):
+        raise ApiError(400, "selector must be a string")
+    return {"message_ids": ids, "selector": selector}
+
+
+class Api:
+    """Route handlers; each checks access, calls the management API, answers JSON."""
+
+    def __init__(self, broker: Any, access: Access, started: float) -> None:
+        self.broker = broker
+        self.m = broker.management
+        self.access = access
+        self.started = started
+
+    def routes(self) -> list[Route]:
+        r = Route
+        return [
+            r("/api/v1/openapi.json", self.openapi),
+            r("/api/v1/broker", self.broker_info),
+            r("/api/v1/queues", self.queues, methods=["GET", "POST"]),
+            r("/api/v1/topics", self.topics),
+            r("/api/v1/queues/{name:path}/messages", self.messages, methods=["GET", "POST"]),
+            r("/api/v1/queues/{name:path}/purge", self.purge, methods=["POST"]),
+            r("/api/v1/queues/{name:path}/pause", self.pause, methods=["POST"]),
+            r("/api/v1/queues/{name:path}/resume", self.resume, methods=["POST"]),
+            r("/api/v1/queues/{name:path}/move", self.move, methods=["POST"]),
+            r("/api/v1/queues/{name:path}/copy", self.copy, methods=["POST"]),
+            r("/api/v1/queues/{name:path}/remove", self.remove, methods=["POST"]),
+            r("/api/v1/queues/{name:path}/retry", self.retry, methods=["POST"]),
+            r("/api/v1/queues/{name:path}", self.queue, methods=["GET", "DELETE"]),
+            r("/api/v1/connections", self.connections),
+            r("/api/v1/connections/{cid:path}", self.close_connection, methods=["DELETE"]),
+            r("/api/v1/subscriptions", self.subscriptions),
+            r("/api/v1/broker-connections", self.broker_connections),
+            r("/api/v1/broker-connections/{name}/{action}", self.broker_connection_action,
+              methods=["POST"]),
+        ]
+
+    async def call(self, request: Request, handler: Any) -> JSONResponse:
+        try:
+            return JSONResponse(await handler(request))
+        except Denied as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        except ApiError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        except DestinationError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=404)
+        except (RelayMQError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+
+    # -- reading --------------------------------------------------------------------
+    async def openapi(self, request: Request) -> JSONResponse:
+        return JSONResponse(openapi_document())
+
+    async def broker_info(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            await self.access.check(req, admin=False)
+            return await broker_summary(self.broker, self.started)
+        return await self.call(request, go)
+
+    async def queues(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            if req.method == "POST":
+                user = await self.access.check(req, admin=True)
+                data = await _body(req)
+                name = data.get("name")
+                if not isinstance(name, str) or not name:
+                    raise ApiError(400, "give the queue's name")
+                info = await self.m.create_queue(name, data.get("queue_type"))
+                self.access.audit(user, "create", Destination.queue(name), req)
+                return plain(info)
+            await self.access.check(req, admin=False)
+            return page_of(await self.m.destinations("queue"),
+                           filter_text=req.query_params.get("filter"),
+                           sort=req.query_params.get("sort"), page=_int(req, "page", 1),
+                           size=_int(req, "size", 100))
+        return await self.call(request, go)
+
+    async def topics(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            await self.access.check(req, admin=False)
+            return page_of(await self.m.destinations("topic"),
+                           filter_text=req.query_params.get("filter"),
+                           sort=req.query_params.get("sort"), page=_int(req, "page", 1),
+                           size=_int(req, "size", 100))
+        return await self.call(request, go)
+
+    async def queue(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            dest = Destination.queue(req.path_params["name"])
+            if req.method == "DELETE":
+                user = await self.access.check(req, admin=True)
+                deleted = await self.m.delete_destination(dest)
+                self.access.audit(user, "delete", dest, req)
+                return {"deleted": deleted}
+            await self.access.check(req, admin=False)
+            info = await self.m.destination(dest)
+            out = plain(info)
+            out["consumer_list"] = plain(self.m.consumers(dest))
+            partitions = getattr(self.m.queue(dest), "owners", None)
+            if partitions is not None:
+                out["partitions"] = [getattr(c, "name", None) or (str(c.id) if c else None)
+                                     for c in partitions]
+            return out
+        return await self.call(request, go)
+
+    async def messages(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            dest = Destination.queue(req.path_params["name"])
+            if req.method == "POST":
+                user = await self.access.check(req, admin=True)
+                data = await _body(req)
+                body = data.get("body", "")
+                props = data.get("properties") or {}
+                if not isinstance(body, str) or not isinstance(props, dict):
+                    raise ApiError(400, "body must be a string and properties an object")
+                msg = Message(body.encode(), destination=dest,
+                              durable=bool(data.get("persistent", False)), properties=props)
+                await self.broker.internal_connection().send(msg)
+                self.access.audit(user, "send", dest, req)
+                return {"sent": True}
+            await self.access.check(req, admin=False)
+            page = await self.m.browse(dest, after=_int(req, "after", 0),
+                                       limit=max(1, min(_int(req, "limit", 100), 1000)),
+                                       selector=req.query_params.get("selector"))
+            return {"messages": [message_view(m) for m in page.messages],
+                    "next_after": page.next_after, "done": page.done}
+        return await self.call(request, go)
+
+    def _admin_action(self, operation: str, action: Any) -> Any:
+        async def handler(request: Request) -> JSONResponse:
+            async def go(req: Request) -> Any:
+                user = await self.access.check(req, admin=True)
+                dest = Destination.queue(req.path_params["name"])
+                result = await action(dest, await _body(req))
+                self.access.audit(user, operation, dest, req)
+                return result
+            return await self.call(request, go)
+        return handler
+
+    async def purge(self, request: Request) -> JSONResponse:
+        async def act(dest: Destination, data: dict[str, Any]) -> Any:
+            return {"removed": await self.m.purge(dest)}
+        return await self._admin_action("purge", act)(request)
+
+    async def pause(self, request: Request) -> JSONResponse:
+        async def act(dest: Destination, data: dict[str, Any]) -> Any:
+            self.m.pause(dest)
+            return {"paused": True}
+        return await self._admin_action("pause", act)(request)
+
+    async def resume(self, request: Request) -> JSONResponse:
+        async def act(dest: Destination, data: dict[str, Any]) -> Any:
+            self.m.resume(dest)
+            return {"paused": False}
+        return await self._admin_action("resume", act)(request)
+
+    def _to(self, data: dict[str, Any]) -> Destination:
+        to = data.get("to")
+        if not isinstance(to, str) or not to:
+            raise ApiError(400, "give the target queue as 'to'")
+        return Destination.parse(to) if "://" in to else Destination.queue(to)
+
+    async def move(self, request: Request) -> JSONResponse:
+        async def act(dest: Destination, data: dict[str, Any]) -> Any:
+            return {"moved": await self.m.move_messages(dest, self._to(data),
+                                                        **_ids_or_selector(data))}
+        return await self._admin_action("move", act)(request)
+
+    async def copy(self, request: Request) -> JSONResponse:
+        async def act(dest: Destination, data: dict[str, Any]) -> Any:
+            return {"copied": await self.m.copy_messages(dest, self._to(data),
+                                                         **_ids_or_selector(data))}
+        return await self._admin_action("copy", act)(request)
+
+    async def remove(self, request: Request) -> JSONResponse:
+        async def act(dest: Destination, data: dict[str, Any]) -> Any:
+            return {"removed": await self.m.remove_messages(dest, **_ids_or_selector(data))}
+        return await self._admin_action("remove", act)(request)
+
+    async def retry(self, request: Request) -> JSONResponse:
+        async def act(dest: Destination, data: dict[str, Any]) -> Any:
+            return {"retried": await self.m.retry_messages(dest, **_ids_or_selector(data))}
+        return await self._admin_action("retry", act)(request)
+
+    async def connections(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            await self.access.check(req, admin=False)
+            return {"items": plain(self.m.connections())}
+        return await self.call(request, go)
+
+    async def close_connection(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            user = await self.access.check(req, admin=True)
+            cid = req.path_params["cid"]
+            closed = await self.m.close_connection(cid, "closed by the console")
+            if not closed:
+                raise ApiError(404, f"no connection {cid}")
+            self.access.audit(user, "close-connection", cid, req)
+            return {"closed": True}
+        return await self.call(request, go)
+
+    async def subscriptions(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            await self.access.check(req, admin=False)
+            return {"items": plain(self.m.durable_subscriptions())}
+        return await self.call(request, go)
+
+    async def broker_connections(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            await self.access.check(req, admin=False)
+            return {"items": plain(self.m.broker_connections())}
+        return await self.call(request, go)
+
+    async def broker_connection_action(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            user = await self.access.check(req, admin=True)
+            name, action = req.path_params["name"], req.path_params["action"]
+            if action == "start":
+                await self.m.start_broker_connection(name)
+            elif action == "stop":
+                await self.m.stop_broker_connection(name)
+            else:
+                raise ApiError(404, f"unknown action '{action}' (start, stop)")
+            self.access.audit(user, action, name, req)
+            return {"name": name, "action": action}
+        return await self.call(request, go)
+
+
+async def broker_summary(broker: Any, started: float) -> dict[str, Any]:
+    m = broker.management
+    queues = await m.destinations("queue")
+    usage = broker.usage
+    return {
+        "name": broker.name,
+        "version": __version__,
+        "uptime_seconds": round(time.monotonic() - started, 1),
+        "connections": len(m.connections()),
+        "queues": len(queues),
+        "messages": sum(q.depth for q in queues),
+        "enqueue_rate": round(sum(q.rates.enqueue for q in queues), 1),
+        "dequeue_rate": round(sum(q.rates.dequeue for q in queues), 1),
+        "memory_used": usage.memory.used,
+        "memory_limit": usage.memory.limit,
+        "store_used": m.store_size(),
+        "store_limit": m.store_limit(),
+        "plugins": sorted({type(s).__module__.split(".")[0] for s in broker.services}),
+    }

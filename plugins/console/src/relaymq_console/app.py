@@ -1,0 +1,92 @@
+"""The console's ASGI application (Starlette): pages, /api/v1, /metrics, ActiveMQ's
+monitoring endpoints and static assets, with security headers on every response."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from relaymq_console import compat, metrics
+from relaymq_console.access import Access, Denied
+from relaymq_console.api import Api
+from relaymq_console.config import ConsoleConfig
+from relaymq_console.pages import Pages
+
+SECURITY_HEADERS = [
+    (b"content-security-policy",
+     b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+     b"frame-ancestors 'none'; form-action 'self'; base-uri 'none'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+]
+
+
+class SecurityHeaders:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + SECURITY_HEADERS
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
+    started = time.monotonic()
+    access = Access(broker, config)
+    api = Api(broker, access, started)
+    pages = Pages(broker, access, started, secure=bool(config.tls_cert_file))
+
+    async def metrics_endpoint(request: Request) -> Response:
+        try:
+            await access.check(request, admin=False)
+        except Denied as exc:
+            return PlainTextResponse(exc.message, status_code=exc.status,
+                                     headers={"www-authenticate": 'Basic realm="relaymq"'})
+        return PlainTextResponse(await metrics.render(broker, started),
+                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def queues_jsp(request: Request) -> Response:
+        try:
+            await access.check(request, admin=False)
+        except Denied as exc:
+            return PlainTextResponse(exc.message, status_code=exc.status)
+        return Response(await compat.queues_xml(broker), media_type="application/xml")
+
+    async def jolokia(request: Request) -> Response:
+        try:
+            await access.check(request, admin=False)
+        except Denied as exc:
+            return JSONResponse({"status": exc.status, "error": exc.message},
+                                status_code=exc.status)
+        mbean, _, attribute = request.path_params["path"].rpartition("/")
+        return JSONResponse(await compat.jolokia_read(broker, mbean, attribute))
+
+    routes = [
+        Route("/metrics", metrics_endpoint),
+        Route("/admin/xml/queues.jsp", queues_jsp),
+        Route("/api/jolokia/read/{path:path}", jolokia),
+        Mount("/static", StaticFiles(directory=Path(__file__).parent / "static")),
+        *api.routes(),
+        *pages.routes(),
+    ]
+    app = Starlette(routes=routes)
+    return SecurityHeaders(app), access

@@ -1,0 +1,220 @@
+"""Admin commands on a running broker's console REST API (`relaymq queue ...`).
+
+```
+relaymq queue list|stat NAME|browse NAME|purge NAME|move NAME --to Q|delete NAME
+relaymq dlq retry [NAME] [--selector S]
+relaymq connection list|close ID
+relaymq dstat
+```
+Every command takes `--url` (default http://127.0.0.1:8161, env RELAYMQ_CONSOLE_URL),
+`--user`/`--password` (env RELAYMQ_USER / RELAYMQ_PASSWORD) and `--json`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+from urllib.parse import quote
+
+import click
+import httpx
+
+
+class ConsoleClient:
+    def __init__(self, url: str, user: str | None, password: str | None) -> None:
+        auth = (user, password or "") if user else None
+        self.http = httpx.Client(base_url=url.rstrip("/"), auth=auth, timeout=30)
+
+    def call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            r = self.http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise click.ClickException(f"cannot reach the console at {self.http.base_url}: {exc}")
+        if r.status_code >= 400:
+            try:
+                message = r.json().get("error", r.text)
+            except ValueError:
+                message = r.text
+            raise click.ClickException(f"{r.status_code}: {message}")
+        return r.json()
+
+
+def _options(f: Any) -> Any:
+    f = click.option("--json", "as_json", is_flag=True, help="JSON output.")(f)
+    f = click.option("--password", envvar="RELAYMQ_PASSWORD", help="Console password.")(f)
+    f = click.option("--user", envvar="RELAYMQ_USER", help="Console user (relaymq-auth).")(f)
+    f = click.option("--url", envvar="RELAYMQ_CONSOLE_URL", default="http://127.0.0.1:8161",
+                     show_default=True, help="The broker's console.")(f)
+    return f
+
+
+def _client(url: str, user: str | None, password: str | None) -> ConsoleClient:
+    return ConsoleClient(url, user, password)
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    widths = {c: max([len(c)] + [len(str(r.get(c, ""))) for r in rows]) for c in columns}
+    click.echo("  ".join(c.ljust(widths[c]) for c in columns))
+    for r in rows:
+        click.echo("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns))
+
+
+def _out(data: Any, as_json: bool, rows: list[dict[str, Any]] | None = None,
+         columns: list[str] | None = None) -> None:
+    if as_json or rows is None or columns is None:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        _table(rows, columns)
+
+
+def _all_queues(c: ConsoleClient) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    page = 1
+    while True:
+        data = c.call("GET", "/api/v1/queues", params={"page": page, "size": 1000, "sort": "name"})
+        items += data["items"]
+        if len(items) >= data["total"] or not data["items"]:
+            return items
+        page += 1
+
+
+QUEUE_COLUMNS = ["name", "depth", "consumers", "enqueued", "dequeued", "in_flight", "expired"]
+
+
+@click.group()
+def queue() -> None:
+    """Queues of a running broker."""
+
+
+@queue.command("list")
+@_options
+def queue_list(url: str, user: str | None, password: str | None, as_json: bool) -> None:
+    """Every queue with its statistics."""
+    rows = _all_queues(_client(url, user, password))
+    _out(rows, as_json, rows, QUEUE_COLUMNS)
+
+
+@queue.command("stat")
+@click.argument("name")
+@_options
+def queue_stat(name: str, url: str, user: str | None, password: str | None, as_json: bool) -> None:
+    """One queue's statistics and consumers."""
+    data = _client(url, user, password).call("GET", f"/api/v1/queues/{quote(name, safe='')}")
+    if as_json:
+        _out(data, True)
+        return
+    for k in QUEUE_COLUMNS + ["dead_lettered", "queue_type", "paused"]:
+        click.echo(f"{k}: {data.get(k)}")
+
+
+@queue.command("browse")
+@click.argument("name")
+@click.option("--limit", default=20, show_default=True)
+@click.option("--selector")
+@_options
+def queue_browse(name: str, limit: int, selector: str | None, url: str, user: str | None,
+                 password: str | None, as_json: bool) -> None:
+    """Messages of a queue (from the store), without consuming them."""
+    params: dict[str, Any] = {"limit": limit}
+    if selector:
+        params["selector"] = selector
+    data = _client(url, user, password).call(
+        "GET", f"/api/v1/queues/{quote(name, safe='')}/messages", params=params)
+    rows = [{"seq": m["seq"], "message_id": m["message_id"], "body": m["body"]["preview"][:60]}
+            for m in data["messages"]]
+    _out(data, as_json, rows, ["seq", "message_id", "body"])
+
+
+def _post(url: str, user: str | None, password: str | None, path: str,
+          body: dict[str, Any] | None = None) -> Any:
+    return _client(url, user, password).call("POST", path, json=body or {})
+
+
+@queue.command("purge")
+@click.argument("name")
+@_options
+def queue_purge(name: str, url: str, user: str | None, password: str | None, as_json: bool) -> None:
+    """Remove every waiting message."""
+    data = _post(url, user, password, f"/api/v1/queues/{quote(name, safe='')}/purge")
+    _out(data, as_json) if as_json else click.echo(f"purged {data['removed']} messages")
+
+
+@queue.command("move")
+@click.argument("name")
+@click.option("--to", required=True, help="Target queue.")
+@click.option("--selector", default="JMSMessageID IS NOT NULL", show_default=True)
+@_options
+def queue_move(name: str, to: str, selector: str, url: str, user: str | None,
+               password: str | None, as_json: bool) -> None:
+    """Move messages (by selector) to another queue."""
+    data = _post(url, user, password, f"/api/v1/queues/{quote(name, safe='')}/move",
+                 {"to": to, "selector": selector})
+    _out(data, as_json) if as_json else click.echo(f"moved {data['moved']} messages to {to}")
+
+
+@queue.command("delete")
+@click.argument("name")
+@_options
+def queue_delete(name: str, url: str, user: str | None, password: str | None, as_json: bool) -> None:
+    """Delete a queue and its messages."""
+    data = _client(url, user, password).call("DELETE", f"/api/v1/queues/{quote(name, safe='')}")
+    _out(data, as_json) if as_json else click.echo(f"deleted {name}: {data['deleted']}")
+
+
+@click.group()
+def dlq() -> None:
+    """Dead-letter queues."""
+
+
+@dlq.command("retry")
+@click.argument("name", default="ActiveMQ.DLQ")
+@click.option("--selector", default="JMSMessageID IS NOT NULL", show_default=True)
+@_options
+def dlq_retry(name: str, selector: str, url: str, user: str | None, password: str | None,
+              as_json: bool) -> None:
+    """Send dead-lettered messages back to their original destinations."""
+    data = _post(url, user, password, f"/api/v1/queues/{quote(name, safe='')}/retry",
+                 {"selector": selector})
+    _out(data, as_json) if as_json else click.echo(f"retried {data['retried']} messages")
+
+
+@click.group()
+def connection() -> None:
+    """Client connections."""
+
+
+@connection.command("list")
+@_options
+def connection_list(url: str, user: str | None, password: str | None, as_json: bool) -> None:
+    """Open client connections."""
+    data = _client(url, user, password).call("GET", "/api/v1/connections")
+    _out(data, as_json, data["items"], ["id", "client_id", "user", "transport",
+                                        "remote_address", "consumers", "producers"])
+
+
+@connection.command("close")
+@click.argument("connection_id")
+@_options
+def connection_close(connection_id: str, url: str, user: str | None, password: str | None,
+                     as_json: bool) -> None:
+    """Close one connection."""
+    data = _client(url, user, password).call(
+        "DELETE", f"/api/v1/connections/{quote(connection_id, safe='')}")
+    _out(data, as_json) if as_json else click.echo(f"closed {connection_id}")
+
+
+@click.command()
+@_options
+def dstat(url: str, user: str | None, password: str | None, as_json: bool) -> None:
+    """Destination statistics, like `activemq dstat`."""
+    rows = _all_queues(_client(url, user, password))
+    table = [{"Name": r["name"], "Queue Size": r["depth"], "Producer #": r["producers"],
+              "Consumer #": r["consumers"], "Enqueue #": r["enqueued"],
+              "Dequeue #": r["dequeued"], "Memory %": r["memory_used"]} for r in rows]
+    _out(rows, as_json, table, ["Name", "Queue Size", "Producer #", "Consumer #", "Enqueue #",
+                                "Dequeue #", "Memory %"])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(queue())

@@ -1,0 +1,88 @@
+"""The OpenAPI 3.0 document of /api/v1 (served at /api/v1/openapi.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ERROR = {"description": "error", "content": {"application/json": {"schema": {
+    "type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}}}}
+_OBJ = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
+_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+_SELECT = {"type": "object", "properties": {
+    "message_ids": {"type": "array", "items": {"type": "string"}},
+    "selector": {"type": "string"}}}
+_MOVE = {"type": "object", "required": ["to"], "properties": {
+    "to": {"type": "string"}, **_SELECT["properties"]}}
+
+
+def _op(summary: str, *, params: list[dict[str, Any]] | None = None,
+        body: dict[str, Any] | None = None) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "parameters": params or [],
+                          "responses": {"200": _OBJ, "400": _ERROR, "401": _ERROR,
+                                        "403": _ERROR, "404": _ERROR}}
+    if body is not None:
+        op["requestBody"] = {"required": True,
+                             "content": {"application/json": {"schema": body}}}
+    return op
+
+
+def _q(name: str, kind: str = "integer") -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": {"type": kind}}
+
+
+LISTING = [_q("filter", "string"), _q("sort", "string"), _q("page"), _q("size")]
+
+
+def openapi_document() -> dict[str, Any]:
+    paths: dict[str, Any] = {
+        "/api/v1/broker": {"get": _op("Broker summary: version, uptime, usage, rates")},
+        "/api/v1/queues": {
+            "get": _op("Queues with statistics (filter, sort by a field, '-field' descending, "
+                       "paged)", params=LISTING),
+            "post": _op("Create a queue", body={"type": "object", "required": ["name"],
+                                                 "properties": {"name": {"type": "string"},
+                                                                "queue_type": {"type": "string"}}}),
+        },
+        "/api/v1/topics": {"get": _op("Topics with statistics", params=LISTING)},
+        "/api/v1/queues/{name}": {
+            "get": _op("A queue's statistics, consumers and partitions", params=[_NAME]),
+            "delete": _op("Delete a queue and its messages", params=[_NAME]),
+        },
+        "/api/v1/queues/{name}/messages": {
+            "get": _op("Browse from the store, paged by sequence number",
+                       params=[_NAME, _q("after"), _q("limit"), _q("selector", "string")]),
+            "post": _op("Send a test message", params=[_NAME], body={
+                "type": "object", "properties": {"body": {"type": "string"},
+                                                 "properties": {"type": "object"},
+                                                 "persistent": {"type": "boolean"}}}),
+        },
+        "/api/v1/queues/{name}/purge": {"post": _op("Remove every waiting message",
+                                                    params=[_NAME])},
+        "/api/v1/queues/{name}/pause": {"post": _op("Stop dispatching", params=[_NAME])},
+        "/api/v1/queues/{name}/resume": {"post": _op("Dispatch again", params=[_NAME])},
+        "/api/v1/queues/{name}/move": {"post": _op("Move messages by id or selector",
+                                                   params=[_NAME], body=_MOVE)},
+        "/api/v1/queues/{name}/copy": {"post": _op("Copy messages by id or selector",
+                                                   params=[_NAME], body=_MOVE)},
+        "/api/v1/queues/{name}/remove": {"post": _op("Delete messages by id or selector",
+                                                     params=[_NAME], body=_SELECT)},
+        "/api/v1/queues/{name}/retry": {"post": _op(
+            "Send dead-lettered messages back to their original destination",
+            params=[_NAME], body=_SELECT)},
+        "/api/v1/connections": {"get": _op("Client connections")},
+        "/api/v1/connections/{cid}": {"delete": _op("Close a connection", params=[
+            {"name": "cid", "in": "path", "required": True, "schema": {"type": "string"}}])},
+        "/api/v1/subscriptions": {"get": _op("Durable subscriptions")},
+        "/api/v1/broker-connections": {"get": _op("Broker connections and their state")},
+        "/api/v1/broker-connections/{name}/{action}": {"post": _op(
+            "Start or stop a broker connection", params=[
+                _NAME, {"name": "action", "in": "path", "required": True,
+                        "schema": {"type": "string", "enum": ["start", "stop"]}}])},
+    }
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "RelayMQ console API", "version": "1"},
+        "components": {"securitySchemes": {"basic": {"type": "http", "scheme": "basic"}}},
+        "security": [{"basic": []}],
+        "paths": paths,
+    }

@@ -1,0 +1,237 @@
+"""Server-rendered pages: login, dashboard, destinations, a queue, connections."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from relaymq.errors import DestinationError, RelayMQError
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from relaymq_console.access import Access, Denied, User
+from relaymq_console.api import broker_summary
+from relaymq_console.sessions import COOKIE
+from relaymq_console.views import message_view, page_of, plain
+
+TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
+                        autoescape=select_autoescape(["html"]))
+COLUMNS = [("name", "Name"), ("depth", "Depth"), ("consumers", "Consumers"),
+           ("enqueued", "Enqueued"), ("dequeued", "Dequeued"), ("expired", "Expired"),
+           ("dead_lettered", "DLQ"), ("in_flight", "In flight")]
+
+
+class Pages:
+    def __init__(self, broker: Any, access: Access, started: float, secure: bool) -> None:
+        self.broker = broker
+        self.m = broker.management
+        self.access = access
+        self.started = started
+        self.secure = secure
+
+    def routes(self) -> list[Route]:
+        r = Route
+        return [
+            r("/", self.dashboard), r("/login", self.login, methods=["GET", "POST"]),
+            r("/logout", self.logout, methods=["POST"]),
+            r("/queues", self.queues), r("/topics", self.topics),
+            r("/queues/create", self.create_queue, methods=["POST"]),
+            r("/queues/{name:path}/{action}", self.queue_action, methods=["POST"]),
+            r("/queues/{name:path}", self.queue),
+            r("/connections", self.connections),
+            r("/connections/{cid:path}/close", self.close_connection, methods=["POST"]),
+            r("/subscriptions", self.subscriptions),
+            r("/broker-connections", self.broker_connections),
+        ]
+
+    def render(self, template: str, user: User | None, **values: Any) -> HTMLResponse:
+        html = TEMPLATES.get_template(template).render(
+            broker_name=self.broker.name, user=user, csrf=user.csrf if user else "", **values)
+        return HTMLResponse(html)
+
+    async def _user(self, request: Request, admin: bool = False) -> User | Response:
+        try:
+            csrf = None
+            if request.method == "POST":
+                csrf = (await request.form()).get("csrf")
+            return await self.access.check(request, admin=admin,
+                                           csrf=csrf if isinstance(csrf, str) else None)
+        except Denied as exc:
+            if exc.status == 401:
+                return RedirectResponse("/login", status_code=303)
+            return HTMLResponse(f"<p>{_esc(exc.message)}</p>", status_code=exc.status)
+
+    # -- login ----------------------------------------------------------------------
+    async def login(self, request: Request) -> Response:
+        if request.method == "GET":
+            return self.render("login.html", None, error=None)
+        form = await request.form()
+        address = request.client.host if request.client else "?"
+        try:
+            token, _ = await self.access.login(str(form.get("username", "")),
+                                               str(form.get("password", "")), address)
+        except Denied as exc:
+            response = self.render("login.html", None, error=exc.message)
+            response.status_code = exc.status
+            return response
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
+                            path="/")
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        user = await self._user(request)
+        if isinstance(user, Response):
+            return user
+        self.access.sessions.drop(request.cookies.get(COOKIE))
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    # -- pages ----------------------------------------------------------------------
+    async def dashboard(self, request: Request) -> Response:
+        user = await self._user(request)
+        if isinstance(user, Response):
+            return user
+        return self.render("dashboard.html", user,
+                           info=await broker_summary(self.broker, self.started))
+
+    async def _listing(self, request: Request, kind: str) -> Response:
+        user = await self._user(request)
+        if isinstance(user, Response):
+            return user
+        q = request.query_params
+        sort, filter_text = q.get("sort"), q.get("filter")
+        try:
+            page = page_of(await self.m.destinations(kind), filter_text=filter_text, sort=sort,
+                           page=int(q.get("page", "1") or 1), size=100)
+        except ValueError as exc:
+            return HTMLResponse(f"<p>{_esc(str(exc))}</p>", status_code=400)
+        return self.render("destinations.html", user, kind=kind, page=page, sort=sort,
+                           filter=filter_text, columns=COLUMNS, flash=q.get("flash"))
+
+    async def queues(self, request: Request) -> Response:
+        return await self._listing(request, "queue")
+
+    async def topics(self, request: Request) -> Response:
+        return await self._listing(request, "topic")
+
+    async def queue(self, request: Request) -> Response:
+        user = await self._user(request)
+        if isinstance(user, Response):
+            return user
+        dest = Destination.queue(request.path_params["name"])
+        try:
+            info = await self.m.destination(dest)
+            after = int(request.query_params.get("after", "0") or 0)
+            page = await self.m.browse(dest, after=after, limit=100)
+        except (DestinationError, ValueError) as exc:
+            return HTMLResponse(f"<p>{_esc(str(exc))}</p>", status_code=404)
+        owners = getattr(self.m.queue(dest), "owners", None)
+        partitions = ([str(c.id) if c is not None else None for c in owners]
+                      if owners is not None else None)
+        return self.render("queue.html", user, q=info, consumers=self.m.consumers(dest),
+                           messages=[message_view(m) for m in page.messages],
+                           next_after=page.next_after, done=page.done, partitions=partitions,
+                           flash=request.query_params.get("flash"))
+
+    async def create_queue(self, request: Request) -> Response:
+        user = await self._user(request, admin=True)
+        if isinstance(user, Response):
+            return user
+        name = str((await request.form()).get("name", "")).strip()
+        if not name:
+            return RedirectResponse("/queues?flash=give+a+name", status_code=303)
+        await self.m.create_queue(name)
+        self.access.audit(user, "create", Destination.queue(name), request)
+        return RedirectResponse(f"/queues/{quote(name)}", status_code=303)
+
+    async def queue_action(self, request: Request) -> Response:
+        user = await self._user(request, admin=True)
+        if isinstance(user, Response):
+            return user
+        name, action = request.path_params["name"], request.path_params["action"]
+        dest = Destination.queue(name)
+        form = await request.form()
+        selector = str(form.get("selector") or "") or None
+        try:
+            flash = await self._act(dest, action, form, selector)
+        except (RelayMQError, ValueError) as exc:
+            flash = f"{action} failed: {exc}"
+        self.access.audit(user, action, dest, request)
+        if action == "delete":
+            return RedirectResponse(f"/queues?flash={quote(flash)}", status_code=303)
+        return RedirectResponse(f"/queues/{quote(name)}?flash={quote(flash)}", status_code=303)
+
+    async def _act(self, dest: Destination, action: str, form: Any, selector: str | None) -> str:
+        m = self.m
+        if action == "purge":
+            return f"purged {await m.purge(dest)} messages"
+        if action == "pause":
+            m.pause(dest)
+            return "paused"
+        if action == "resume":
+            m.resume(dest)
+            return "resumed"
+        if action == "delete":
+            await m.delete_destination(dest)
+            return f"deleted {dest.name}"
+        if action == "send":
+            body = str(form.get("body", ""))
+            await self.broker.internal_connection().send(Message(body.encode(), destination=dest))
+            return "sent 1 message"
+        if action == "retry":
+            n = await m.retry_messages(dest, selector=selector or "JMSMessageID IS NOT NULL")
+            return f"retried {n} messages"
+        if action == "move":
+            to = str(form.get("to", "")).strip()
+            if not to:
+                return "move needs a target queue"
+            n = await m.move_messages(dest, Destination.queue(to),
+                                      selector=selector or "JMSMessageID IS NOT NULL")
+            return f"moved {n} messages to {to}"
+        raise ValueError(f"unknown action {action!r}")
+
+    async def connections(self, request: Request) -> Response:
+        user = await self._user(request)
+        if isinstance(user, Response):
+            return user
+        return self.render("connections.html", user, items=plain(self.m.connections()),
+                           flash=request.query_params.get("flash"))
+
+    async def close_connection(self, request: Request) -> Response:
+        user = await self._user(request, admin=True)
+        if isinstance(user, Response):
+            return user
+        cid = request.path_params["cid"]
+        closed = await self.m.close_connection(cid, "closed by the console")
+        self.access.audit(user, "close-connection", cid, request)
+        flash = f"closed {cid}" if closed else f"no connection {cid}"
+        return RedirectResponse(f"/connections?flash={quote(flash)}", status_code=303)
+
+    async def subscriptions(self, request: Request) -> Response:
+        user = await self._user(request)
+        if isinstance(user, Response):
+            return user
+        return self.render("table.html", user, title="Durable subscriptions",
+                           columns=["client_id", "name", "topic", "selector", "active", "depth"],
+                           items=plain(self.m.durable_subscriptions()))
+
+    async def broker_connections(self, request: Request) -> Response:
+        user = await self._user(request)
+        if isinstance(user, Response):
+            return user
+        return self.render("table.html", user, title="Broker connections",
+                           columns=["name", "kind", "uri", "state", "detail"],
+                           items=plain(self.m.broker_connections()))
+
+
+def _esc(text: str) -> str:
+    from html import escape
+
+    return escape(text)

@@ -1,0 +1,95 @@
+"""`<console>`: the console's HTTP server, on the broker's event loop (uvicorn)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from relaymq.config.model import PluginElement
+from relaymq.config.typed import convert
+from relaymq.errors import ConfigError, StartupError
+
+from relaymq_console.config import ConsoleConfig
+
+log = logging.getLogger("relaymq.console")
+
+
+class ConsolePlugin:
+    """Serves the web console, /api/v1, /metrics and ActiveMQ's monitoring endpoints."""
+
+    tag = "console"
+
+    def __init__(self, config: ConsoleConfig) -> None:
+        self.config = config
+        self.broker: Any = None
+        self.server: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_element(cls, element: PluginElement, broker: Any = None) -> ConsolePlugin:
+        return cls(convert(ConsoleConfig, element))
+
+    @classmethod
+    def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
+        convert(ConsoleConfig, element, strict=strict)
+        return []
+
+    def install(self, broker: Any) -> None:
+        self.broker = broker
+        broker.extensions["console"] = self
+
+    @property
+    def address(self) -> str:
+        scheme = "https" if self.config.tls_cert_file else "http"
+        port = self.port
+        return f"{scheme}://{self.config.host}:{port}"
+
+    @property
+    def port(self) -> int:
+        if self.server is not None and self.server.servers:
+            return int(self.server.servers[0].sockets[0].getsockname()[1])
+        return self.config.port
+
+    async def start(self) -> None:
+        import uvicorn
+
+        from relaymq_console.app import build_app
+
+        cfg = self.config
+        if not cfg.local and self.broker.extensions.get("auth") is None \
+                and not cfg.allow_unauthenticated:
+            raise ConfigError(
+                f"<console host=\"{cfg.host}\">{_at(cfg)} would serve the console to other "
+                "machines without authentication; configure relaymq-auth "
+                "(<simpleAuthenticationPlugin> or JAAS), bind to 127.0.0.1, or set "
+                "allowUnauthenticated=\"true\"")
+        app, _ = build_app(self.broker, cfg)
+        uv_config = uvicorn.Config(
+            app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False,
+            lifespan="off", ssl_certfile=cfg.tls_cert_file, ssl_keyfile=cfg.tls_key_file)
+        self.server = uvicorn.Server(uv_config)
+        self.server.install_signal_handlers = lambda: None  # relaymq run owns the signals
+        self._task = asyncio.get_running_loop().create_task(self.server.serve())
+        while not self.server.started:
+            if self._task.done():
+                exc = self._task.exception() if not self._task.cancelled() else None
+                raise StartupError(f"<console>{_at(cfg)}: cannot listen on {cfg.host}:"
+                                   f"{cfg.port}: {exc or 'the server stopped'}")
+            await asyncio.sleep(0.01)
+        log.info("console on %s", self.address)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, 10)
+            except (TimeoutError, asyncio.CancelledError, SystemExit):
+                self._task.cancel()
+            except Exception:  # noqa: BLE001 - the server failed; it is stopped either way
+                log.exception("the console server failed")
+
+
+def _at(cfg: ConsoleConfig) -> str:
+    return f" at {cfg.origin}" if cfg.origin.line else ""

@@ -1,0 +1,75 @@
+"""Login sessions and CSRF tokens for the console (in memory, per broker process).
+
+A session is an opaque random token in an `HttpOnly`, `SameSite=Strict` cookie;
+every state-changing request made with a session must carry the session's CSRF
+token (form field `csrf` or header `X-CSRF-Token`). Requests authenticated with
+HTTP Basic (the CLI, scripts) carry no cookie and need no CSRF token.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+COOKIE = "relaymq_session"
+
+
+@dataclass
+class Session:
+    principal: Any
+    admin: bool
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class Sessions:
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._by_token: dict[str, Session] = {}
+
+    def create(self, principal: Any, admin: bool) -> tuple[str, Session]:
+        self._expire()
+        token = secrets.token_urlsafe(32)
+        session = self._by_token[token] = Session(principal, admin)
+        return token, session
+
+    def get(self, token: str | None) -> Session | None:
+        if not token:
+            return None
+        session = self._by_token.get(token)
+        if session is None:
+            return None
+        now = time.monotonic()
+        if now - session.last_used > self.timeout:
+            del self._by_token[token]
+            return None
+        session.last_used = now
+        return session
+
+    def drop(self, token: str | None) -> None:
+        if token:
+            self._by_token.pop(token, None)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for token in [t for t, s in self._by_token.items() if now - s.last_used > self.timeout]:
+            del self._by_token[token]
+
+
+class LoginThrottle:
+    """At most `limit` failed logins per address per `window` seconds."""
+
+    def __init__(self, limit: int = 5, window: float = 60.0) -> None:
+        self.limit, self.window = limit, window
+        self._failures: dict[str, list[float]] = {}
+
+    def blocked(self, address: str) -> bool:
+        now = time.monotonic()
+        recent = [t for t in self._failures.get(address, []) if now - t < self.window]
+        self._failures[address] = recent
+        return len(recent) >= self.limit
+
+    def failed(self, address: str) -> None:
+        self._failures.setdefault(address, []).append(time.monotonic())

@@ -1,0 +1,58 @@
+"""Turning management snapshots into JSON-ready dicts and safe previews."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+PREVIEW_BYTES = 4096
+
+
+def body_preview(body: bytes, limit: int = PREVIEW_BYTES) -> dict[str, Any]:
+    """Text when the body is UTF-8, hex otherwise; at most `limit` bytes either way.
+    The console shows it as text, never as HTML."""
+    cut = body[:limit]
+    try:
+        text = cut.decode("utf-8")
+        return {"encoding": "text", "preview": text, "size": len(body),
+                "truncated": len(body) > limit}
+    except UnicodeDecodeError:
+        return {"encoding": "hex", "preview": cut.hex(" "), "size": len(body),
+                "truncated": len(body) > limit}
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready: dataclasses to dicts, bytes to previews, sets to lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, bytes):
+        return body_preview(value)
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def message_view(info: Any) -> dict[str, Any]:
+    out = plain(info)
+    out["body"] = body_preview(info.body)
+    return out
+
+
+def page_of(items: list[Any], *, filter_text: str | None, sort: str | None, page: int,
+            size: int) -> dict[str, Any]:
+    """Filter by name substring, sort by a field (`-field` descending), one page."""
+    rows = [i for i in items if not filter_text or filter_text.lower() in i.name.lower()]
+    if sort:
+        key = sort.lstrip("-")
+        if rows and not hasattr(rows[0], key):
+            raise ValueError(f"cannot sort by '{key}'")
+        rows.sort(key=lambda r: getattr(r, key), reverse=sort.startswith("-"))
+    size = max(1, min(size, 1000))
+    page = max(1, page)
+    total = len(rows)
+    chunk = rows[(page - 1) * size: page * size]
+    return {"total": total, "page": page, "size": size, "items": [plain(r) for r in chunk]}

@@ -1,0 +1,237 @@
+"""The console's REST API, /metrics, queues.jsp, Jolokia reads and the admin CLI,
+against a real broker process fed by a real STOMP client."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from .conftest import ADMIN, APP, VIEWER, wait_until
+
+stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
+RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
+
+
+def send(console, dest: str, bodies: list[str], **headers: str) -> None:
+    receipts: list[str] = []
+
+    class L(stomp.ConnectionListener):
+        def on_receipt(self, frame) -> None:
+            receipts.append(frame.headers["receipt-id"])
+
+    conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
+    conn.set_listener("", L())
+    conn.connect(*APP, wait=True)
+    for i, body in enumerate(bodies):
+        conn.send(dest, body, headers={"persistent": "true", "receipt": f"r{i}", **headers})
+    wait_until(lambda: len(receipts) == len(bodies), 10, "receipts")
+    conn.disconnect()
+
+
+def queue(console, name: str) -> dict:
+    r = console.client().get(f"/api/v1/queues/{name}")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_queues_are_listed_with_statistics_sorted_filtered_and_paged(console) -> None:
+    send(console, "/queue/api.list.a", ["1", "2", "3"])
+    send(console, "/queue/api.list.b", ["1"])
+    r = console.client().get("/api/v1/queues", params={"filter": "api.list", "sort": "-depth"})
+    assert r.status_code == 200
+    data = r.json()
+    assert [(q["name"], q["depth"], q["enqueued"]) for q in data["items"]] == \
+        [("api.list.a", 3, 3), ("api.list.b", 1, 1)]
+    one = console.client().get("/api/v1/queues", params={"filter": "api.list", "size": 1,
+                                                         "page": 2, "sort": "name"}).json()
+    assert one["total"] == 2 and [q["name"] for q in one["items"]] == ["api.list.b"]
+    bad = console.client().get("/api/v1/queues", params={"sort": "nope"})
+    assert bad.status_code == 400 and "cannot sort by 'nope'" in bad.json()["error"]
+
+
+def test_browse_shows_escaped_previews_and_pages_by_sequence(console) -> None:
+    send(console, "/queue/api.browse", [f"m{i}" for i in range(5)])
+    first = console.client().get("/api/v1/queues/api.browse/messages", params={"limit": 3}).json()
+    assert [m["body"]["preview"] for m in first["messages"]] == ["m0", "m1", "m2"]
+    rest = console.client().get("/api/v1/queues/api.browse/messages",
+                                params={"after": first["next_after"]}).json()
+    assert [m["body"]["preview"] for m in rest["messages"]] == ["m3", "m4"] and rest["done"]
+    assert queue(console, "api.browse")["depth"] == 5  # browsing consumes nothing
+
+
+def test_send_move_copy_remove_and_purge(console) -> None:
+    c = console.client()
+    for i in range(4):
+        r = c.post("/api/v1/queues/api.ops/messages",
+                   json={"body": f"b{i}", "properties": {"n": i}, "persistent": True})
+        assert r.status_code == 200, r.text
+    assert c.post("/api/v1/queues/api.ops/move",
+                  json={"to": "api.ops.hold", "selector": "n >= 2"}).json() == {"moved": 2}
+    assert c.post("/api/v1/queues/api.ops.hold/copy",
+                  json={"to": "api.ops.copy", "selector": "n = 3"}).json() == {"copied": 1}
+    ids = [m["message_id"] for m in
+           c.get("/api/v1/queues/api.ops/messages").json()["messages"]]
+    assert c.post("/api/v1/queues/api.ops/remove",
+                  json={"message_ids": ids[:1]}).json() == {"removed": 1}
+    assert queue(console, "api.ops")["depth"] == 1
+    assert c.post("/api/v1/queues/api.ops.hold/purge").json() == {"removed": 2}
+    assert queue(console, "api.ops.hold")["depth"] == 0
+    assert queue(console, "api.ops.copy")["depth"] == 1
+    missing = c.post("/api/v1/queues/api.ops/move", json={"selector": "n = 1"})
+    assert missing.status_code == 400 and "'to'" in missing.json()["error"]
+    assert c.delete("/api/v1/queues/api.ops.copy").json() == {"deleted": True}
+
+
+def test_retry_sends_dead_lettered_messages_back_to_their_queue(console) -> None:
+    received: list = []
+
+    class L(stomp.ConnectionListener):
+        def on_message(self, frame) -> None:
+            received.append(frame)
+
+    conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
+    conn.set_listener("", L())
+    conn.connect(*APP, wait=True)
+    conn.send("/queue/api.retry", "poison", headers={"persistent": "true"})
+    conn.subscribe("/queue/api.retry", id="1", ack="client-individual")
+    wait_until(lambda: received, 10, "the message")
+    conn.nack(received[0].headers["ack"])  # to ActiveMQ.DLQ at once (no redelivery plugin)
+    conn.unsubscribe("1")
+    wait_until(lambda: queue(console, "ActiveMQ.DLQ")["depth"] >= 1, 10, "the DLQ")
+    r = console.client().post("/api/v1/queues/ActiveMQ.DLQ/retry",
+                              json={"selector": "JMSMessageID IS NOT NULL"})
+    assert r.status_code == 200 and r.json()["retried"] >= 1
+    wait_until(lambda: queue(console, "api.retry")["depth"] == 1, 10, "the retried message")
+    conn.disconnect()
+
+
+def test_a_viewer_may_look_but_not_change(console) -> None:
+    send(console, "/queue/api.viewer", ["x"])
+    viewer = console.client(VIEWER)
+    assert viewer.get("/api/v1/queues/api.viewer").json()["depth"] == 1
+    r = viewer.post("/api/v1/queues/api.viewer/purge")
+    assert r.status_code == 403 and "may only view" in r.json()["error"]
+    assert queue(console, "api.viewer")["depth"] == 1
+    assert console.client(APP).get("/api/v1/queues").status_code == 403  # in no console group
+    assert console.client(None).get("/api/v1/queues").status_code == 401
+    assert console.client(("ops", "wrong")).get("/api/v1/queues").status_code == 401
+
+
+def test_a_session_needs_its_csrf_token_for_changes(console) -> None:
+    send(console, "/queue/api.csrf", ["x"])
+    with httpx.Client(base_url=console.url, follow_redirects=False) as browser:
+        login = browser.post("/login", data={"username": ADMIN[0], "password": ADMIN[1]})
+        assert login.status_code == 303
+        cookie = login.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+        refused = browser.post("/api/v1/queues/api.csrf/purge")
+        assert refused.status_code == 403 and "CSRF" in refused.json()["error"]
+        page = browser.get("/queues/api.csrf").text
+        token = page.split('name="csrf" value="')[1].split('"')[0]
+        ok = browser.post("/api/v1/queues/api.csrf/purge", headers={"X-CSRF-Token": token})
+        assert ok.status_code == 200 and ok.json() == {"removed": 1}
+    assert queue(console, "api.csrf")["depth"] == 0
+
+
+def test_pages_send_security_headers(console) -> None:
+    r = console.client().get("/login")
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+    assert "unsafe-inline" not in r.headers["content-security-policy"]
+    assert r.headers["x-frame-options"] == "DENY"
+
+
+def test_bad_requests_get_json_errors(console) -> None:
+    c = console.client()
+    r = c.post("/api/v1/queues/api.bad/move", content=b"{not json",
+               headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]
+    r = c.get("/api/v1/queues/api.bad.none/messages", params={"limit": "ten"})
+    assert r.status_code == 400 and "'limit' must be an integer" in r.json()["error"]
+    r = c.get("/api/v1/queues/no.such.queue")
+    assert r.status_code == 404
+    r = c.get("/api/v1/queues/api.bad/messages", params={"selector": "a = = 1"})
+    assert r.status_code in (400, 404) and r.json()["error"]
+
+
+def test_every_documented_path_answers_without_a_server_error(console) -> None:
+    doc = console.client().get("/api/v1/openapi.json").json()
+    assert doc["openapi"].startswith("3.") and doc["paths"]
+    c = console.client()
+    send(console, "/queue/api.doc", ["x"])
+    for path, ops in doc["paths"].items():
+        concrete = (path.replace("{name}", "api.doc").replace("{cid}", "none")
+                    .replace("{action}", "start"))
+        for method in ops:
+            if method == "delete" or concrete.endswith(("/purge", "/remove")):
+                continue  # destructive; covered above
+            r = c.request(method.upper(), concrete, json={})
+            assert r.status_code < 500, (method, concrete, r.status_code, r.text)
+            assert r.headers["content-type"].startswith("application/json")
+
+
+def test_metrics_match_the_broker_counts(console) -> None:
+    send(console, "/queue/api.metrics", ["a", "b", "c"])
+    text = console.client().get("/metrics").text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    depth = {s.labels["queue"]: s.value for s in families["relaymq_queue_messages"].samples}
+    assert depth["api.metrics"] == 3
+    enq = {s.labels["queue"]: s.value
+           for s in families["relaymq_queue_enqueued"].samples if s.name.endswith("_total")}
+    assert enq["api.metrics"] == 3
+    assert families["relaymq_connections"].samples[0].value >= 0
+    assert families["process_resident_memory_bytes"].samples[0].value > 0
+    assert console.client(None).get("/metrics").status_code == 401
+
+
+def test_queues_jsp_and_jolokia_reads(console) -> None:
+    import defusedxml.ElementTree as ET
+
+    send(console, "/queue/api.jsp", ["a", "b"])
+    root = ET.fromstring(console.client().get("/admin/xml/queues.jsp").content)
+    stats = {q.get("name"): q.find("stats") for q in root.findall("queue")}
+    assert stats["api.jsp"].get("size") == "2" and stats["api.jsp"].get("enqueueCount") == "2"
+    mbean = ("org.apache.activemq:type=Broker,brokerName=console-test,"
+             "destinationType=Queue,destinationName=api.jsp")
+    for attribute, expected in (("QueueSize", 2), ("EnqueueCount", 2), ("DequeueCount", 0),
+                                ("ConsumerCount", 0), ("ExpiredCount", 0), ("InFlightCount", 0)):
+        r = console.client().get(f"/api/jolokia/read/{mbean}/{attribute}").json()
+        assert r["status"] == 200 and r["value"] == expected, (attribute, r)
+    broker_mbean = "org.apache.activemq:type=Broker,brokerName=console-test"
+    for attribute in ("MemoryPercentUsage", "StorePercentUsage"):
+        r = console.client().get(f"/api/jolokia/read/{broker_mbean}/{attribute}").json()
+        assert r["status"] == 200 and 0 <= r["value"] <= 100
+    r = console.client().get(f"/api/jolokia/read/{mbean}/NoSuchThing").json()
+    assert r["status"] == 404 and "NoSuchThing" in r["error"]
+
+
+def cli(console, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([RELAYMQ, *args, "--url", console.url, "--user", ADMIN[0],
+                           "--password", ADMIN[1]], capture_output=True, text=True, timeout=60)
+
+
+def test_the_admin_cli_against_a_running_broker(console) -> None:
+    send(console, "/queue/api.cli", ["1", "2", "3"])
+    listed = cli(console, "queue", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {q["name"]: q["depth"] for q in json.loads(listed.stdout)}["api.cli"] == 3
+    stat = cli(console, "queue", "stat", "api.cli")
+    assert "depth: 3" in stat.stdout
+    browse = cli(console, "queue", "browse", "api.cli", "--limit", "2")
+    assert browse.returncode == 0 and browse.stdout.count("\n") == 3  # header + 2 rows
+    moved = cli(console, "queue", "move", "api.cli", "--to", "api.cli.hold")
+    assert moved.stdout.strip() == "moved 3 messages to api.cli.hold"
+    dstat = cli(console, "dstat")
+    assert "Queue Size" in dstat.stdout and "api.cli.hold" in dstat.stdout
+    assert cli(console, "queue", "purge", "api.cli.hold").stdout.strip() == "purged 3 messages"
+    conns = cli(console, "connection", "list", "--json")
+    assert conns.returncode == 0 and isinstance(json.loads(conns.stdout)["items"], list)
+    refused = subprocess.run([RELAYMQ, "queue", "purge", "api.cli", "--url", console.url,
+                              "--user", VIEWER[0], "--password", VIEWER[1]],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "403" in refused.stderr
