@@ -30,7 +30,7 @@ class ConsoleClient:
         try:
             r = self.http.request(method, path, **kw)
         except httpx.HTTPError as exc:
-            raise click.ClickException(f"cannot reach the console at {self.http.base_url}: {exc}")
+            raise click.ClickException(f"cannot reach the console at {self.http.base_url}: {exc}") from exc
         if r.status_code >= 400:
             try:
                 message = r.json().get("error", r.text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import Any
 
 from relaymq.config.model import PluginElement
@@ -65,17 +66,24 @@ class ConsolePlugin:
                 "(<simpleAuthenticationPlugin> or JAAS), bind to 127.0.0.1, or set "
                 "allowUnauthenticated=\"true\"")
         app, _ = build_app(self.broker, cfg)
+        # the console binds its socket itself: uvicorn would end the whole process
+        # (sys.exit) when it cannot, and a broker reports that as one line instead
+        try:
+            sock = socket.create_server((cfg.host, cfg.port), reuse_port=False)
+        except OSError as exc:
+            raise StartupError(f"<console>{_at(cfg)}: cannot listen on {cfg.host}:{cfg.port}: "
+                               f"{exc.strerror or exc}") from exc
         uv_config = uvicorn.Config(
-            app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False,
-            lifespan="off", ssl_certfile=cfg.tls_cert_file, ssl_keyfile=cfg.tls_key_file)
+            app, log_level="warning", access_log=False, lifespan="off",
+            ssl_certfile=cfg.tls_cert_file, ssl_keyfile=cfg.tls_key_file)
         self.server = uvicorn.Server(uv_config)
         self.server.install_signal_handlers = lambda: None  # relaymq run owns the signals
-        self._task = asyncio.get_running_loop().create_task(self.server.serve())
+        self._task = asyncio.get_running_loop().create_task(self.server.serve(sockets=[sock]))
         while not self.server.started:
             if self._task.done():
-                exc = self._task.exception() if not self._task.cancelled() else None
-                raise StartupError(f"<console>{_at(cfg)}: cannot listen on {cfg.host}:"
-                                   f"{cfg.port}: {exc or 'the server stopped'}")
+                sock.close()
+                raise StartupError(f"<console>{_at(cfg)}: the server on {cfg.host}:{cfg.port} "
+                                   "stopped while starting")
             await asyncio.sleep(0.01)
         log.info("console on %s", self.address)
 
