@@ -33,14 +33,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+STORES = {
+    "kahadb": '<kahaDB directory="{tmp}/kahadb" checkpointInterval="600000"/>',
+    # a short lease: the restarted broker waits for the killed one's lease to expire
+    "jdbc": '<jdbcPersistenceAdapter url="sqlite:///{tmp}/store.sqlite" lockKeepAlivePeriod="300">'
+            '<locker><lease-database-locker lockAcquireSleepInterval="1000"/></locker>'
+            '</jdbcPersistenceAdapter>',
+}
+
+
 class Broker:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, store: str = "kahadb") -> None:
         self.stomp = free_port()
         self.amqp = free_port()
         self.config = tmp / "activemq.xml"
+        adapter = STORES[store].format(tmp=tmp)
         self.config.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
     brokerName="sched" dataDirectory="{tmp}" schedulerSupport="true">
-  <persistenceAdapter><kahaDB directory="{tmp / 'kahadb'}" checkpointInterval="600000"/></persistenceAdapter>
+  <persistenceAdapter>{adapter}</persistenceAdapter>
   <transportConnectors>
     <transportConnector name="stomp" uri="stomp://127.0.0.1:{self.stomp}"/>
     <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.amqp}"/>
@@ -53,7 +63,7 @@ class Broker:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(self.config)],
                                          stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         for port in (self.stomp, self.amqp):
             while True:
                 try:
@@ -75,9 +85,11 @@ class Broker:
             self.proc.wait()
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path).start()
+@pytest.fixture(params=["kahadb", "jdbc"])
+def broker(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    if request.param == "jdbc":
+        pytest.importorskip("relaymq_jdbc", reason="relaymq-jdbc is not installed")
+    b = Broker(tmp_path, request.param).start()
     yield b
     b.kill()
 
