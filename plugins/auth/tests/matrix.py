@@ -58,9 +58,10 @@ MATRIX = [
     ("reader", "consume", "queue://orders.new", True),
     ("reader", "browse", "queue://orders.new", True),
     ("app", "browse", "queue://orders.new", False),
-    # the most specific entry wins: orders.audit is admins only
-    ("app", "send", "queue://orders.audit", False),
-    ("reader", "consume", "queue://orders.audit", False),
+    # every matching entry grants (as ActiveMQ): orders.> still lets apps write
+    # orders.audit and consumers read it; only queue '>' matches payments
+    ("app", "send", "queue://orders.audit", True),
+    ("reader", "consume", "queue://orders.audit", True),
     ("admin", "send", "queue://orders.audit", True),
     ("app", "send", "queue://payments", False),
     ("admin", "consume", "queue://payments", True),
@@ -70,7 +71,9 @@ MATRIX = [
     # '*' is one segment: events.a.b falls to topic '>' (admins)
     ("reader", "consume", "topic://events.a.b", False),
     ("reader", "consume", "topic://ActiveMQ.Advisory.Queue", True),
-    ("admin", "consume", "topic://ActiveMQ.Advisory.Queue", False),
+    ("admin", "consume", "topic://ActiveMQ.Advisory.Queue", True),  # from topic '>'
+    ("admin", "send", "topic://ActiveMQ.Advisory.Queue", True),
+    ("reader", "send", "topic://events.a.b", False),
 ]
 
 #: (user, operation, destination, may create): the first send or subscribe creates it

@@ -132,19 +132,35 @@ def test_config_check_accepts_it_and_warns_about_plain_passwords(tmp_path: Path)
 # -- pieces ----------------------------------------------------------------------------
 
 
-def _map(entries: str, extra: str = "") -> Any:
-    xml = XML.format(body="<plugins><authorizationPlugin><map><authorizationMap>"
+def _map(entries: str, extra: str = "", attributes: str = "") -> Any:
+    xml = XML.format(body=f"<plugins><authorizationPlugin><map><authorizationMap {attributes}>"
                      f"<authorizationEntries>{entries}</authorizationEntries>{extra}"
                      "</authorizationMap></map></authorizationPlugin></plugins>")
     element = load_config_text(xml).plugins[0]
     return parse_authorization(element, strict=True)[0]
 
 
-def test_the_most_specific_entry_wins_whatever_the_order() -> None:
-    amap = _map('<authorizationEntry queue="orders.eu.vip" read="vip"/>'
-                '<authorizationEntry queue=">" read="all"/>'
-                '<authorizationEntry queue="orders.*.vip" read="star"/>'
-                '<authorizationEntry queue="orders.>" read="orders"/>')
+ENTRIES = ('<authorizationEntry queue="orders.eu.vip" read="vip"/>'
+           '<authorizationEntry queue=">" read="all"/>'
+           '<authorizationEntry queue="orders.*.vip" read="star"/>'
+           '<authorizationEntry queue="orders.>" read="orders"/>')
+
+
+def test_every_matching_entry_grants_as_in_activemq() -> None:
+    amap = _map(ENTRIES)
+    who = {name: Principal(name, frozenset({name})) for name in ("vip", "all", "star", "orders")}
+
+    def readers(queue: str) -> list[str]:
+        return [n for n, p in who.items() if amap.allowed(p, "read", Destination.queue(queue))]
+
+    assert readers("orders.eu.vip") == ["vip", "all", "star", "orders"]
+    assert readers("orders.us.vip") == ["all", "star", "orders"]
+    assert readers("payments") == ["all"]
+    assert not amap.allowed(who["all"], "read", Destination.topic("payments"))
+
+
+def test_most_specific_wins_when_asked_whatever_the_order() -> None:
+    amap = _map(ENTRIES, attributes='mostSpecificWins="true"')
     who = {name: Principal(name, frozenset({name})) for name in ("vip", "all", "star", "orders")}
 
     def readers(queue: str) -> list[str]:
@@ -238,11 +254,13 @@ def test_login_config_syntax() -> None:
 
 def test_equally_specific_entries_follow_configuration_order() -> None:
     first = _map('<authorizationEntry queue="*.b" read="star-first"/>'
-                 '<authorizationEntry queue="a.*" read="a-first"/>')
+                 '<authorizationEntry queue="a.*" read="a-first"/>',
+                 attributes='mostSpecificWins="true"')
     p = Principal("p", frozenset({"star-first"}))
     assert first.allowed(p, "read", Destination.queue("a.b"))
     second = _map('<authorizationEntry queue="a.*" read="a-first"/>'
-                  '<authorizationEntry queue="*.b" read="star-first"/>')
+                  '<authorizationEntry queue="*.b" read="star-first"/>',
+                  attributes='mostSpecificWins="true"')
     assert not second.allowed(p, "read", Destination.queue("a.b"))
 
 

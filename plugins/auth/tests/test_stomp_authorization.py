@@ -140,10 +140,6 @@ def test_anonymous_access_when_allowed(start: Any, stomp_client: Any,
 def test_advisories_reach_allowed_readers_only(bt: Any, stomp_client: Any) -> None:
     reader = stomp_client(bt, "reader", "readerpw")
     assert reader.subscribe("/topic/ActiveMQ.Advisory.Queue") == "receipt"
-    admin = stomp_client(bt, "admin", "adminpw")  # admins are not in 'everyone' here
-    refused = admin.subscribe("/topic/ActiveMQ.Advisory.Queue")
-    assert refused.headers["message"] == \
-        "User admin is not authorized to read from: topic://ActiveMQ.Advisory.Queue"
     # the broker's own advisory publications are never refused
     app = stomp_client(bt, "app", "mypassword")
     assert app.send("/queue/orders.advised") == "receipt"

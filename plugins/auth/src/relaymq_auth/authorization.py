@@ -13,10 +13,13 @@
 ```
 
 Actions: ``read`` (consume, browse), ``write`` (send), ``admin`` (create a
-destination, including the creation a first send or subscribe causes). The
-entry whose pattern matches the destination most specifically decides
-(`Entry.specificity`); ``<defaultEntry>`` decides when none matches; with
-neither, the action is refused. Temporary destinations follow
+destination, including the creation a first send or subscribe causes). As in
+ActiveMQ (checked against ActiveMQ 5.17 by the parity tests), the groups of
+every entry whose pattern matches the destination, and of ``<defaultEntry>``,
+are granted together; with no entry at all, the action is refused.
+``mostSpecificWins="true"`` on ``<authorizationMap>`` (RelayMQ) makes the
+matching entry with the most specific pattern decide alone instead
+(`Entry.specificity`), ``<defaultEntry>`` only when none matches. Temporary destinations follow
 ``<tempDestinationAuthorizationEntry>`` (allowed to every authenticated client
 when there is none, as in ActiveMQ). A composite destination needs the action on
 every part. Decisions are cached per (principal, action, destination) and the
@@ -115,7 +118,8 @@ class Entry:
 
 class AuthorizationMap:
     def __init__(self, entries: list[Entry], temp: Entry | None = None,
-                 default: Entry | None = None) -> None:
+                 default: Entry | None = None, most_specific_wins: bool = False) -> None:
+        self.most_specific_wins = most_specific_wins
         for i, entry in enumerate(entries):
             entry.rank = (entry.specificity, -i)
         # most specific first; equally specific entries keep their configuration order
@@ -135,7 +139,16 @@ class AuthorizationMap:
             else:
                 self._by_first.setdefault((queue, first), []).append(entry)
 
+    def matching(self, dest: Destination) -> list[Entry]:
+        """Every entry covering `dest` (ActiveMQ grants their groups together)."""
+        segments = dest.name.split(".")
+        return [entry
+                for candidates in (self._by_first.get((dest.is_queue, segments[0]), ()),
+                                   self._wild_first[dest.is_queue])
+                for entry in candidates if entry.matches(segments)]
+
     def entry_for(self, dest: Destination) -> Entry | None:
+        """The most specific entry covering `dest`, else ``<defaultEntry>``."""
         segments = dest.name.split(".")
         best: Entry | None = None
         for candidates in (self._by_first.get((dest.is_queue, segments[0]), ()),
@@ -156,9 +169,14 @@ class AuthorizationMap:
             verdict = all(self.allowed(principal, action, part) for part in dest.composite_parts())
         elif dest.is_temporary:
             verdict = self.temp is None or self.temp.allows(principal, action)
-        else:
+        elif self.most_specific_wins:
             entry = self.entry_for(dest)
             verdict = entry is not None and entry.allows(principal, action)
+        else:
+            entries = self.matching(dest)
+            if self.default is not None:
+                entries.append(self.default)
+            verdict = any(entry.allows(principal, action) for entry in entries)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[key] = verdict
@@ -209,8 +227,12 @@ def parse_authorization(element: PluginElement, *, strict: bool = False) -> tupl
         report.raise_if_errors()
     amap = maps[0]
     group_class = amap.attributes.get("groupClass")
+    most_specific = amap.attributes.get("mostSpecificWins", "false").strip().lower()
+    if most_specific not in ("true", "false"):
+        report.error(f"<authorizationMap mostSpecificWins=\"{most_specific}\">"
+                     f"{at(amap.origin)}: expected true or false")
     for attr in amap.attributes:
-        if attr != "groupClass":
+        if attr not in ("groupClass", "mostSpecificWins"):
             report.warn(f"<authorizationMap>{at(amap.origin)}: attribute '{attr}' is ignored")
 
     def raw(el: PluginElement) -> AuthorizationEntry:
@@ -247,7 +269,7 @@ def parse_authorization(element: PluginElement, *, strict: bool = False) -> tupl
         except ConfigError as exc:
             report.absorb(exc)
     report.raise_if_errors()
-    return AuthorizationMap(entries, temp, default), report.warnings
+    return AuthorizationMap(entries, temp, default, most_specific == "true"), report.warnings
 
 
 class AuthorizationPlugin:
