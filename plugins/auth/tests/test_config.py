@@ -302,3 +302,12 @@ async def test_sighup_reload_changes_users_and_entries(tmp_path: Path) -> None:
             old.authorize("write", Destination.queue("r"))
     finally:
         await broker.stop()
+
+
+@pytest.mark.parametrize(("remote", "host"), [
+    ("10.0.0.7:5123", "10.0.0.7"), ("10.0.0.7", "10.0.0.7"), ("[::1]:5123", "[::1]"),
+    ("::1", "::1"), ("fe80::1:2", "fe80::1:2"), (None, None)])
+def test_throttling_is_per_host(remote: str | None, host: str | None) -> None:
+    from relaymq_auth.throttle import host_of
+
+    assert host_of(remote) == host

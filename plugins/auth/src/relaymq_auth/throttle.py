@@ -97,5 +97,7 @@ def host_of(remote_address: str | None) -> str | None:
     """``10.0.0.7:5123`` -> ``10.0.0.7`` (``[::1]:5123`` -> ``[::1]``)."""
     if not remote_address:
         return None
+    if remote_address.count(":") > 1 and not remote_address.startswith("["):
+        return remote_address  # a bare IPv6 address, no port
     host, sep, port = remote_address.rpartition(":")
     return host if sep and port.isdigit() else remote_address
