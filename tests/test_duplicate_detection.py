@@ -204,6 +204,13 @@ def test_unsupported_id_type_refuses_that_transfer_only(broker: Broker) -> None:
         with pytest.raises(SendException) as err:
             sender.send(Message(body="int id", durable=True, properties={DUP: 42}))
         assert err.value.state == Delivery.REJECTED
+        d = sender.link.send(Message(body="float id", durable=True, properties={DUP: 1.5}))
+        a.wait(lambda: d.remote_state != 0, msg="no outcome")
+        assert d.remote_state == Delivery.REJECTED
+        assert d.remote.condition.name == "amqp:invalid-field"
+        assert "_AMQ_DUPL_ID must be a string or a binary value, not float" in \
+            d.remote.condition.description
+        d.settle()
         d = sender.send(Message(body="fine", durable=True, properties={DUP: "42"}))
         assert d.remote_state == Delivery.ACCEPTED  # the link is still usable
         d = sender.send(Message(body="no id", durable=True))
