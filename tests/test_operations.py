@@ -454,3 +454,14 @@ def test_sigterm_stops_the_broker_and_keeps_what_was_accepted(tmp_path) -> None:
     finally:
         conn.disconnect()
         stop(proc)
+
+
+def test_a_reload_needs_a_restart_only_when_plugin_elements_come_or_go() -> None:
+    from relaymq.broker.reload import needs_restart
+    from relaymq.config.model import BrokerConfig, PluginElement
+
+    users = PluginElement("simpleAuthenticationPlugin", {"anonymousAccessAllowed": "false"})
+    changed_users = PluginElement("simpleAuthenticationPlugin", {"anonymousAccessAllowed": "true"})
+    assert needs_restart(BrokerConfig(plugins=[users]), BrokerConfig(plugins=[changed_users])) == []
+    assert needs_restart(BrokerConfig(plugins=[users]), BrokerConfig(plugins=[])) == \
+        ["the <plugins> list"]

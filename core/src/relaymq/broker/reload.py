@@ -37,10 +37,21 @@ RESTART_FIELDS = {
 }
 
 
+#: fields whose elements' own settings plugins re-read on reload (relaymq-auth's users
+#: and entries): only adding, removing or reordering elements needs a restart
+BY_TAG = ("plugins", "destination_interceptors")
+
+
 def needs_restart(old: BrokerConfig, new: BrokerConfig) -> list[str]:
     """What changed between `old` and `new` that a reload does not apply."""
-    return [words for name, words in RESTART_FIELDS.items()
-            if getattr(old, name) != getattr(new, name)]
+    changed = []
+    for name, words in RESTART_FIELDS.items():
+        before, after = getattr(old, name), getattr(new, name)
+        if name in BY_TAG:
+            before, after = [e.tag for e in before], [e.tag for e in after]
+        if before != after:
+            changed.append(words)
+    return changed
 
 
 def apply_reload(broker: Broker, new: BrokerConfig) -> list[str]:

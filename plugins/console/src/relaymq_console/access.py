@@ -111,5 +111,6 @@ class Access:
         if auth is not None and user.principal is not None:
             auth.audit_operation(user.principal, operation, target, transport="http",
                                  remote=address)
+            return  # relaymq-auth writes the audit line
         logging.getLogger("relaymq.audit").info("console: %s %s %s from %s", user.name,
                                                 operation, target, address)
