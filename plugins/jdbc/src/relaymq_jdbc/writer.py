@@ -51,6 +51,10 @@ from relaymq_jdbc.schema import Schema
 
 log = logging.getLogger("relaymq.jdbc")
 
+#: The message columns the writer inserts, in the order of its row tuples.
+MSG_COLUMNS = ("ID", "CONTAINER", "SEQ", "MSGID_PROD", "MSGID_SEQ", "EXPIRATION", "MSG", "PRIORITY")
+_MSG = MSG_COLUMNS.index("MSG")
+
 #: Most sequence numbers in one DELETE ... IN (...) statement.
 DELETE_CHUNK = 500
 
@@ -91,9 +95,9 @@ def prepare(ops: Sequence[StoreOp]) -> list[Prepared]:
             m = op.message
             prod, pseq = _msgid_parts(m.message_id)
             data = encode_message(m)
-            out.append((ADD, op.dest, op.seq, {
-                "CONTAINER": op.dest, "SEQ": op.seq, "MSGID_PROD": prod, "MSGID_SEQ": pseq,
-                "EXPIRATION": m.expiration, "MSG": data, "PRIORITY": m.priority}))
+            # the columns of MSG_COLUMNS after ID, in order
+            out.append((ADD, op.dest, op.seq,
+                        (op.dest, op.seq, prod, pseq, m.expiration, data, m.priority)))
         elif isinstance(op, RemoveMessage):
             out.append((REMOVE, op.dest, op.seq))
         elif isinstance(op, AddDestination):
@@ -175,6 +179,7 @@ class GroupWriter:
             SUB_OPTIONS=sa.bindparam("k_options"))
         self._msg_len = sa.func.length(t.c.MSG)
         self._pg_delete = _pg_delete(engine, t) if engine.dialect.name == "postgresql" else None
+        self._insert_sql = _insert_sql(engine, t)
 
     # -- loop side --------------------------------------------------------------
 
@@ -282,7 +287,7 @@ class GroupWriter:
         pending: dict[str, KeyState] = {}
         state = self.state
         next_id = self.next_id
-        adds: list[dict[str, Any] | None] = []
+        adds: list[tuple[Any, ...] | None] = []
         added: dict[tuple[str, int], int] = {}
         removes: dict[str, list[int]] = {}
         dup_adds: dict[tuple[str, int], bytes] = {}
@@ -298,8 +303,8 @@ class GroupWriter:
 
         def flush() -> None:
             rows = [r for r in adds if r is not None]
-            if rows:
-                conn.execute(msgs.insert(), rows)
+            if rows:  # the driver's executemany: no per-row work in SQLAlchemy
+                conn.exec_driver_sql(self._insert_sql, rows)
             adds.clear()
             added.clear()
             for dest, seqs in removes.items():
@@ -334,14 +339,14 @@ class GroupWriter:
             if kind == ADD:
                 _, dest, seq, row = op
                 st = key(dest)
-                row = dict(row, ID=next_id)
+                row = (next_id, *row)
                 next_id += 1
                 added[(dest, seq)] = len(adds)
                 adds.append(row)
                 if seq > st.last_seq:
                     st.last_seq = seq
                 st.count += 1
-                st.nbytes += len(row["MSG"])
+                st.nbytes += len(row[_MSG])
                 if not st.declared and not dest.startswith("durable://"):
                     st.declared = True
             elif kind == REMOVE:
@@ -350,7 +355,7 @@ class GroupWriter:
                 if i is not None and adds[i] is not None:
                     st = key(dest)
                     st.count -= 1
-                    st.nbytes -= len(adds[i]["MSG"])  # type: ignore[index]
+                    st.nbytes -= len(adds[i][_MSG])  # type: ignore[index]
                     adds[i] = None
                 elif dest in state or dest in pending:
                     removes.setdefault(dest, []).append(seq)
@@ -411,6 +416,14 @@ class GroupWriter:
         if inserts:
             conn.execute(s.keys.insert(), inserts)
         return pending, next_id
+
+
+def _insert_sql(engine: sa.Engine, msgs: sa.Table) -> str:
+    """`INSERT INTO ACTIVEMQ_MSGS (...) VALUES (?, ...)` in the driver's own parameter style."""
+    q = engine.dialect.identifier_preparer
+    mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+    return (f"INSERT INTO {q.format_table(msgs)} ({', '.join(q.quote(c) for c in MSG_COLUMNS)}) "
+            f"VALUES ({', '.join([mark] * len(MSG_COLUMNS))})")
 
 
 def _pg_delete(engine: sa.Engine, msgs: sa.Table) -> sa.TextClause:
