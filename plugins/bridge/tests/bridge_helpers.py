@@ -5,6 +5,7 @@ outgoing client over real sockets."""
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import subprocess
 import sys
@@ -22,9 +23,17 @@ RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range: a broker restarted on it after a
+    kill -9 must not find it taken by some client connection's local port."""
+    for _ in range(200):
+        port = random.randint(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port between 20000 and 32000")
 
 
 async def until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> None:

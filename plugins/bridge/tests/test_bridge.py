@@ -77,7 +77,7 @@ async def test_selector_and_partial_batches_by_time() -> None:
             await produce(url(broker, "amqp"), "queue://mixed", 10, region="eu")
             await produce(url(broker, "amqp"), "queue://mixed", 5, start=10, region="us")
             await until(lambda: broker.queue_size("eu") == 10, what="the eu messages")
-            assert broker.queue_size("mixed") == 5
+            await until(lambda: broker.queue_size("mixed") == 5, what="only the us ones left")
         finally:
             await host.stop()
 

@@ -4,6 +4,7 @@ STOMP) processes, and a target killed mid-stream."""
 from __future__ import annotations
 
 import collections
+from pathlib import Path
 
 import pytest
 from bridge_helpers import Drain, produce, until
@@ -114,3 +115,58 @@ async def test_activemq_target_killed_mid_stream_loses_nothing(activemq: Peer) -
             await drain.close()
             await host.stop()
 
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill", ["source", "target"])
+async def test_exactly_once_to_activemq_by_transaction_and_marker(activemq: Peer, tmp_path: Path,
+                                                                  kill: str) -> None:
+    """ActiveMQ has no duplicate detection: ONCE_AND_ONLY_ONCE sends each batch in a
+    STOMP transaction with a marker; kill -9 of the source broker or of ActiveMQ
+    mid-stream still ends with every message exactly once."""
+    import os
+    import random
+    import signal
+
+    from bridge_helpers import broker_xml, free_port, start_relaymq
+
+    count = 1500
+    amq = f"stomp://127.0.0.1:{activemq.stomp_port}"
+    queue = f"/queue/exactly.once.{kill}"
+    stomp_port, amqp_port = free_port(), free_port()
+    cfg = broker_xml(tmp_path, stomp_port, amqp_port, name="source")
+    source = start_relaymq(cfg, stomp_port)
+    src = f"amqp://127.0.0.1:{amqp_port}"
+    host = await bridge_host(name=f"eo-{kill}", source_uri=src, source_destination="queue://s",
+                             target_uri=amq, target_destination=queue,
+                             quality_of_service="ONCE_AND_ONLY_ONCE", max_batch_size="50",
+                             max_batch_time="50")
+    drain = Drain()
+    try:
+        bridge = manager_of(host).get(f"eo-{kill}")
+        await produce(src, "queue://s", count)
+        moment = random.randint(count // 10, count // 2)  # kill at a random point
+        await until(lambda: bridge.forwarded >= moment, what=f"{moment} forwarded")
+        assert bridge.info()["exactly_once_by"] == "marker"
+        if kill == "source":
+            os.kill(source.pid, signal.SIGKILL)
+            source.wait()
+        else:
+            activemq.stop(kill=True)
+        await until(lambda: bridge.state is BridgeState.RETRYING, what="the failure seen")
+        if kill == "source":
+            source = start_relaymq(cfg, stomp_port)
+        else:
+            activemq.start()
+        await produce(src, "queue://s", 1, start=count)  # a marker message behind the rest
+        await drain.start(amq, queue)
+        await until(lambda: f"m-{count}" in drain.bodies, timeout=90, what="the last message")
+        counts = collections.Counter(drain.bodies)
+        assert set(counts) == {f"m-{i}" for i in range(count + 1)}
+        dups = [b for b, n in counts.items() if n > 1]
+        assert dups == [], f"{len(dups)} duplicates (skipped {bridge.skipped}), e.g. {dups[:5]}"
+    finally:
+        await drain.close()
+        await host.stop()
+        source.kill()
+        source.wait()

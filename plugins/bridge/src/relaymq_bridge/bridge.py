@@ -40,6 +40,7 @@ from relaymq.spi.outgoing import (
 )
 
 from relaymq_bridge.config import BridgeConfig, QualityOfService
+from relaymq_bridge.marker import MarkerLedger, marker_destination
 
 log = logging.getLogger("relaymq.bridge")
 
@@ -79,6 +80,11 @@ class Bridge:
         self.failures = 0
         self.retries = 0
         self.lost = 0  # AT_MOST_ONCE messages acknowledged but not accepted by the target
+        self.skipped = 0  # redelivered, already committed on the target (marker), not resent
+        #: exactly-once through a transaction and a marker (targets without duplicate detection)
+        self.ledger: MarkerLedger | None = None
+        self._session: Any = None
+        self._in_doubt: set[str] = set()
         self.source: OutgoingConnection | None = None
         self.target: OutgoingConnection | None = None
         self._sender: SenderLink | None = None
@@ -104,7 +110,10 @@ class Bridge:
             "target": f"{c.target_uri} {c.target_destination}",
             "forwarded": self.forwarded, "acknowledged": self.acknowledged,
             "batches": self.batches, "failures": self.failures, "retries": self.retries,
-            "lost": self.lost, "pending": len(self._buffer), "last_error": self.last_error,
+            "lost": self.lost, "skipped": self.skipped, "pending": len(self._buffer),
+            "last_error": self.last_error,
+            "exactly_once_by": ("marker" if self.ledger is not None else "duplicate detection")
+            if c.quality_of_service is QualityOfService.ONCE_AND_ONLY_ONCE else None,
             "source_connection": self.source.state.value if self.source else None,
             "target_connection": self.target.state.value if self.target else None,
         }
@@ -221,11 +230,30 @@ class Bridge:
         c = self.config
         target = await self._connect("target", c.target_uri)
         source = await self._connect("source", c.source_uri)
-        self._sender = await (await target.session()).open_sender(c.target_destination)
+        self._session = await target.session()
+        self._sender = await self._session.open_sender(c.target_destination)
+        self.ledger = None
+        if c.quality_of_service is QualityOfService.ONCE_AND_ONLY_ONCE and not self._dedupes(target):
+            if not hasattr(self._session, "begin"):
+                log.warning("bridge %s: the target has no duplicate detection and its protocol no "
+                            "transactions here; ONCE_AND_ONLY_ONCE gives no loss, and duplicates "
+                            "only for a batch in doubt", self.name)
+            else:
+                ledger = MarkerLedger(self._session, marker_destination(self.name),
+                                      c.send_timeout / 1000.0)
+                self._in_doubt = await ledger.recover()
+                self.ledger = ledger
         credit = max(2 * c.max_batch_size, 10)
         self._receiver = await (await source.session()).open_receiver(
             c.source_destination, self._on_delivery, credit=credit, selector=c.selector,
             subscription_name=c.subscription_name)
+
+    def _dedupes(self, target: OutgoingConnection) -> bool:
+        setting = self.config.target_duplicate_detection
+        if setting != "auto":
+            return setting == "true"
+        server = str(getattr(target, "server", None) or "")
+        return not server.startswith(("ActiveMQ/", "RabbitMQ/"))
 
     async def _teardown(self) -> None:
         self._buffer = []
@@ -288,12 +316,31 @@ class Bridge:
         if sender is None:
             raise BridgeFailure("no target link")
         qos = self.config.quality_of_service
+        ledger = self.ledger
+        tx = None
+        if ledger is not None:
+            ids = [f"{self.name}:{stable_id(d.message)}" for d in batch]
+            done = [d for d, i in zip(batch, ids, strict=True) if i in self._in_doubt]
+            if done:  # committed on the target before a failure; only the ack was lost
+                for d in done:
+                    d.accept()
+                self.acknowledged += len(done)
+                self.skipped += len(done)
+                batch = [d for d, i in zip(batch, ids, strict=True) if i not in self._in_doubt]
+                ids = [i for i in ids if i not in self._in_doubt]
+                if not batch:
+                    return
         messages = [self._prepare(d.message) for d in batch]
         if qos is QualityOfService.AT_MOST_ONCE:
             for d in batch:
                 d.accept()
             self.acknowledged += len(batch)
-        futures = [sender.send(m) for m in messages]
+        if ledger is not None:
+            tx = await self._session.begin()
+            futures = [sender.send(m, transaction=tx) for m in messages]  # type: ignore[call-arg]
+            futures.append(ledger.sender.send(ledger.marker(ids), transaction=tx))
+        else:
+            futures = [sender.send(m) for m in messages]
         _, pending = await asyncio.wait(futures, timeout=self.config.send_timeout / 1000.0)
         if pending:
             if qos is QualityOfService.AT_MOST_ONCE:
@@ -301,6 +348,10 @@ class Bridge:
             raise BridgeFailure(f"the target settled {len(futures) - len(pending)} of {len(futures)} "
                                 f"message(s) within send-timeout ({self.config.send_timeout} ms)")
         results: list[Any] = [f.exception() or f.result() for f in futures]
+        if tx is not None:
+            if all(not isinstance(r, BaseException) and r.accepted for r in results):
+                await asyncio.wait_for(self._session.commit(tx), self.config.send_timeout / 1000.0)
+            results = results[:-1]  # the marker
         refused = [r for r in results if isinstance(r, BaseException) or not r.accepted]
         accepted = len(results) - len(refused)
         self.forwarded += accepted

@@ -46,6 +46,10 @@ class BridgeConfig:
     #: ms the target may take to settle a batch before the bridge counts it as failed
     #: (RelayMQ's; Artemis' clients have a 30 s call timeout)
     send_timeout: int = 30000
+    #: does the target drop resent `_AMQ_DUPL_ID`s? auto: not ActiveMQ Classic or RabbitMQ
+    #: (their STOMP `server` header); false makes ONCE_AND_ONLY_ONCE use a STOMP
+    #: transaction and a marker queue on the target
+    target_duplicate_detection: str = "auto"
     auto_start: bool = True
     origin: Origin | None = None
 
@@ -57,6 +61,9 @@ class BridgeConfig:
         if self.max_batch_time != -1 and self.max_batch_time < 1:
             errors.append(f"{where}: max-batch-time must be -1 (wait for a full batch) or >= 1 ms "
                           f"(got {self.max_batch_time})")
+        if self.target_duplicate_detection not in ("auto", "true", "false"):
+            errors.append(f"{where}: target-duplicate-detection is auto, true or false "
+                          f"(got {self.target_duplicate_detection!r})")
         if self.send_timeout < 1:
             errors.append(f"{where}: send-timeout must be >= 1 ms")
         if self.failure_retry_interval < 0:

@@ -64,20 +64,22 @@ class StompSender:
         self.window = window
         self.closed = False
         self._backlog: deque[tuple[Message, asyncio.Future[spi.Outcome],
-                                   spi.SettleCallback | None]] = deque()
+                                   spi.SettleCallback | None, str | None]] = deque()
         self._waiting: dict[str, tuple[asyncio.Future[spi.Outcome], spi.SettleCallback | None]] = {}
 
     @property
     def unsettled(self) -> int:
         return len(self._waiting) + len(self._backlog)
 
-    def send(self, message: Message,
-             on_settled: spi.SettleCallback | None = None) -> asyncio.Future[spi.Outcome]:
+    def send(self, message: Message, on_settled: spi.SettleCallback | None = None,
+             transaction: str | None = None) -> asyncio.Future[spi.Outcome]:
+        """`transaction`: a STOMP transaction from `StompSession.begin` (the RECEIPT
+        then says the broker has the send, to apply at COMMIT)."""
         fut: asyncio.Future[spi.Outcome] = self.conn.loop.create_future()
         if self.closed:
             fut.set_exception(spi.LinkRefused("the sender is closed"))
             return fut
-        self._backlog.append((message, fut, on_settled))
+        self._backlog.append((message, fut, on_settled, transaction))
         self.pump()
         return fut
 
@@ -87,7 +89,7 @@ class StompSender:
             return
         wrote = False
         while self._backlog and len(self._waiting) < self.window:
-            message, fut, cb = self._backlog.popleft()
+            message, fut, cb, tx = self._backlog.popleft()
             dest = self.destination
             if dest is None:
                 if message.destination is None:
@@ -96,7 +98,8 @@ class StompSender:
                 dest = conn.name_of(message.destination)
             receipt = conn.next_receipt(self)
             try:
-                frame = send_frame(message, dest, conn.version, receipt)
+                frame = send_frame(message, dest, conn.version, receipt,
+                                   {"transaction": tx} if tx is not None else None)
             except Exception as exc:  # noqa: BLE001 - a message that cannot be written
                 conn.forget_receipt(receipt)
                 self._settle(fut, cb, spi.Outcome("rejected", f"cannot encode: {exc}"))
@@ -138,7 +141,7 @@ class StompSender:
         self.closed = True
         self.lost(error)
         while self._backlog:
-            _, fut, cb = self._backlog.popleft()
+            _, fut, cb, _tx = self._backlog.popleft()
             self._settle(fut, cb, error)
 
     async def close(self) -> None:
@@ -307,6 +310,21 @@ class StompSession:
             conn.receivers.pop(receiver.sid, None)
             raise
         return receiver
+
+    async def begin(self) -> str:
+        """Start a STOMP transaction; sends naming it apply at `commit`."""
+        conn = self.conn
+        await conn.wait_open()
+        tx = conn.next_id("tx")
+        await conn.request("BEGIN", [("transaction", tx)])
+        return tx
+
+    async def commit(self, tx: str) -> None:
+        """Commit; returns when the broker's RECEIPT says it is done."""
+        await self.conn.request("COMMIT", [("transaction", tx)])
+
+    async def abort(self, tx: str) -> None:
+        await self.conn.request("ABORT", [("transaction", tx)])
 
     async def unsubscribe(self, subscription_name: str) -> None:
         conn = self.conn
