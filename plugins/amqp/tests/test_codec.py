@@ -210,3 +210,53 @@ def test_header_durability_and_priority_reach_the_kernel(durable: bool, priority
     m, _ = to_kernel(raw, Destination.queue("A"))
     assert m.durable is durable and m.body == b"payload" and m.encoded == raw
     assert m.priority == (priority if priority is not None else 4)
+
+
+# -- nesting and sizes a peer made up ----------------------------------------------------
+
+
+def _lists(depth: int) -> bytes:
+    import struct
+
+    value = b"\x40"
+    for _ in range(depth):
+        value = b"\xd0" + struct.pack(">II", 4 + len(value), 1) + value
+    return value
+
+
+def test_nesting_up_to_the_limit_decodes_and_one_more_level_is_refused() -> None:
+    import pytest
+    from relaymq_amqp.scanner import MAX_DEPTH, DecodeError, decode
+
+    value, _ = decode(_lists(MAX_DEPTH))
+    for _ in range(MAX_DEPTH):
+        value = value[0]
+    assert value is None
+    with pytest.raises(DecodeError, match="nested more than"):
+        decode(_lists(MAX_DEPTH + 1))
+    with pytest.raises(DecodeError, match="nested more than"):
+        decode(b"\x00" * 1_000_000)  # a descriptor chain: refused long before the end
+
+
+def test_skip_walks_a_descriptor_chain_without_recursion() -> None:
+    import pytest
+    from relaymq_amqp.scanner import MAX_DEPTH, DecodeError, skip
+
+    chain = b"\x00" * MAX_DEPTH + b"\x40" * (MAX_DEPTH + 1)
+    assert skip(chain + b"tail", 0) == len(chain)
+    with pytest.raises(DecodeError, match="nested more than"):
+        skip(b"\x00" * 500_000 + b"\x40" * 500_001, 0)
+
+
+def test_counts_and_sizes_beyond_the_bytes_are_refused() -> None:
+    import struct
+
+    import pytest
+    from relaymq_amqp.scanner import DecodeError, decode
+
+    for bad in (b"\xd0" + struct.pack(">II", 5, 2**31) + b"\x40",
+                b"\xf0" + struct.pack(">II", 5, 2**31) + b"\x40",
+                b"\xd1" + struct.pack(">II", 2**31, 2) + b"\x40\x40",
+                b"\xb1" + struct.pack(">I", 0xFFFFFFF0) + b"abc"):
+        with pytest.raises(DecodeError):
+            decode(bad)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -104,14 +105,20 @@ def tokenize(text: str) -> list[Token]:
     Raises InvalidSelector for characters or literals that cannot start a
     token, with the offset of the first bad character.
     """
-    tokens: list[Token] = []
+    return list(iter_tokens(text))
+
+
+def iter_tokens(text: str) -> Iterator[Token]:
+    """`tokenize`, one token at a time: the parser takes tokens as it goes, so
+    a selector that fails early (nested too deep, too many terms) costs no
+    more than its bad prefix, however long the rest."""
     i = 0
     n = len(text)
     while True:
         i = _skip_blanks(text, i)
         if i >= n:
-            tokens.append(Token(Kind.EOF, None, n, n))
-            return tokens
+            yield Token(Kind.EOF, None, n, n)
+            return
         ch = text[i]
         if ch == "'":
             tok = _lex_string(text, i)
@@ -137,7 +144,7 @@ def tokenize(text: str) -> list[Token]:
             tok = Token(Kind.OP, ch, i, i + 1)
         else:
             raise InvalidSelector(f"unexpected character {ch!r}", i, text)
-        tokens.append(tok)
+        yield tok
         i = tok.end
 
 

@@ -15,7 +15,7 @@ from typing import cast
 
 from relaymq.selector.errors import InvalidSelector
 from relaymq.selector.functions import FUNCTIONS
-from relaymq.selector.lexer import LONG_MIN_MAGNITUDE, Kind, Token, tokenize
+from relaymq.selector.lexer import LONG_MIN_MAGNITUDE, Kind, Token, iter_tokens
 from relaymq.selector.nodes import (
     Arith,
     Between,
@@ -42,6 +42,10 @@ MAX_NESTING = 32
 #: Deepest syntax tree accepted (AND/OR chains are flattened and do not count),
 #: so generated code stays within what Python's own compiler accepts.
 MAX_DEPTH = 50
+#: Most operands of one flattened AND/OR chain. Compiling a selector costs more
+#: than linear time in its length and runs on the broker's event loop, so a
+#: client must not hand it a megabyte of ``a = 1 AND a = 1 AND ...``.
+MAX_OPERANDS = 5000
 
 _COMPARISON_OPS = frozenset({"=", "<>", "<", ">", "<=", ">="})
 _ORDERING_OPS = frozenset({"<", ">", "<=", ">="})
@@ -56,7 +60,8 @@ def parse(text: str) -> Node | None:
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.tokens = tokenize(text)
+        self._lexer = iter_tokens(text)
+        self.tokens: list[Token] = [next(self._lexer)]  # read on as the parser looks ahead
         self.index = 0
         self.nesting = 0
 
@@ -66,10 +71,14 @@ class _Parser:
         return InvalidSelector(reason, pos, self.text)
 
     def peek(self, ahead: int = 0) -> Token:
-        return self.tokens[min(self.index + ahead, len(self.tokens) - 1)]
+        tokens = self.tokens
+        want = self.index + ahead
+        while want >= len(tokens) and tokens[-1].kind is not Kind.EOF:
+            tokens.append(next(self._lexer))
+        return tokens[min(want, len(tokens) - 1)]
 
     def advance(self) -> Token:
-        tok = self.tokens[self.index]
+        tok = self.peek()
         if tok.kind is not Kind.EOF:
             self.index += 1
         return tok
@@ -161,7 +170,9 @@ class _Parser:
         operands: list[Node] = []
         self._add_operand(operands, op, self.condition(first, f"operand of {op}"))
         while self.at_keyword(op):
-            self.advance()
+            tok = self.advance()
+            if len(operands) >= MAX_OPERANDS:
+                raise self.fail(f"selector joins more than {MAX_OPERANDS} terms with {op}", tok.pos)
             nxt = parse_operand()
             self._add_operand(operands, op, self.condition(nxt, f"operand of {op}"))
         return self.finish(Logic(first.pos, op, operands), VKind.BOOL)

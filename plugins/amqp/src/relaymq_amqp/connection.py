@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -30,18 +31,20 @@ from relaymq.errors import ClientIdInUse, SecurityError
 from relaymq.model.message import Message
 
 from relaymq_amqp import engine as pn
+from relaymq_amqp.encode import encode
 from relaymq_amqp.engine import Condition, Engine
 from relaymq_amqp.frames import FrameGuard
 from relaymq_amqp.links import ConsumerLink, Link, ProducerLink
 from relaymq_amqp.sasl import AMQP_HEADER, AUTH, SASL_HEADER, SCRAM, SYS, SaslError, SaslServer
 from relaymq_amqp.transactions import CoordinatorLink
 from relaymq_amqp.txstate import kernel_txid, settle_transactional
-from relaymq_amqp.types import Symbol
+from relaymq_amqp.types import Described, Symbol, ULong
 
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
     from relaymq.broker.connection import ClientConnection
 
+_FRAME_HEADER = struct.Struct(">IBBH").pack  # size, data offset, type (AMQP), channel
 log = logging.getLogger("relaymq.amqp")
 
 SOLE_CONNECTION = "sole-connection-for-container"
@@ -656,10 +659,29 @@ class AmqpConnection:
         self._close_links()
         if not self.opened:  # an error before open: open first, so close is legal
             engine.open(container_id=self.broker.name or "relaymq")
+            if engine.remote_uninit:
+                self._close_before_remote_open(condition)
+                return
         engine.close(condition)
         self._closing = True
         if not self._pumping:
             self._process()
+
+    def _close_before_remote_open(self, condition: Condition) -> None:
+        """Proton sends its close only after the peer's open. When the guard refused
+        that very open (a hostile first frame), write proton's open, then the close
+        with `condition` ourselves, and hang up."""
+        engine = self.engine
+        assert engine is not None
+        out = engine.output()
+        while out:
+            self._write(out)
+            out = engine.output()
+        error = Described(ULong(0x1D), [Symbol(condition.name), condition.description])
+        body = encode(Described(ULong(0x18), [error]))
+        self._write(_FRAME_HEADER(8 + len(body), 2, 0, 0) + body)
+        self._closing = True
+        self._close_now()
 
     def close(self, condition: Condition | None = None) -> None:
         """Close from the broker side (connector stopping)."""

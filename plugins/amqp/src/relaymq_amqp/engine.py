@@ -534,6 +534,11 @@ class Engine:
     def local_active(self) -> bool:
         return bool(lib.pn_connection_state(self.connection) & LOCAL_ACTIVE)
 
+    @property
+    def remote_uninit(self) -> bool:
+        """No open from the peer has reached proton yet."""
+        return bool(lib.pn_connection_state(self.connection) & lib.PN_REMOTE_UNINIT)
+
     def open(self, *, container_id: str, hostname: str | None = None,
              offered_capabilities: list[str] | None = None,
              desired_capabilities: list[str] | None = None,

@@ -15,6 +15,7 @@ follow Qpid JMS: ``AMQP_ULONG:``, ``AMQP_UUID:``, ``AMQP_BINARY:`` prefixes.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from functools import partial
 from typing import Any
@@ -27,6 +28,7 @@ from relaymq_amqp.scanner import (
     APPLICATION_PROPERTIES,
     MESSAGE_ANNOTATIONS,
     PROPERTIES,
+    DecodeError,
     Sections,
     body_value,
     decode_map_at,
@@ -34,6 +36,8 @@ from relaymq_amqp.scanner import (
     scan,
 )
 from relaymq_amqp.types import RawValue, Symbol, Timestamp, UByte, UInt, ULong
+
+log = logging.getLogger("relaymq.amqp")
 
 ENCODING = "amqp"
 
@@ -153,7 +157,10 @@ def _kernel_properties(props: dict[str, Any]) -> dict[str, Any]:
 
 
 def _props_at(data: bytes, span: tuple[int, int], message: Message) -> dict[str, Any]:
-    return _kernel_properties(decode_map_at(data, span))
+    try:
+        return _kernel_properties(decode_map_at(data, span))
+    except DecodeError as exc:
+        return _unreadable(message, exc)
 
 
 def load_properties(message: Message) -> dict[str, Any]:
@@ -161,7 +168,21 @@ def load_properties(message: Message) -> dict[str, Any]:
     data = message.encoded
     if data is None:
         return {}
-    return _kernel_properties(decode_map_at(data, scan(data).application_properties))
+    try:
+        return _kernel_properties(decode_map_at(data, scan(data).application_properties))
+    except DecodeError as exc:
+        return _unreadable(message, exc)
+
+
+def _unreadable(message: Message, exc: DecodeError) -> dict[str, Any]:
+    """Application properties are decoded only when a selector (or another
+    protocol) asks, long after the message was accepted; ones that cannot be
+    decoded (nested deeper than the decoder's limit, say -- AMQP allows only
+    simple values there) read as none. The message itself is kept and delivered
+    as it came."""
+    log.warning("AMQP message %s: its application properties cannot be decoded (%s); "
+                "selectors and other protocols see none", message.message_id, exc)
+    return {}
 
 
 def stored_body(data: bytes) -> bytes:

@@ -55,19 +55,54 @@ _SECTION_NAMES = {
 _FIXED = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}
 
 
+#: Deepest nesting decoded: lists, maps, arrays, described values and their
+#: descriptors each add a level. Real frames and messages nest a handful of
+#: levels; the bound keeps the recursive decoder far from the stack's end whatever
+#: a peer sends (compiled code has no RecursionError to fall back on: a C stack
+#: overflow would end the broker). Deeper input is a `DecodeError`, which closes
+#: the connection (a frame) or rejects the transfer (a message) with amqp:decode-error.
+MAX_DEPTH = 100
+
+
 class DecodeError(ValueError):
     """Bytes that are not a valid AMQP encoding."""
+
+
+def _too_deep(pos: int) -> DecodeError:
+    return DecodeError(f"AMQP value at offset {pos} is nested more than {MAX_DEPTH} levels deep")
 
 
 def decode(data: bytes, pos: int = 0) -> tuple[Any, int]:
     """Decode one value at `pos`; return it and the position after it."""
     try:
-        return _decode(data, pos)
-    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+        return _decode(data, pos, 0)
+    except DecodeError:
+        raise
+    except (IndexError, struct.error, ValueError) as exc:  # ValueError: bad UTF-8, char, uuid
         raise DecodeError(f"truncated or invalid AMQP value at offset {pos}: {exc}") from None
 
 
-def _decode(data: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901 - one flat dispatch is fastest
+def _compound(data: bytes, pos: int, wide: bool, what: str) -> tuple[int, int, int]:
+    """(count, position of the first element, end) of a list/map/array header at
+    `pos`, checked against the bytes there: a count or size a peer made up (2^31
+    elements in five bytes) fails here, before anything is allocated."""
+    if wide:
+        size, count = _U32(data, pos)[0], _U32(data, pos + 4)[0]
+        pos += 8
+        end = pos + size - 4
+    else:
+        size, count = data[pos], data[pos + 1]
+        pos += 2
+        end = pos + size - 1
+    if end < pos or end > len(data):
+        raise DecodeError(f"{what} of {size} bytes at offset {pos} does not fit in its frame")
+    if count > end - pos + (what == "array"):  # an element takes a byte at least (in arrays,
+        # one constructor byte is shared by all of them)
+        raise DecodeError(f"{what} at offset {pos} claims {count} elements in {end - pos} bytes")
+    return count, pos, end
+
+
+def _decode(data: bytes, pos: int, depth: int) -> tuple[Any, int]:  # noqa: C901 - one flat dispatch is fastest
     c = data[pos]
     pos += 1
     if c == 0xA1:  # str8
@@ -141,34 +176,26 @@ def _decode(data: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901 - one flat 
     if c == 0x45:
         return [], pos
     if c == 0xC0 or c == 0xD0:
-        if c == 0xC0:
-            size, count, pos = data[pos], data[pos + 1], pos + 2
-            end = pos + size - 1
-        else:
-            size, count = _U32(data, pos)[0], _U32(data, pos + 4)[0]
-            pos += 8
-            end = pos + size - 4
+        if depth >= MAX_DEPTH:
+            raise _too_deep(pos - 1)
+        count, pos, end = _compound(data, pos, c == 0xD0, "list")
         out = []
         for _ in range(count):
-            v, pos = _decode(data, pos)
+            v, pos = _decode(data, pos, depth + 1)
             out.append(v)
         if pos != end:
             raise DecodeError("list size does not match its elements")
         return out, pos
     if c == 0xC1 or c == 0xD1:
-        if c == 0xC1:
-            size, count, pos = data[pos], data[pos + 1], pos + 2
-            end = pos + size - 1
-        else:
-            size, count = _U32(data, pos)[0], _U32(data, pos + 4)[0]
-            pos += 8
-            end = pos + size - 4
+        if depth >= MAX_DEPTH:
+            raise _too_deep(pos - 1)
+        count, pos, end = _compound(data, pos, c == 0xD1, "map")
         if count % 2:
             raise DecodeError("a map needs an even number of elements")
         m: dict[Any, Any] = {}
         for _ in range(count // 2):
-            k, pos = _decode(data, pos)
-            v, pos = _decode(data, pos)
+            k, pos = _decode(data, pos, depth + 1)
+            v, pos = _decode(data, pos, depth + 1)
             if isinstance(k, (list, dict)):
                 k = repr(k)
             m[k] = v
@@ -176,65 +203,79 @@ def _decode(data: bytes, pos: int) -> tuple[Any, int]:  # noqa: C901 - one flat 
             raise DecodeError("map size does not match its elements")
         return m, pos
     if c == 0x00:
-        descriptor, pos = _decode(data, pos)
-        value, pos = _decode(data, pos)
+        if depth >= MAX_DEPTH:
+            raise _too_deep(pos - 1)
+        descriptor, pos = _decode(data, pos, depth + 1)
+        value, pos = _decode(data, pos, depth + 1)
         return Described(descriptor, value), pos
     if c == 0xE0 or c == 0xF0:
-        return _decode_array(data, pos, c == 0xF0)
+        if depth >= MAX_DEPTH:
+            raise _too_deep(pos - 1)
+        return _decode_array(data, pos, c == 0xF0, depth + 1)
     raise DecodeError(f"unknown AMQP type code 0x{c:02x} at offset {pos - 1}")
 
 
-def _decode_array(data: bytes, pos: int, wide: bool) -> tuple[list[Any], int]:
-    if wide:
-        size, count = _U32(data, pos)[0], _U32(data, pos + 4)[0]
-        pos += 8
-        end = pos + size - 4
-    else:
-        size, count = data[pos], data[pos + 1]
-        pos += 2
-        end = pos + size - 1
+def _decode_array(data: bytes, pos: int, wide: bool, depth: int) -> tuple[list[Any], int]:
+    count, pos, end = _compound(data, pos, wide, "array")
     descriptor = None
     if data[pos] == 0x00:
-        descriptor, pos = _decode(data, pos + 1)
+        descriptor, pos = _decode(data, pos + 1, depth)
     code = data[pos]
     pos += 1
     out: list[Any] = []
     for _ in range(count):
         # Elements share one constructor and are encoded without it.
-        v, pos = _decode_element(data, pos, code)
+        v, pos = _decode_element(data, pos, code, depth)
         out.append(Described(descriptor, v) if descriptor is not None else v)
     if pos != end:
         raise DecodeError("array size does not match its elements")
     return out, pos
 
 
-def _decode_element(data: bytes, pos: int, code: int) -> tuple[Any, int]:
+def _decode_element(data: bytes, pos: int, code: int, depth: int) -> tuple[Any, int]:
     hi = code >> 4
     if hi in _FIXED:
         n = _FIXED[hi]
-        return _decode(bytes([code]) + bytes(data[pos:pos + n]), 0)[0], pos + n
-    if hi == 0xA or hi == 0xC or hi == 0xE:
+    elif hi == 0xA or hi == 0xC or hi == 0xE:
         n = 1 + data[pos]
-        return _decode(bytes([code]) + bytes(data[pos:pos + n]), 0)[0], pos + n
-    if hi == 0xB or hi == 0xD or hi == 0xF:
+    elif hi == 0xB or hi == 0xD or hi == 0xF:
         n = 4 + _U32(data, pos)[0]
-        return _decode(bytes([code]) + bytes(data[pos:pos + n]), 0)[0], pos + n
-    raise DecodeError(f"unknown array element type 0x{code:02x}")
+    else:
+        raise DecodeError(f"unknown array element type 0x{code:02x}")
+    if pos + n > len(data):
+        raise DecodeError(f"array element at offset {pos} runs past the end")
+    return _decode(bytes([code]) + bytes(data[pos:pos + n]), 0, depth)[0], pos + n
 
 
 def skip(data: bytes, pos: int) -> int:
-    """The position after the value at `pos`, without decoding it."""
-    c = data[pos]
-    hi = c >> 4
-    if c == 0x00:
-        return skip(data, skip(data, pos + 1))
-    if hi in _FIXED:
-        return pos + 1 + _FIXED[hi]
-    if hi == 0xA or hi == 0xC or hi == 0xE:
-        return pos + 2 + data[pos + 1]
-    if hi == 0xB or hi == 0xD or hi == 0xF:
-        return pos + 5 + _U32(data, pos + 1)[0]
-    raise DecodeError(f"unknown AMQP type code 0x{c:02x} at offset {pos}")
+    """The position after the value at `pos`, without decoding it.
+
+    A loop, not a recursion: a described value is two values (descriptor and
+    value), so each 0x00 adds one to the values still to skip; compound values
+    are skipped by their size. At most `MAX_DEPTH` described constructors."""
+    values = 1
+    described = 0
+    start = pos
+    while values:
+        c = data[pos]
+        if c == 0x00:
+            described += 1
+            if described > MAX_DEPTH:
+                raise _too_deep(start)
+            values += 1
+            pos += 1
+            continue
+        hi = c >> 4
+        if hi in _FIXED:
+            pos += 1 + _FIXED[hi]
+        elif hi == 0xA or hi == 0xC or hi == 0xE:
+            pos += 2 + data[pos + 1]
+        elif hi == 0xB or hi == 0xD or hi == 0xF:
+            pos += 5 + _U32(data, pos + 1)[0]
+        else:
+            raise DecodeError(f"unknown AMQP type code 0x{c:02x} at offset {pos}")
+        values -= 1
+    return pos
 
 
 # ---------------------------------------------------------------------------
@@ -273,7 +314,7 @@ def _section_code(data: bytes, pos: int) -> tuple[int, int]:
         v = _U64(data, pos + 1)[0]
         return (v if v <= 0xFF else -1), pos + 9
     if c == 0xA3 or c == 0xB3:
-        name, after = _decode(data, pos)
+        name, after = _decode(data, pos, 0)
         return _SECTION_NAMES.get(name, -1), after
     raise DecodeError(f"bad section descriptor at offset {pos}")
 
@@ -328,7 +369,9 @@ def scan(data: bytes) -> Sections:
     """Locate the sections of an encoded AMQP message (header/properties decoded)."""
     try:
         return _scan(data)
-    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+    except DecodeError:
+        raise
+    except (IndexError, struct.error, ValueError) as exc:  # ValueError: bad UTF-8, char, uuid
         raise DecodeError(f"malformed AMQP message: {exc}") from None
 
 
@@ -367,13 +410,13 @@ def _scan(data: bytes) -> Sections:
             if data[pos] == 0x45:  # an empty list (proton writes one): nothing to decode
                 pos += 1
             else:
-                s.header, pos = _decode(data, pos)
+                s.header, pos = _decode(data, pos, 0)
             s.header_span = (start, pos)
         elif code == PROPERTIES:
             if data[pos] == 0x45:
                 pos += 1
             else:
-                s.properties, pos = _decode(data, pos)
+                s.properties, pos = _decode(data, pos, 0)
         elif code == DATA or code == AMQP_VALUE or code == AMQP_SEQUENCE:
             s.body_start = start
             pos = skip(data, pos)

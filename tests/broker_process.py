@@ -1,0 +1,133 @@
+"""`relaymq run` in a child process, compiled or interpreted, for tests that could
+crash a broker: a crash ends the child and fails the test instead of killing pytest."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
+#: the packages whose per-message modules `make compile` builds
+COMPILED_PACKAGES = ("relaymq", "relaymq_amqp", "relaymq_stomp")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def compiled_build_present() -> bool:
+    """True when `make compile` has built the AMQP decoder next to its source."""
+    import relaymq_amqp
+
+    here = Path(relaymq_amqp.__file__).parent
+    return any(here.glob("scanner.*.so")) or any(here.glob("scanner.*.pyd"))
+
+
+class BrokerProcess:
+    """A broker started with `relaymq run --config`, an AMQP and a STOMP connector,
+    the memory store. `build` is "compiled" or "pure" (RELAYMQ_PURE_PYTHON=1)."""
+
+    def __init__(self, directory: Path, build: str, stomp_options: str = "") -> None:
+        self.directory = directory
+        self.build = build
+        self.stomp_options = stomp_options
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = directory / "broker.log"
+        self.starts = 0
+
+    def start(self) -> None:
+        self.amqp_port, self.stomp_port = free_port(), free_port()
+        cfg = self.directory / "activemq.xml"
+        query = f"?{self.stomp_options}" if self.stomp_options else ""
+        cfg.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core" brokerName="bad-input"
+        persistent="false">
+  <transportConnectors>
+    <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.amqp_port}"/>
+    <transportConnector name="stomp" uri="stomp://127.0.0.1:{self.stomp_port}{query}"/>
+  </transportConnectors>
+</broker>""")
+        env = dict(os.environ)
+        env.pop("RELAYMQ_PURE_PYTHON", None)
+        if self.build == "pure":
+            env["RELAYMQ_PURE_PYTHON"] = "1"
+        self.starts += 1
+        out = open(self.log, "ab")  # noqa: SIM115 - the child writes it until it ends
+        try:
+            self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(cfg)], stdout=out,
+                                         stderr=subprocess.STDOUT, env=env)
+        finally:
+            out.close()
+        deadline = time.monotonic() + 30
+        for port in (self.amqp_port, self.stomp_port):
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    if self.proc.poll() is not None:
+                        raise AssertionError(f"broker exited: {self.output()[-3000:]}") from None
+                    if time.monotonic() >= deadline:
+                        raise AssertionError("broker did not listen") from None
+                    time.sleep(0.05)
+        self._check_build()
+
+    def _check_build(self) -> None:
+        """The child says how each package runs ("running relaymq: compiled (20
+        modules); ..."): the compiled variant must really run compiled."""
+        deadline = time.monotonic() + 10
+        while True:
+            found = re.findall(r"running (relaymq: .*)", self.output())
+            if found:
+                break
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"no 'running ...' line from the broker: {self.output()[-2000:]}")
+            time.sleep(0.05)
+        status = dict(part.split(": ", 1) for part in found[-1].strip().split("; "))
+        for pkg in COMPILED_PACKAGES:
+            how = status.get(pkg, "")
+            if self.build == "compiled":
+                assert how.startswith("compiled"), f"{pkg} runs {how!r} in the compiled broker"
+            else:
+                assert how.startswith("pure Python"), f"{pkg} runs {how!r} in the pure broker"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def describe_death(self) -> str:
+        assert self.proc is not None
+        code = self.proc.poll()
+        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit {code}"
+        return f"the broker died ({how}); log tail: {self.output()[-2000:]}"
+
+    def ensure_running(self) -> None:
+        if not self.alive():
+            self.start()
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def require_build(build: str) -> None:
+    """The compiled variant needs `make compile`; run locally without it, it skips."""
+    if build == "compiled" and not compiled_build_present():
+        pytest.skip("the compiled build is not there: run `make compile`")
