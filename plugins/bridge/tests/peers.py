@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,15 @@ class Peer:
     base: Path
     command: list[str]
     env: dict[str, str]
+    #: a helper process that lives as long as the peer (RabbitMQ's epmd)
+    helper: subprocess.Popen[bytes] | None = None
+
+    def close(self) -> None:
+        """Stop the peer and its helper for good (session teardown)."""
+        self.stop()
+        if self.helper is not None and self.helper.poll() is None:
+            self.helper.kill()
+            self.helper.wait(10)
 
     def stop(self, kill: bool = False) -> None:
         if self.proc.poll() is None:
@@ -100,18 +108,33 @@ def _rabbitmq(base: Path) -> Peer:
         f"listeners.tcp.1 = 127.0.0.1:{amqp}\nstomp.listeners.tcp.1 = 127.0.0.1:{stomp}\n"
         "loopback_users = none\n")
     (base / "enabled_plugins").write_text("[rabbitmq_stomp,rabbitmq_amqp1_0].\n")
+    epmd_port = free_port()
+    epmd = shutil.which("epmd") or next(iter(sorted(Path("/usr/lib/erlang").glob("erts-*/bin/epmd"))), None)
+    if epmd is None:
+        pytest.skip("RabbitMQ's epmd is not installed (apt-get install rabbitmq-server)")
+    # our own epmd in the foreground: Erlang would otherwise start a daemon that outlives the test
+    helper = subprocess.Popen([str(epmd), "-port", str(epmd_port)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    wait_port(epmd_port, helper, 30)
     env = dict(os.environ)
     env.update({
         "HOME": str(base), "RABBITMQ_NODENAME": f"rmq-test-{os.getpid()}@localhost",
         "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1", "RABBITMQ_NODE_PORT": str(amqp),
-        "RABBITMQ_DIST_PORT": str(free_port()), "ERL_EPMD_PORT": str(free_port()),
+        "RABBITMQ_DIST_PORT": str(free_port()), "ERL_EPMD_PORT": str(epmd_port),
         "RABBITMQ_MNESIA_BASE": str(base / "mnesia"), "RABBITMQ_LOG_BASE": str(base / "log"),
         "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
         "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
         "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
     })
-    peer = Peer("RabbitMQ", stomp, amqp, None, base, [str(RABBITMQ_SERVER)], env)  # type: ignore[arg-type]
-    peer.start()
+    peer = Peer("RabbitMQ", stomp, amqp, None, base, [str(RABBITMQ_SERVER)], env,  # type: ignore[arg-type]
+                helper)
+    try:
+        peer.start()
+    except BaseException:
+        helper.kill()
+        helper.wait(10)
+        raise
     return peer
 
 
@@ -119,12 +142,11 @@ def _rabbitmq(base: Path) -> Peer:
 def activemq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
     peer = _activemq(tmp_path_factory.mktemp("activemq"))
     yield peer
-    peer.stop()
+    peer.close()
 
 
 @pytest.fixture(scope="session")
 def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
     peer = _rabbitmq(tmp_path_factory.mktemp("rabbitmq") / "node")
     yield peer
-    peer.stop()
-    time.sleep(0)
+    peer.close()
