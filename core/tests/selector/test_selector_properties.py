@@ -199,7 +199,10 @@ def ref_value(node: n.Node, fields: dict[str, Any], convert: bool) -> Any:  # no
         if node.name == "REGEX":
             if None in args or None in (java_string(args[0]), java_string(args[1])):
                 return None
-            return re.search(java_string(args[0]), java_string(args[1])) is not None  # type: ignore[arg-type]
+            try:
+                return re.search(java_string(args[0]), java_string(args[1])) is not None  # type: ignore[arg-type]
+            except re.error:
+                return None  # a pattern from a message that does not compile is UNKNOWN
         if node.name == "MAKELIST":
             return args
         if node.name == "SPLIT":
