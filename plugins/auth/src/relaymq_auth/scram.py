@@ -23,7 +23,7 @@ import hashlib
 import hmac
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from relaymq.broker.security import Principal
 from relaymq.errors import SecurityError
@@ -31,7 +31,18 @@ from relaymq.errors import SecurityError
 from relaymq_auth.throttle import host_of
 
 if TYPE_CHECKING:
-    from relaymq_auth.service import SecurityService
+    from relaymq_auth.audit import AuditLog
+    from relaymq_auth.throttle import LoginThrottle
+
+
+class ScramBackend(Protocol):
+    """What SCRAM needs of the security service (which owns the provider)."""
+
+    authenticator: Any
+    throttle: LoginThrottle
+    audit: AuditLog
+
+    async def throttle_wait(self, remote: Any) -> None: ...
 
 HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 ITERATIONS = 4096
@@ -75,7 +86,7 @@ def _attributes(text: str) -> dict[str, str]:
 class ScramProvider:
     """Derives and caches users' SCRAM keys; makes exchanges."""
 
-    def __init__(self, service: SecurityService) -> None:
+    def __init__(self, service: ScramBackend) -> None:
         self.service = service
         self._secret = os.urandom(32)  # salts for unknown users, stable while running
         self._keys: dict[tuple[str, str], tuple[_Keys, Principal]] = {}

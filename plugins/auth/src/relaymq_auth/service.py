@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from relaymq.broker.security import ConnectRequest, Principal
 from relaymq.config.model import Origin
@@ -40,9 +40,16 @@ if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
     from relaymq.broker.connection import ClientConnection
 
-    from relaymq_auth.authorization import AuthorizationMap
 
 log = logging.getLogger("relaymq.auth")
+
+class Authorization(Protocol):
+    """What the service asks of an authorization map (`AuthorizationMap`)."""
+
+    def allowed(self, principal: Principal, action: str, dest: Destination) -> bool: ...
+
+    def forget(self) -> None: ...
+
 
 EXTENSION = "auth"
 #: what AMQP asks for before offering SASL EXTERNAL
@@ -55,7 +62,7 @@ class SecurityService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.authenticator: Authenticator | None = None
-        self.authorization: AuthorizationMap | None = None
+        self.authorization: Authorization | None = None
         self._origins: dict[str, Origin] = {}
         #: element tag -> the installed object, for reloads (``reload(element)``)
         self.elements: dict[str, Any] = {}
@@ -90,7 +97,7 @@ class SecurityService:
         if hasattr(authenticator, "lookup"):  # knows passwords: SCRAM can derive keys
             self.broker.extensions[SCRAM_EXTENSION] = self.scram
 
-    def set_authorization(self, amap: AuthorizationMap, origin: Origin,
+    def set_authorization(self, amap: Authorization, origin: Origin,
                           owner: Any = None) -> None:
         if self.authorization is not None:
             raise ConfigError(f"<authorizationPlugin>{at(origin)}: there is already one "
