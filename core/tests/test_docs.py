@@ -160,3 +160,33 @@ def test_every_management_method_is_documented(member: str) -> None:
 def test_no_documented_management_method_that_does_not_exist() -> None:
     headings = set(re.findall(r"^### `(\w+)[(`]", read("management.md"), flags=re.M))
     assert headings == set(management_members())
+
+
+# ---------------------------------------------------------------------------
+# Change feed
+# ---------------------------------------------------------------------------
+
+
+def _event_types() -> list[type]:
+    from relaymq.feed import EVENT_TYPES
+
+    return list(EVENT_TYPES)
+
+
+@pytest.mark.parametrize("event", _event_types(), ids=lambda t: t.__name__)
+def test_every_change_feed_event_type_is_documented_with_its_fields(event: type) -> None:
+    body = sections(read("change-feed.md")).get(f"`{event.__name__}`")
+    assert body is not None, (
+        f"docs/change-feed.md needs a heading '### `{event.__name__}`' for the event type")
+    assert f'`kind = "{event.kind}"`' in body  # type: ignore[attr-defined]
+    for f in dataclasses.fields(event):
+        assert f"`{f.name}`" in body, (
+            f"docs/change-feed.md, section {event.__name__}: field `{f.name}` is not explained")
+
+
+def test_every_removal_reason_is_documented() -> None:
+    from relaymq.feed import RemovalReason
+
+    text = read("change-feed.md")
+    for reason in RemovalReason.ALL:
+        assert f"| `{reason}` |" in text, f"docs/change-feed.md: removal reason {reason!r}"

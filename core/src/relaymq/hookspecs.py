@@ -208,11 +208,14 @@ def relaymq_config_reloaded(broker: Broker, config: BrokerConfig) -> None:
 
 
 @hookspec
-def relaymq_destination_added(broker: Broker, destination: Destination) -> None:
-    """Called when a destination is created.
+def relaymq_destination_added(broker: Broker, destination: Destination,
+                              recovered: bool) -> None:
+    """Called when a destination is created, or restored from the store at start-up.
 
     :param broker: the broker.
     :param destination: the new destination.
+    :param recovered: True when the destination was restored from the store at
+        start-up (it existed before the restart), False when it was created now.
     """
 
 

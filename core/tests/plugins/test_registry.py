@@ -105,7 +105,7 @@ def test_pm_has_the_hookspecs_and_runs_registered_hooks(registry) -> None:
     name = registry.register(observer)
     assert registry.register(observer) == name  # idempotent
     registry.check()
-    registry.pm.hook.relaymq_destination_added(broker=None, destination="queue://A")
+    registry.pm.hook.relaymq_destination_added(broker=None, destination="queue://A", recovered=False)
     assert calls == ["queue://A"]
 
 

@@ -41,12 +41,14 @@ from relaymq.errors import (
     SecurityError,
     StartupError,
 )
+from relaymq.feed.events import SubscriptionCreated
+from relaymq.feed.feed import ChangeFeed
 from relaymq.management import Management
 from relaymq.model.destination import Destination
 from relaymq.model.message import MessageIdGenerator
 from relaymq.outgoing.registry import OutgoingConnections
 from relaymq.selector import Selector
-from relaymq.spi.persistence import PersistenceAdapter, SubscriptionRecord
+from relaymq.spi.persistence import PersistenceAdapter, StoredMessage, SubscriptionRecord
 from relaymq.spi.transport import ConnectorContext, TransportUri
 
 if TYPE_CHECKING:
@@ -67,6 +69,9 @@ class Broker:
         self.strict = strict or getattr(registry, "strict", False)
         self.name = self.config.broker_name
         self.events = BrokerEvents(self)
+        #: what the broker committed, in order (docs/change-feed.md); subscribe from
+        #: a plugin's install() to also see the destinations recovered at start-up
+        self.change_feed = ChangeFeed()
         self.policies = PolicyMap(self.config.policy_entries, self.config.default_policy)
         self.usage = SystemUsage(self.config.system_usage)
         self.message_ids = MessageIdGenerator()
@@ -146,7 +151,7 @@ class Broker:
             self._stopped = asyncio.Event()
         pm = self.plugins.pm
         self.store = self._build_store()
-        self.region = Region(self, self.store, self.policies, self.usage)
+        self.region = Region(self, self.store, self.policies, self.usage, self.change_feed)
         self.region.redelivery = self._redelivery
         self.region.queue_types.update(configured_queue_types(self.plugins, self.config))
         for decl in self.config.destinations:
@@ -168,6 +173,7 @@ class Broker:
         log.info("store: %s", self.store.describe())
         pm.hook.relaymq_persistence_started(broker=self, adapter=self.store)
         await self.router.duplicates.recover(self.store)
+        await self.change_feed.attach(self.store, self.region.writer)
         await self.region.recover()
         await self._recover_subscriptions()
         if self.scheduler is not None:
@@ -198,6 +204,9 @@ class Broker:
             sub = self.make_durable(record, selector)
             self.region.add_subscription(sub)
             await sub.recover()
+            self.region.writer.note(SubscriptionCreated(
+                record.key, record.client_id, record.name, Destination.parse(record.topic),
+                record.selector, record.no_local, True))
 
     def make_durable(self, record: SubscriptionRecord, selector: Selector | None) -> SubscriptionQueue:
         topic = Destination.parse(record.topic)
@@ -317,8 +326,14 @@ class Broker:
         await self._stopped.wait()
 
     # -- connections -----------------------------------------------------------------------
-    async def connect(self, request: ConnectRequest | None = None, *, network: bool = False) -> ClientConnection:
-        """Authenticate and open a kernel connection for a transport's client."""
+    async def connect(self, request: ConnectRequest | None = None, *, network: bool = False,
+                      origin: str | None = None) -> ClientConnection:
+        """Authenticate and open a kernel connection for a transport's client.
+
+        `network`: a broker connection (mirror, federation, bridge); `origin`: the
+        broker id of the peer it speaks for. Messages sent on the connection carry
+        `origin` (unless they already name one) and so do their change-feed events,
+        which lets broker-to-broker plugins skip what came from a peer."""
         if not self.started:
             raise RuntimeError("the broker is not started")
         request = request or ConnectRequest()
@@ -333,7 +348,7 @@ class Broker:
             if holder is not None and not holder.closed:
                 raise ClientIdInUse(f"client id {cid!r} is already in use by another connection")
         conn = ClientConnection(self, principal, cid or None, request.transport,
-                                request.remote_address, network)
+                                request.remote_address, network, origin)
         if cid:
             self._client_ids[cid] = conn
         self.connections.add(conn)
@@ -402,6 +417,31 @@ class Broker:
             out[d.key] = s
         for key, sub in self.region.subscriptions.items():
             out[key] = sub.stats.snapshot()
+        return out
+
+    async def read_messages(self, destination: Destination | str, after: int = 0,
+                            until: int | None = None, limit: int | None = 1000) -> list[StoredMessage]:
+        """The messages of `destination` (a `Destination`, or a store key such as a
+        durable subscription's) with `after < seq <= until`, in sequence order, at
+        most `limit`, without consuming them. Page with `after = last seq read`.
+
+        Read from the store (`PersistenceAdapter.read`): what a persistent broker
+        stored, also beyond what a queue holds in memory. A broker without a
+        persistent store has only what its queues hold in memory, read from there."""
+        key = destination if isinstance(destination, str) else destination.key
+        if limit is not None and limit <= 0:
+            return []
+        region = self.region
+        if region.store_persistent:
+            out = await region.store.read(key, after, limit)
+        else:
+            queue = next((q for q in region.queues.values() if q.key == key), None) \
+                or region.subscriptions.get(key)
+            held = [] if queue is None else queue.memory_entries()
+            out = [StoredMessage(e.seq, e.message) for e in held if e.seq > after]
+            out = out[:limit] if limit is not None else out
+        if until is not None:
+            out = [r for r in out if r.seq <= until]
         return out
 
     def queue_size(self, name: str) -> int:

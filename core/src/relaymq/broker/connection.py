@@ -11,6 +11,7 @@ await conn.close()                              # unacked deliveries return, tem
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +28,7 @@ from relaymq.errors import (
     SubscriptionInUse,
     TransactionError,
 )
+from relaymq.feed.events import SubscriptionCreated, SubscriptionDeleted
 from relaymq.model.destination import Destination, DestinationKind
 from relaymq.model.message import Message
 from relaymq.selector import Selector
@@ -48,13 +50,16 @@ _VERBS = {"read": "read from", "write": "write to", "admin": "create"}
 class ClientConnection:
     def __init__(self, broker: Broker, principal: Principal, client_id: str | None,
                  transport: str = "vm", remote_address: str | None = None,
-                 network: bool = False) -> None:
+                 network: bool = False, origin: str | None = None) -> None:
         self.broker = broker
         self.principal = principal
         self.client_id = client_id
         self.transport = transport
         self.remote_address = remote_address
         self.network = network
+        #: the broker id of the peer (mirror, federation) this connection speaks for;
+        #: its sends carry it (`Message.origin`) and so do their change-feed events
+        self.origin = origin
         self.id = f"{broker.message_ids.connection_prefix()}"
         #: message ids this connection gives are `message_id_prefix` + the next of
         #: `message_numbers` (transports that render ids themselves use both)
@@ -75,6 +80,7 @@ class ClientConnection:
         #: set by transports: close the client's connection with this reason
         #: (management's `close_connection`)
         self.on_close_request: Callable[[str], Any] | None = None
+        self._stored: asyncio.Future[None] | None = None  # this connection's last store write
 
     @property
     def user(self) -> str | None:
@@ -147,6 +153,8 @@ class ClientConnection:
         message.producer_id = self.id
         if self.populate_user_id:
             message.user_id = self.user  # not what the sender claims
+        if self.origin is not None and message.origin is None:
+            message.origin = self.origin
         broker = self.broker
         memory = broker.usage.memory
         if memory.used >= memory.limit and not (message.durable and broker.region.store_persistent):
@@ -161,7 +169,8 @@ class ClientConnection:
             if txn is None:
                 raise TransactionError(f"unknown transaction {txid}")
         try:
-            routed = broker.chain(SendContext(self, batch, txn is not None, self.network), message)
+            routed = broker.chain(SendContext(self, batch, txn is not None, self.network, None,
+                                              self.origin), message)
             if routed is not DONE:
                 await routed
         except BaseException:
@@ -170,8 +179,17 @@ class ClientConnection:
         if txn is not None:
             txn.add_batch(batch)
             return None
-        if batch.ops:
-            return broker.region.commit_soon(batch)
+        region = broker.region
+        feed = region.feed
+        last = self._stored
+        if batch.ops or feed.capture_added or (last is not None and not last.done()):
+            # Stored, or after this connection's writes still under way (its
+            # messages keep their order), or captured by a durable feed cursor.
+            stored = self._stored = region.writer.commit_soon(batch)
+            return stored if batch.ops else None
+        if feed.watch_added:
+            region.writer.publish_visible(batch)
+            return None
         for queue, entry in batch.placed:
             queue.enqueue(entry)
         return None
@@ -318,8 +336,9 @@ class ClientConnection:
         if sub is None:
             record = SubscriptionRecord(self.client_id, name, topic.key, text, no_local)
             sub = self.broker.make_durable(record, selector)
-            if region.store_persistent:
-                await region.store.write([AddSubscription(record)])
+            ops = [AddSubscription(record)] if region.store_persistent else []
+            await region.writer.write(ops, (SubscriptionCreated(
+                record.key, record.client_id, name, topic, text, no_local, False, self.origin),))
             region.add_subscription(sub)
         else:
             sub.no_local_connection = self.id if no_local else None
@@ -328,8 +347,11 @@ class ClientConnection:
     async def _drop_durable(self, sub: SubscriptionQueue) -> None:
         region = self.broker.region
         region.remove_subscription(sub)
-        if region.store_persistent:
-            await region.store.write([RemoveSubscription(sub.key)])
+        ops = [RemoveSubscription(sub.key)] if region.store_persistent else []
+        record = sub.record
+        events = (SubscriptionDeleted(sub.key, record.client_id, record.name, sub.destination,
+                                      self.origin),) if record is not None else ()
+        await region.writer.write(ops, events)
 
     async def unsubscribe(self, name: str) -> None:
         """Remove a durable subscription; refused while a consumer is attached."""

@@ -17,8 +17,9 @@ class BrokerEvents:
         self._broker = broker
         self._hook = broker.plugins.pm.hook
 
-    def destination_added(self, destination: Destination) -> None:
-        self._hook.relaymq_destination_added(broker=self._broker, destination=destination)
+    def destination_added(self, destination: Destination, recovered: bool = False) -> None:
+        self._hook.relaymq_destination_added(broker=self._broker, destination=destination,
+                                             recovered=recovered)
 
     def destination_removed(self, destination: Destination) -> None:
         self._hook.relaymq_destination_removed(broker=self._broker, destination=destination)

@@ -1,7 +1,7 @@
 """The broker's destinations: creation, lookup (wildcards), deletion, recovery.
 
-Also the services queues need from the broker: the store (with acks batched per
-event-loop turn into one write), dead-lettering, expiry events and flow control.
+Also the services queues need from the broker: the store-write path
+(`self.writer`, broker/writer.py), dead-lettering, expiry events and flow control.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from relaymq.broker.writer import StoreWriter
 from relaymq.dispatch.deadletter import dead_letter_copy, dead_letter_destination
 from relaymq.dispatch.entry import QueueEntry
 from relaymq.dispatch.policy import PolicyMap
@@ -19,18 +20,24 @@ from relaymq.dispatch.queue import Queue
 from relaymq.dispatch.redelivery import RedeliveryPolicyMap
 from relaymq.dispatch.topic import SubscriptionQueue, Topic
 from relaymq.errors import DestinationError, ResourceLimitExceeded
+from relaymq.feed.cursor import CURSOR_PREFIX
+from relaymq.feed.events import (
+    DestinationCreated,
+    DestinationDeleted,
+    RemovalReason,
+    removed,
+)
+from relaymq.feed.feed import ChangeFeed
 from relaymq.model.destination import Destination
 from relaymq.spi.persistence import (
     AddDestination,
     PersistenceAdapter,
     RemoveDestination,
     RemoveMessage,
-    StoreOp,
 )
 
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
-    from relaymq.broker.router import SendBatch
     from relaymq.broker.usage import SystemUsage
 
 log = logging.getLogger("relaymq.region")
@@ -38,9 +45,11 @@ log = logging.getLogger("relaymq.region")
 
 class Region:
     def __init__(self, broker: Broker, store: PersistenceAdapter, policies: PolicyMap,
-                 usage: SystemUsage) -> None:
+                 usage: SystemUsage, feed: ChangeFeed | None = None) -> None:
         self.broker = broker
         self.store = store
+        self.feed = feed if feed is not None else ChangeFeed()
+        self.writer = StoreWriter(store, self.feed, lambda: usage.store_limit, self._store_space)
         self.store_persistent = store.persistent
         self.policies = policies
         self.usage = usage
@@ -51,10 +60,7 @@ class Region:
         self._topic_subs: dict[Destination, list[SubscriptionQueue]] = {}
         self._wildcard_subs: list[SubscriptionQueue] = []
         self._sub_cache: dict[Destination, list[SubscriptionQueue]] = {}
-        self._pending_removes: list[StoreOp] = []
-        self._removes_future: asyncio.Future[None] | None = None
         self._retired_seq: dict[Destination, int] = {}
-        self._pending_commits: list[tuple[SendBatch, asyncio.Future[None]]] = []
         self._store_refusal_logged = -1e9  # monotonic time of the last "refused" log line
         #: queue type name -> factory (`relaymq.queue_types`); the broker adds the
         #: types its configuration names, management the ones it is asked for
@@ -63,7 +69,10 @@ class Region:
         self.declared_types: dict[Destination, str] = {}
 
     # -- destinations -----------------------------------------------------------------
-    async def queue(self, dest: Destination) -> Queue:
+    async def queue(self, dest: Destination, *, origin: str | None = None,
+                    recovered: bool = False) -> Queue:
+        """The queue `dest`, created (and stored) when it does not exist yet;
+        `origin`: the peer broker whose send creates it (None: local)."""
         q = self.queues.get(dest)
         if q is not None:
             return q
@@ -74,9 +83,10 @@ class Region:
         q.last_seq = max(stats.last_seq if stats is not None else 0,
                          self._retired_seq.pop(dest, 0))
         self.queues[dest] = q
-        if self.store_persistent and not dest.is_temporary:
-            await self.store.write([AddDestination(dest.key)])
-        self.broker.events.destination_added(dest)
+        ops = [AddDestination(dest.key)] if (
+            self.store_persistent and not dest.is_temporary and not recovered) else []
+        await self.writer.write(ops, (DestinationCreated(dest, recovered, origin),))
+        self.broker.events.destination_added(dest, recovered)
         return q
 
     def make_queue(self, dest: Destination) -> Queue:
@@ -93,11 +103,13 @@ class Region:
         q.queue_type = name
         return q
 
-    async def topic(self, dest: Destination) -> Topic:
+    async def topic(self, dest: Destination, *, origin: str | None = None,
+                    recovered: bool = False) -> Topic:
         t = self.topics.get(dest)
         if t is None:
             t = self.topics[dest] = Topic(self, dest, self.policies.entry_for(dest))
-            self.broker.events.destination_added(dest)
+            self.writer.note(DestinationCreated(dest, recovered, origin))
+            self.broker.events.destination_added(dest, recovered)
         return t
 
     def matching_queues(self, pattern: Destination) -> list[Queue]:
@@ -106,19 +118,21 @@ class Region:
     def matching_topics(self, pattern: Destination) -> list[Topic]:
         return [t for d, t in self.topics.items() if pattern.matches(d)]
 
-    async def delete(self, dest: Destination) -> bool:
+    async def delete(self, dest: Destination, *, origin: str | None = None) -> bool:
         """Delete a destination, its messages and (for a topic) its subscriptions' hold."""
+        event = DestinationDeleted(dest, origin)
         if dest.is_queue:
             q = self.queues.pop(dest, None)
             if q is None:
                 return False
             q.close_all(f"destination {dest} was deleted")
             self._retired_seq[dest] = q.last_seq  # a re-created queue continues numbering
-            if self.store_persistent:
-                await self.store.write([RemoveDestination(dest.key)])
+            ops = [RemoveDestination(dest.key)] if self.store_persistent else []
+            await self.writer.write(ops, (event,))
         else:
             if self.topics.pop(dest, None) is None:
                 return False
+            self.writer.note(event)
         self.broker.events.destination_removed(dest)
         return True
 
@@ -152,54 +166,11 @@ class Region:
         return subs
 
     # -- store ---------------------------------------------------------------------------
-    async def commit(self, batch: SendBatch) -> None:
-        """Write a batch, then make its messages visible."""
-        if batch.ops:
-            if self.usage.store_limit and self.store.size() >= self.usage.store_limit:
-                await self.flow_control(self._wait_store(), None, store=True)
-            await self.store.write(batch.ops)
-        for queue, entry in batch.placed:
-            queue.enqueue(entry)
+    # Every store write goes through `self.writer` (broker/writer.py).
 
-    def commit_soon(self, batch: SendBatch) -> asyncio.Future[None]:
-        """Commit `batch` together with every other batch handed over in this event
-        loop turn: one store write (one record, one sync) for all of them, then
-        their messages become visible in the order the batches came. The returned
-        future completes when this batch is stored."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        if not self._pending_commits:
-            loop.call_soon(self._flush_commits)
-        self._pending_commits.append((batch, fut))
-        return fut
-
-    def _flush_commits(self) -> None:
-        pending, self._pending_commits = self._pending_commits, []
-        if len(pending) == 1:
-            merged = pending[0][0]
-        else:
-            from relaymq.broker.router import SendBatch
-
-            merged = SendBatch()
-            for batch, _ in pending:
-                merged.absorb(batch)
-        task = asyncio.ensure_future(self.commit(merged))
-
-        def done(t: asyncio.Future[None]) -> None:
-            error = None if t.cancelled() else t.exception()
-            if error is not None:
-                merged.abandon()
-            for _, fut in pending:
-                if fut.done():
-                    continue
-                if t.cancelled():
-                    fut.cancel()
-                elif error is not None:
-                    fut.set_exception(error)
-                else:
-                    fut.set_result(None)
-
-        task.add_done_callback(done)
+    async def _store_space(self) -> None:
+        """Wait for the store to be under `storeUsage`, or refuse (`sendFailIfNoSpace`)."""
+        await self.flow_control(self._wait_store(), None, store=True)
 
     async def _wait_store(self) -> None:
         """Wait until the store is under `storeUsage`, asking it to reclaim space now
@@ -214,31 +185,6 @@ class Region:
                 if self.store.size() < self.usage.store_limit:
                     break
             await asyncio.sleep(0.05)
-
-    def store_remove(self, key: str, seq: int) -> Awaitable[None]:
-        """Removals from one event-loop turn go to the store as one batch."""
-        self._pending_removes.append(RemoveMessage(key, seq))
-        fut = self._removes_future
-        if fut is None:
-            fut = self._removes_future = asyncio.get_running_loop().create_future()
-            asyncio.get_running_loop().call_soon(self._flush_removes)
-        return fut
-
-    def _flush_removes(self) -> None:
-        ops, self._pending_removes = self._pending_removes, []
-        fut, self._removes_future = self._removes_future, None
-        task = asyncio.ensure_future(self.store.write(ops))
-
-        def done(t: asyncio.Future[None]) -> None:
-            if fut is None or fut.done():
-                return
-            if t.exception() is not None:
-                log.error("storing %d acknowledgements failed: %s", len(ops), t.exception())
-                fut.set_exception(t.exception())  # type: ignore[arg-type]
-            else:
-                fut.set_result(None)
-
-        task.add_done_callback(done)
 
     def _log_store_refusal(self) -> None:
         """Say which destinations hold the store's space when producers are refused
@@ -281,22 +227,26 @@ class Region:
         dlq = dead_letter_destination(strategy, msg, origin, expired)
         queue.stats.dead_lettered += 1
         self.broker.events.message_dead_lettered(msg, origin, reason)
+        why = RemovalReason.EXPIRED if expired else RemovalReason.KILLED
         if dlq is None or (origin.is_queue and dlq == origin):
-            if entry.stored:
-                self.store_remove(queue.key, entry.seq)
+            self.writer.remove(queue, entry, why)
             return
         copy = dead_letter_copy(strategy, msg, origin, dlq, reason)
-        asyncio.get_running_loop().create_task(self._move(queue, entry, copy))
+        asyncio.get_running_loop().create_task(self._move(queue, entry, copy, why))
 
-    async def _move(self, queue: Queue, entry: QueueEntry, copy: object) -> None:
+    async def _move(self, queue: Queue, entry: QueueEntry, copy: object, why: str) -> None:
+        """Remove `entry` and route `copy` (to the dead-letter queue) in one store batch."""
         from relaymq.broker.router import SendBatch, SendContext
 
         batch = SendBatch()
         if entry.stored:
             batch.ops.append(RemoveMessage(queue.key, entry.seq))
+        if self.feed.watch_removed:
+            batch.events = [removed(entry.message, queue.destination, queue.key, entry.seq, why,
+                                    None)]
         try:
             await self.broker.router.route(SendContext(None, batch), copy)  # type: ignore[arg-type]
-            await self.commit(batch)
+            await self.writer.commit(batch)
         except Exception:  # noqa: BLE001 - a failed move must not kill the loop
             log.exception("moving a message from %s to its dead-letter queue failed",
                           queue.destination)
@@ -314,12 +264,14 @@ class Region:
     # -- recovery ------------------------------------------------------------------------------
     async def recover(self) -> None:
         for key in await self.store.destinations():
+            if key.startswith(CURSOR_PREFIX):
+                continue  # a change-feed cursor (the feed reopens those)
             dest = Destination.parse(key)
             if dest.is_temporary:
                 continue
             if dest.is_queue:
-                q = await self.queue(dest)
+                q = await self.queue(dest, recovered=True)
                 count = await q.recover()
                 self.broker.events.persistence_recovered(dest, count)
             else:
-                await self.topic(dest)
+                await self.topic(dest, recovered=True)

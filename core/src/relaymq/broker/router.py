@@ -24,10 +24,11 @@ if TYPE_CHECKING:
 
 class SendBatch:
     """The effects of one send (or one transaction): store operations, the
-    entries that become visible when they are written, and the duplicate ids
-    recorded for it (forgotten again if the batch is abandoned)."""
+    entries that become visible when they are written, the duplicate ids
+    recorded for it (forgotten again if the batch is abandoned), and change-feed
+    events beyond the `MessageAdded` of `placed` (e.g. a transaction's acks)."""
 
-    __slots__ = ("ops", "placed", "ids", "refusal")
+    __slots__ = ("ops", "placed", "ids", "refusal", "events")
 
     def __init__(self) -> None:
         self.ops: list[StoreOp] = []
@@ -35,6 +36,7 @@ class SendBatch:
         self.ids: list[tuple[IdCache, bytes, int]] | None = None
         #: why a transaction holding this batch must not commit (a duplicate inside it)
         self.refusal: str | None = None
+        self.events: list[Any] | None = None
 
     def absorb(self, other: SendBatch) -> None:
         """Take over `other`'s effects (merged writes, a transaction's sends)."""
@@ -46,6 +48,10 @@ class SendBatch:
             self.ids.extend(other.ids)
         if other.refusal is not None and self.refusal is None:
             self.refusal = other.refusal
+        if other.events:
+            if self.events is None:
+                self.events = []
+            self.events.extend(other.events)
 
     def abandon(self) -> None:
         for queue, entry in self.placed:
@@ -57,6 +63,7 @@ class SendBatch:
             ids.clear()
         self.ops.clear()
         self.placed.clear()
+        self.events = None
 
 
 class SendContext:
@@ -64,10 +71,11 @@ class SendContext:
     (A plain class: one is made per send, and a dataclass's generated __init__
     would run interpreted even where this module is compiled.)"""
 
-    __slots__ = ("connection", "batch", "in_transaction", "network", "notes")
+    __slots__ = ("connection", "batch", "in_transaction", "network", "notes", "origin")
 
     def __init__(self, connection: Any, batch: SendBatch, in_transaction: bool = False,
-                 network: bool = False, notes: dict[str, Any] | None = None) -> None:
+                 network: bool = False, notes: dict[str, Any] | None = None,
+                 origin: str | None = None) -> None:
         self.connection = connection  # ClientConnection; Any keeps filters free of the import
         self.batch = batch
         self.in_transaction = in_transaction
@@ -75,10 +83,13 @@ class SendContext:
         self.network = network
         #: filters may leave notes for later filters (created on first use)
         self.notes = notes
+        #: the broker id of the peer (mirror, federation) this send came from; None
+        #: for local clients. Change-feed events of the send carry it.
+        self.origin = origin
 
     def __repr__(self) -> str:
         return (f"SendContext(connection={self.connection!r}, in_transaction={self.in_transaction},"
-                f" network={self.network})")
+                f" network={self.network}, origin={self.origin!r})")
 
 
 def _nothing() -> Generator[Any, Any, None]:
@@ -166,14 +177,14 @@ class Router:
                 for q in region.matching_queues(dest):
                     await self._to_queue(ctx, q, message)
                 return
-            queue = region.queues.get(dest) or await region.queue(dest)
+            queue = region.queues.get(dest) or await region.queue(dest, origin=ctx.origin)
             await self._to_queue(ctx, queue, message)
             return
         if dest.is_wildcard:
             for t in region.matching_topics(dest):
                 t.publish(message, ctx.batch)
             return
-        topic = region.topics.get(dest) or await region.topic(dest)
+        topic = region.topics.get(dest) or await region.topic(dest, origin=ctx.origin)
         topic.publish(message, ctx.batch)
 
     async def _to_queue(self, ctx: SendContext, q: Queue, message: Message) -> None:

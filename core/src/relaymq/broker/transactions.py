@@ -1,10 +1,11 @@
 """Local transactions: sends and acks that commit or roll back as one unit.
 
 Sends are routed when they are made (so selectors, interceptors and limits apply
-then) but their batch is held; acks are recorded but not applied. Commit writes
-every held store operation and every ack removal in one store batch, then makes
-the messages visible. Rollback discards the sends and returns the acked
-messages to their queues as redelivered.
+then) but their batch is held; acks are recorded but not applied. Commit hands
+every held store operation and every ack removal to the store-write path as one
+batch (broker/writer.py), which stores it, publishes its change-feed events and
+makes the messages visible. Rollback discards the sends and returns the acked
+messages to their queues as redelivered; it produces no change-feed event.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from relaymq.broker.router import SendBatch
+from relaymq.broker.writer import removal_origin
 from relaymq.errors import TransactionError
+from relaymq.feed.events import RemovalReason, removed
 from relaymq.spi.persistence import RemoveMessage
 
 if TYPE_CHECKING:
@@ -54,15 +57,18 @@ class LocalTransaction:
             self.rollback()
             raise TransactionError(refusal)
         self.state = "committing"
-        ops = list(self.batch.ops)
-        ops += [RemoveMessage(queue.key, entry.seq) for queue, entry in self.acks if entry.stored]
-        if ops:
-            await self.region.store.write(ops)
-        for queue, entry in self.acks:
+        batch = self.batch
+        acks = self.acks
+        batch.ops += [RemoveMessage(queue.key, entry.seq) for queue, entry in acks if entry.stored]
+        if acks and self.region.feed.watch_removed:
+            batch.events = [removed(entry.message, queue.destination, queue.key, entry.seq,
+                                    RemovalReason.ACKED, removal_origin(entry))
+                            for queue, entry in acks]
+        if batch.ops or batch.placed or batch.events:
+            await self.region.writer.commit(batch)
+        for queue, entry in acks:
             queue.acknowledged(entry)
-        for queue, entry in self.batch.placed:
-            queue.enqueue(entry)
-        for queue in dict.fromkeys(queue for queue, _ in self.acks):
+        for queue in dict.fromkeys(queue for queue, _ in acks):
             queue.dispatch()
         self.state = "committed"
 

@@ -17,7 +17,7 @@ table, so an override in a plugin takes effect on every path.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -26,6 +26,8 @@ from relaymq.dispatch.consumer import Consumer, NackMode
 from relaymq.dispatch.entry import PendingList, QueueEntry
 from relaymq.dispatch.redelivery import DEFAULT_FAILED_POLICY
 from relaymq.dispatch.stats import DestinationStatistics
+from relaymq.feed.events import RemovalReason
+from relaymq.feed.feed import ChangeFeed
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message, SelectorView, now_millis
 from relaymq.spi.persistence import AddMessage
@@ -35,6 +37,11 @@ if TYPE_CHECKING:
 
     from relaymq.broker.region import Region
     from relaymq.broker.router import SendBatch
+
+ACKED: Final = RemovalReason.ACKED
+KILLED: Final = RemovalReason.KILLED
+PURGED: Final = RemovalReason.PURGED
+REPLACED: Final = RemovalReason.REPLACED
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -55,6 +62,8 @@ class Queue:
         self.groups: dict[str, Consumer] = {}
         self.stats = DestinationStatistics()
         self.last_seq = last_seq
+        #: the change feed; removals build events only while it watches them
+        self.feed: ChangeFeed = region.feed
         self.memory_limit = policy.memory_limit or region.usage.memory.limit
         # The in-memory window for stored messages: a share of the limits (ActiveMQ's
         # cursorMemoryHighWaterMark) and at most storeCursorMemoryLimit, so a backlog
@@ -430,8 +439,9 @@ class Queue:
 
     # -- settlement ---------------------------------------------------------------------
     def acknowledge(self, entry: QueueEntry) -> Awaitable[None] | None:
+        fut = self.region.writer.remove(self, entry, ACKED) \
+            if entry.stored or self.feed.watch_removed else None
         self.acknowledged(entry)
-        fut = self.region.store_remove(self.key, entry.seq) if entry.stored else None
         if self.pending or self.browsers or self._paging:  # the ack made room for them
             self.dispatch()
         return fut
@@ -440,10 +450,12 @@ class Queue:
         """Acknowledge several deliveries (a cumulative ack), then dispatch once
         into the room they made; returns the last store removal, if any."""
         last = None
+        writer = self.region.writer
+        watch = self.feed.watch_removed
         for entry in entries:
+            if entry.stored or watch:
+                last = writer.remove(self, entry, ACKED) or last
             self.acknowledged(entry)
-            if entry.stored:
-                last = self.region.store_remove(self.key, entry.seq)
         if self.pending or self.browsers or self._paging:
             self.dispatch()
         return last
@@ -483,7 +495,7 @@ class Queue:
             if pmap is None or pmap.send_to_dlq_if_max_retries_exceeded:
                 self.dead_letter(entry, f"max redeliveries ({policy.maximum_redeliveries}) exceeded")
             else:
-                self._drop(entry)
+                self._drop(entry, KILLED)
             return
         delay = policy.delay_for(entry.delivery_count)
         if delay > 0:
@@ -501,16 +513,17 @@ class Queue:
         self._remove_entry(entry)
         self.region.dead_letter(self, entry, reason, expired)
 
-    def drop(self, entry: QueueEntry) -> None:
+    def drop(self, entry: QueueEntry, reason: str = KILLED) -> None:
         """Forget a message that is neither pending nor held by a consumer any more (a
-        queue type discards it): counted as dequeued, its stored copy removed."""
-        self._drop(entry)
+        queue type discards it): counted as dequeued, its stored copy removed; the
+        change feed reports it removed for `reason` (a `RemovalReason`)."""
+        self._drop(entry, reason)
 
-    def _drop(self, entry: QueueEntry) -> None:
+    def _drop(self, entry: QueueEntry, reason: str) -> None:
         self._remove_entry(entry)
         self.stats.dequeued += 1
-        if entry.stored:
-            self.region.store_remove(self.key, entry.seq)
+        if entry.stored or self.feed.watch_removed:
+            self.region.writer.remove(self, entry, reason)
 
     def _expire(self, entry: QueueEntry) -> None:
         self.stats.expired += 1
@@ -527,44 +540,51 @@ class Queue:
         return len(expired)
 
     # -- management ---------------------------------------------------------------------
+    def memory_entries(self) -> list[QueueEntry]:
+        """What the queue holds in memory (pending and in flight), in sequence order."""
+        held = [e for c in self.consumers for e in c.inflight.values()]
+        return sorted(list(self.pending) + held, key=lambda e: e.seq)
+
     def size(self) -> int:
         return self.stats.pending
 
-    def remove_pending(self, entry: QueueEntry) -> bool:
+    def remove_pending(self, entry: QueueEntry, reason: str = REPLACED) -> bool:
         """Remove a message waiting here (not in flight): it is forgotten, its memory
         released and its stored copy deleted. False when it is not pending (a
         consumer holds it, or it is gone). For queue types (a newer last value
         replaces an older one) and management (remove by id)."""
         if entry.removed or entry.consumer is not None or not self.pending.remove(entry):
             return False
-        self._drop(entry)
+        self._drop(entry, reason)
         return True
 
     def purge(self) -> int:
         entries = list(self.pending)
         for entry in entries:
             self.pending.remove(entry)
-            self._drop(entry)
+            self._drop(entry, PURGED)
         return len(entries)
 
     def held_entries(self) -> list[QueueEntry]:
         """Deliveries consumers hold unacknowledged (paused consumers included)."""
         return [e for c in self.consumers + self._held for e in c.inflight.values()]
 
-    async def remove_messages(self, seqs: Collection[int]) -> int:
+    async def remove_messages(self, seqs: Collection[int], reason: str = KILLED) -> int:
         """Remove the messages with these sequence numbers that no consumer holds,
-        whether waiting in memory or only in the store (paged out). Returns how many."""
+        whether waiting in memory or only in the store (paged out). Returns how many.
+        `reason`: the change feed's `RemovalReason` (`moved` for a move)."""
         wanted = set(seqs)
         n = 0
         for entry in [e for e in self.pending if e.seq in wanted]:
-            if self.remove_pending(entry):
+            if self.remove_pending(entry, reason):
                 n += 1
             wanted.discard(entry.seq)
         last: Awaitable[None] | None = None
+        writer = self.region.writer
         for seq in sorted(wanted):
             if seq <= self._loaded_seq or seq in self._unplaced:
                 continue  # in memory (held by a consumer) or already gone
-            last = self.region.store_remove(self.key, seq)
+            last = writer.remove_stored(self, seq, reason, None)
             self.stats.pending -= 1
             self.stats.dequeued += 1
             n += 1
@@ -596,7 +616,7 @@ class Queue:
                     break
                 if seq in inflight or seq in seen or seq in self._unplaced:
                     continue
-                last = self.region.store_remove(self.key, seq)
+                last = self.region.writer.remove_stored(self, seq, PURGED, rec.message)
                 stats.pending -= 1
                 stats.dequeued += 1
                 n += 1

@@ -19,6 +19,7 @@ from relaymq.dispatch.deadletter import (
     ORIGINAL_EXPIRATION,
 )
 from relaymq.errors import DestinationError
+from relaymq.feed.events import DestinationConfigured, RemovalReason, SubscriptionDeleted
 from relaymq.management.browse import browse_page, message_info, scan
 from relaymq.management.connections import BrokerConnections
 from relaymq.management.events import EventRelay, Listener
@@ -338,7 +339,7 @@ class Management:
             await self._send(copy)
         if not moves:
             return 0
-        await queue.remove_messages([seq for seq, _ in moves])
+        await queue.remove_messages([seq for seq, _ in moves], RemovalReason.MOVED)
         return len(moves)
 
     @staticmethod
@@ -358,11 +359,17 @@ class Management:
     # -- queues and destinations --------------------------------------------------------
     def pause(self, target: Target) -> None:
         """Stop dispatching from a queue; consumers stay attached, messages wait."""
-        self._queue_like(target).pause()
+        queue = self._queue_like(target)
+        if not queue.paused:
+            queue.pause()
+            self._region.writer.note(DestinationConfigured(queue.destination, {"paused": True}))
 
     def resume(self, target: Target) -> None:
         """Dispatch from a paused queue again."""
-        self._queue_like(target).resume()
+        queue = self._queue_like(target)
+        if queue.paused:
+            queue.resume()
+            self._region.writer.note(DestinationConfigured(queue.destination, {"paused": False}))
 
     async def create_queue(self, name: str, queue_type: str | None = None) -> DestinationInfo:
         """Create a queue (of `queue_type`, an installed `relaymq.queue_types` name);
@@ -404,8 +411,10 @@ class Management:
         if any(not c.closed for c in sub.consumers):
             raise DestinationError(f"durable subscription {name!r} of {client_id} is in use")
         region.remove_subscription(sub)
-        if region.store_persistent:
-            await region.store.write([RemoveSubscription(sub.key)])
+        ops = [RemoveSubscription(sub.key)] if region.store_persistent else []
+        record = sub.record
+        await region.writer.write(ops, (SubscriptionDeleted(
+            sub.key, record.client_id, record.name, sub.destination),) if record else ())
         return True
 
     # -- connections ---------------------------------------------------------------------

@@ -45,8 +45,6 @@ log = logging.getLogger("relaymq.stomp")
 LOST_BACKLOG_GRACE = 5.0
 #: seconds between checks whether a client whose socket is not being read hung up
 PROBE_INTERVAL = 0.5
-#: most SEND frames stored together (`StompSession.handle_sends`)
-MAX_RUN = 512
 _HUNG_UP = getattr(select, "POLLRDHUP", 0) | select.POLLHUP | select.POLLERR
 
 
@@ -128,8 +126,6 @@ class StompProtocol(asyncio.Protocol):
         self._closing = False  # no more frames are processed
         self._lost = False
         self.closed: asyncio.Future[None] = self.loop.create_future()
-        #: store runs of persistent SENDs together (pointless without a persistent store)
-        self._group = MAX_RUN if connector.broker.management.persistent else 0
         self._last_read = self.loop.time()
         self._last_write = self._last_read
         self._send_every = 0.0
@@ -251,12 +247,8 @@ class StompProtocol(asyncio.Protocol):
             if item.__class__ is FrameError:
                 session.error(item)  # type: ignore[arg-type]
                 return
-            j = _run_end(frames, i, self._group) if self._group else i + 1
-            if j == i + 1:
-                await session.handle(item)  # type: ignore[arg-type]
-            else:
-                await session.handle_sends(frames[i:j])  # type: ignore[arg-type]
-            i = j
+            await session.handle(item)  # type: ignore[arg-type]
+            i += 1
 
     async def _process(self, coro: Coroutine[Any, Any, None], waiting: Any) -> None:
         session = self.session
@@ -269,11 +261,7 @@ class StompProtocol(asyncio.Protocol):
                 if isinstance(item, FrameError):
                     session.error(item)
                     break
-                run = _pop_run(frames, self._group) if self._group else [frames.popleft()]
-                if len(run) == 1:
-                    await session.handle(run[0])  # type: ignore[arg-type]
-                else:
-                    await session.handle_sends(run)  # type: ignore[arg-type]
+                await session.handle(frames.popleft())  # type: ignore[arg-type]
         finally:
             self._task = None
             if self._lost:
@@ -380,43 +368,3 @@ class StompProtocol(asyncio.Protocol):
                 self.transport.abort()  # type: ignore[union-attr]
             return
         self._recv_timer = self.loop.call_later(self._recv_within - silent, self._recv_tick)
-
-
-def _groupable(frame: object) -> bool:
-    """A SEND the fast path takes, outside any client transaction."""
-    return (frame.__class__ is Frame and frame.command == "SEND"  # type: ignore[attr-defined]
-            and not frame.escaped  # type: ignore[attr-defined]
-            and "transaction" not in frame.headers)  # type: ignore[attr-defined]
-
-
-def _starts_run(frame: object) -> bool:
-    return _groupable(frame) and \
-        frame.headers.get("persistent", "").lower() == "true"  # type: ignore[attr-defined]
-
-
-def _run_end(frames: list[Any], i: int, limit: int) -> int:
-    """End of the run of groupable SENDs at `i` (just `i + 1` unless it starts with a
-    persistent SEND followed by more groupable SENDs)."""
-    if not _starts_run(frames[i]):
-        return i + 1
-    j = i + 1
-    stop = min(len(frames), i + limit)
-    while j < stop and _groupable(frames[j]):
-        j += 1
-    return j
-
-
-def _pop_run(frames: deque[Any], limit: int) -> list[Any]:
-    first = frames.popleft()
-    run = [first]
-    if _starts_run(first):
-        while frames and len(run) < limit and _groupable(frames[0]):
-            run.append(frames.popleft())
-    return run
-
-
-def _peer_certificates(transport: asyncio.BaseTransport) -> list[object]:
-    """The verified client certificate of a TLS connection (needClientAuth or
-    wantClientAuth on the connector), for certificate login."""
-    cert = transport.get_extra_info("peercert")
-    return [cert] if cert else []

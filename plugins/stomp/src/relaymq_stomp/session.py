@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from time import time_ns  # inline on the SEND path: epoch ms without a call
@@ -51,6 +52,8 @@ log = logging.getLogger("relaymq.stomp")
 _background: set[asyncio.Task[None]] = set()
 
 #: commands whose handler writes the RECEIPT itself (CONNECTED carries it for CONNECT)
+#: persistent SENDs of one connection waiting for the store before reading pauses
+MAX_UNSTORED = 1024
 _OWN_RECEIPT = frozenset({F.CONNECT, F.STOMP, F.SUBSCRIBE, F.DISCONNECT})
 
 
@@ -94,7 +97,9 @@ class StompSession:
         self._closed = False
         self._id_prefix_escaped = ""
         self._send_cache = SendCache()  # the last SEND's headers and what they made
-        self._runs = 0  # runs of persistent SENDs stored together (handle_sends)
+        #: SENDs waiting for their store write: (write, receipts of its SENDs), in order
+        self._store_waits: deque[tuple[asyncio.Future[None], list[str | None]]] = deque()
+        self._unstored = 0
         self._handlers: dict[str, Callable[[Frame], Awaitable[None]]] = {
             F.CONNECT: self._connect, F.STOMP: self._connect, F.SEND: self._send,
             F.SUBSCRIBE: self._subscribe, F.UNSUBSCRIBE: self._unsubscribe,
@@ -124,14 +129,21 @@ class StompSession:
                 if self._stamp_user is not None:
                     stamp_user(message, self._stamp_user)
                 stored = await conn.submit(message, txid)
-                if stored is not None:  # a persistent message: the receipt means stored
-                    await stored
             except Exception as exc:  # noqa: BLE001 - mapped to ERROR frames in _failed
                 self._failed(exc, cmd, receipt)
                 return
-            if receipt is not None and not self.closing:
+            if stored is not None:  # a persistent message: the receipt means stored
+                self._after_store(stored, receipt)
+                if self._unstored >= MAX_UNSTORED:  # bound what one producer has in flight
+                    await asyncio.wait([self._store_waits[0][0]])
+            elif self._store_waits:  # answered after the SENDs before it
+                self._store_waits[-1][1].append(receipt)
+                self._unstored += 1
+            elif receipt is not None and not self.closing:
                 self.write(_receipt(receipt, self.version))
             return
+        if self._store_waits:
+            await self.stored()  # frames are answered in order
         try:
             handler = self._handlers.get(cmd)
             if handler is None:
@@ -151,59 +163,52 @@ class StompSession:
         except Exception as exc:  # noqa: BLE001 - one client's frame must not hurt others
             self._failed(exc, cmd, receipt)
 
-    async def handle_sends(self, frames: list[Frame]) -> None:
-        """A producer's run of SENDs that starts with a persistent one, written to the
-        store together: the run becomes a local transaction of this connection, so its
-        messages take one store write (one fsync) instead of one each, in order, and
-        become visible together once stored. Each receipt still means "stored"; a SEND
-        the kernel refuses gets its own ERROR and the others go on."""
-        conn = self.conn
-        if conn is None or self.closing or self._store_full():
-            for frame in frames:  # one by one: each waits for store space on its own
-                await self.handle(frame)
-            return
-        self._runs += 1
-        txid = f"\x00stomp-run-{self._runs}"  # no client can name it (NUL ends a frame)
-        conn.begin(txid).duplicates_fail = False  # a duplicate SEND is dropped, not the run
-        accepted: list[str | None] = []
-        for frame in frames:
-            h = frame.headers
-            receipt = h.get("receipt")
-            try:
-                number = str(next(conn.message_numbers))
-                message = message_from_send(h, frame.body, self.mapper,
-                                            conn.message_id_prefix + number,
-                                            time_ns() // 1_000_000,
-                                            self._id_prefix_escaped + number, True,
-                                            self._send_cache)
-                if self._stamp_user is not None:
-                    stamp_user(message, self._stamp_user)
-                await conn.send(message, txid)
-            except Exception as exc:  # noqa: BLE001 - this SEND's ERROR; the run goes on
-                self._failed(exc, F.SEND, receipt)
-                continue
-            accepted.append(receipt)
-        try:
-            await conn.commit(txid)
-        except Exception as exc:  # noqa: BLE001 - every SEND of the run failed
-            receipts = [r for r in accepted if r is not None]
-            for r in receipts:
-                self._failed(exc, F.SEND, r)
-            if len(receipts) < len(accepted):
-                self._failed(exc, F.SEND, None)
-            return
-        if not self.closing:
-            version = self.version
-            for receipt in accepted:
-                if receipt is not None:
-                    self.write(_receipt(receipt, version))
+    def _after_store(self, stored: Awaitable[None], receipt: str | None) -> None:
+        """A SEND waits for its store write: answer it when the write is done.
 
-    def _store_full(self) -> bool:
-        """`storeUsage` reached: transactional sends do not wait for space, single
-        sends do (the kernel's producer flow control), so runs are not grouped."""
-        broker = self.ctx.broker
-        limit = broker.usage.store_limit
-        return bool(limit) and broker.management.store_size() >= limit
+        The kernel stores the SENDs of one loop turn (of every connection) in one
+        write and completes writes in order, so one callback per write answers
+        every SEND of it, in order; later frames are not held up meanwhile."""
+        fut = asyncio.ensure_future(stored)
+        waits = self._store_waits
+        self._unstored += 1
+        if waits and waits[-1][0] is fut:
+            waits[-1][1].append(receipt)
+            return
+        waits.append((fut, [receipt]))
+        fut.add_done_callback(self._stored)
+
+    def _stored(self, _done: asyncio.Future[None]) -> None:
+        waits = self._store_waits
+        version = self.version
+        while waits:
+            fut, receipts = waits[0]
+            if not fut.done():
+                break
+            waits.popleft()
+            self._unstored -= len(receipts)
+            error = None
+            if fut.cancelled():
+                error = ConnectionError("the send was cancelled")
+            else:
+                error = fut.exception()
+            if error is not None:
+                for receipt in receipts:
+                    self._failed(error, F.SEND, receipt)  # type: ignore[arg-type]
+                if all(r is None for r in receipts):
+                    self._failed(error, F.SEND, None)  # type: ignore[arg-type]
+            elif not self.closing:
+                for receipt in receipts:
+                    if receipt is not None:
+                        self.write(_receipt(receipt, version))
+
+    async def stored(self) -> None:
+        """Wait until every SEND handled so far is stored and answered."""
+        while self._store_waits:
+            fut = self._store_waits[-1][0]
+            if not fut.done():
+                await asyncio.wait([fut])  # (a failed write is the SENDs' own ERROR)
+            await asyncio.sleep(0)  # let the done callback answer
 
     def _failed(self, exc: Exception, cmd: str, receipt: str | None) -> None:
         if isinstance(exc, StompError):

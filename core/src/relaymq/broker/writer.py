@@ -1,0 +1,305 @@
+"""The broker's one store-write path, and its group commit.
+
+Every change the broker stores goes through `StoreWriter`: sends of every
+protocol (`commit_soon`), local transactions and dead-letter moves (`commit`),
+acknowledgements, expiry and other removals (`remove`), destinations, durable
+subscriptions and change-feed cursors (`write`). Everything handed over in one
+event-loop turn becomes *one* store write (one journal record, one sync), then,
+in the order it was handed over: the change feed receives its events, and the
+messages become visible to consumers. Writes complete in the order they were
+made, so a producer's messages never overtake each other.
+
+When the store is at its `storeUsage` limit, the turn's free-standing removals
+(acks) are written first, so consumers keep freeing space while producers wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from relaymq.feed.events import ChangeEvent, added, removed
+from relaymq.feed.feed import ChangeFeed
+from relaymq.model.message import Message
+from relaymq.spi.persistence import AddMessage, PersistenceAdapter, RemoveMessage, StoreOp
+
+log = logging.getLogger("relaymq.store")
+
+# Queues and entries are `dispatch.queue.Queue` / `dispatch.entry.QueueEntry`; this
+# module names them `Any` so it stays below the layers that call it.
+
+
+class Batch(Protocol):
+    """What the writer needs of a unit of work (`router.SendBatch` is one)."""
+
+    ops: list[StoreOp]
+    placed: list[tuple[Any, Any]]
+    events: list[Any] | None
+
+    def abandon(self) -> None: ...
+
+
+class _Ops:
+    """A unit of work that is only store operations and events (`StoreWriter.write`)."""
+
+    __slots__ = ("ops", "placed", "events")
+
+    def __init__(self, ops: list[StoreOp], events: list[Any] | None) -> None:
+        self.ops = ops
+        self.placed: list[tuple[Any, Any]] = []
+        self.events = events
+
+    def abandon(self) -> None:
+        self.ops = []
+
+
+#: waits until the store is under `storeUsage` (or raises `ResourceLimitExceeded`)
+StoreSpace = Callable[[], Awaitable[None]]
+
+#: a turn's work is written as several store batches (records) past these sizes,
+#: split between units of work (never inside one); stores still sync them once
+RECORD_OPS = 256
+RECORD_BYTES = 64 << 10
+
+
+def _chunks(batches: list[Batch]) -> list[list[StoreOp]]:
+    """The turn's batches cut into store writes of about `RECORD_OPS` operations
+    or `RECORD_BYTES` of messages, at batch boundaries."""
+    out: list[list[StoreOp]] = []
+    cur: list[StoreOp] = []
+    size = 0
+    for b in batches:
+        ops = b.ops
+        if not ops:
+            continue
+        if cur and (len(cur) >= RECORD_OPS or size >= RECORD_BYTES):
+            out.append(cur)
+            cur = []
+            size = 0
+        cur.extend(ops)
+        for op in ops:
+            if op.__class__ is AddMessage:
+                size += op.message.size  # type: ignore[union-attr]
+    if cur:
+        out.append(cur)
+    return out
+
+
+def added_events(placed: list[tuple[Any, Any]], out: list[ChangeEvent]) -> None:
+    """One `MessageAdded` per message of `placed` (a topic fan-out's placements of
+    one message are consecutive)."""
+    n = len(placed)
+    if n == 1:
+        queue, entry = placed[0]
+        msg = entry.message
+        out.append(added(msg, msg.destination or queue.destination, ((queue.key, entry.seq),),
+                         msg.origin))
+        return
+    i = 0
+    while i < n:
+        queue, entry = placed[i]
+        msg = entry.message
+        spots = [(queue.key, entry.seq)]
+        i += 1
+        while i < n and placed[i][1].message is msg:
+            q2, e2 = placed[i]
+            spots.append((q2.key, e2.seq))
+            i += 1
+        out.append(added(msg, msg.destination or queue.destination, tuple(spots), msg.origin))
+
+
+def removal_origin(entry: Any) -> str | None:
+    consumer = entry.consumer
+    conn = consumer.connection if consumer is not None else None
+    return getattr(conn, "origin", None)
+
+
+class StoreWriter:
+    def __init__(self, store: PersistenceAdapter, feed: ChangeFeed,
+                 store_limit: Callable[[], int], store_space: StoreSpace) -> None:
+        self.store = store
+        self.feed = feed
+        self._store_limit = store_limit
+        self._store_space = store_space
+        self._batches: list[Batch] = []
+        self._removes: list[StoreOp] = []
+        self._events: list[ChangeEvent] = []
+        self._future: asyncio.Future[None] | None = None
+        self._tail: asyncio.Future[None] | None = None  # the last write started
+        self.writes = 0  # store writes made (monitoring, tests)
+
+    def _pending(self) -> asyncio.Future[None]:
+        fut = self._future
+        if fut is None:
+            loop = asyncio.get_running_loop()
+            fut = self._future = loop.create_future()
+            loop.call_soon(self._flush)
+        return fut
+
+    # -- what the broker hands over ---------------------------------------------------
+    def commit_soon(self, batch: Batch) -> asyncio.Future[None]:
+        """Store `batch` with everything else of this loop turn, then publish its
+        events and make its messages visible. The future completes when it is
+        stored (the same future for the whole turn)."""
+        fut = self._pending()
+        self._batches.append(batch)
+        feed = self.feed
+        if feed.active:
+            if batch.events:
+                self._events.extend(batch.events)
+            if feed.watch_added and batch.placed:
+                added_events(batch.placed, self._events)
+        return fut
+
+    async def commit(self, batch: Batch) -> None:
+        await self.commit_soon(batch)
+
+    async def write(self, ops: Sequence[StoreOp], events: Iterable[ChangeEvent] = ()) -> None:
+        """Store `ops` (with this turn's other work), then publish `events`."""
+        evs = list(events) if self.feed.active else None
+        batch = _Ops(list(ops), evs or None)
+        if batch.ops or batch.events or self._future is not None:
+            await self.commit_soon(batch)
+
+    def remove(self, queue: Any, entry: Any, reason: str) -> asyncio.Future[None] | None:
+        """`entry` left `queue` for `reason` (a `RemovalReason`): its store record
+        goes with this turn's write. Returns that write's future (None when the
+        message was never stored)."""
+        feed = self.feed
+        if not entry.stored:
+            if feed.watch_removed:
+                self.note(removed(entry.message, queue.destination, queue.key, entry.seq, reason,
+                                  removal_origin(entry)))
+            return None
+        fut = self._pending()
+        self._removes.append(RemoveMessage(queue.key, entry.seq))
+        if feed.watch_removed:
+            self._events.append(removed(entry.message, queue.destination, queue.key, entry.seq,
+                                        reason, removal_origin(entry)))
+        return fut
+
+    def remove_stored(self, queue: Any, seq: int, reason: str,
+                      message: Message | None) -> asyncio.Future[None]:
+        """A message only in the store (paged out, never loaded) leaves `queue`.
+        Its `MessageRemoved` carries `message` when the caller read it, else a
+        message with only its destination."""
+        fut = self._pending()
+        self._removes.append(RemoveMessage(queue.key, seq))
+        if self.feed.watch_removed:
+            dest = queue.destination
+            msg = message if message is not None else Message(b"", destination=dest)
+            self._events.append(removed(msg, dest, queue.key, seq, reason, None))
+        return fut
+
+    def note(self, event: ChangeEvent) -> None:
+        """An event of work that needed no store write: published now, or after the
+        writes already under way (so the feed keeps the order things happened in)."""
+        feed = self.feed
+        if not feed.active:
+            return
+        if self._future is None and not feed.capturing and (
+                self._tail is None or self._tail.done()):
+            feed.publish_one(event)
+            return
+        self._pending()
+        self._events.append(event)
+
+    def publish_visible(self, batch: Batch) -> None:
+        """A send that needed no store write becomes visible now: its events first
+        (a consumer may settle it while it is enqueued)."""
+        events: list[ChangeEvent] = []
+        added_events(batch.placed, events)
+        self.feed.publish(events)
+        for queue, entry in batch.placed:
+            queue.enqueue(entry)
+
+    @property
+    def busy(self) -> bool:
+        """A write is pending or under way."""
+        return self._future is not None or (self._tail is not None and not self._tail.done())
+
+    # -- the group commit ---------------------------------------------------------------
+    def _flush(self) -> None:
+        batches, self._batches = self._batches, []
+        removes, self._removes = self._removes, []
+        events, self._events = self._events, []
+        fut, self._future = self._future, None
+        assert fut is not None
+        capturing = self.feed.capturing
+        staged = None
+        if len(batches) == 1:
+            chunks = [batches[0].ops] if batches[0].ops else []
+        elif events and capturing:
+            chunks = [[op for b in batches for op in b.ops]]  # events and work: one batch
+        else:
+            chunks = _chunks(batches)
+        if events and capturing:
+            ops = list(chunks[-1]) if chunks else []
+            staged = [(c, c.capture(events, ops)) for c in capturing]
+            if chunks:
+                chunks[-1] = ops
+            elif ops:
+                chunks = [ops]
+        prev = self._tail
+        if not chunks and not removes and (prev is None or prev.done()):
+            self._finish(batches, events, staged, fut, None)
+            return
+        self._tail = asyncio.ensure_future(
+            self._write(chunks, removes, batches, events, staged, fut, prev))
+
+    async def _write(self, chunks: list[list[StoreOp]], removes: list[StoreOp],
+                     batches: list[Batch], events: list[ChangeEvent], staged: Any,
+                     fut: asyncio.Future[None], prev: asyncio.Future[None] | None) -> None:
+        error: BaseException | None = None
+        store = self.store
+        try:
+            limit = self._store_limit()
+            if limit and store.size() >= limit and any(
+                    op.__class__ is AddMessage for ops in chunks for op in ops):
+                if removes:  # acks free space: never hold them behind waiting producers
+                    await store.write(removes)
+                    removes = []
+                await self._store_space()
+            if removes:
+                if chunks:
+                    chunks[-1] = chunks[-1] + removes
+                else:
+                    chunks = [removes]
+            self.writes += len(chunks)
+            if len(chunks) == 1:
+                await store.write(chunks[0])
+            else:  # issued in order; the store syncs them together
+                await asyncio.gather(*[store.write(ops) for ops in chunks])
+        except BaseException as exc:  # noqa: BLE001 - handed to every waiter
+            error = exc
+            if not isinstance(exc, asyncio.CancelledError):
+                log.error("store write of %d operation(s) failed: %s",
+                          sum(len(c) for c in chunks) + len(removes), exc)
+        if prev is not None and not prev.done():
+            await asyncio.wait([prev])  # earlier writes become visible first
+        self._finish(batches, events, staged, fut, error)
+
+    def _finish(self, batches: list[Batch], events: list[ChangeEvent], staged: Any,
+                fut: asyncio.Future[None], error: BaseException | None) -> None:
+        if error is not None:
+            for b in batches:
+                b.abandon()
+            if not fut.done():
+                if isinstance(error, asyncio.CancelledError):
+                    fut.cancel()
+                else:
+                    fut.set_exception(error)
+                    fut.exception()  # retrieved: removals' futures are often not awaited
+            return
+        if staged:
+            for cursor, items in staged:
+                cursor.committed(items)
+        if events:
+            self.feed.publish(events)
+        for b in batches:
+            for queue, entry in b.placed:
+                queue.enqueue(entry)
+        if not fut.done():
+            fut.set_result(None)

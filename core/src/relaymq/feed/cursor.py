@@ -1,0 +1,250 @@
+"""Durable change-feed cursors: a subscriber's events kept in the store.
+
+A durable cursor named NAME is stored like a queue under the key
+``feed://NAME`` (declared with `AddDestination`, so every store that keeps
+destinations keeps it: memory, kahaDB, JDBC). Each event it wants is written as
+one record (`AddMessage` at the cursor's own sequence number) *in the same store
+batch* as the work it describes, so the event exists exactly when that work
+does, also after a kill -9; acknowledging removes the records (`RemoveMessage`).
+The cursor holds a window of events in memory and reads the rest back from the
+store (`read(key, after, limit)`), so a subscriber that stops reading for hours
+costs disk, not memory, and never slows producers down.
+
+A record is a message whose `feed` property holds the event's fields as JSON and
+whose body is the stored form of the event's message (`MessageAdded`) or empty.
+A replayed `MessageRemoved` (read back from the store) carries a message with
+only its id, destination and persistence. Events of recovery (`recovered=True`)
+are not captured: a cursor records changes, not the broker's restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from typing import Any
+
+from relaymq.feed.events import (
+    ChangeEvent,
+    DestinationConfigured,
+    DestinationCreated,
+    DestinationDeleted,
+    MessageAdded,
+    MessageRemoved,
+    SubscriptionCreated,
+    SubscriptionDeleted,
+    added,
+    removed,
+)
+from relaymq.model.codec import decode_message, encode_message
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+from relaymq.spi.persistence import AddDestination, AddMessage, RemoveDestination, RemoveMessage
+
+#: store keys of durable cursors start with this
+CURSOR_PREFIX = "feed://"
+#: events a durable cursor keeps in memory before it reads the rest from the store
+WINDOW = 10_000
+PAGE = 1_000
+
+
+def check_name(name: str) -> None:
+    if not name or not name.isprintable() or "/" in name:
+        raise ValueError(f"a durable change-feed cursor name must be printable text "
+                         f"without '/': {name!r}")
+
+
+class DurableSubscription:
+    """A durable cursor (`ChangeFeed.subscribe_durable`). Read with `get()` (or
+    `async for`), then `ack()` what was handled; unacknowledged events are read
+    again after a restart (at-least-once)."""
+
+    durable = True
+
+    def __init__(self, name: str, kinds: frozenset[type[Any]] | None) -> None:
+        self.name = name
+        self.key = CURSOR_PREFIX + name
+        self.kinds = kinds
+        self.opened = False
+        self.attached = False  # a subscriber asked for it in this broker's life
+        self.last_seq = 0  # last sequence number given to an event
+        self.position = 0  # sequence number of the last event `get` returned
+        self._store: Any = None
+        self._writer: Any = None
+        self._buffer: deque[tuple[int, ChangeEvent]] = deque()
+        self._buffered_max = 0
+        self._committed = 0  # highest sequence number known to be stored
+        self._spilled = False  # events after the buffer are only in the store
+        self._delivered: deque[int] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def wants_kind(self, cls: type[Any]) -> bool:
+        return self.kinds is None or cls in self.kinds
+
+    def wants(self, event: object) -> bool:
+        kinds = self.kinds
+        if kinds is not None and event.__class__ not in kinds:
+            return False
+        return not getattr(event, "recovered", False)
+
+    # -- broker side ---------------------------------------------------------------
+    async def open(self, store: Any, writer: Any, *, create: bool) -> None:
+        if self.opened:
+            return
+        self._store = store
+        self._writer = writer
+        stats = await store.stats(self.key)
+        self.last_seq = self._committed = stats.last_seq
+        self._spilled = stats.count > 0
+        if create:
+            await writer.write([AddDestination(self.key)])
+        self.opened = True
+
+    def capture(self, events: list[ChangeEvent], ops: list[Any]) -> list[tuple[int, ChangeEvent]]:
+        """Add a store record for each wanted event to `ops` (the commit's batch)."""
+        staged = []
+        key = self.key
+        for ev in events:
+            if self.wants(ev):
+                self.last_seq += 1
+                seq = self.last_seq
+                ops.append(AddMessage(key, seq, encode_event(ev)))
+                staged.append((seq, ev))
+        return staged
+
+    def committed(self, staged: list[tuple[int, ChangeEvent]]) -> None:
+        """The batch holding `staged` is stored: they may be read now."""
+        if not staged:
+            return
+        self._committed = max(self._committed, staged[-1][0])
+        if self._spilled or len(self._buffer) >= WINDOW:
+            self._spilled = True
+        else:
+            top = self._buffered_max
+            for item in staged:
+                if item[0] > top:
+                    self._buffer.append(item)
+            self._buffered_max = max(top, staged[-1][0])
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            if not w.done():
+                w.set_result(None)
+
+    # -- reading ---------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """Events stored and not read yet (an estimate while spilled to the store)."""
+        return max(self._committed - self.position, len(self._buffer))
+
+    @property
+    def unacknowledged(self) -> int:
+        return len(self._delivered)
+
+    async def get(self) -> ChangeEvent:
+        """The next event, waiting for one."""
+        while True:
+            buf = self._buffer
+            while buf:
+                seq, ev = buf.popleft()
+                if seq <= self.position:
+                    continue
+                self.position = seq
+                self._delivered.append(seq)
+                return ev
+            if self._spilled and self.position < self._committed:
+                await self._page()
+                continue
+            self._spilled = False
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+
+    def __aiter__(self) -> DurableSubscription:
+        return self
+
+    async def __anext__(self) -> ChangeEvent:
+        return await self.get()
+
+    async def _page(self) -> None:
+        records = await self._store.read(self.key, self.position, PAGE)
+        top = self.position
+        for rec in records:
+            if rec.seq > self._buffered_max:
+                self._buffer.append((rec.seq, decode_event(rec.message)))
+                self._buffered_max = rec.seq
+            top = rec.seq
+        if not records or top >= self._committed:
+            self._spilled = False
+
+    async def ack(self, position: int | None = None) -> int:
+        """Forget (remove from the store) every event returned so far, or those up
+        to sequence number `position`; returns how many."""
+        upto = self.position if position is None else position
+        seqs = []
+        delivered = self._delivered
+        while delivered and delivered[0] <= upto:
+            seqs.append(delivered.popleft())
+        if seqs:
+            await self._writer.write([RemoveMessage(self.key, s) for s in seqs])
+        return len(seqs)
+
+    async def destroy(self) -> None:
+        self.opened = False
+        self._buffer.clear()
+        self._delivered.clear()
+        if self._writer is not None:
+            await self._writer.write([RemoveDestination(self.key)])
+
+    def close(self) -> None:
+        """Detach; the cursor keeps capturing (drop it with `drop_durable`)."""
+        self.attached = False
+
+
+# -- the stored form of an event ---------------------------------------------------------
+def encode_event(ev: ChangeEvent) -> Message:
+    fields: dict[str, Any] = {"k": ev.kind, "o": ev.origin}
+    body = b""
+    if isinstance(ev, MessageAdded):
+        fields["d"] = ev.destination.key
+        fields["p"] = [list(p) for p in ev.placements]
+        body = encode_message(ev.message)
+    elif isinstance(ev, MessageRemoved):
+        m = ev.message
+        fields.update(d=ev.destination.key, key=ev.key, seq=ev.seq, r=ev.reason,
+                      id=m.message_id, durable=m.durable)
+    elif isinstance(ev, (DestinationCreated, DestinationDeleted)):
+        fields["d"] = ev.destination.key
+    elif isinstance(ev, (SubscriptionCreated, SubscriptionDeleted)):
+        fields.update(key=ev.key, c=ev.client_id, n=ev.name, t=ev.topic.key)
+        if isinstance(ev, SubscriptionCreated):
+            fields.update(s=ev.selector, nl=ev.no_local)
+    elif isinstance(ev, DestinationConfigured):
+        fields["d"] = ev.destination.key
+        fields["set"] = {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
+                         for k, v in ev.settings.items()}
+    return Message(body, durable=True, properties={"feed": json.dumps(fields)})
+
+
+def decode_event(record: Message) -> ChangeEvent:
+    f = json.loads(record.properties["feed"])
+    kind = f["k"]
+    origin = f.get("o")
+    if kind == MessageAdded.kind:
+        return added(decode_message(record.body), Destination.parse(f["d"]),
+                     tuple((k, s) for k, s in f["p"]), origin)
+    if kind == MessageRemoved.kind:
+        dest = Destination.parse(f["d"])
+        msg = Message(b"", destination=dest, message_id=f.get("id"), durable=bool(f.get("durable")))
+        return removed(msg, dest, f["key"], f["seq"], f["r"], origin)
+    if kind == DestinationCreated.kind:
+        return DestinationCreated(Destination.parse(f["d"]), False, origin)
+    if kind == DestinationDeleted.kind:
+        return DestinationDeleted(Destination.parse(f["d"]), origin)
+    if kind == SubscriptionCreated.kind:
+        return SubscriptionCreated(f["key"], f["c"], f["n"], Destination.parse(f["t"]),
+                                   f.get("s"), bool(f.get("nl")), False, origin)
+    if kind == SubscriptionDeleted.kind:
+        return SubscriptionDeleted(f["key"], f["c"], f["n"], Destination.parse(f["t"]), origin)
+    if kind == DestinationConfigured.kind:
+        return DestinationConfigured(Destination.parse(f["d"]), f.get("set") or {}, origin)
+    raise ValueError(f"unknown change-feed record kind {kind!r}")
