@@ -5,7 +5,8 @@ and a broker process with a durable recorder (for kill -9).
 Run as a script it is that broker process:
 ``python feed_support.py CONFIG OUT_FILE CURSOR_NAME`` -- the recorder reads the
 durable cursor CURSOR_NAME and appends each event as a JSON line to OUT_FILE
-(then acknowledges it), except while the file OUT_FILE.paused exists.
+then acknowledges it and writes ``{"kind": "acked", ...}``, except while the file
+OUT_FILE.paused exists.
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ async def _serve(config_path: str, out_path: str, cursor_name: str) -> None:
             out.flush()
             os.fsync(out.fileno())
             await cursor.ack()
+            out.write(json.dumps({"kind": "acked", "position": cursor.position}) + "\n")
+            out.flush()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,393 @@
+"""The change feed through real clients: STOMP (a raw STOMP 1.2 socket client) and
+AMQP (python-qpid-proton), kahaDB underneath, a test plugin that records the feed.
+
+Every event kind; dead-letter moves and expiry; a transaction that rolls back
+produces nothing; destinations and durable subscriptions recovered after a restart
+are flagged; a subscriber that stops reading does not slow producers and loses
+nothing; a durable cursor survives kill -9 of a real broker process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
+pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
+pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # feed_support (also run as the broker process's script)
+
+from feed_support import BrokerLoop, FeedRecorder, describe, wait_for  # noqa: E402
+from relaymq.config.model import BrokerConfig  # noqa: E402
+from relaymq.feed import (  # noqa: E402
+    EVENT_TYPES,
+    DestinationConfigured,
+    DestinationCreated,
+    MessageAdded,
+)
+from relaymq.model.destination import Destination  # noqa: E402
+from relaymq.testing import broker_config, plugin_element  # noqa: E402
+from relaymq_stomp.testing import BlockingStomp  # noqa: E402
+
+
+def kaha_config(tmp: Path) -> BrokerConfig:
+    cfg = broker_config("stomp://127.0.0.1:0", "amqp://127.0.0.1:0", persistent=True)
+    cfg.persistence_adapter = plugin_element("kahaDB", directory=str(tmp / "kahadb"))
+    return cfg
+
+
+def start(tmp: Path) -> tuple[BrokerLoop, FeedRecorder]:
+    recorder = FeedRecorder()
+    return BrokerLoop(kaha_config(tmp), setup=recorder.install), recorder
+
+
+def events(broker: BrokerLoop, recorder: FeedRecorder) -> list[dict[str, Any]]:
+    return [describe(e) for e in broker.call(recorder.take)]
+
+
+def wait_events(broker: BrokerLoop, recorder: FeedRecorder, pred: Any,
+                what: str = "events") -> list[dict[str, Any]]:
+    return wait_for(lambda: (lambda evs: evs if pred(evs) else None)(events(broker, recorder)),
+                    what=what)
+
+
+def of(evs: list[dict[str, Any]], kind: str, **match: Any) -> list[dict[str, Any]]:
+    return [e for e in evs if e["kind"] == kind and all(e.get(k) == v for k, v in match.items())]
+
+
+@pytest.fixture
+def feed_broker(tmp_path: Path):  # type: ignore[no-untyped-def]
+    broker, recorder = start(tmp_path)
+    yield broker, recorder
+    broker.stop()
+
+
+def test_stomp_send_ack_and_destination_created(feed_broker) -> None:  # type: ignore[no-untyped-def]
+    broker, rec = feed_broker
+    c = BlockingStomp(broker.port("stomp"))
+    assert c.send("/queue/feed.q", b"hello")[0] == "RECEIPT"
+    c.frame("SUBSCRIBE", {"destination": "/queue/feed.q", "id": "1", "ack": "client-individual"})
+    cmd, headers, body = c.read()
+    assert cmd == "MESSAGE" and body == b"hello"
+    c.frame("ACK", {"id": headers["ack"], "receipt": "a"})
+    assert c.read()[0] == "RECEIPT"
+    c.close()
+    evs = wait_events(broker, rec, lambda e: of(e, "message.removed"))
+    created = of(evs, "destination.created", destination="queue://feed.q")
+    assert created == [{"kind": "destination.created", "origin": None,
+                        "destination": "queue://feed.q", "recovered": False}]
+    [added] = of(evs, "message.added", dest="queue://feed.q")
+    assert added["body"] == "hello" and added["placements"] == [["queue://feed.q", 1]]
+    [removed] = of(evs, "message.removed")
+    assert (removed["reason"], removed["key"], removed["seq"], removed["id"]) == \
+        ("acked", "queue://feed.q", 1, added["id"])
+    kinds = [e["kind"] for e in evs]
+    assert kinds.index("destination.created") < kinds.index("message.added") < \
+        kinds.index("message.removed")
+
+
+def test_stomp_transaction_rolled_back_produces_nothing(feed_broker) -> None:  # type: ignore[no-untyped-def]
+    broker, rec = feed_broker
+    c = BlockingStomp(broker.port("stomp"))
+    c.frame("BEGIN", {"transaction": "t1"})
+    c.frame("SEND", {"destination": "/queue/feed.tx", "persistent": "true", "transaction": "t1"},
+            b"never")
+    c.frame("ABORT", {"transaction": "t1", "receipt": "ab"})
+    assert c.read()[0] == "RECEIPT"
+    c.frame("BEGIN", {"transaction": "t2"})
+    c.frame("SEND", {"destination": "/queue/feed.tx", "persistent": "true", "transaction": "t2"},
+            b"committed")
+    c.frame("COMMIT", {"transaction": "t2", "receipt": "co"})
+    assert c.read()[0] == "RECEIPT"
+    c.close()
+    evs = wait_events(broker, rec, lambda e: of(e, "message.added", dest="queue://feed.tx"))
+    bodies = [e["body"] for e in of(evs, "message.added")]
+    assert bodies == ["committed"]
+    # the rolled-back send used sequence number 1; numbers are never reused
+    assert of(evs, "message.added")[0]["placements"] == [["queue://feed.tx", 2]]
+
+
+def test_amqp_send_and_accept(feed_broker) -> None:  # type: ignore[no-untyped-def]
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    broker, rec = feed_broker
+    conn = BlockingConnection(f"amqp://127.0.0.1:{broker.port('amqp')}", timeout=10)
+    try:
+        conn.create_sender("queue://feed.amqp").send(Message(body="over amqp", durable=True))
+        r = conn.create_receiver("queue://feed.amqp", credit=1)
+        assert r.receive(timeout=10).body == "over amqp"
+        r.accept()
+    finally:
+        conn.close()
+    evs = wait_events(broker, rec, lambda e: of(e, "message.removed", dest="queue://feed.amqp"))
+    [added] = of(evs, "message.added", dest="queue://feed.amqp")
+    assert added["placements"] == [["queue://feed.amqp", 1]]
+    [removed] = of(evs, "message.removed", dest="queue://feed.amqp")
+    assert removed["reason"] == "acked" and removed["id"] == added["id"]
+
+
+def test_dead_letter_move_and_expiry(feed_broker) -> None:  # type: ignore[no-untyped-def]
+    broker, rec = feed_broker
+    c = BlockingStomp(broker.port("stomp"))
+    c.send("/queue/feed.poison", b"bad")
+    expires = int(time.time() * 1000) + 300
+    c.send("/queue/feed.exp", b"stale", expires=str(expires))
+    c.frame("SUBSCRIBE", {"destination": "/queue/feed.poison", "id": "1", "ack": "client-individual"})
+    cmd, headers, _ = c.read()
+    assert cmd == "MESSAGE"
+    c.frame("NACK", {"id": headers["ack"], "receipt": "n"})  # poison: no redelivery policy
+    assert c.read()[0] == "RECEIPT"
+    wait_for(lambda: time.time() * 1000 > expires + 50, what="the TTL to pass")
+    c.frame("SUBSCRIBE", {"destination": "/queue/feed.exp", "id": "2", "ack": "auto",
+                          "receipt": "s2"})
+    assert c.read()[0] == "RECEIPT"
+    evs = wait_events(broker, rec, lambda e: len(of(e, "message.added", dest="queue://ActiveMQ.DLQ")) == 2,
+                      "two dead-lettered copies")
+    c.close()
+    [killed] = of(evs, "message.removed", key="queue://feed.poison")
+    assert killed["reason"] == "killed"
+    [expired] = of(evs, "message.removed", key="queue://feed.exp")
+    assert expired["reason"] == "expired"
+    copies = of(evs, "message.added", dest="queue://ActiveMQ.DLQ")
+    assert sorted(e["body"] for e in copies) == ["bad", "stale"]
+    for removal, body in ((killed, "bad"), (expired, "stale")):
+        copy = next(e for e in copies if e["body"] == body)
+        assert evs.index(removal) < evs.index(copy)  # one batch: removal, then the copy
+
+
+def test_durable_subscription_and_temporary_destination_events(feed_broker) -> None:  # type: ignore[no-untyped-def]
+    broker, rec = feed_broker
+    c = BlockingStomp(broker.port("stomp"), **{"client-id": "feedapp"})
+    c.frame("SUBSCRIBE", {"destination": "/topic/feed.t", "id": "1",
+                          "activemq.subscriptionName": "s1", "receipt": "s"})
+    assert c.read()[0] == "RECEIPT"
+    c.frame("SEND", {"destination": "/topic/feed.t", "receipt": "p"}, b"to topic")
+    frames = [c.read(), c.read()]
+    assert {f[0] for f in frames} == {"RECEIPT", "MESSAGE"}
+    c.frame("UNSUBSCRIBE", {"id": "1", "receipt": "u1"})
+    assert c.read()[0] == "RECEIPT"
+    c.frame("UNSUBSCRIBE", {"activemq.subscriptionName": "s1", "receipt": "u2"})
+    assert c.read()[0] == "RECEIPT"
+    c.frame("SEND", {"destination": "/temp-queue/r", "receipt": "tq"}, b"temp")
+    assert c.read()[0] == "RECEIPT"
+    c.frame("DISCONNECT", {"receipt": "bye"})
+    assert c.read()[0] == "RECEIPT"
+    c.close()
+    evs = wait_events(broker, rec, lambda e: of(e, "destination.deleted"))
+    [sc] = of(evs, "subscription.created")
+    assert (sc["key"], sc["client_id"], sc["name"], sc["topic"], sc["recovered"]) == \
+        ("durable://feedapp:s1", "feedapp", "s1", "topic://feed.t", False)
+    [sd] = of(evs, "subscription.deleted")
+    assert sd["key"] == "durable://feedapp:s1"
+    [added] = of(evs, "message.added", dest="topic://feed.t")
+    assert added["placements"] == [["durable://feedapp:s1", 1]]
+    temp = [e for e in of(evs, "destination.created") if e["destination"].startswith("temp-queue://")]
+    [deleted] = of(evs, "destination.deleted")
+    assert temp and deleted["destination"] == temp[0]["destination"]
+
+
+def test_destination_configured_event(feed_broker) -> None:  # type: ignore[no-untyped-def]
+    broker, rec = feed_broker
+    q = Destination.queue("feed.cfg")
+    broker.call(lambda: broker.broker.region.writer.note(DestinationConfigured(q, {"paused": True})))
+    evs = wait_events(broker, rec, lambda e: of(e, "destination.configured"))
+    assert of(evs, "destination.configured")[0]["destination"] == "queue://feed.cfg"
+
+
+def test_every_event_kind_is_covered_here() -> None:
+    """The tests above see every kind (names checked so a new kind needs a test)."""
+    text = Path(__file__).read_text()
+    for cls in EVENT_TYPES:
+        assert f'"{cls.kind}"' in text, f"no test looks for {cls.kind} events"
+
+
+def test_recovered_destinations_and_subscriptions_are_flagged(tmp_path: Path) -> None:
+    broker, rec = start(tmp_path)
+    try:
+        c = BlockingStomp(broker.port("stomp"), **{"client-id": "rapp"})
+        c.send("/queue/feed.keep", b"kept")
+        c.frame("SUBSCRIBE", {"destination": "/topic/feed.rt", "id": "1",
+                              "activemq.subscriptionName": "d", "receipt": "s"})
+        assert c.read()[0] == "RECEIPT"
+        c.close()
+    finally:
+        broker.stop()
+    broker, rec = start(tmp_path)
+    try:
+        evs = events(broker, rec)
+        queue = of(evs, "destination.created", destination="queue://feed.keep")
+        assert queue == [{"kind": "destination.created", "origin": None,
+                          "destination": "queue://feed.keep", "recovered": True}]
+        [sub] = of(evs, "subscription.created", key="durable://rapp:d")
+        assert sub["recovered"] is True
+        assert not of(evs, "message.added")  # recovery is not a send
+        c = BlockingStomp(broker.port("stomp"))
+        c.send("/queue/feed.new", b"x")
+        c.close()
+        evs = wait_events(broker, rec, lambda e: of(e, "destination.created",
+                                                   destination="queue://feed.new"))
+        assert of(evs, "destination.created", destination="queue://feed.new")[0]["recovered"] is False
+    finally:
+        broker.stop()
+
+
+def test_a_subscriber_that_stops_reading_slows_nobody_and_loses_nothing(tmp_path: Path) -> None:
+    broker, rec = start(tmp_path)
+    try:
+        slow = broker.call(lambda: broker.broker.change_feed.subscribe({MessageAdded}))
+        cursor = broker.run(broker.broker.change_feed.subscribe_durable("slow", {MessageAdded}))
+        c = BlockingStomp(broker.port("stomp"))
+        n = 3000
+        for i in range(n):  # pipelined persistent SENDs, every receipt awaited below
+            c.frame("SEND", {"destination": "/queue/feed.load", "persistent": "true",
+                             "receipt": str(i)}, f"m{i}".encode())
+        receipts = [c.read() for _ in range(n)]
+        assert [r[1]["receipt-id"] for r in receipts] == [str(i) for i in range(n)]
+        c.close()
+        # nobody read the feed meanwhile; now both subscribers read everything, in order
+        got = broker.call(lambda: slow.drain())
+        assert [e.message.body for e in got] == [f"m{i}".encode() for i in range(n)]
+
+        async def read_cursor() -> list[bytes]:
+            out = []
+            for _ in range(n):
+                out.append((await cursor.get()).message.body)
+            await cursor.ack()
+            return out
+
+        assert broker.run(read_cursor()) == [f"m{i}".encode() for i in range(n)]
+        assert broker.call(lambda: cursor.pending) == 0
+    finally:
+        broker.stop()
+
+
+def test_reading_a_large_persistent_backlog_by_sequence_in_pages(tmp_path: Path) -> None:
+    cfg = kaha_config(tmp_path)
+    broker = BrokerLoop(cfg)
+    try:
+        n = 20_000
+
+        async def fill() -> None:
+            from relaymq.model.message import Message
+
+            conn = broker.broker.internal_connection()
+            q = Destination.queue("feed.backlog")
+            last = None
+            for i in range(n):
+                stored = await conn.submit(Message(f"b{i}".encode(), destination=q, durable=True))
+                last = stored or last
+            if last is not None:
+                await last
+
+        broker.run(fill(), timeout=300)
+        seen: list[int] = []
+        bodies_ok = True
+        after = 0
+        while True:
+            page = broker.run(broker.broker.read_messages(Destination.queue("feed.backlog"),
+                                                          after=after, limit=1000))
+            if not page:
+                break
+            seen += [r.seq for r in page]
+            bodies_ok &= all(r.message.body == f"b{r.seq - 1}".encode() for r in page)
+            after = page[-1].seq
+        assert seen == list(range(1, n + 1)) and bodies_ok
+        window = broker.run(broker.broker.read_messages(Destination.queue("feed.backlog"),
+                                                        after=14_999, until=15_010))
+        assert [r.seq for r in window] == list(range(15_000, 15_011))
+    finally:
+        broker.stop()
+
+
+# -- a durable cursor in a real broker process, across kill -9 -----------------------------
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spawn(tmp: Path, port: int, out: Path) -> subprocess.Popen[bytes]:
+    cfg = tmp / "activemq.xml"
+    cfg.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core" brokerName="feedy">
+  <persistenceAdapter><kahaDB directory="{tmp / 'kahadb'}"/></persistenceAdapter>
+  <transportConnectors><transportConnector uri="stomp://127.0.0.1:{port}"/></transportConnectors>
+</broker>""")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.Popen([sys.executable, str(HERE / "feed_support.py"), str(cfg), str(out), "rec"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    line = proc.stdout.readline() if proc.stdout else b""
+    if line.strip() != b"ready":
+        proc.kill()
+        raise RuntimeError(f"broker process did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
+    return proc
+
+
+def recorded(out: Path) -> list[dict[str, Any]]:
+    if not out.exists():
+        return []
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_durable_cursor_survives_kill_9(tmp_path: Path) -> None:
+    out = tmp_path / "events.jsonl"
+    paused = Path(str(out) + ".paused")
+    paused.touch()  # the subscriber is "down": the cursor keeps its events in the store
+    port = free_port()
+    proc = spawn(tmp_path, port, out)
+    try:
+        c = BlockingStomp(port)
+        for i in range(200):
+            assert c.send("/queue/feed.crash", f"c{i}".encode())[0] == "RECEIPT"
+        c.close()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    assert recorded(out) == []
+    paused.unlink()
+    proc = spawn(tmp_path, port, out)
+    try:
+        def added() -> list[str]:
+            return [e["body"] for e in recorded(out) if e["kind"] == "message.added"]
+
+        wait_for(lambda: len(added()) >= 200, timeout=30, what="the cursor's events after restart")
+        assert added() == [f"c{i}" for i in range(200)]
+        wait_for(lambda: recorded(out)[-1]["kind"] == "acked", what="the last acknowledgement")
+        created = [e for e in recorded(out) if e["kind"] == "destination.created"]
+        assert [e["destination"] for e in created] == ["queue://feed.crash"]
+        assert not any(e.get("recovered") for e in recorded(out))  # restarts are not captured
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    # acknowledged events are gone: a third life reads nothing again
+    before = len(recorded(out))
+    proc = spawn(tmp_path, port, out)
+    try:
+        c = BlockingStomp(port)
+        assert c.send("/queue/feed.crash", b"after")[0] == "RECEIPT"
+        c.close()
+        wait_for(lambda: any(e.get("body") == "after" for e in recorded(out)), what="the new event")
+        assert [e.get("body") for e in recorded(out)[before:] if e["kind"] == "message.added"] == ["after"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+
+
+def test_only_documented_event_types_exist() -> None:
+    assert {t.__name__ for t in EVENT_TYPES} == {
+        "MessageAdded", "MessageRemoved", "DestinationCreated", "DestinationDeleted",
+        "SubscriptionCreated", "SubscriptionDeleted", "DestinationConfigured"}
+    assert DestinationCreated.kind == "destination.created"
