@@ -197,12 +197,22 @@ def test_durable_subscription_and_temporary_destination_events(feed_broker) -> N
     assert temp and deleted["destination"] == temp[0]["destination"]
 
 
-def test_destination_configured_event(feed_broker) -> None:  # type: ignore[no-untyped-def]
+def test_pause_and_resume_are_destination_configured_events(feed_broker) -> None:  # type: ignore[no-untyped-def]
     broker, rec = feed_broker
-    q = Destination.queue("feed.cfg")
-    broker.call(lambda: broker.broker.region.writer.note(DestinationConfigured(q, {"paused": True})))
-    evs = wait_events(broker, rec, lambda e: of(e, "destination.configured"))
-    assert of(evs, "destination.configured")[0]["destination"] == "queue://feed.cfg"
+    c = BlockingStomp(broker.port("stomp"))
+    assert c.send("/queue/feed.cfg", b"x")[0] == "RECEIPT"
+    c.close()
+    broker.call(lambda: broker.broker.management.pause("feed.cfg"))
+    broker.call(lambda: broker.broker.management.resume("feed.cfg"))
+
+    def configured() -> list[DestinationConfigured] | None:
+        got = [e for e in broker.call(rec.take) if isinstance(e, DestinationConfigured)]
+        return got if len(got) == 2 else None
+
+    raw = wait_for(configured, what="two destination.configured events")
+    assert [(e.destination.key, dict(e.settings)) for e in raw] == [
+        ("queue://feed.cfg", {"paused": True}), ("queue://feed.cfg", {"paused": False})]
+    assert of(events(broker, rec), "destination.configured")[0]["destination"] == "queue://feed.cfg"
 
 
 def test_every_event_kind_is_covered_here() -> None:
