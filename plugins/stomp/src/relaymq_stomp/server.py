@@ -368,3 +368,10 @@ class StompProtocol(asyncio.Protocol):
                 self.transport.abort()  # type: ignore[union-attr]
             return
         self._recv_timer = self.loop.call_later(self._recv_within - silent, self._recv_tick)
+
+
+def _peer_certificates(transport: asyncio.BaseTransport) -> list[object]:
+    """The verified client certificate of a TLS connection (needClientAuth or
+    wantClientAuth on the connector), for certificate login."""
+    cert = transport.get_extra_info("peercert")
+    return [cert] if cert else []
