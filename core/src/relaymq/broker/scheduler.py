@@ -115,7 +115,7 @@ class Scheduler:
                 except Exception:  # noqa: BLE001 - a job that cannot run is dropped, loudly
                     log.exception("scheduler: stored cron job %s is unusable; dropped",
                                   m.message_id)
-                    await store.write([RemoveMessage(SCHEDULER_KEY, sm.seq)])
+                    await broker.region.writer.write([RemoveMessage(SCHEDULER_KEY, sm.seq)])
                     continue
             job = Job(m, None, m.scheduled_delay, m.scheduled_period, m.scheduled_repeat, sm.seq,
                       cron)
@@ -152,15 +152,16 @@ class Scheduler:
             self._arm(job)
             return None
         job.seq = self._next_seq()
-        write = self._store().write([AddMessage(SCHEDULER_KEY, job.seq, job.stored_form())])
+        write = self._writer().write([AddMessage(SCHEDULER_KEY, job.seq, job.stored_form())])
         fut = asyncio.ensure_future(write)
         fut.add_done_callback(lambda f: self._arm(job) if not f.cancelled()
                               and f.exception() is None else None)
         return fut
 
-    def _store(self):  # type: ignore[no-untyped-def]
+    def _writer(self):  # type: ignore[no-untyped-def]
+        """The broker's store-write path (broker/writer.py)."""
         assert self._broker is not None
-        return self._broker.region.store
+        return self._broker.region.writer
 
     def _next_seq(self) -> int:
         self._last_seq += 1
@@ -213,7 +214,7 @@ class Scheduler:
                 nxt.seq = self._next_seq()
                 batch.ops.append(AddMessage(SCHEDULER_KEY, nxt.seq, nxt.stored_form()))
         try:
-            await broker.region.commit(batch)
+            await broker.region.writer.commit(batch)
         except Exception:  # noqa: BLE001 - the job stays stored and runs after a restart
             batch.abandon()
             log.exception("storing the firing of scheduled message %s failed", copy.message_id)
