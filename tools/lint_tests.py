@@ -17,9 +17,11 @@ calls `pytest.raises`/`pytest.fail`, or calls another asserting helper; or when
 its name starts with `assert_`/`expect_`; or when its name starts with `wait_`
 and every definition of that name in the scanned files raises (a wait that just
 returns on timeout is not an assertion); or when it is in ALLOWLIST below.
-Calls are matched by the last name of the callee (`col.wait_messages(...)`
-matches a method `wait_messages`), which errs towards accepting: a name defined
-both as an asserting helper and as something else counts as asserting.
+A plain call `f(...)` counts when `f` is such a helper defined in or imported
+into the test's module. A method call `x.m(...)` is matched by its name: it
+counts when `m` has an asserting prefix, or when every function and method named
+`m` in the scanned files asserts (so a common name such as `read`, defined both
+ways, does not count).
 Exit status 1 and one line per offending test when anything is flagged.
 """
 
@@ -114,32 +116,32 @@ class _Module:
                 self.imported.update(a.asname or a.name for a in node.names)
 
 
-def _asserting_methods(modules: list[_Module]) -> set[str]:
-    """Method names that count as assertions wherever they are called (`x.name(...)`)."""
+def _asserting_names(modules: list[_Module]) -> tuple[set[str], set[str]]:
+    """(module-level helper names, method names) that count as assertions; a fixpoint,
+    since helpers assert through other helpers."""
     defs: dict[str, list[_Body]] = {}
     for m in modules:
         for name, bodies in m.methods.items():
             defs.setdefault(name, []).extend(bodies)
         for name, body in m.functions.items():
             defs.setdefault(name, []).append(body)
-    good = {n for n in defs if n.startswith(ASSERTING_PREFIXES)}
-    good |= {n for n, bodies in defs.items()
-             if n.startswith(WAIT_PREFIX) and all(b.raises or b.asserts for b in bodies)}
-    return good | ALLOWLIST
-
-
-def _asserting_functions(modules: list[_Module], methods: set[str]) -> set[str]:
-    """Module-level helper names that assert, directly or through other helpers (a fixpoint)."""
-    good = set(methods)
+    methods = {n for n in defs if n.startswith(ASSERTING_PREFIXES)} | ALLOWLIST
+    methods |= {n for n, bodies in defs.items()
+                if n.startswith(WAIT_PREFIX) and all(b.raises or b.asserts for b in bodies)}
+    functions = set(methods)
     changed = True
     while changed:
         changed = False
         for m in modules:
             for name, body in m.functions.items():
-                if name not in good and _counts(body, good, methods):
-                    good.add(name)
+                if name not in functions and _counts(body, functions, methods):
+                    functions.add(name)
                     changed = True
-    return good
+        for name, bodies in defs.items():
+            if name not in methods and all(_counts(b, functions, methods) for b in bodies):
+                methods.add(name)
+                changed = True
+    return functions, methods
 
 
 def _counts(body: _Body, functions: set[str], methods: set[str]) -> bool:
@@ -149,8 +151,7 @@ def _counts(body: _Body, functions: set[str], methods: set[str]) -> bool:
 def check(paths: Iterable[Path], helper_paths: Iterable[Path] = ()) -> list[str]:
     """Lines `path:line: test_name has no assertion ...` for every test that cannot fail."""
     modules = [_Module(p) for p in [*_python_files(paths), *_python_files(helper_paths)]]
-    methods = _asserting_methods(modules)
-    functions = _asserting_functions(modules, methods)
+    functions, methods = _asserting_names(modules)
     found = []
     for m in modules:
         # a plain call counts when the helper is this module's own or imported into it

@@ -37,6 +37,16 @@ def test_the_check_flags_tests_without_assertions(tmp_path: Path) -> None:
 
             def expect_error(self):
                 pass
+
+            def still_served(self):
+                assert self.alive()
+
+            def read(self):  # also defined below without an assertion: not a helper
+                assert self.sock
+
+        class File:
+            def read(self):
+                return b""
         """))
     (tmp_path / "test_sample.py").write_text(textwrap.dedent("""
         import pytest
@@ -53,10 +63,13 @@ def test_the_check_flags_tests_without_assertions(tmp_path: Path) -> None:
         def test_local_helper_through_helper(): local_helper(1)
         def test_raising_wait_method(c): c.wait_message()
         def test_expect_prefix(c): c.expect_error()
+        def test_unique_asserting_method(c): c.still_served()
         def test_nothing(c): c.send("x")
+        def test_common_name(c): c.read()
         def test_non_raising_wait(c): wait_ready(c)
         class TestGroup:
             def test_method(self): self.client.send()
         """))
     flagged = [line.split(": ")[1].split()[0] for line in _lint().check([tmp_path])]
-    assert flagged == ["test_nothing", "test_non_raising_wait", "TestGroup.test_method"]
+    assert flagged == ["test_nothing", "test_common_name", "test_non_raising_wait",
+                       "TestGroup.test_method"]
