@@ -255,6 +255,8 @@ def test_truncated_frame_then_hang_up(broker: BrokerProcess, bystanders: Bystand
     whole = open_with_properties(b"\x40")
     with socket.create_connection(("127.0.0.1", broker.amqp_port), timeout=10) as sock:
         sock.sendall(AMQP_HEADER + struct.pack(">IBBH", 1000, 2, 0, 0) + whole[8:28])
+    _wait_alive(broker)
+    assert broker.alive(), broker.describe_death()
     bystanders.still_served()
 
 
