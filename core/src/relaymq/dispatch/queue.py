@@ -17,11 +17,13 @@ table, so an override in a plugin takes effect on every path.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import mypyc_attr
 
 from relaymq.config.model import PolicyEntryConfig
+from relaymq.dispatch.browse import PAGE, BrowseCursor
 from relaymq.dispatch.consumer import Consumer, NackMode
 from relaymq.dispatch.entry import PendingList, QueueEntry
 from relaymq.dispatch.redelivery import DEFAULT_FAILED_POLICY
@@ -31,6 +33,8 @@ from relaymq.feed.feed import ChangeFeed
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message, SelectorView, now_millis
 from relaymq.spi.persistence import AddMessage
+
+log = logging.getLogger("relaymq.dispatch")
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Collection
@@ -86,7 +90,7 @@ class Queue:
         self._loaded_seq = 0
         self._unplaced: set[int] = set()
         self._space_waiters: list[asyncio.Future[None]] = []
-        self._browse_cursors: dict[int, list[QueueEntry]] = {}
+        self._browse_cursors: dict[int, BrowseCursor] = {}
         #: the name of the queue type that made this queue (`relaymq.queue_types`)
         self.queue_type = "standard"
         #: paused by management: consumers wait in `_held`, so dispatch finds none
@@ -407,17 +411,19 @@ class Queue:
 
     # -- browsing -----------------------------------------------------------------------
     def _start_browse(self, browser: Consumer) -> None:
+        """Show `browser` what the queue holds now, in sequence order: the messages
+        in memory (waiting or in flight) and those only in the store (paged out)."""
         now = now_millis()
-        held = [e for c in self.consumers for e in c.inflight.values()]
-        snapshot = sorted(list(self.pending) + held, key=lambda e: e.seq)
         sel = browser.selector
-        cursor = [
-            e for e in snapshot
-            if not e.message.is_expired(now)
-            and (sel is None or sel.matches(SelectorView(e.message, e.delivery_count)))
-        ]
-        cursor.reverse()  # pop() from the end gives sequence order
-        self._browse_cursors[browser.id] = cursor
+
+        def accept(e: QueueEntry) -> bool:
+            return not e.message.is_expired(now) and (
+                sel is None or sel.matches(SelectorView(e.message, e.delivery_count)))
+
+        held = [e for c in self.consumers for e in c.inflight.values()]
+        memory = [e for e in list(self.pending) + held if accept(e)]
+        after = self._loaded_seq if self._paging else self.last_seq
+        self._browse_cursors[browser.id] = BrowseCursor(memory, after, self.last_seq, accept)
         self.browsers.append(browser)
         self._pump_browser(browser)
 
@@ -425,17 +431,36 @@ class Queue:
         cursor = self._browse_cursors.get(browser.id)
         if cursor is None:
             return
-        while cursor and browser.capacity() > 0:
-            entry = cursor.pop()
+        while browser.capacity() > 0:
+            if cursor.must_read():
+                if not cursor.reading:
+                    cursor.reading = True
+                    asyncio.get_running_loop().create_task(self._browse_read(browser, cursor))
+                return
+            entry = cursor.next()
+            if entry is None:
+                del self._browse_cursors[browser.id]
+                self.browsers.remove(browser)
+                if browser.on_browse_end is not None:
+                    browser.on_browse_end()
+                return
             if entry.removed:
                 continue
             delivery = browser._took(entry)
             browser.on_message(delivery)
-        if not cursor:
-            del self._browse_cursors[browser.id]
-            self.browsers.remove(browser)
-            if browser.on_browse_end is not None:
-                browser.on_browse_end()
+
+    async def _browse_read(self, browser: Consumer, cursor: BrowseCursor) -> None:
+        """Read the browser's next page of paged-out messages, then go on browsing."""
+        try:
+            records = await self.region.store.read(self.key, cursor.after, PAGE)
+            cursor.add(records, PAGE)
+        except Exception:  # noqa: BLE001 - the store said no: the browse ends with what it saw
+            log.exception("browsing %s: reading the store failed", self.destination)
+            cursor.after = cursor.upto
+        finally:
+            cursor.reading = False
+        if self._browse_cursors.get(browser.id) is cursor:
+            self._pump_browser(browser)
 
     # -- settlement ---------------------------------------------------------------------
     def acknowledge(self, entry: QueueEntry) -> Awaitable[None] | None:
