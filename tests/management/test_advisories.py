@@ -18,10 +18,14 @@ def advisories(inbox: Any, topic: str) -> list[Any]:
 
 def test_a_stomp_subscriber_to_activemq_advisory_gets_what_happens(start_broker) -> None:  # type: ignore[no-untyped-def]
     broker = start_broker(extra_policy='expireMessagesPeriod="0"')
+    feed = broker.broker.change_feed
+    # nobody watches advisories: the feed builds no per-message removal events
+    assert broker.call(lambda: feed.watch_removed) is False
     watch, inbox = stomp_client(broker.stomp)
     watch.subscribe("/topic/ActiveMQ.Advisory.>", id="adv", ack="auto")
     wait_until(lambda: broker.call(lambda: broker.management.has_subscribers(
         "topic://ActiveMQ.Advisory.Connection")), "the advisory subscription")
+    wait_until(lambda: broker.call(lambda: feed.watch_removed), "removals watched")
 
     app, app_inbox = stomp_client(broker.stomp, headers={"client-id": "app"})
     app.subscribe("/queue/ORDERS", id="1", ack="client-individual")
@@ -68,12 +72,19 @@ def test_a_stomp_subscriber_to_activemq_advisory_gets_what_happens(start_broker)
     assert late_inbox.messages == []
     late.disconnect()
 
-    # no advisories about advisory topics, and no more once the subscriber left
+    # deleting a destination is advised too
+    assert broker.run(broker.management.delete_destination("ORDERS")) is True
+    wait_until(lambda: {"destination": "queue://ORDERS", "operationType": 1} in [
+        json.loads(m.body)["DestinationInfo"] for m in advisories(inbox, "ActiveMQ.Advisory.Queue")],
+        "the delete advisory")
+
+    # no advisories about advisory topics, and no per-message work once the subscriber left
     assert not [m for m in inbox.messages if "Advisory.Consumer.Topic.ActiveMQ" in
                 m.headers["destination"]]
     watch.disconnect()
     wait_until(lambda: broker.call(lambda: not broker.management.has_subscribers(
         "topic://ActiveMQ.Advisory.Connection")), "the advisory subscription to go")
+    wait_until(lambda: broker.call(lambda: not feed.watch_removed), "removals unwatched")
 
 
 def test_an_amqp_subscriber_gets_producer_and_consumer_advisories(start_broker) -> None:  # type: ignore[no-untyped-def]
