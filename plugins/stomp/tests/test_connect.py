@@ -186,9 +186,10 @@ def test_client_sending_heartbeats_stays(raw) -> None:
 
 
 def test_stomp_py_heartbeats_both_ways(server: BrokerThread) -> None:
-    conn, col = connect(server, "1.2", heartbeats=(100, 100))
+    # 500 ms beats, several of them: short enough to matter, long enough for a busy CI host
+    conn, col = connect(server, "1.2", heartbeats=(500, 500))
     conn.subscribe("/queue/hb2", id="1")
-    time.sleep(1.0)
+    time.sleep(2.5)
     assert conn.is_connected()
     conn.send("/queue/hb2", "still here")
     assert [m.body for m in col.wait_messages(1)] == ["still here"]
