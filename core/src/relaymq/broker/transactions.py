@@ -32,10 +32,6 @@ class LocalTransaction:
         self.batch = SendBatch()
         self.acks: list[tuple[Queue, QueueEntry]] = []
         self.state = "active"
-        #: A client's transaction fails at commit when it holds a duplicate (Artemis).
-        #: A transport that groups single sends into one for one store write (STOMP's
-        #: runs of SENDs) sets this False: there a duplicate is only dropped.
-        self.duplicates_fail = True
 
     def _check(self) -> None:
         if self.state != "active":
@@ -53,7 +49,7 @@ class LocalTransaction:
     async def commit(self) -> None:
         self._check()
         refusal = self.batch.refusal
-        if refusal is not None and self.duplicates_fail:  # Artemis: a duplicate inside fails the whole commit
+        if refusal is not None:  # Artemis: a duplicate inside fails the whole commit
             self.rollback()
             raise TransactionError(refusal)
         self.state = "committing"
