@@ -111,9 +111,12 @@ def added_events(placed: list[tuple[Any, Any]], out: list[ChangeEvent]) -> None:
 
 
 def removal_origin(entry: Any) -> str | None:
+    """The peer whose connection settled `entry` (None: a local client or the broker)."""
     consumer = entry.consumer
-    conn = consumer.connection if consumer is not None else None
-    return getattr(conn, "origin", None)
+    if consumer is None:
+        return None
+    conn = consumer.connection
+    return conn.origin if conn is not None else None
 
 
 class StoreWriter:
@@ -170,8 +173,14 @@ class StoreWriter:
         feed = self.feed
         if not entry.stored:
             if feed.watch_removed:
-                self.note(removed(entry.message, queue.destination, queue.key, entry.seq, reason,
-                                  removal_origin(entry)))
+                ev = removed(entry.message, queue.destination, queue.key, entry.seq, reason,
+                             removal_origin(entry))
+                tail = self._tail
+                if self._future is None and not feed.capturing and (tail is None or tail.done()):
+                    feed.publish_one(ev)  # nothing under way to wait for
+                else:
+                    self._pending()
+                    self._events.append(ev)
             return None
         fut = self._pending()
         self._removes.append(RemoveMessage(queue.key, entry.seq))
@@ -209,10 +218,18 @@ class StoreWriter:
     def publish_visible(self, batch: Batch) -> None:
         """A send that needed no store write becomes visible now: its events first
         (a consumer may settle it while it is enqueued)."""
+        placed = batch.placed
+        if len(placed) == 1:
+            queue, entry = placed[0]
+            msg = entry.message
+            self.feed.publish_one(added(msg, msg.destination or queue.destination,
+                                        ((queue.key, entry.seq),), msg.origin))
+            queue.enqueue(entry)
+            return
         events: list[ChangeEvent] = []
-        added_events(batch.placed, events)
+        added_events(placed, events)
         self.feed.publish(events)
-        for queue, entry in batch.placed:
+        for queue, entry in placed:
             queue.enqueue(entry)
 
     @property

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from relaymq.feed.events import EVENT_TYPES, ChangeEvent, MessageAdded, MessageRemoved
@@ -63,13 +63,14 @@ class FeedSubscription:
 
     # -- called by the feed -----------------------------------------------------
     def _push(self, event: ChangeEvent) -> None:
-        self._events.append(event)
+        events = self._events
+        events.append(event)
         w = self._waiter
         if w is not None:
             self._waiter = None
             if not w.done():
                 w.set_result(None)
-        elif len(self._events) > BACKLOG_WARNING and not self._warned:
+        elif not self._warned and len(events) > BACKLOG_WARNING:
             self._warned = True
             log.warning("change-feed subscriber %s has %d unread events; it keeps them all "
                         "(use a durable cursor to keep a backlog in the store)",
@@ -152,7 +153,8 @@ class ChangeFeed:
         self.capture_added = False
         #: durable cursors that capture into the store with each commit
         self.capturing: list[DurableSubscription] = []
-        self.published = 0  # events handed to subscribers (monitoring, tests)
+        #: the one in-memory subscriber's `_push` when it takes every kind (fast path)
+        self._single: Callable[[ChangeEvent], None] | None = None
 
     # -- subscribing ------------------------------------------------------------------
     def subscribe(self, kinds: Iterable[type[Any]] | None = None, *,
@@ -205,6 +207,8 @@ class ChangeFeed:
         self._recompute()
 
     def _recompute(self) -> None:
+        one = self._subs[0] if len(self._subs) == 1 else None
+        self._single = one._push if one is not None and one.kinds is None else None
         subs: list[Any] = list(self._subs)
         capturing = [c for c in self._cursors.values() if c.opened]
         self.capturing = capturing
@@ -233,20 +237,22 @@ class ChangeFeed:
 
     def publish(self, events: Sequence[ChangeEvent]) -> None:
         """Hand committed events to the in-memory subscribers, in order."""
-        subs = self._subs
-        if len(subs) == 1 and subs[0].kinds is None:
-            push = subs[0]._push
+        push = self._single
+        if push is not None:
             for ev in events:
                 push(ev)
-        else:
-            for ev in events:
-                for s in subs:
-                    if s.kinds is None or ev.__class__ in s.kinds:
-                        s._push(ev)
-        self.published += len(events)
+            return
+        subs = self._subs
+        for ev in events:
+            for s in subs:
+                if s.kinds is None or ev.__class__ in s.kinds:
+                    s._push(ev)
 
     def publish_one(self, event: ChangeEvent) -> None:
+        push = self._single
+        if push is not None:
+            push(event)
+            return
         for s in self._subs:
             if s.kinds is None or event.__class__ in s.kinds:
                 s._push(event)
-        self.published += 1
