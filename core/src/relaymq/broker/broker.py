@@ -48,7 +48,12 @@ from relaymq.model.destination import Destination
 from relaymq.model.message import MessageIdGenerator
 from relaymq.outgoing.registry import OutgoingConnections
 from relaymq.selector import Selector
-from relaymq.spi.persistence import PersistenceAdapter, StoredMessage, SubscriptionRecord
+from relaymq.spi.persistence import (
+    LockState,
+    PersistenceAdapter,
+    StoredMessage,
+    SubscriptionRecord,
+)
 from relaymq.spi.transport import ConnectorContext, TransportUri
 
 if TYPE_CHECKING:
@@ -93,6 +98,9 @@ class Broker:
         self._temporary: dict[Destination, ClientConnection] = {}
         self._internal: ClientConnection | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self._lock_task: asyncio.Task[None] | None = None  # stopping after a lost store lock
+        #: why the broker stopped by itself (its store lock was lost); None otherwise
+        self.stop_reason: str | None = None
         self._redelivery: RedeliveryPolicyMap | None = None
         self.started = False
         self._stopped = asyncio.Event() if _has_loop() else None
@@ -170,6 +178,7 @@ class Broker:
             self._filters.extend(extra or [])
         self.chain = fold(self._filters, self.router.route)
         await self.store.start()
+        self.store.watch_lock(self._store_lock_changed)
         log.info("store: %s", self.store.describe())
         pm.hook.relaymq_persistence_started(broker=self, adapter=self.store)
         await self.router.duplicates.recover(self.store)
@@ -285,7 +294,20 @@ class Broker:
                 return c.address
         raise KeyError(f"no {scheme} connector")
 
-    async def stop(self) -> None:
+    def _store_lock_changed(self, state: str, why: str) -> None:
+        """A broker whose store lock is lost stops serving at once: another broker may
+        own the store now, and two writers would corrupt it (ActiveMQ stops too)."""
+        if state != LockState.LOST or not self.started:
+            return
+        log.error("broker %s lost its store lock (%s): it stops serving now, closing its "
+                  "connectors and client connections and writing nothing more to the store",
+                  self.name, why)
+        self.stop_reason = f"lost its store lock ({why})"
+        self._lock_task = asyncio.get_running_loop().create_task(self.stop(abandon_store=True))
+
+    async def stop(self, *, abandon_store: bool = False) -> None:
+        """Stop serving and close the store (`abandon_store`: let go of it without
+        writing, when its lock was lost)."""
         if not self.started:
             return
         self.started = False
@@ -316,7 +338,10 @@ class Broker:
             self.scheduler.stop()
         await asyncio.sleep(0)  # let pending ack batches reach the store
         if self.store is not None:
-            await self.store.stop()
+            if abandon_store:
+                await self.store.abandon()
+            else:
+                await self.store.stop()
         if self._stopped is not None:
             self._stopped.set()
         log.info("broker %s stopped", self.name)

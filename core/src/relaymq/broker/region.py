@@ -175,15 +175,13 @@ class Region:
     async def _wait_store(self) -> None:
         """Wait until the store is under `storeUsage`, asking it to reclaim space now
         and saying which destinations hold it."""
-        reclaim = getattr(self.store, "reclaim", None)
-        report = getattr(self.store, "usage_report", None)
+        store = self.store
         log.warning("store usage limit (%d bytes) reached; producers wait. %s",
-                    self.usage.store_limit, report() if report else self.store.describe())
-        while self.store.size() >= self.usage.store_limit:
-            if reclaim is not None:
-                await reclaim()
-                if self.store.size() < self.usage.store_limit:
-                    break
+                    self.usage.store_limit, store.usage_report())
+        while await store.current_size() >= self.usage.store_limit:
+            await store.reclaim()
+            if await store.current_size() < self.usage.store_limit:
+                break
             await asyncio.sleep(0.05)
 
     def _log_store_refusal(self) -> None:
@@ -193,10 +191,8 @@ class Region:
         if now - self._store_refusal_logged < 10.0:
             return
         self._store_refusal_logged = now
-        report = getattr(self.store, "usage_report", None)
         log.warning("store usage limit (%d bytes) reached; persistent sends are refused "
-                    "(sendFailIfNoSpace). %s", self.usage.store_limit,
-                    report() if report else self.store.describe())
+                    "(sendFailIfNoSpace). %s", self.usage.store_limit, self.store.usage_report())
 
     async def flow_control(self, wait: Awaitable[None], dest: Destination | None,
                            store: bool = False) -> None:

@@ -28,9 +28,9 @@ consume anything.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Final, Union
 
 from relaymq.model.message import Message
 
@@ -151,6 +151,21 @@ class StoreFullError(Exception):
     """The store reached its configured limit and refuses new messages."""
 
 
+class LockState:
+    """Where a store stands with its lock (`PersistenceAdapter.lock_state`): the
+    lock that keeps two brokers from writing one store (kahaDB's lock file, a JDBC
+    lease row). The broker stops serving when its store's lock is LOST."""
+
+    NONE: Final = "none"  # the store takes no lock (memoryPersistenceAdapter)
+    WAITING: Final = "waiting"  # another broker holds it; this one waits (a shared-store slave)
+    HELD: Final = "held"
+    LOST: Final = "lost"  # it was held and is not any more: another broker may own the data
+
+
+#: called with (new state, a sentence saying why) when a store's lock state changes
+LockListener = Callable[[str, str], None]
+
+
 class PersistenceAdapter(abc.ABC):
     """A store driver. Implementations are entry points of `relaymq.persistence`,
     constructed with their typed config; the kernel calls `start` before anything else.
@@ -158,6 +173,8 @@ class PersistenceAdapter(abc.ABC):
 
     #: True when written data survives a restart (memory store: False).
     persistent: bool = True
+    #: a `LockState`; stores that lock keep it current through `lock_changed`
+    lock_state: str = LockState.NONE
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -200,3 +217,43 @@ class PersistenceAdapter(abc.ABC):
     def describe(self) -> str:
         """One line for logs: what the store is and where it keeps data."""
         return type(self).__name__
+
+    # -- usage, reclaim, lock (database stores, shared-store HA) -------------------------
+    async def current_size(self) -> int:
+        """Bytes the store uses, asked of the store now (a database store may run a
+        query). `size()` is the cheap figure the per-message path compares with
+        `storeUsage`; a store whose size is expensive keeps `size()` a cached value
+        and refreshes it here."""
+        return self.size()
+
+    async def reclaim(self) -> None:
+        """Free space now (compaction, cleanup of acknowledged data): the broker calls
+        it while producers wait for `storeUsage`. Default: nothing to do."""
+        return None
+
+    def usage_report(self, top: int = 5) -> str:
+        """One line saying what holds the space (the largest destinations first),
+        for the broker's store-full log line. Default: `describe()`."""
+        return self.describe()
+
+    def watch_lock(self, listener: LockListener) -> None:
+        """Call `listener(state, why)` whenever `lock_state` changes (the broker
+        watches for LOST)."""
+        listeners: list[LockListener] | None = self.__dict__.get("_lock_listeners")
+        if listeners is None:
+            listeners = self.__dict__["_lock_listeners"] = []
+        listeners.append(listener)
+
+    def lock_changed(self, state: str, why: str = "") -> None:
+        """Stores call this when their lock is waited for, taken or lost."""
+        if state == self.lock_state:
+            return
+        self.lock_state = state
+        for listener in list(self.__dict__.get("_lock_listeners", ())):
+            listener(state, why)
+
+    async def abandon(self) -> None:
+        """Let go without writing anything more: the lock is lost and another broker
+        may own the data now. Default: `stop()` (stores that flush or checkpoint on
+        stop override this)."""
+        await self.stop()

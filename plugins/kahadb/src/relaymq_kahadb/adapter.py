@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from relaymq.model.message import Message
 from relaymq.spi.persistence import (
     DestinationStats,
     DuplicateIdRecord,
+    LockState,
     PersistenceAdapter,
     StoredMessage,
     StoreOp,
@@ -137,8 +139,10 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         self._loop = asyncio.get_running_loop()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.index_dir.mkdir(parents=True, exist_ok=True)
-        await self._lock.acquire(wait=not cfg.fail_if_locked,
-                                 interval=cfg.lock_acquire_sleep_interval / 1000)
+        await self._lock.acquire(
+            wait=not cfg.fail_if_locked, interval=cfg.lock_acquire_sleep_interval / 1000,
+            waiting=lambda why: self.lock_changed(LockState.WAITING, why))
+        self.lock_changed(LockState.HELD, f"{self._lock.path} taken by pid {os.getpid()}")
         try:
             for line in cfg.ignored_settings():
                 log.warning("<kahaDB>%s: %s", f" at {cfg.origin}" if cfg.origin.line else "", line)
@@ -175,6 +179,8 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
             self._tasks.append(asyncio.create_task(self._checkpoint_loop(), name="kahadb-checkpoint"))
         if cfg.cleanup_interval > 0:
             self._tasks.append(asyncio.create_task(self._cleanup_loop(), name="kahadb-cleanup"))
+        if cfg.lock_keep_alive_period >= 0:
+            self._tasks.append(asyncio.create_task(self._lock_watch(), name="kahadb-lock"))
 
     async def stop(self) -> None:
         if not self._open:
@@ -197,6 +203,26 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         finally:
             await self._close_quietly()
 
+    async def abandon(self) -> None:
+        """The lock is lost: stop without flushing, cleaning up or checkpointing (the
+        directory may be another broker's now)."""
+        for t in self._tasks:
+            t.cancel()
+        self._tasks.clear()
+        await self._close_quietly()
+
+    async def _lock_watch(self) -> None:
+        """ActiveMQ's lock keep-alive: check every `lockKeepAlivePeriod` ms that the
+        lock file is still the one this store locked."""
+        period = (self.config.lock_keep_alive_period or 5000) / 1000
+        while self._open:
+            await asyncio.sleep(period)
+            why = self._lock.lost()
+            if why is not None and self._open:
+                log.error("KahaDB %s: lock lost: %s", self.directory, why)
+                self.lock_changed(LockState.LOST, why)
+                return
+
     async def _close_quietly(self) -> None:
         self._open = False
         if self._writer is not None:
@@ -207,7 +233,10 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-        self._lock.release()
+        if self._lock.held:
+            self._lock.release()
+            if self.lock_state == LockState.HELD:
+                self.lock_state = LockState.NONE
 
     # -- writing --------------------------------------------------------------
 

@@ -44,7 +44,6 @@ NOT_APPLICABLE: dict[str, str] = {
     "index_lfu_eviction_factor": "the index is not paged",
     "max_async_jobs": "there is no async job queue; stores complete through the group commit",
     "store_open_wire_version": "messages are stored in RelayMQ's own codec, not OpenWire",
-    "lock_keep_alive_period": "the lock is an fcntl lock the kernel holds for the process; no keep-alive",
     "failover_producers_audit_depth": "duplicate detection of failover producers is the broker's",
     "max_failover_producers_to_track": "duplicate detection of failover producers is the broker's",
     "purge_recovered_xa_transaction_strategy": "XA transactions are not supported",
@@ -115,6 +114,8 @@ class KahaDBConfig:
     index_lfu_eviction_factor: float = field(default=0.2, metadata={"xml": "indexLFUEvictionFactor"})
     max_async_jobs: int = 10000
     store_open_wire_version: int = 11
+    #: ms between checks that the lock file is still this broker's (0: every 5 s;
+    #: negative: never); a broker that lost it stops serving
     lock_keep_alive_period: int = 0
     failover_producers_audit_depth: int = 1000
     max_failover_producers_to_track: int = 1000

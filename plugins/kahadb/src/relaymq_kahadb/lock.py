@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from relaymq_kahadb.errors import StoreLockedError
@@ -49,6 +50,22 @@ class DirectoryLock:
         self._fd = fd
         return True
 
+    def lost(self) -> str | None:
+        """Why the lock is no longer this store's (None while it is): the lock file
+        was removed or replaced, so another broker may lock the new one."""
+        if self._fd < 0:
+            return "the lock is not held"
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:
+            return f"the lock file {self.path} was removed"
+        except OSError as exc:
+            return f"the lock file {self.path} cannot be checked: {exc}"
+        mine = os.fstat(self._fd)
+        if (now.st_ino, now.st_dev) != (mine.st_ino, mine.st_dev):
+            return f"the lock file {self.path} was replaced (now: {self.holder()})"
+        return None
+
     def holder(self) -> str:
         """Who holds the lock, as its holder wrote it (best effort)."""
         try:
@@ -57,8 +74,10 @@ class DirectoryLock:
             text = ""
         return text or "unknown holder"
 
-    async def acquire(self, *, wait: bool, interval: float) -> None:
-        """Take the lock; fail at once or, with `wait`, retry every `interval` s."""
+    async def acquire(self, *, wait: bool, interval: float,
+                      waiting: Callable[[str], None] | None = None) -> None:
+        """Take the lock; fail at once or, with `wait`, retry every `interval` s
+        (`waiting` is told who holds it when the wait starts)."""
         if self.try_acquire():
             return
         if not wait:
@@ -69,6 +88,8 @@ class DirectoryLock:
                 f"broker waits for the lock")
         log.warning("KahaDB directory %s is locked by %s; waiting for it (retrying every %.1f s)",
                     self.path.parent, self.holder(), interval)
+        if waiting is not None:
+            waiting(f"{self.path.parent} is locked by {self.holder()}")
         while not self.try_acquire():
             await asyncio.sleep(interval)
         log.info("acquired the KahaDB lock on %s", self.path.parent)
