@@ -187,7 +187,7 @@ class StompSession:
                 break
             waits.popleft()
             self._unstored -= len(receipts)
-            error = None
+            error: BaseException | None = None
             if fut.cancelled():
                 error = ConnectionError("the send was cancelled")
             else:
