@@ -71,3 +71,29 @@ async def test_the_window_is_a_share_of_the_destination_memory_limit(tmp_path: P
         assert bodies == [body(i) for i in range(500)]
         await conn.close()
 
+
+
+async def test_a_non_persistent_message_during_paging_does_not_hide_the_stored_backlog(
+        tmp_path: Path) -> None:
+    config = load_config_text(xml(tmp_path, '<policyEntry queue=">" storeCursorMemoryLimit="16kb"/>'),
+                              "xml")
+    count = 400
+    async with running_broker(config) as broker:
+        conn = await connect_broker(broker)
+        for i in range(count):
+            await conn.send("queue://MIXED", body(i), persistent=True)
+        await conn.send("queue://MIXED", b"transient", persistent=False)  # while paging
+        for i in range(count, count + 10):
+            await conn.send("queue://MIXED", body(i), persistent=True)
+        consumer = await conn.consumer("queue://MIXED", ack_mode="client", prefetch=20)
+        got = []
+        while True:
+            m = await consumer.receive(timeout=2)
+            if m is None:
+                break
+            got.append(m.body)
+            m.ack()
+        persistent = [b for b in got if b != b"transient"]
+        assert persistent == [body(i) for i in range(count + 10)]
+        assert got.count(b"transient") == 1
+        await conn.close()

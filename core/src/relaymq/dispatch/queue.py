@@ -135,7 +135,9 @@ class Queue:
                 if not self._paging:
                     self._paging = True
                 return  # stays in the store; paged in when the window has room
-        if entry.seq > self._loaded_seq:
+        if entry.stored and entry.seq > self._loaded_seq:
+            # the page-in cursor counts stored messages only: a non-persistent one
+            # arriving while a backlog is paged out must not move it past them
             self._loaded_seq = entry.seq
         n = entry.message.size  # _hold, inlined on the per-message path
         stats.memory_used += n
