@@ -98,6 +98,9 @@ class PolicyEntryConfig:
     queue_type: str | None = None
     #: duplicate detection (`_AMQ_DUPL_ID`): how many ids per address are kept (Artemis)
     id_cache_size: int = 20000
+    #: releases (settled released, or modified without delivery-failed) of one message
+    #: before a release counts as a failed delivery; -1: never (the hot release loop guard)
+    maximum_releases: int = 10000
     # Solace queue attributes, read by the queue types of relaymq-queue-types
     # (docs/queue-types.md); setting one makes the queue such a type (`effective_queue_type`).
     access_type: str | None = None  # exclusive | non-exclusive

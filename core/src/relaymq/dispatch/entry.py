@@ -16,7 +16,7 @@ class QueueEntry:
     """One message on one queue (or subscription) with its delivery state."""
 
     __slots__ = ("seq", "message", "delivery_count", "stored", "consumer", "delivery_id",
-                 "removed")
+                 "removed", "releases")
 
     def __init__(self, seq: int, message: Message, stored: bool = False) -> None:
         self.seq = seq
@@ -26,6 +26,7 @@ class QueueEntry:
         self.consumer: Consumer | None = None  # who holds it while in flight
         self.delivery_id = 0
         self.removed = False
+        self.releases = 0  # releases since the last counted delivery (maximumReleases)
 
     @property
     def priority(self) -> int:

@@ -35,6 +35,8 @@ from relaymq.model.message import Message, SelectorView, now_millis
 from relaymq.spi.persistence import AddMessage
 
 log = logging.getLogger("relaymq.dispatch")
+#: releases of one message after which the broker says so in its log (once)
+RELEASE_WARNING = 1000
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Collection
@@ -503,10 +505,20 @@ class Queue:
     def settle_negative(self, entry: QueueEntry, mode: str) -> None:
         self.stats.in_flight -= 1
         entry.consumer = None
+        cause = ""
         if mode == NackMode.RELEASE:
-            self.pending.put_back(entry)
-            self.dispatch()
-            return
+            entry.releases += 1
+            limit = self.policy.maximum_releases
+            if limit < 0 or entry.releases <= limit:
+                if entry.releases == RELEASE_WARNING:
+                    self._warn_releases(entry)
+                self.pending.put_back(entry)
+                self.dispatch()
+                return
+            # a hot release loop: this release counts as a failed delivery
+            entry.releases = 0
+            mode = NackMode.FAILED
+            cause = f"; released more than {limit} times in a row (maximumReleases)"
         if mode == NackMode.REJECT:
             self.dead_letter(entry, "rejected by the consumer")
             return
@@ -520,7 +532,8 @@ class Queue:
             policy = DEFAULT_FAILED_POLICY
         if policy.exceeded(entry.delivery_count):
             if pmap is None or pmap.send_to_dlq_if_max_retries_exceeded:
-                self.dead_letter(entry, f"max redeliveries ({policy.maximum_redeliveries}) exceeded")
+                self.dead_letter(entry, f"max redeliveries ({policy.maximum_redeliveries}) "
+                                 f"exceeded{cause}")
             else:
                 self._drop(entry, KILLED)
             return
@@ -529,6 +542,14 @@ class Queue:
             asyncio.get_running_loop().call_later(delay, self._redeliver, entry)
         else:
             self._redeliver(entry)
+
+    def _warn_releases(self, entry: QueueEntry) -> None:
+        limit = self.policy.maximum_releases
+        log.warning("message %s on %s was released %d times in a row by its consumers "
+                    "(released is not a failed delivery); %s", entry.message.message_id,
+                    self.destination, RELEASE_WARNING,
+                    f"past {limit} releases it counts as a failed delivery (maximumReleases)"
+                    if limit >= 0 else "maximumReleases is -1: it may go round forever")
 
     def _redeliver(self, entry: QueueEntry) -> None:
         if entry.removed or self.deleted:
