@@ -162,6 +162,10 @@ class StoreWriter:
     async def write(self, ops: Sequence[StoreOp], events: Iterable[ChangeEvent] = ()) -> None:
         """Store `ops` (with this turn's other work), then publish `events`."""
         evs = list(events) if self.feed.active else None
+        if not ops:  # nothing to store: no need to wait a turn (note keeps the order)
+            for ev in evs or ():
+                self.note(ev)
+            return
         batch = _Ops(list(ops), evs or None)
         if batch.ops or batch.events or self._future is not None:
             await self.commit_soon(batch)
