@@ -3,11 +3,10 @@ do not make the broker acknowledge (and buffer) a whole queue."""
 
 from __future__ import annotations
 
-import pytest
-
 import socket
 import threading
 
+import pytest
 from relaymq.config.model import SystemUsageConfig, UsageLimit
 from relaymq.testing import wait_until
 
