@@ -93,8 +93,8 @@ def test_a_broker_from_the_wheels_serves_a_stomp_round_trip(installed, tmp_path)
                 socket.create_connection(("127.0.0.1", port), 0.2).close()
                 break
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, \
-                    proc.stdout.read() if proc.stdout else ""
+                if proc.poll() is not None or time.monotonic() >= deadline:  # a bounded wait
+                    raise AssertionError(proc.stdout.read() if proc.stdout else "") from None
                 time.sleep(0.05)
         got: list[str] = []
 
