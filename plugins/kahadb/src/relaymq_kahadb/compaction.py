@@ -36,9 +36,12 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from relaymq_kahadb.config import KahaDBConfig
+from relaymq_kahadb.index import StoreIndex
 from relaymq_kahadb.journal.files import fsync_dir
+from relaymq_kahadb.journal.reader import JournalReader
 from relaymq_kahadb.journal.records import (
     OP_ACK_FWD,
     OP_MOVE,
@@ -48,12 +51,10 @@ from relaymq_kahadb.journal.records import (
     OP_REMOVE_SUB,
     RT_BATCH,
     BatchEncoder,
+    Op,
     parse_batch,
     scan,
 )
-
-if TYPE_CHECKING:
-    from relaymq_kahadb.adapter import KahaDBPersistenceAdapter
 
 log = logging.getLogger("relaymq.kahadb.cleanup")
 
@@ -69,8 +70,36 @@ class CleanupResult:
     forwarded_acks: int = 0
 
 
+class JournalStore(Protocol):
+    """What the cleaner needs of its store (`KahaDBPersistenceAdapter` is one): the
+    journal's files and index, and the calls that append, checkpoint and forget."""
+
+    config: KahaDBConfig
+    directory: Path
+    index: StoreIndex
+    #: data file id -> bytes of records written
+    files: dict[int, int]
+    ckpt_pos: tuple[int, int] | None
+
+    @property
+    def reader(self) -> JournalReader: ...
+
+    def append(self, rtype: int, payload: bytes, ops: list[Op] | None,
+               fut: asyncio.Future[None] | None, sync: bool = True) -> tuple[int, int]: ...
+
+    async def append_state(self) -> None: ...
+
+    async def checkpoint(self, force: bool = False) -> None: ...
+
+    def data_file_path(self, file_id: int) -> Path: ...
+
+    def forget_file(self, file_id: int) -> None: ...
+
+    def usage_report(self, top: int = 5) -> str: ...
+
+
 class Cleaner:
-    def __init__(self, store: KahaDBPersistenceAdapter) -> None:
+    def __init__(self, store: JournalStore) -> None:
         self.store = store
         self._stuck: dict[int, tuple[int, int]] = {}  # file -> (live count, cycles unchanged)
         self._last_live_bytes: int | None = None

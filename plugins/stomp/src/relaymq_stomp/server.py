@@ -27,6 +27,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from relaymq.broker.eager import Resume, start
+from relaymq.model.destination import Destination
 from relaymq.spi.transport import ConnectorContext
 
 from .codec import FrameParser
@@ -66,7 +67,7 @@ class StompConnector:
         self.connections: set[StompProtocol] = set()
         self._server: asyncio.Server | None = None
         self._address = ""
-        self._new_queues = NewQueues(self)
+        self._new_queues = NewQueues(self._queue_added)
 
     async def start(self) -> None:
         uri = self.context.uri
@@ -82,6 +83,13 @@ class StompConnector:
         self._address = f"{sock[0]}:{sock[1]}"
         # wildcard queue subscriptions take in matching queues created later
         self.broker.plugins.register(self._new_queues, description=f"{self.scheme} connector")
+
+    def _queue_added(self, destination: Destination) -> None:
+        """A matching queue for wildcard subscriptions: tell every session."""
+        for protocol in list(self.connections):
+            session = protocol.session
+            if session is not None:
+                session.queue_added(destination)
 
     async def stop(self) -> None:
         pm = self.broker.plugins.pm

@@ -40,7 +40,7 @@ from .destinations import DestinationMapper
 from .errors import ProtocolError, StompError
 from .frames import V10, V12, Frame, encode_frame, escape, unescape_headers
 from .mapping import SendCache, message_from_send, stamp_user
-from .subscription import ACK_MODES, AUTO, CLIENT, Subscription
+from .subscription import ACK_MODES, AUTO, CLIENT, Subscription, SubscriptionHost
 
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
@@ -75,7 +75,7 @@ class SessionContext:
     certificates: list[object] = field(default_factory=list)
 
 
-class StompSession:
+class StompSession(SubscriptionHost):
     def __init__(self, ctx: SessionContext) -> None:
         self.ctx = ctx
         self.write = ctx.write

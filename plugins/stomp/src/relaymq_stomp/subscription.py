@@ -10,16 +10,15 @@ acks by message-id anyway is served by a scan of its unacknowledged deliveries).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from relaymq.dispatch.consumer import Consumer, Delivery
 from relaymq.model.destination import Destination
 
+from .destinations import DestinationMapper
 from .frames import V10, V12, escape
 from .mapping import ENCODING, render_block
-
-if TYPE_CHECKING:
-    from .session import StompSession
 
 AUTO = "auto"
 CLIENT = "client"
@@ -27,12 +26,30 @@ CLIENT_INDIVIDUAL = "client-individual"
 ACK_MODES = (AUTO, CLIENT, CLIENT_INDIVIDUAL)
 
 
+class SubscriptionHost:
+    """What a subscription needs of the session it belongs to (`StompSession` is
+    one): the negotiated version and destination mapper, where frames go, the
+    auto-ack list, and where a broker-side close is reported. A base class rather
+    than a back-reference to the session, so this module stays below it (and the
+    compiled build still calls it natively)."""
+
+    version: str
+    mapper: DestinationMapper
+    #: queue bytes for the client
+    write: Callable[[bytes], None]
+    #: auto-ack deliveries written but not yet flushed to the socket
+    auto_acks: list[tuple[Subscription, int]]
+
+    def subscription_closed(self, sub: Subscription, reason: str) -> None:
+        raise NotImplementedError
+
+
 class Subscription:
     __slots__ = ("session", "id", "num", "destination_text", "ack_mode", "consumer",
                  "browser", "durable_name", "_head", "msgids", "_track", "_auto", "_v12",
                  "_dest", "_line", "parts", "wildcard", "options")
 
-    def __init__(self, session: StompSession, sid: str, num: int, destination_text: str,
+    def __init__(self, session: SubscriptionHost, sid: str, num: int, destination_text: str,
                  ack_mode: str, browser: bool, durable_name: str | None) -> None:
         self.session = session
         self.id = sid

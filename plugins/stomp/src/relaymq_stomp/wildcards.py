@@ -9,26 +9,21 @@ interpreted: pluggy reads its hook implementation's signature.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from relaymq.hookspecs import hookimpl
 from relaymq.model.destination import Destination
 
-if TYPE_CHECKING:
-    from .server import StompConnector
-
 
 class NewQueues:
-    """Hook implementation: a queue was created -> the connector's sessions."""
+    """Hook implementation: a queue was created -> `queue_added(destination)` (the
+    connector hands it to its sessions)."""
 
-    def __init__(self, connector: StompConnector) -> None:
-        self.connector = connector
+    def __init__(self, queue_added: Callable[[Destination], None]) -> None:
+        self.queue_added = queue_added
 
     @hookimpl
     def relaymq_destination_added(self, destination: Destination) -> None:
         if not destination.is_queue or destination.is_wildcard or destination.is_temporary:
             return
-        for protocol in list(self.connector.connections):
-            session = protocol.session
-            if session is not None:
-                session.queue_added(destination)
+        self.queue_added(destination)
