@@ -106,6 +106,7 @@ class AmqpConnection:
         self._store_waits: deque[tuple[asyncio.Future[None], ProducerLink, Any]] = deque()
         self._watched: asyncio.Future[None] | None = None  # the store removal last watched
         self._sending = False
+        self._send_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._open_timer: asyncio.TimerHandle | None = self.loop.call_later(
             options.connect_timeout_s, self._open_timeout)
@@ -399,7 +400,23 @@ class AmqpConnection:
             log.info("AMQP client %s closed with %s", self.remote_address, cond)
         self._close_links()
         if not engine.local_closed:
-            engine.close()
+            # Answer once the kernel connection is released: a client that waits for
+            # the reply (JMS Connection.close()) finds its temporary destinations gone.
+            self.spawn(self._answer_close())
+
+    async def _answer_close(self) -> None:
+        """The client closed: route what it sent before closing, release its kernel
+        connection (temporary destinations, unacknowledged deliveries), then send
+        the close reply."""
+        try:
+            task = self._send_task
+            if task is not None and not task.done():
+                await task
+            await self._release_kernel()
+        finally:
+            engine = self.engine
+            if engine is not None and not engine.local_closed:
+                engine.close()
 
     def on_session_remote_open(self, session: Any) -> None:
         pn.session_open(session, self.options.session_capacity)
@@ -511,7 +528,7 @@ class AmqpConnection:
     def _start_sending(self) -> None:
         if not self._sending:
             self._sending = True
-            task = self.loop.create_task(self._send_loop())
+            task = self._send_task = self.loop.create_task(self._send_loop())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
