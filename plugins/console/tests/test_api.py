@@ -157,6 +157,17 @@ def test_bad_requests_get_json_errors(console) -> None:
     assert r.status_code == 404
     r = c.get("/api/v1/queues/api.bad/messages", params={"selector": "a = = 1"})
     assert r.status_code in (400, 404) and r.json()["error"]
+    r = c.get("/api/v1/queues", params={"size": 0})
+    assert r.status_code == 400 and "'size' must be from 1 to 1000" in r.json()["error"]
+    r = c.post("/api/v1/queues/api.bad/messages", content=b"plain text")
+    assert r.status_code == 400 and "JSON object" in r.json()["error"]
+    r = c.post("/api/v1/queues/api.bad/messages", json={"body": "x", "properties": {"a": [1]}})
+    assert r.status_code == 400 and "property 'a'" in r.json()["error"]
+    # a sub-resource with a wrong method is a 405, not a queue named "api.bad/purge"
+    r = c.delete("/api/v1/queues/api.bad/purge")
+    assert r.status_code == 405 and r.headers["allow"] == "POST" and r.json()["error"]
+    r = c.get("/api/v1/queues/x%0Ay/purge")  # the path converter stops at a newline
+    assert r.status_code == 404 and r.json()["error"]
 
 
 def test_every_documented_path_answers_without_a_server_error(console) -> None:

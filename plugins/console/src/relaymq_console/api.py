@@ -9,6 +9,7 @@ from relaymq import __version__
 from relaymq.errors import DestinationError, RelayMQError
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
+from relaymq.plugins import QUEUE_TYPES
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -19,13 +20,21 @@ from relaymq_console.views import message_view, page_of, plain
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.headers = status, message, headers
 
 
-async def _body(request: Request) -> dict[str, Any]:
+#: a queue's sub-resources and the methods they take: `DELETE /queues/q/purge` is a
+#: wrong method on `purge`, not the queue named "q/purge"
+SUB_RESOURCES = {"messages": "GET, POST", "purge": "POST", "pause": "POST", "resume": "POST",
+                 "move": "POST", "copy": "POST", "remove": "POST", "retry": "POST"}
+
+
+async def _body(request: Request, required: bool = False) -> dict[str, Any]:
     if not request.headers.get("content-type", "").startswith("application/json"):
+        if required:
+            raise ApiError(400, "send a JSON object (Content-Type: application/json)")
         return {}
     try:
         data = await request.json()
@@ -36,23 +45,36 @@ async def _body(request: Request) -> dict[str, Any]:
     return data
 
 
-def _int(request: Request, name: str, default: int) -> int:
+def _int(request: Request, name: str, default: int, low: int = 0, high: int | None = None) -> int:
     raw = request.query_params.get(name)
     if raw is None:
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise ApiError(400, f"query parameter '{name}' must be an integer, not {raw!r}") from None
+    if value < low or (high is not None and value > high):
+        limits = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise ApiError(400, f"query parameter '{name}' must be {limits}, not {value}")
+    return value
+
+
+def _listing(request: Request, items: list[Any]) -> dict[str, Any]:
+    q = request.query_params
+    if q.get("sort") == "":
+        raise ApiError(400, "query parameter 'sort' is empty (give a field, '-field' descending)")
+    return page_of(items, filter_text=q.get("filter"), sort=q.get("sort"),
+                   page=_int(request, "page", 1, 1), size=_int(request, "size", 100, 1, 1000))
 
 
 def _ids_or_selector(data: dict[str, Any]) -> dict[str, Any]:
     ids, selector = data.get("message_ids"), data.get("selector")
     if ids is None and selector is None:
         raise ApiError(400, "give message_ids (a list) or a selector")
-    if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+    if "message_ids" in data and not (isinstance(ids, list)
+                                      and all(isinstance(i, str) for i in ids)):
         raise ApiError(400, "message_ids must be a list of strings")
-    if selector is not None and not isinstance(selector, str):
+    if "selector" in data and not isinstance(selector, str):
         raise ApiError(400, "selector must be a string")
     return {"message_ids": ids, "selector": selector}
 
@@ -96,7 +118,8 @@ class Api:
         except Denied as exc:
             return JSONResponse({"error": exc.message}, status_code=exc.status)
         except ApiError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
+            return JSONResponse({"error": exc.message}, status_code=exc.status,
+                                headers=exc.headers)
         except DestinationError as exc:
             return JSONResponse({"error": str(exc)}, status_code=404)
         except (RelayMQError, ValueError) as exc:
@@ -104,7 +127,7 @@ class Api:
 
     # -- reading --------------------------------------------------------------------
     async def openapi(self, request: Request) -> JSONResponse:
-        return JSONResponse(openapi_document())
+        return JSONResponse(openapi_document(self.broker.plugins.names(QUEUE_TYPES)))
 
     async def broker_info(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:
@@ -116,32 +139,35 @@ class Api:
         async def go(req: Request) -> Any:
             if req.method == "POST":
                 user = await self.access.check(req, admin=True)
-                data = await _body(req)
+                data = await _body(req, required=True)
                 name = data.get("name")
                 if not isinstance(name, str) or not name:
                     raise ApiError(400, "give the queue's name")
-                info = await self.m.create_queue(name, data.get("queue_type"))
+                queue_type = data.get("queue_type")
+                if queue_type is not None and not isinstance(queue_type, str):
+                    raise ApiError(400, "queue_type must be a string")
+                info = await self.m.create_queue(name, queue_type)
                 self.access.audit(user, "create", Destination.queue(name), req)
                 return plain(info)
             await self.access.check(req, admin=False)
-            return page_of(await self.m.destinations("queue"),
-                           filter_text=req.query_params.get("filter"),
-                           sort=req.query_params.get("sort"), page=_int(req, "page", 1),
-                           size=_int(req, "size", 100))
+            return _listing(req, await self.m.destinations("queue"))
         return await self.call(request, go)
 
     async def topics(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:
             await self.access.check(req, admin=False)
-            return page_of(await self.m.destinations("topic"),
-                           filter_text=req.query_params.get("filter"),
-                           sort=req.query_params.get("sort"), page=_int(req, "page", 1),
-                           size=_int(req, "size", 100))
+            return _listing(req, await self.m.destinations("topic"))
         return await self.call(request, go)
 
     async def queue(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:
-            dest = Destination.queue(req.path_params["name"])
+            name = req.path_params["name"]
+            sub = name.rpartition("/")[2]
+            if "/" in name and sub in SUB_RESOURCES:
+                raise ApiError(405, f"{req.method} is not allowed on {sub} "
+                                    f"(allowed: {SUB_RESOURCES[sub]})",
+                               {"allow": SUB_RESOURCES[sub]})
+            dest = Destination.queue(name)
             if req.method == "DELETE":
                 user = await self.access.check(req, admin=True)
                 deleted = await self.m.delete_destination(dest)
@@ -163,30 +189,37 @@ class Api:
             dest = Destination.queue(req.path_params["name"])
             if req.method == "POST":
                 user = await self.access.check(req, admin=True)
-                data = await _body(req)
+                data = await _body(req, required=True)
                 body = data.get("body", "")
-                props = data.get("properties") or {}
-                if not isinstance(body, str) or not isinstance(props, dict):
-                    raise ApiError(400, "body must be a string and properties an object")
+                props = data.get("properties", {})
+                persistent = data.get("persistent", False)
+                if not isinstance(body, str) or not isinstance(props, dict) \
+                        or not isinstance(persistent, bool):
+                    raise ApiError(400, "body must be a string, properties an object and "
+                                        "persistent true or false")
+                for key, value in props.items():
+                    if not isinstance(value, (str, int, float, bool)):
+                        raise ApiError(400, f"property {key!r} must be a string, number or "
+                                            "boolean")
                 msg = Message(body.encode(), destination=dest,
-                              durable=bool(data.get("persistent", False)), properties=props)
+                              durable=persistent, properties=props)
                 await self.broker.internal_connection().send(msg)
                 self.access.audit(user, "send", dest, req)
                 return {"sent": True}
             await self.access.check(req, admin=False)
             page = await self.m.browse(dest, after=_int(req, "after", 0),
-                                       limit=max(1, min(_int(req, "limit", 100), 1000)),
+                                       limit=_int(req, "limit", 100, 1, 1000),
                                        selector=req.query_params.get("selector"))
             return {"messages": [message_view(m) for m in page.messages],
                     "next_after": page.next_after, "done": page.done}
         return await self.call(request, go)
 
-    def _admin_action(self, operation: str, action: Any) -> Any:
+    def _admin_action(self, operation: str, action: Any, body: bool = False) -> Any:
         async def handler(request: Request) -> JSONResponse:
             async def go(req: Request) -> Any:
                 user = await self.access.check(req, admin=True)
                 dest = Destination.queue(req.path_params["name"])
-                result = await action(dest, await _body(req))
+                result = await action(dest, await _body(req, required=body))
                 self.access.audit(user, operation, dest, req)
                 return result
             return await self.call(request, go)
@@ -219,23 +252,23 @@ class Api:
         async def act(dest: Destination, data: dict[str, Any]) -> Any:
             return {"moved": await self.m.move_messages(dest, self._to(data),
                                                         **_ids_or_selector(data))}
-        return await self._admin_action("move", act)(request)
+        return await self._admin_action("move", act, body=True)(request)
 
     async def copy(self, request: Request) -> JSONResponse:
         async def act(dest: Destination, data: dict[str, Any]) -> Any:
             return {"copied": await self.m.copy_messages(dest, self._to(data),
                                                          **_ids_or_selector(data))}
-        return await self._admin_action("copy", act)(request)
+        return await self._admin_action("copy", act, body=True)(request)
 
     async def remove(self, request: Request) -> JSONResponse:
         async def act(dest: Destination, data: dict[str, Any]) -> Any:
             return {"removed": await self.m.remove_messages(dest, **_ids_or_selector(data))}
-        return await self._admin_action("remove", act)(request)
+        return await self._admin_action("remove", act, body=True)(request)
 
     async def retry(self, request: Request) -> JSONResponse:
         async def act(dest: Destination, data: dict[str, Any]) -> Any:
             return {"retried": await self.m.retry_messages(dest, **_ids_or_selector(data))}
-        return await self._admin_action("retry", act)(request)
+        return await self._admin_action("retry", act, body=True)(request)
 
     async def connections(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:

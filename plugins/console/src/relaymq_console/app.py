@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
@@ -88,5 +89,13 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
         *api.routes(),
         *pages.routes(),
     ]
-    app = Starlette(routes=routes)
+    async def http_error(request: Request, exc: Exception) -> Response:
+        """Unmatched paths and methods: JSON under /api/, text elsewhere."""
+        assert isinstance(exc, HTTPException)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": exc.detail}, status_code=exc.status_code,
+                                headers=exc.headers)
+        return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
     return SecurityHeaders(app), access

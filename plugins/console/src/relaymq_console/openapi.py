@@ -4,44 +4,59 @@ from __future__ import annotations
 
 from typing import Any
 
+from relaymq_console.views import SORTABLE
+
 _ERROR = {"description": "error", "content": {"application/json": {"schema": {
     "type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}}}}
 _OBJ = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
-_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-_SELECT = {"type": "object", "properties": {
+#: a destination name has something besides white space (the broker strips it)
+_VISIBLE = "[^\\s\\x1c-\\x1f\\x85\\xa0]"
+_NAME = {"name": "name", "in": "path", "required": True,
+         "schema": {"type": "string", "pattern": _VISIBLE}}
+_EITHER = [{"required": ["message_ids"]}, {"required": ["selector"]}]
+_SELECT = {"type": "object", "anyOf": _EITHER, "properties": {
     "message_ids": {"type": "array", "items": {"type": "string"}},
     "selector": {"type": "string"}}}
-_MOVE = {"type": "object", "required": ["to"], "properties": {
-    "to": {"type": "string"}, **_SELECT["properties"]}}
+_MOVE = {"type": "object", "required": ["to"], "anyOf": _EITHER, "properties": {
+    "to": {"type": "string", "pattern": _VISIBLE}, **_SELECT["properties"]}}
+_SCALAR = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
 
 
 def _op(summary: str, *, params: list[dict[str, Any]] | None = None,
         body: dict[str, Any] | None = None) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "parameters": params or [],
                           "responses": {"200": _OBJ, "400": _ERROR, "401": _ERROR,
-                                        "403": _ERROR, "404": _ERROR}}
+                                        "403": _ERROR, "404": _ERROR, "429": _ERROR}}
     if body is not None:
         op["requestBody"] = {"required": True,
                              "content": {"application/json": {"schema": body}}}
     return op
 
 
-def _q(name: str, kind: str = "integer") -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "schema": {"type": kind}}
+def _q(name: str, kind: str = "integer", **limits: Any) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": {"type": kind, **limits}}
 
 
-LISTING = [_q("filter", "string"), _q("sort", "string"), _q("page"), _q("size")]
+LISTING = [_q("filter", "string"),
+           _q("sort", "string", enum=[*SORTABLE, *(f"-{f}" for f in SORTABLE)]),
+           _q("page", minimum=1), _q("size", minimum=1, maximum=1000)]
 
 
-def openapi_document() -> dict[str, Any]:
+def openapi_document(queue_types: list[str] | None = None) -> dict[str, Any]:
+    """The document; `queue_types` (the broker's installed queue types) become the enum of
+    a new queue's `queue_type`."""
+    queue_type: dict[str, Any] = {"type": "string", "nullable": True}
+    if queue_types:
+        queue_type["enum"] = [*sorted(queue_types), None]
     paths: dict[str, Any] = {
         "/api/v1/broker": {"get": _op("Broker summary: version, uptime, usage, rates")},
         "/api/v1/queues": {
             "get": _op("Queues with statistics (filter, sort by a field, '-field' descending, "
                        "paged)", params=LISTING),
             "post": _op("Create a queue", body={"type": "object", "required": ["name"],
-                                                 "properties": {"name": {"type": "string"},
-                                                                "queue_type": {"type": "string"}}}),
+                                                 "properties": {"name": {"type": "string",
+                                                                         "pattern": _VISIBLE},
+                                                                "queue_type": queue_type}}),
         },
         "/api/v1/topics": {"get": _op("Topics with statistics", params=LISTING)},
         "/api/v1/queues/{name}": {
@@ -50,11 +65,13 @@ def openapi_document() -> dict[str, Any]:
         },
         "/api/v1/queues/{name}/messages": {
             "get": _op("Browse from the store, paged by sequence number",
-                       params=[_NAME, _q("after"), _q("limit"), _q("selector", "string")]),
+                       params=[_NAME, _q("after", minimum=0), _q("limit", minimum=1, maximum=1000),
+                               _q("selector", "string")]),
             "post": _op("Send a test message", params=[_NAME], body={
-                "type": "object", "properties": {"body": {"type": "string"},
-                                                 "properties": {"type": "object"},
-                                                 "persistent": {"type": "boolean"}}}),
+                "type": "object", "properties": {
+                    "body": {"type": "string"},
+                    "properties": {"type": "object", "additionalProperties": _SCALAR},
+                    "persistent": {"type": "boolean"}}}),
         },
         "/api/v1/queues/{name}/purge": {"post": _op("Remove every waiting message",
                                                     params=[_NAME])},

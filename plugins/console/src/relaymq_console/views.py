@@ -6,6 +6,9 @@ import dataclasses
 from typing import Any
 
 PREVIEW_BYTES = 4096
+#: the fields a destination listing sorts by (`-field`: descending)
+SORTABLE = ("name", "depth", "enqueued", "dequeued", "dispatched", "in_flight", "expired",
+            "dead_lettered", "consumers", "producers", "memory_used", "store_used", "duplicates")
 
 
 def body_preview(body: bytes, limit: int = PREVIEW_BYTES) -> dict[str, Any]:
@@ -47,9 +50,9 @@ def page_of(items: list[Any], *, filter_text: str | None, sort: str | None, page
     """Filter by name substring, sort by a field (`-field` descending), one page."""
     rows = [i for i in items if not filter_text or filter_text.lower() in i.name.lower()]
     if sort:
-        key = sort.lstrip("-")
-        if rows and not hasattr(rows[0], key):
-            raise ValueError(f"cannot sort by '{key}'")
+        key = sort[1:] if sort.startswith("-") else sort
+        if key not in SORTABLE:
+            raise ValueError(f"cannot sort by '{key}' (one of {', '.join(SORTABLE)})")
         rows.sort(key=lambda r: getattr(r, key), reverse=sort.startswith("-"))
     size = max(1, min(size, 1000))
     page = max(1, page)
