@@ -124,9 +124,9 @@ def test_an_unknown_queue_type_is_a_config_error_naming_the_installed_ones(
     check = run_python(queues_site, "relaymq.cli", "config", "check", str(cfg), module=True)
     assert check.returncode == 1
     assert f'queueType="latestbykey" at {cfg}:3 needs a queue type named \'latestbykey\'' in check.stderr
-    assert "installed: lastValue, latestByKey, partitioned, solace, standard" in check.stderr
+    assert "installed: anonymous, lastValue, latestByKey, partitioned, solace, standard" in check.stderr
     assert "did you mean latestByKey?" in check.stderr
     run = subprocess.run([RELAYMQ, "run", "--config", str(cfg)], env=env_with(queues_site),
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
-    assert "installed: lastValue, latestByKey, partitioned, solace, standard" in run.stderr + run.stdout
+    assert "installed: anonymous, lastValue, latestByKey, partitioned, solace, standard" in run.stderr + run.stdout

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
@@ -21,22 +16,7 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 from proton.reactor import Selector  # noqa: E402
 from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
 
-RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(predicate, timeout: float = 20.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
-
+from .support import Broker, Client, wait_until  # noqa: E402
 
 CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="solace"
         dataDirectory="{data}">
@@ -60,93 +40,12 @@ CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="s
 </broker>"""
 
 
-class Broker:
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.stomp_port, self.amqp_port = free_port(), free_port()
-        self.config = tmp / "activemq.xml"
-        self.config.write_text(CONFIG.format(data=tmp / "data", stomp=self.stomp_port,
-                                             amqp=self.amqp_port))
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.log = open(self.tmp / "broker.log", "a")  # noqa: SIM115
-        self.proc = subprocess.Popen([RELAYMQ, "run", "-c", str(self.config)], stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-
-        def listening() -> bool:
-            assert self.proc is not None and self.proc.poll() is None, self.output()
-            try:
-                socket.create_connection(("127.0.0.1", self.stomp_port), 0.2).close()
-                return True
-            except OSError:
-                return False
-
-        wait_until(listening, 30, "the broker to listen")
-
-    def stop(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(30) == 0, self.output()
-        self.log.close()
-
-    def output(self) -> str:
-        return (self.tmp / "broker.log").read_text()
-
-
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory):
-    b = Broker(tmp_path_factory.mktemp("solace"))
+    b = Broker(tmp_path_factory.mktemp("solace"), CONFIG)
     b.start()
     yield b
     b.stop()
-
-
-class Client(stomp.ConnectionListener):
-    """A STOMP 1.2 client that records what it receives; ERROR frames fail the test."""
-
-    def __init__(self, broker: Broker, name: str = "c") -> None:
-        self.name = name
-        self.messages: list = []
-        self.errors: list = []
-        self.receipts: set[str] = set()
-        self.lock = threading.Lock()
-        self.on_msg = None
-        self.conn = stomp.Connection12([("127.0.0.1", broker.stomp_port)])
-        self.conn.set_listener("", self)
-        self.conn.connect(wait=True)
-
-    def on_message(self, frame) -> None:
-        if frame.headers.get("browser") == "end":
-            return  # the empty MESSAGE that ends a browse
-        with self.lock:
-            self.messages.append(frame)
-        if self.on_msg is not None:
-            self.on_msg(self, frame)
-
-    def on_error(self, frame) -> None:
-        self.errors.append(frame)
-
-    def on_receipt(self, frame) -> None:
-        self.receipts.add(frame.headers["receipt-id"])
-
-    def send(self, dest: str, body: str, **headers: str) -> None:
-        rid = f"r{time.monotonic_ns()}"
-        self.conn.send(dest, body, headers={**headers, "receipt": rid})
-        wait_until(lambda: rid in self.receipts or self.errors, 10, f"receipt {rid}")
-        assert not self.errors, self.errors[0].body
-
-    def bodies(self) -> list[str]:
-        return [m.body for m in self.messages]
-
-    def wait(self, count: int, timeout: float = 20) -> list[str]:
-        wait_until(lambda: len(self.messages) >= count, timeout,
-                   f"{count} messages at {self.name} (have {len(self.messages)})")
-        return self.bodies()
-
-    def close(self) -> None:
-        if self.conn.is_connected():
-            self.conn.disconnect()
 
 
 # ---------------------------------------------------------------------------
@@ -405,7 +304,7 @@ def test_a_per_queue_default_makes_messages_eligible_and_a_missing_dmq_discards(
 
 
 def test_a_persistent_last_value_survives_a_restart(tmp_path) -> None:
-    b = Broker(tmp_path)
+    b = Broker(tmp_path, CONFIG)
     b.start()
     try:
         c = Client(b)

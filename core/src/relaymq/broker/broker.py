@@ -23,7 +23,7 @@ from relaymq.advisory import AdvisoryService
 from relaymq.broker.chain import Next, SendFilter, fold
 from relaymq.broker.connection import ClientConnection
 from relaymq.broker.events import BrokerEvents
-from relaymq.broker.queue_types import configured_queue_types
+from relaymq.broker.queue_types import configured_queue_types, resolve_queue_type
 from relaymq.broker.region import Region
 from relaymq.broker.router import Router
 from relaymq.broker.scheduler import Scheduler
@@ -96,6 +96,8 @@ class Broker:
         self.connections: set[ClientConnection] = set()
         self._client_ids: dict[str, ClientConnection] = {}
         self._temporary: dict[Destination, ClientConnection] = {}
+        #: temporary queues kept for their disconnected client: dest -> (client id, timer)
+        self._orphans: dict[Destination, tuple[str, asyncio.TimerHandle]] = {}
         self._internal: ClientConnection | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._lock_task: asyncio.Task[None] | None = None  # stopping after a lost store lock
@@ -183,6 +185,7 @@ class Broker:
         pm.hook.relaymq_persistence_started(broker=self, adapter=self.store)
         await self.router.duplicates.recover(self.store)
         await self.change_feed.attach(self.store, self.region.writer)
+        await self._load_declarations()
         await self.region.recover()
         await self._recover_subscriptions()
         if self.scheduler is not None:
@@ -205,6 +208,27 @@ class Broker:
         self._tasks.append(asyncio.get_running_loop().create_task(self._expiry_loop()))
         pm.hook.relaymq_broker_started(broker=self)
         log.info("broker %s started", self.name)
+
+    async def _load_declarations(self) -> None:
+        """Queue types declared through management (kept in the store); a type no
+        installed distribution provides any more is logged and left out."""
+        region = self.region
+        for dest, name in (await region.declarations.load()).items():
+            configured = region.declared_types.get(dest)
+            if configured is not None:
+                if configured != name:
+                    log.warning("%s: the configuration declares queue type %r; the %r "
+                                "declared through management is not used", dest, configured, name)
+                continue
+            if name not in region.queue_types:
+                try:
+                    region.queue_types[name] = resolve_queue_type(self.plugins, name)
+                except Exception as exc:  # noqa: BLE001 - one stale declaration must not stop the broker
+                    log.error("%s was declared with queue type %r through management, which "
+                              "is not available (%s); it is made from its policy instead",
+                              dest, name, exc)
+                    continue
+            region.declared_types[dest] = name
 
     async def _recover_subscriptions(self) -> None:
         assert self.store is not None
@@ -314,6 +338,9 @@ class Broker:
         self.plugins.pm.hook.relaymq_broker_stopping(broker=self)
         for t in self._tasks:
             t.cancel()
+        for _, timer in self._orphans.values():
+            timer.cancel()
+        self._orphans.clear()
         await self.management.stop_broker_connections()
         if self.advisories is not None:
             self.advisories.uninstall()
@@ -425,9 +452,56 @@ class Broker:
     def temporary_owner(self, dest: Destination) -> ClientConnection | None:
         return self._temporary.get(dest)
 
-    async def delete_temporary(self, dest: Destination) -> None:
+    async def delete_temporary(self, dest: Destination, *, now: bool = False) -> None:
+        """A temporary destination's connection closed (or `now`: remove it at once).
+
+        A temporary queue whose queue type sets `reconnect_grace` (seconds; the
+        `anonymous` type of relaymq-queue-types, Solace's anonymous queues) and whose
+        connection had a client id is kept that long instead: a connection with the
+        same client id that consumes from it within the grace takes it over
+        (`reclaim_temporary`), messages and all; otherwise it is removed then."""
+        owner = self._temporary.get(dest)
+        queue = self.region.queues.get(dest) if dest.is_queue else None
+        grace = float(getattr(queue, "reconnect_grace", 0.0) or 0.0) if queue is not None else 0.0
+        if (not now and grace > 0 and owner is not None and owner.closed and owner.client_id
+                and self.started):
+            loop = asyncio.get_running_loop()
+            old = self._orphans.pop(dest, None)
+            if old is not None:
+                old[1].cancel()
+            timer = loop.call_later(grace, self._orphan_expired, dest)
+            self._orphans[dest] = (owner.client_id, timer)
+            log.info("%s: its client %s disconnected; kept %.0f s for it to come back",
+                     dest, owner.client_id, grace)
+            return
+        old = self._orphans.pop(dest, None)
+        if old is not None:
+            old[1].cancel()
         self._temporary.pop(dest, None)
         await self.region.delete(dest)
+
+    def _orphan_expired(self, dest: Destination) -> None:
+        entry = self._orphans.pop(dest, None)
+        if entry is None:
+            return
+        log.info("%s: its client %s did not come back; removed", dest, entry[0])
+        self._tasks.append(asyncio.get_running_loop().create_task(
+            self.delete_temporary(dest, now=True)))
+
+    def reclaim_temporary(self, dest: Destination, conn: ClientConnection) -> None:
+        """`conn` consumes from temporary `dest`, whose connection is closed: allowed
+        while `dest` waits for its client to come back and `conn` has that client id;
+        `conn` owns it from now on."""
+        entry = self._orphans.get(dest)
+        if entry is None or not conn.client_id or conn.client_id != entry[0]:
+            raise DestinationError(f"temporary destination {dest} belongs to a connection "
+                                   "that is closed")
+        del self._orphans[dest]
+        entry[1].cancel()
+        self._temporary[dest] = conn
+        if dest not in conn.temporary:
+            conn.temporary.append(dest)
+        log.info("%s: its client %s came back and took it over", dest, conn.client_id)
 
     # -- management (console, CLI, tests) -------------------------------------------------------
     def destination_stats(self) -> dict[str, dict[str, int]]:

@@ -279,6 +279,8 @@ class ClientConnection:
             owner = broker.temporary_owner(destination)
             if owner is None:
                 raise DestinationError(f"temporary destination {destination} does not exist")
+            if owner.closed:  # an anonymous queue waiting for its client to come back
+                broker.reclaim_temporary(destination, self)
         if destination.is_queue:
             if destination.is_wildcard or destination.is_composite:
                 shape = "a wildcard" if destination.is_wildcard else "a composite destination"

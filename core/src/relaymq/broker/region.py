@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from relaymq.broker.declarations import DECLARED_PREFIX, QueueDeclarations
 from relaymq.broker.writer import StoreWriter
 from relaymq.dispatch.deadletter import dead_letter_copy, dead_letter_destination
 from relaymq.dispatch.entry import QueueEntry
@@ -67,6 +68,8 @@ class Region:
         self.queue_types: dict[str, Callable[..., Queue]] = {"standard": Queue}
         #: queues declared with a type (`<queue queueType=..>`, management)
         self.declared_types: dict[Destination, str] = {}
+        #: types and settings declared through management, kept in the store
+        self.declarations = QueueDeclarations(self)
 
     # -- destinations -----------------------------------------------------------------
     async def queue(self, dest: Destination, *, origin: str | None = None,
@@ -129,6 +132,7 @@ class Region:
             self._retired_seq[dest] = q.last_seq  # a re-created queue continues numbering
             ops = [RemoveDestination(dest.key)] if self.store_persistent else []
             await self.writer.write(ops, (event,))
+            await self.declarations.forget(dest)
         else:
             if self.topics.pop(dest, None) is None:
                 return False
@@ -260,8 +264,8 @@ class Region:
     # -- recovery ------------------------------------------------------------------------------
     async def recover(self) -> None:
         for key in await self.store.destinations():
-            if key.startswith(CURSOR_PREFIX):
-                continue  # a change-feed cursor (the feed reopens those)
+            if key.startswith(CURSOR_PREFIX) or key.startswith(DECLARED_PREFIX):
+                continue  # a change-feed cursor (the feed reopens those), declarations
             dest = Destination.parse(key)
             if dest.is_temporary:
                 continue

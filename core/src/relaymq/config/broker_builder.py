@@ -308,7 +308,8 @@ def _destinations(ctx: BuildContext, node: Node, config: BrokerConfig) -> None:
             ctx.unknown_element(child, node, ["queue", "topic"])
             continue
         attrs = ctx.attrs(child)
-        known = ["physicalName", "queueType"] if child.tag == "queue" else ["physicalName"]
+        known = (["physicalName", "queueType", "topicSubscriptions"] if child.tag == "queue"
+                 else ["physicalName"])
         for name in attrs:
             if name not in known:
                 ctx.unknown_attribute(name, child, known)
@@ -318,7 +319,9 @@ def _destinations(ctx: BuildContext, node: Node, config: BrokerConfig) -> None:
                 ctx.report.error(f"<{child.tag}>{at(child.origin)} needs physicalName=\"NAME\"")
             continue
         queue_type = attrs.get("queueType", "").strip() if child.tag == "queue" else ""
-        config.destinations.append(DestinationDecl(child.tag, name, child.origin, queue_type or None))
+        subs = attrs.get("topicSubscriptions", "").strip() if child.tag == "queue" else ""
+        config.destinations.append(DestinationDecl(child.tag, name, child.origin, queue_type or None,
+                                                   subs or None))
 
 
 def _network_connectors(ctx: BuildContext, node: Node, config: BrokerConfig) -> None:

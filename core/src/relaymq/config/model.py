@@ -74,6 +74,8 @@ class PolicyEntryConfig:
 
     queue: str | None = None
     topic: str | None = None
+    #: ActiveMQ's `tempQueue="true"`: the entry of every temporary queue
+    temp_queue: bool = False
     queue_prefetch: int | None = None
     topic_prefetch: int | None = None
     durable_topic_prefetch: int | None = None
@@ -111,6 +113,12 @@ class PolicyEntryConfig:
     max_redelivery: int | None = None
     respect_ttl: bool = True
     dmq_eligible: bool = False
+    #: topics (comma-separated, wildcards allowed) whose publications every existing
+    #: queue matched here receives (Solace's topic-to-queue mapping)
+    topic_subscriptions: str | None = None
+    #: ms an anonymous (`queueType="anonymous"`) temporary queue outlives its
+    #: connection, waiting for its client id to connect again (Solace: 60 s)
+    anonymous_queue_grace: int = 60000
     extra: dict[str, str] = field(default_factory=dict)
     origin: Origin = field(default_factory=Origin, compare=False)
 
@@ -122,7 +130,8 @@ class PolicyEntryConfig:
         if self.partition_count > 0:
             return "partitioned"
         if (self.access_type is not None or self.dead_message_queue is not None
-                or self.max_redelivery is not None or not self.respect_ttl or self.dmq_eligible):
+                or self.max_redelivery is not None or not self.respect_ttl or self.dmq_eligible
+                or self.topic_subscriptions):
             return "solace"
         return None
 
@@ -151,6 +160,8 @@ class DestinationDecl:
     origin: Origin = field(default_factory=Origin, compare=False)
     #: `<queue queueType="NAME">`: the queue type, over what the policy says
     queue_type: str | None = None
+    #: `<queue topicSubscriptions="A,B.>">`: topics whose publications the queue receives
+    topic_subscriptions: str | None = None
 
 
 @dataclass(slots=True)

@@ -35,7 +35,7 @@ ELEMENT_ATTRIBUTES: dict[str, list[str]] = {
     "logging": list(LOGGING_ATTRIBUTES),
     "logger": ["name", "level"],
     "audit": list(FILE_ATTRIBUTES),
-    "queue": ["physicalName", "queueType"],
+    "queue": ["physicalName", "queueType", "topicSubscriptions"],
     "topic": ["physicalName"],
 }
 

@@ -32,7 +32,11 @@ class PolicyMap:
         """Take new entries (a configuration reload); lookups made after this see them."""
         self._queue: list[tuple[str, PolicyEntryConfig]] = []
         self._topic: list[tuple[str, PolicyEntryConfig]] = []
+        #: the `tempQueue="true"` entry (the last one), for every temporary queue
+        self._temp_queue: PolicyEntryConfig | None = None
         for e in entries or []:
+            if e.temp_queue and not e.queue:
+                self._temp_queue = e
             if e.queue:
                 self._queue.append((e.queue, e))
             if e.topic:
@@ -46,6 +50,9 @@ class PolicyMap:
         cached = self._cache.get(destination)
         if cached is not None:
             return cached
+        if self._temp_queue is not None and destination.is_queue and destination.is_temporary:
+            self._cache[destination] = self._temp_queue
+            return self._temp_queue
         candidates = self._queue if destination.is_queue else self._topic
         chosen = next(
             (e for pattern, e in candidates if name_matches(pattern, destination.name)),

@@ -8,6 +8,7 @@ touch the store are ``async``; cheap lookups are plain methods.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Collection, Mapping
 from types import MappingProxyType
@@ -390,7 +391,34 @@ class Management:
             if queue_type not in region.queue_types:
                 region.queue_types[queue_type] = resolve_queue_type(self._broker.plugins, queue_type)
             region.declared_types[dest] = queue_type
-        return await self._info(await region.queue(dest), "queue")
+        queue = await region.queue(dest)
+        if queue_type and region.declarations.queue_type(dest) != queue_type:
+            await region.declarations.declare(dest, queue_type)  # kept across restarts
+        return await self._info(queue, "queue")
+
+    def queue_settings(self, target: Target) -> dict[str, Any]:
+        """The settings declared for a queue through `set_queue_settings` (a copy;
+        {} when none). Queue-type plugins keep their per-queue state here."""
+        return dict(self._region.declarations.settings(_destination(target)))
+
+    async def set_queue_settings(self, target: Target, settings: Mapping[str, Any], *,
+                                 replace: bool = False) -> dict[str, Any]:
+        """Merge `settings` (JSON values; None removes one) into an existing queue's
+        declared settings, kept in the store across restarts; returns them."""
+        dest = _destination(target)
+        region = self._region
+        if dest not in region.queues or dest.is_temporary:
+            raise DestinationError(f"{dest} is not an existing queue")
+        try:
+            json.dumps(dict(settings))
+        except (TypeError, ValueError) as exc:
+            raise DestinationError(f"settings of {dest} must be JSON values: {exc}") from None
+        await region.declarations.declare(dest, None, dict(settings), replace=replace)
+        return region.declarations.settings(dest)
+
+    def declared_queues(self) -> list[Destination]:
+        """Queues with a type or settings declared through management."""
+        return self._region.declarations.declared()
 
     async def create_topic(self, name: str) -> DestinationInfo:
         dest = Destination.topic(name) if "://" not in name else _destination(name)

@@ -177,6 +177,45 @@ class PartitionedQueue(SolaceQueue):
             self._arm_handoff_timer()
         self.dispatch()
 
+    # -- changing the partition count ----------------------------------------------------
+    def change_partition_count(self, count: int) -> dict[str, int]:
+        """Solace's partition scaling: every bound consumer is unbound (told why: a
+        STOMP ERROR frame, an AMQP detach), so what they held returns, marked
+        redelivered, and no key is on two consumers across the change; then the
+        messages map to `crc32(key) mod count`. Nothing is dropped: the messages of
+        removed partitions move with their keys (counted and logged as
+        `remapped`). Consumers that bind again get the partitions anew (the first
+        takes all, the others after the rebalance delay)."""
+        old = self.partition_count
+        count = max(1, int(count))
+        if count == old:
+            return {"from": old, "to": count, "unbound": 0, "remapped": 0, "waiting": self.size()}
+        for timer in (self._rebalance, self._handoff_timer):
+            if timer is not None:
+                timer.cancel()
+        self._rebalance = self._handoff_timer = None
+        reason = (f"{self.destination}: its partition count changed from {old} to {count}; "
+                  "bind again")
+        bound = list(self.consumers)
+        self.owners = [None] * old
+        self.handoffs.clear()
+        for consumer in bound:  # unbound before the new mapping applies
+            super().remove_consumer(consumer)
+        self.partition_count = count
+        self.owners = [None] * count
+        remapped = sum(1 for e in self.pending
+                       if partition_of(e, old) != partition_of(e, count))
+        for consumer in bound:  # the transport tells its client and closes its side
+            if consumer.on_closed is not None:
+                consumer.on_closed(reason)
+            consumer.closed = True
+        log.warning("%s: partition count changed from %d to %d; %d consumers unbound, "
+                    "%d of %d waiting messages in memory moved to another partition "
+                    "(none dropped)", self.destination, old, count, len(bound), remapped,
+                    self.size())
+        return {"from": old, "to": count, "unbound": len(bound), "remapped": remapped,
+                "waiting": self.size()}
+
     def close_all(self, reason: str) -> None:
         for timer in (self._rebalance, self._handoff_timer):
             if timer is not None:

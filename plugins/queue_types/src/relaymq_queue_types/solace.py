@@ -53,6 +53,9 @@ class SolaceQueue(Queue):
         self.exclusive_access = policy.access_type == "exclusive"
         self.custom_choice = self.exclusive_access
         self.discarded = 0
+        #: the broker's management API, bound by the plugin's hooks when the queue is
+        #: made (`relaymq_destination_added`); asked whether the DMQ exists
+        self.management: Any = None
         self.dmq: Destination | None = None
         if policy.dead_message_queue:
             if policy.dead_letter_strategy is not None:
@@ -114,7 +117,8 @@ class SolaceQueue(Queue):
             return
         eligible = (entry.message.properties.get(DMQ_ELIGIBLE) in _TRUE
                     if DMQ_ELIGIBLE in entry.message.properties else self.policy.dmq_eligible)
-        if not eligible or self.dmq not in self.region.queues:
+        management = self.management
+        if not eligible or management is None or management.queue(self.dmq) is None:
             self.discarded += 1
             log.debug("%s: discarded %s (%s; %s)", self.destination, entry.message.message_id,
                       reason, "not DMQ-eligible" if not eligible else f"{self.dmq} does not exist")

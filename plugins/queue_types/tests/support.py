@@ -1,0 +1,201 @@
+"""Brokers and clients for the queue-type tests: a `relaymq run` process, or a broker
+embedded in a thread (for tests that call the management API), both reached by
+stomp.py and proton over real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import stomp
+
+RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+class Broker:
+    """A `relaymq run` process with the configuration `template` (formatted with
+    `data`, `stomp` and `amqp`)."""
+
+    def __init__(self, tmp: Path, template: str) -> None:
+        self.tmp = tmp
+        self.template = template
+        self.stomp_port, self.amqp_port = free_port(), free_port()
+        self.config = tmp / "activemq.xml"
+        self.write_config(template)
+        self.proc: subprocess.Popen | None = None
+
+    def write_config(self, template: str) -> None:
+        self.config.write_text(template.format(data=self.tmp / "data", stomp=self.stomp_port,
+                                               amqp=self.amqp_port))
+
+    def start(self) -> None:
+        self.log = open(self.tmp / "broker.log", "a")  # noqa: SIM115
+        self.proc = subprocess.Popen([RELAYMQ, "run", "-c", str(self.config)], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+
+        def listening() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, self.output()
+            return _listening(self.stomp_port)
+
+        wait_until(listening, 30, "the broker to listen")
+
+    def reload(self, template: str, expect: str) -> None:
+        """Rewrite the configuration and SIGHUP the broker; wait for `expect` in its log."""
+        assert self.proc is not None
+        self.write_config(template)
+        self.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: expect in self.output(), 20, f"{expect!r} in the broker log")
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(30) == 0, self.output()
+        self.log.close()
+
+    def output(self) -> str:
+        return (self.tmp / "broker.log").read_text()
+
+
+class EmbeddedBroker:
+    """A broker of this process on its own event loop thread, with connectors on
+    free ports; `call(fn)` runs `await fn(broker)` there (management calls)."""
+
+    def __init__(self, tmp: Path, template: str) -> None:
+        self.tmp = tmp
+        self.template = template
+        self.stomp_port, self.amqp_port = free_port(), free_port()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+        self.broker: Any = None
+
+    def start(self) -> None:
+        from relaymq.broker.broker import Broker as KernelBroker
+        from relaymq.config import load_config_text
+
+        text = self.template.format(data=self.tmp / "data", stomp=self.stomp_port,
+                                    amqp=self.amqp_port)
+        config = load_config_text(text)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.broker = KernelBroker(config)
+        self._run(self.broker.start())
+
+    def _run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    def call(self, fn: Callable[[Any], Any]) -> Any:
+        async def run() -> Any:
+            result = fn(self.broker)
+            return await result if asyncio.iscoroutine(result) else result
+        return self._run(run())
+
+    def stop(self) -> None:
+        assert self.loop is not None and self.thread is not None
+        self._run(self.broker.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+class Client(stomp.ConnectionListener):
+    """A STOMP 1.2 client that records what it receives and the ERROR frames it gets."""
+
+    def __init__(self, broker: Broker | EmbeddedBroker, name: str = "c",
+                 client_id: str | None = None) -> None:
+        self.name = name
+        self.messages: list = []
+        self.errors: list = []
+        self.receipts: set[str] = set()
+        self.lock = threading.Lock()
+        self.on_msg: Callable[[Client, Any], None] | None = None
+        self.conn = stomp.Connection12([("127.0.0.1", broker.stomp_port)])
+        self.conn.set_listener("", self)
+        headers = {"client-id": client_id} if client_id else {}
+        self.conn.connect(wait=True, headers=headers)
+
+    def on_message(self, frame) -> None:  # type: ignore[no-untyped-def]
+        if frame.headers.get("browser") == "end":
+            return  # the empty MESSAGE that ends a browse
+        with self.lock:
+            self.messages.append(frame)
+        if self.on_msg is not None:
+            self.on_msg(self, frame)
+
+    def on_error(self, frame) -> None:  # type: ignore[no-untyped-def]
+        self.errors.append(frame)
+
+    def on_receipt(self, frame) -> None:  # type: ignore[no-untyped-def]
+        self.receipts.add(frame.headers["receipt-id"])
+
+    def send(self, dest: str, body: str, **headers: str) -> None:
+        """SEND with a receipt: returns once the broker has taken the message."""
+        rid = f"r{time.monotonic_ns()}"
+        self.conn.send(dest, body, headers={**headers, "receipt": rid})
+        wait_until(lambda: rid in self.receipts or self.errors, 10, f"receipt {rid}")
+        assert not self.errors, self.errors[0].body
+
+    def subscribe(self, dest: str, id: str, **headers: str) -> None:
+        """SUBSCRIBE with a receipt: returns once the broker has bound the consumer."""
+        rid = f"s{time.monotonic_ns()}"
+        self.conn.subscribe(dest, id=id, ack=headers.pop("ack", "auto"),
+                            headers={**headers, "receipt": rid})
+        wait_until(lambda: rid in self.receipts or self.errors, 10, f"receipt {rid}")
+
+    def ack(self, frame: Any) -> None:
+        """ACK with a receipt: returns once the broker has settled the message."""
+        rid = f"a{time.monotonic_ns()}"
+        self.conn.ack(frame.headers["ack"], receipt=rid)
+        wait_until(lambda: rid in self.receipts or self.errors, 10, f"receipt {rid}")
+
+    def bodies(self) -> list[str]:
+        return [m.body for m in self.messages]
+
+    def wait(self, count: int, timeout: float = 20) -> list[str]:
+        wait_until(lambda: len(self.messages) >= count, timeout,
+                   f"{count} messages at {self.name} (have {len(self.messages)})")
+        return self.bodies()
+
+    def wait_for(self, body: str, timeout: float = 20) -> list[str]:
+        """Wait for a message with `body` (a marker sent last); returns every body so far."""
+        wait_until(lambda: body in self.bodies(), timeout, f"{body!r} at {self.name}")
+        return self.bodies()
+
+    def wait_error(self, timeout: float = 10) -> str:
+        wait_until(lambda: self.errors, timeout, f"an ERROR frame at {self.name}")
+        return str(self.errors[0].headers.get("message", "")) + " " + str(self.errors[0].body)
+
+    def close(self) -> None:
+        if self.conn.is_connected():
+            self.conn.disconnect()
