@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from relaymq.model.message import Message
 
 if TYPE_CHECKING:
-    from relaymq.broker.router import SendContext
+    from relaymq.dispatch.batch import SendContext
 
 Next = Callable[["SendContext", Message], Awaitable[None]]
 SendFilter = Callable[["SendContext", Message, Next], Awaitable[None]]

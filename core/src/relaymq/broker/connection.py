@@ -17,9 +17,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from relaymq.broker.router import DONE, SendBatch, SendContext
 from relaymq.broker.security import Principal
 from relaymq.broker.transactions import LocalTransaction
+from relaymq.dispatch.batch import DONE, SendBatch, SendContext
 from relaymq.dispatch.consumer import Consumer, Delivery
 from relaymq.dispatch.topic import SubscriptionQueue
 from relaymq.errors import (

@@ -25,6 +25,7 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
+from relaymq.dispatch.batch import IdRecord
 from relaymq.dispatch.policy import PolicyMap
 from relaymq.errors import MessageFormatError
 from relaymq.model.destination import Destination
@@ -122,7 +123,7 @@ class DuplicateDetector:
         return cache
 
     def check(self, dest: Destination, value: Any, durable: bool, ops: list[StoreOp],
-              undo: list[tuple[IdCache, bytes, int]]) -> IdCache | None:
+              undo: list[tuple[IdRecord, bytes, int]]) -> IdCache | None:
         """None when the id is new (it is recorded now, its store ops added to `ops`
         and how to take it back to `undo`); the address's cache when it is a
         duplicate (the caller drops the message and counts it)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from relaymq.broker.declarations import DECLARED_PREFIX, QueueDeclarations
 from relaymq.broker.writer import StoreWriter
+from relaymq.dispatch.batch import SendBatch, SendContext
 from relaymq.dispatch.deadletter import dead_letter_copy, dead_letter_destination
 from relaymq.dispatch.entry import QueueEntry
 from relaymq.dispatch.policy import PolicyMap
@@ -236,8 +237,6 @@ class Region:
 
     async def _move(self, queue: Queue, entry: QueueEntry, copy: object, why: str) -> None:
         """Remove `entry` and route `copy` (to the dead-letter queue) in one store batch."""
-        from relaymq.broker.router import SendBatch, SendContext
-
         batch = SendBatch()
         if entry.stored:
             batch.ops.append(RemoveMessage(queue.key, entry.seq))

@@ -33,7 +33,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from relaymq.broker.cron import Cron
-from relaymq.broker.router import DONE, SendBatch, SendContext
+from relaymq.dispatch.batch import DONE, SendBatch, SendContext
 from relaymq.model.message import Message, now_millis
 from relaymq.spi.persistence import AddMessage, RemoveMessage
 

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relaymq.broker.router import SendBatch
 from relaymq.broker.writer import removal_origin
+from relaymq.dispatch.batch import SendBatch
 from relaymq.errors import TransactionError
 from relaymq.feed.events import RemovalReason, removed
 from relaymq.spi.persistence import RemoveMessage
 
 if TYPE_CHECKING:
     from relaymq.broker.region import Region
-    from relaymq.dispatch.consumer import Consumer
+    from relaymq.dispatch.consumer import Consumer, QueueBase
     from relaymq.dispatch.entry import QueueEntry
-    from relaymq.dispatch.queue import Queue
 
 
 class LocalTransaction:
@@ -30,7 +29,7 @@ class LocalTransaction:
         self.txid = txid
         self.region = region
         self.batch = SendBatch()
-        self.acks: list[tuple[Queue, QueueEntry]] = []
+        self.acks: list[tuple[QueueBase, QueueEntry]] = []
         self.state = "active"
 
     def _check(self) -> None:
@@ -73,7 +72,7 @@ class LocalTransaction:
             raise TransactionError(f"transaction {self.txid} is {self.state}")
         self.state = "rolled back"
         self.batch.abandon()
-        by_queue: dict[Queue, list[QueueEntry]] = {}
+        by_queue: dict[QueueBase, list[QueueEntry]] = {}
         for queue, entry in self.acks:
             by_queue.setdefault(queue, []).append(entry)
         for queue, entries in by_queue.items():

@@ -11,20 +11,71 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from mypy_extensions import mypyc_attr
 
 from relaymq.dispatch.entry import QueueEntry
+from relaymq.dispatch.stats import DestinationStatistics
 from relaymq.errors import UnknownDelivery
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 
 if TYPE_CHECKING:
-    from relaymq.broker.connection import ClientConnection
-    from relaymq.broker.transactions import LocalTransaction
-    from relaymq.dispatch.queue import Queue
     from relaymq.selector import Selector
 
 _ids = itertools.count(1)
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
+class QueueBase:
+    """What consumers, send batches and transactions call on a queue.
+
+    `dispatch.queue.Queue` is the implementation; consumers and batches hold it as
+    a `QueueBase`, so the modules below the queue need not import it (and the
+    compiled build still calls it natively)."""
+
+    destination: Destination
+    key: str
+    stats: DestinationStatistics
+
+    def dispatch(self) -> None:
+        raise NotImplementedError
+
+    def discard(self, entry: QueueEntry) -> None:
+        """Forget an entry that was prepared but will not be stored (a failed send)."""
+        raise NotImplementedError
+
+    def enqueue(self, entry: QueueEntry) -> None:
+        """Make a prepared (and stored) entry visible to consumers."""
+        raise NotImplementedError
+
+    def acknowledge(self, entry: QueueEntry) -> Awaitable[None] | None:
+        raise NotImplementedError
+
+    def acknowledge_all(self, entries: list[QueueEntry]) -> Awaitable[None] | None:
+        raise NotImplementedError
+
+    def acknowledged(self, entry: QueueEntry) -> None:
+        """An acknowledgement was stored (a committed transaction's)."""
+        raise NotImplementedError
+
+    def return_unacked(self, entries: list[QueueEntry]) -> None:
+        """Entries whose acknowledgement was rolled back go back to the queue."""
+        raise NotImplementedError
+
+    def settle_negative(self, entry: QueueEntry, mode: str) -> None:
+        raise NotImplementedError
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        raise NotImplementedError
+
+
+class Acks(Protocol):
+    """Where a transaction's acknowledgements wait for its commit
+    (`broker.transactions.LocalTransaction`)."""
+
+    def add_ack(self, consumer: Consumer, entry: QueueEntry) -> None: ...
 
 
 class Delivery:
@@ -55,7 +106,7 @@ class Consumer:
 
     def __init__(
         self,
-        connection: ClientConnection | None,
+        connection: object | None,
         destination: Destination,
         *,
         selector: Selector | None = None,
@@ -71,6 +122,7 @@ class Consumer:
     ) -> None:
         self.id = next(_ids)
         self.name = name or f"consumer-{self.id}"
+        #: the `ClientConnection` it belongs to (None: the broker's own consumer)
         self.connection = connection
         self.destination = destination
         self.selector = selector
@@ -85,7 +137,7 @@ class Consumer:
         self.priority = priority
         self.network = network  # a broker-connection consumer (does not widen selector caches)
         self.inflight: dict[int, QueueEntry] = {}
-        self.queue: Queue | None = None
+        self.queue: QueueBase | None = None
         self.closed = False
         self._next_delivery = itertools.count(1)
         self.on_message: Callable[[Delivery], Any] = _unset
@@ -150,7 +202,7 @@ class Consumer:
             raise UnknownDelivery(f"consumer {self.name} holds no delivery {delivery_id}")
         return entry
 
-    def ack(self, delivery_id: int, txn: LocalTransaction | None = None) -> Awaitable[None] | None:
+    def ack(self, delivery_id: int, txn: Acks | None = None) -> Awaitable[None] | None:
         """Acknowledge one delivery; returns an awaitable when the removal is being
         stored (await it before telling the client the ack is durable)."""
         entry = self._take(delivery_id)
@@ -160,7 +212,7 @@ class Consumer:
             return None
         return self.queue.acknowledge(entry)
 
-    def ack_cumulative(self, delivery_id: int, txn: LocalTransaction | None = None) -> Awaitable[None] | None:
+    def ack_cumulative(self, delivery_id: int, txn: Acks | None = None) -> Awaitable[None] | None:
         """Acknowledge `delivery_id` and every earlier delivery still held."""
         if delivery_id not in self.inflight:
             raise UnknownDelivery(f"consumer {self.name} holds no delivery {delivery_id}")

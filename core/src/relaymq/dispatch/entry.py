@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from relaymq.model.message import Message
-
-if TYPE_CHECKING:
-    from relaymq.dispatch.consumer import Consumer
 
 
 class QueueEntry:
@@ -23,7 +19,8 @@ class QueueEntry:
         self.message = message
         self.delivery_count = 0  # previous deliveries that did not end in an ack
         self.stored = stored  # written to the persistence adapter
-        self.consumer: Consumer | None = None  # who holds it while in flight
+        #: the `Consumer` that holds it while in flight (None while it waits)
+        self.consumer: object | None = None
         self.delivery_id = 0
         self.removed = False
         self.releases = 0  # releases since the last counted delivery (maximumReleases)

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Final
 from mypy_extensions import mypyc_attr
 
 from relaymq.config.model import PolicyEntryConfig
+from relaymq.dispatch.batch import SendBatch
 from relaymq.dispatch.browse import PAGE, BrowseCursor
-from relaymq.dispatch.consumer import Consumer, NackMode
+from relaymq.dispatch.consumer import Consumer, NackMode, QueueBase
 from relaymq.dispatch.entry import PendingList, QueueEntry
 from relaymq.dispatch.redelivery import DEFAULT_FAILED_POLICY
 from relaymq.dispatch.stats import DestinationStatistics
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Collection
 
     from relaymq.broker.region import Region
-    from relaymq.broker.router import SendBatch
 
 ACKED: Final = RemovalReason.ACKED
 KILLED: Final = RemovalReason.KILLED
@@ -51,7 +51,7 @@ REPLACED: Final = RemovalReason.REPLACED
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class Queue:
+class Queue(QueueBase):
     """Point-to-point delivery with competing consumers; the "standard" queue type."""
 
     kind = "queue"

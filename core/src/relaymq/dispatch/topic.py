@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from relaymq.config.model import PolicyEntryConfig
+from relaymq.dispatch.batch import SendBatch
 from relaymq.dispatch.queue import Queue
 from relaymq.dispatch.stats import DestinationStatistics
 from relaymq.model.destination import Destination
@@ -20,7 +21,6 @@ from relaymq.spi.persistence import SubscriptionRecord
 
 if TYPE_CHECKING:
     from relaymq.broker.region import Region
-    from relaymq.broker.router import SendBatch
     from relaymq.selector import Selector
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
+from relaymq.broker.tls import server_ssl_context
+
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
 
@@ -63,9 +65,7 @@ class ConnectorContext:
         """A server TLS context from the URI options or the broker's ``sslContext``
         (``keyStore``/``certFile``, ``keyFile``, ``trustStore``/``caFile``,
         ``needClientAuth``), or None for a plain connector."""
-        from relaymq.broker.tls import server_ssl_context
-
-        return server_ssl_context(self)
+        return server_ssl_context(self.uri.scheme, self.uri.raw, self.option)
 
 
 class TransportConnector(Protocol):

@@ -31,7 +31,7 @@ from relaymq_virtual_topic.selectors import selector_provider
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
     from relaymq.broker.chain import Next
-    from relaymq.broker.router import SendContext
+    from relaymq.dispatch.batch import SendContext
     from relaymq.dispatch.queue import Queue
 
 log = logging.getLogger("relaymq.virtual_topic")

@@ -38,8 +38,8 @@ from relaymq_virtual_topic.model import (
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
     from relaymq.broker.chain import Next
-    from relaymq.broker.router import SendContext
     from relaymq.config.model import PluginElement
+    from relaymq.dispatch.batch import SendContext
 
 log = logging.getLogger("relaymq.virtual_topic")
 
