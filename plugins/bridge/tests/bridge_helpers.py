@@ -5,11 +5,8 @@ outgoing client over real sockets."""
 from __future__ import annotations
 
 import asyncio
-import random
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,22 +15,9 @@ from relaymq.model.destination import Destination
 from relaymq.model.message import BodyType, Message
 from relaymq.outgoing import OutgoingConnections
 from relaymq.spi.outgoing import ConnectOptions, Delivery
+from relaymq.testing.peers import free_port, wait_port  # noqa: F401 - re-exported for the tests
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def free_port() -> int:
-    """A free port below the ephemeral range: a broker restarted on it after a
-    kill -9 must not find it taken by some client connection's local port."""
-    for _ in range(200):
-        port = random.randint(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port between 20000 and 32000")
 
 
 async def until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> None:
@@ -104,20 +88,6 @@ def broker_xml(tmp: Path, stomp_port: int, amqp_port: int, name: str = "target",
   {extra}
 </broker></beans>""")
     return cfg
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            if proc is not None and proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise RuntimeError(f"process exited: {err[-2000:]}") from None
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port} after {timeout}s")
 
 
 def start_relaymq(cfg: Path, port: int) -> subprocess.Popen[bytes]:

@@ -85,7 +85,10 @@ class BrokerConnection:
             log.info("broker connection %s: auto-start=false, not started", self.name)
             return
         c = self.config
+        # Artemis opens broker connections with its node id as the container id;
+        # the peer's federation reads it as this broker's id (no-local, loops).
         options = ConnectOptions(name=self.name, user=c.user, password=c.password,
+                                 client_id=getattr(self.broker, "name", None) or None,
                                  retry_interval=c.retry_interval / 1000.0,
                                  reconnect_attempts=c.reconnect_attempts,
                                  owner=f"broker connection {self.name}")

@@ -369,6 +369,31 @@ class AmqpConnection(ReconnectingConnection):
         await self._open(receiver)
         return receiver
 
+    async def attach_sender(self, name: str, source: Terminus, target: Terminus, *,
+                            properties: dict[str, Any] | None = None,
+                            desired_capabilities: list[str] | None = None,
+                            presettled: bool = False) -> Sender:
+        """A sender with termini, link properties and desired capabilities as
+        given (federation's control link: a dynamic target, Artemis' link
+        properties, ``AMQ_FEDERATION_CONTROL_LINK``)."""
+        sender = Sender(self, name, source, target, presettled)
+        sender.properties = dict(properties or {})
+        sender.desired_capabilities = list(desired_capabilities or [])
+        await self._open(sender)
+        return sender
+
+    async def attach_receiver(self, name: str, source: Terminus, target: Terminus, *,
+                              on_message: Callable[[IncomingMessage], Any], credit: int = 100,
+                              properties: dict[str, Any] | None = None,
+                              desired_capabilities: list[str] | None = None) -> Receiver:
+        """A receiver with termini, link properties and desired capabilities as
+        given (federation's address and queue receivers)."""
+        receiver = Receiver(self, name, source, target, credit, on_message, False)
+        receiver.properties = dict(properties or {})
+        receiver.desired_capabilities = list(desired_capabilities or [])
+        await self._open(receiver)
+        return receiver
+
     # -- teardown ----------------------------------------------------------------------
     def _abort(self, error: Exception | None) -> None:
         if self._aborting:

@@ -1,0 +1,243 @@
+"""Real peer brokers for tests: ActiveMQ 5.17 and RabbitMQ 3.10 (Debian's
+`activemq` and `rabbitmq-server` packages) on private ports and data
+directories, started once per test session, never the system services; and
+`relaymq run` broker processes that a test can kill -9 and start again.
+
+Use the session fixtures from a conftest::
+
+    from relaymq.testing.peers import activemq, rabbitmq  # noqa: F401
+
+A test that needs a peer whose package is absent is skipped with the reason
+(`.ci/run` installs both).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+#: the `relaymq` command of the running interpreter's environment
+RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
+
+
+def free_port() -> int:
+    """A free port below the ephemeral range: a broker restarted on it after a
+    kill -9 must not find it taken by some client connection's local port."""
+    for _ in range(200):
+        port = random.randint(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port between 20000 and 32000")
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                raise RuntimeError(f"process exited: {err[-2000:]}") from None
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port} after {timeout}s")
+
+
+
+ACTIVEMQ_HOME = Path("/usr/share/activemq")
+RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
+
+
+@dataclass
+class Peer:
+    name: str
+    stomp_port: int
+    amqp_port: int | None
+    proc: subprocess.Popen[bytes]
+    base: Path
+    command: list[str]
+    env: dict[str, str]
+    #: a helper process that lives as long as the peer (RabbitMQ's epmd)
+    helper: subprocess.Popen[bytes] | None = None
+
+    def close(self) -> None:
+        """Stop the peer and its helper for good (session teardown)."""
+        self.stop()
+        if self.helper is not None and self.helper.poll() is None:
+            self.helper.kill()
+            self.helper.wait(10)
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+    def start(self) -> None:
+        log = open(self.base / "out.log", "ab")
+        self.proc = subprocess.Popen(self.command, env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     cwd=self.base)
+        try:
+            wait_port(self.stomp_port, None, 90)
+            if self.amqp_port:
+                wait_port(self.amqp_port, None, 90)
+        except RuntimeError as exc:
+            tail = (self.base / "out.log").read_text(errors="replace")[-3000:]
+            self.stop(kill=True)
+            raise RuntimeError(f"{self.name} did not start: {exc}\n{tail}") from None
+
+
+def start_activemq(base: Path) -> Peer:
+    java = shutil.which("java")
+    if not (ACTIVEMQ_HOME / "bin" / "activemq.jar").exists() or java is None:
+        pytest.skip("ActiveMQ 5.17 is not installed (apt-get install activemq)")
+    stomp = free_port()
+    (base / "conf").mkdir(parents=True)
+    (base / "data").mkdir()
+    (base / "conf" / "activemq.xml").write_text(f"""<beans
+  xmlns="http://www.springframework.org/schema/beans"
+  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+  xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
+  http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <broker xmlns="http://activemq.apache.org/schema/core" useJmx="false" brokerName="bridge-test"
+          dataDirectory="{base}/data" schedulerSupport="false">
+    <persistenceAdapter><kahaDB directory="{base}/data/kahadb"/></persistenceAdapter>
+    <transportConnectors>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>
+    </transportConnectors>
+  </broker>
+</beans>""")
+    opens = [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in
+             ("java.lang", "java.util", "java.net", "java.security", "java.util.concurrent")]
+    command = [java, "-Xmx256m", *opens,
+               f"-Dactivemq.classpath={base}/conf:{ACTIVEMQ_HOME}/lib/",
+               f"-Dactivemq.home={ACTIVEMQ_HOME}", f"-Dactivemq.base={base}",
+               f"-Dactivemq.conf={base}/conf", f"-Dactivemq.data={base}/data",
+               "-jar", str(ACTIVEMQ_HOME / "bin" / "activemq.jar"), "start",
+               f"xbean:file:{base}/conf/activemq.xml"]
+    peer = Peer("ActiveMQ", stomp, None, None, base, command, dict(os.environ))  # type: ignore[arg-type]
+    peer.start()
+    return peer
+
+
+def start_rabbitmq(base: Path) -> Peer:
+    if not RABBITMQ_SERVER.exists():
+        pytest.skip("RabbitMQ 3.10 is not installed (apt-get install rabbitmq-server)")
+    stomp, amqp = free_port(), free_port()
+    base.mkdir(parents=True)
+    (base / "rabbitmq.conf").write_text(
+        f"listeners.tcp.1 = 127.0.0.1:{amqp}\nstomp.listeners.tcp.1 = 127.0.0.1:{stomp}\n"
+        "loopback_users = none\n")
+    (base / "enabled_plugins").write_text("[rabbitmq_stomp,rabbitmq_amqp1_0].\n")
+    epmd_port = free_port()
+    epmd = shutil.which("epmd") or next(iter(sorted(Path("/usr/lib/erlang").glob("erts-*/bin/epmd"))), None)
+    if epmd is None:
+        pytest.skip("RabbitMQ's epmd is not installed (apt-get install rabbitmq-server)")
+    # our own epmd in the foreground: Erlang would otherwise start a daemon that outlives the test
+    helper = subprocess.Popen([str(epmd), "-port", str(epmd_port)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    wait_port(epmd_port, helper, 30)
+    env = dict(os.environ)
+    env.update({
+        "HOME": str(base), "RABBITMQ_NODENAME": f"rmq-test-{os.getpid()}@localhost",
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1", "RABBITMQ_NODE_PORT": str(amqp),
+        "RABBITMQ_DIST_PORT": str(free_port()), "ERL_EPMD_PORT": str(epmd_port),
+        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"), "RABBITMQ_LOG_BASE": str(base / "log"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
+        "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
+    })
+    peer = Peer("RabbitMQ", stomp, amqp, None, base, [str(RABBITMQ_SERVER)], env,  # type: ignore[arg-type]
+                helper)
+    try:
+        peer.start()
+    except BaseException:
+        helper.kill()
+        helper.wait(10)
+        raise
+    return peer
+
+
+@pytest.fixture(scope="session")
+def activemq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
+    peer = start_activemq(tmp_path_factory.mktemp("activemq"))
+    yield peer
+    peer.close()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
+    peer = start_rabbitmq(tmp_path_factory.mktemp("rabbitmq") / "node")
+    yield peer
+    peer.close()
+
+
+class BrokerProcess:
+    """One `relaymq run --config FILE` process; `kill()` is kill -9, `start()`
+    runs it again on the same configuration (and store)."""
+
+    def __init__(self, config: Path, port: int, log: Path | None = None) -> None:
+        self.config = config
+        self.port = port
+        self.log = log or config.with_suffix(".log")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60) -> BrokerProcess:
+        out = open(self.log, "ab")
+        self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(self.config)],
+                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        out.close()
+        try:
+            wait_port(self.port, None, timeout)
+        except RuntimeError as exc:
+            self.kill()
+            tail = self.log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"relaymq run {self.config} did not start: {exc}\n{tail}") from None
+        return self
+
+    def kill(self) -> None:
+        """kill -9, and wait until it is gone."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        """SIGTERM (a clean stop), kill -9 past 30 s."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""

@@ -1,0 +1,157 @@
+"""Federation receivers on the remote broker, opened while there is demand.
+
+`Receivers` keeps one AMQP receiver per wanted key (an address or a queue):
+`want(key)` opens it (at once, or again after a refusal), `unwant(key)` closes
+it after the idle timeout (Artemis' ``addressReceiverIdleTimeout`` /
+``queueReceiverIdleTimeout``) unless demand comes back first. Each message is
+routed locally and accepted on the remote only once the local broker has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from relaymq.model.destination import Destination
+from relaymq_amqp.engine import Terminus
+from relaymq_amqp.mapping import to_kernel
+
+from relaymq_federation.hops import add_hop
+from relaymq_federation.publisher import LocalPublisher
+
+log = logging.getLogger("relaymq.federation")
+
+#: seconds before a refused receiver is tried again while still wanted
+RETRY_DELAY = 2.0
+
+
+@dataclass
+class ReceiverSpec:
+    """How to attach one federation receiver."""
+
+    name: str
+    source: Terminus
+    target: Terminus
+    destination: Destination
+    properties: dict[str, Any] = field(default_factory=dict)
+    desired_capabilities: list[str] = field(default_factory=list)
+    add_hops: bool = False
+
+
+class Receivers:
+    """The receivers of one policy kind (address or queue) of a federation."""
+
+    def __init__(self, conn: Any, publisher: LocalPublisher, make: Callable[[str], ReceiverSpec],
+                 idle_timeout: float, credit: int, label: str) -> None:
+        self.conn = conn
+        self.publisher = publisher
+        self.make = make
+        self.idle_timeout = idle_timeout
+        self.credit = credit
+        self.label = label
+        self.links: dict[str, Any] = {}
+        self.wanted: set[str] = set()
+        self._idle: dict[str, asyncio.TimerHandle] = {}
+        self._opening: set[str] = set()
+        self._refused_at: dict[str, float] = {}
+        self.received = 0
+
+    # -- demand -------------------------------------------------------------------------
+    def want(self, key: str) -> None:
+        self.wanted.add(key)
+        timer = self._idle.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self.reconcile()
+
+    def unwant(self, key: str) -> None:
+        self.wanted.discard(key)
+        if key in self._idle:
+            return
+        loop = asyncio.get_running_loop()
+        self._idle[key] = loop.call_later(self.idle_timeout, self._idle_expired, key)
+
+    def _idle_expired(self, key: str) -> None:
+        self._idle.pop(key, None)
+        if key in self.wanted:
+            return
+        link = self.links.pop(key, None)
+        if link is not None and not link.closed:
+            log.info("%s: no more demand for %s; receiver detached", self.label, key)
+            asyncio.get_running_loop().create_task(link.close())
+
+    def reconcile(self) -> None:
+        """Open what is wanted and not open (a refused link is retried later)."""
+        if self.conn.state.value != "open":
+            return  # links are attached again on the next connection
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for key in list(self.wanted):
+            link = self.links.get(key)
+            if link is not None and not link.closed:
+                continue
+            if key in self._opening or now - self._refused_at.get(key, -RETRY_DELAY) < RETRY_DELAY:
+                continue
+            self._opening.add(key)
+            loop.create_task(self._open(key))
+
+    async def _open(self, key: str) -> None:
+        try:
+            spec = self.make(key)
+            link = await self.conn.attach_receiver(
+                spec.name, spec.source, spec.target, credit=self.credit,
+                properties=spec.properties, desired_capabilities=spec.desired_capabilities,
+                on_message=self._handler(spec))
+        except Exception as exc:  # noqa: BLE001 - refused or timed out: retried while wanted
+            self._refused_at[key] = asyncio.get_running_loop().time()
+            log.info("%s: receiver for %s not attached: %s", self.label, key, exc)
+            return
+        finally:
+            self._opening.discard(key)
+        self.links[key] = link
+        log.info("%s: receiver attached for %s", self.label, key)
+        if key not in self.wanted and key not in self._idle:
+            self.unwant(key)
+
+    def _handler(self, spec: ReceiverSpec) -> Callable[[Any], None]:
+        destination = spec.destination
+        add_hops = spec.add_hops
+        publish = self.publisher.publish
+
+        def on_message(incoming: Any) -> None:
+            data = incoming.data
+            try:
+                if add_hops:
+                    data, _ = add_hop(data)
+                message, _ = to_kernel(data, destination)
+            except Exception as exc:  # noqa: BLE001 - not an AMQP message
+                log.warning("%s: undecodable message rejected: %s", self.label, exc)
+                incoming.reject()
+                return
+            self.received += 1
+
+            def done(exc: BaseException | None) -> None:
+                if exc is None:
+                    incoming.accept()
+                else:
+                    incoming.modify(failed=True)
+
+            publish(message, done)
+
+        return on_message
+
+    async def close(self) -> None:
+        for timer in self._idle.values():
+            timer.cancel()
+        self._idle.clear()
+        self.wanted.clear()
+        for link in list(self.links.values()):
+            if not link.closed:
+                await link.close()
+        self.links.clear()
+
+    def open_keys(self) -> list[str]:
+        return sorted(k for k, link in self.links.items() if not link.closed)

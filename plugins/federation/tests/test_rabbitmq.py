@@ -1,0 +1,99 @@
+"""<sender> and <receiver> against RabbitMQ 3.10's AMQP 1.0 plugin (a real
+`rabbitmq-server`, started once per session on private ports), and nothing
+lost when either side is killed with kill -9 mid-stream."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from fedtools import Brokers, DurableNode, client, connection_xml, send
+from relaymq.testing.peers import Peer
+
+N = 1000
+LINKS = '<sender address-match="outbound.#"/><receiver queue-name="inbound"/>'
+
+
+def rabbit_url(peer: Peer) -> str:
+    return f"amqp://guest:guest@127.0.0.1:{peer.amqp_port}"
+
+
+def drain_until(url: str, address: str, want: set[str], timeout: float = 90.0,
+                **kwargs: object) -> set[str]:
+    """Receive (and accept) from `address` until every body of `want` was seen;
+    duplicates are allowed (at-least-once), a missing body fails."""
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    with client(url, **kwargs) as c:
+        r = c.create_receiver(address, credit=200, options=DurableNode())
+        while not want <= seen:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"missing {len(want - seen)} of {len(want)}: "
+                                     f"{sorted(want - seen)[:10]}")
+            try:
+                m = r.receive(timeout=1.0)
+            except Exception:  # noqa: BLE001 - the poll's timeout
+                continue
+            seen.add(m.body)
+            r.accept()
+    return seen
+
+
+def wait_some(url: str, address: str, kwargs: dict[str, object], timeout: float = 60.0) -> None:
+    """Wait until `address` has at least one message (the stream is under way), browsing."""
+    deadline = time.monotonic() + timeout
+    with client(url, **kwargs) as c:
+        r = c.create_receiver(address, credit=1, options=[_Browse(), DurableNode()])
+        while True:
+            try:
+                r.receive(timeout=1.0)
+                return
+            except Exception:  # noqa: BLE001
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"nothing reached {address}") from None
+
+
+def _Browse():  # type: ignore[no-untyped-def]  # noqa: N802 - proton's option class shape
+    from proton.reactor import Copy
+
+    return Copy()
+
+
+@pytest.fixture
+def brokers(tmp_path: Path):  # type: ignore[no-untyped-def]
+    b = Brokers(tmp_path)
+    yield b
+    b.close()
+
+
+@pytest.mark.slow
+def test_relaymq_killed_mid_stream_loses_nothing(brokers: Brokers, rabbitmq: Peer) -> None:
+    rabbit = rabbit_url(rabbitmq)
+    a = brokers.start("a", connection_xml("rabbit", rabbitmq.amqp_port, LINKS, user="guest"),
+                      persistent=True, queues=("inbound",))
+    out = [f"out-{i}" for i in range(N)]
+    inn = [f"in-{i}" for i in range(N)]
+    send(rabbit, "inbound", inn, durable=True, allowed_mechs="PLAIN")
+    send(brokers.url("a"), "queue://outbound.orders", out, durable=True)
+    wait_some(rabbit, "outbound.orders", {"allowed_mechs": "PLAIN"})
+    a.kill()
+    a.start()
+    assert drain_until(rabbit, "outbound.orders", set(out), allowed_mechs="PLAIN") >= set(out)
+    assert drain_until(brokers.url("a"), "queue://inbound", set(inn)) >= set(inn)
+
+
+@pytest.mark.slow
+def test_rabbitmq_killed_mid_stream_loses_nothing(brokers: Brokers, rabbitmq: Peer) -> None:
+    rabbit = rabbit_url(rabbitmq)
+    brokers.start("a", connection_xml("rabbit", rabbitmq.amqp_port, LINKS, user="guest"),
+                  persistent=True, queues=("inbound",))
+    out = [f"out2-{i}" for i in range(N)]
+    inn = [f"in2-{i}" for i in range(N)]
+    send(rabbit, "inbound", inn, durable=True, allowed_mechs="PLAIN")
+    send(brokers.url("a"), "queue://outbound.more", out, durable=True)
+    wait_some(rabbit, "outbound.more", {"allowed_mechs": "PLAIN"})
+    rabbitmq.stop(kill=True)
+    rabbitmq.start()
+    assert drain_until(rabbit, "outbound.more", set(out), allowed_mechs="PLAIN") >= set(out)
+    assert drain_until(brokers.url("a"), "queue://inbound", set(inn)) >= set(inn)
