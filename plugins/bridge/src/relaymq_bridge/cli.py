@@ -1,4 +1,6 @@
-"""``relaymq bridge run CONFIG``: bridges without a broker (migrations).
+"""``relaymq bridge run CONFIG``: bridges without a broker (migrations); and
+``relaymq bridge list|status|start|stop|pause|resume`` on a running broker's
+bridges (`relaymq_bridge.remote`).
 
 CONFIG is XML or YAML. XML: a ``<bridges>`` (or ``<jmsBridgeConnectors>``)
 root, or a whole broker configuration whose bridges are run. YAML: the
@@ -28,6 +30,7 @@ from relaymq.plugins import PluginRegistry
 
 from relaymq_bridge.bridge import Bridge, BridgeState
 from relaymq_bridge.manager import BridgeManager
+from relaymq_bridge.remote import add_remote_commands
 
 
 def load_bridges_config(path: Path) -> BrokerConfig:
@@ -111,7 +114,10 @@ async def run_bridges(bridges: list[Bridge], status_every: float) -> int:
 
 @click.group("bridge")
 def bridge() -> None:
-    """JMS-style bridges (relaymq-bridge)."""
+    """JMS-style bridges (relaymq-bridge): run standalone, or control a broker's."""
+
+
+add_remote_commands(bridge)
 
 
 @bridge.command("run")

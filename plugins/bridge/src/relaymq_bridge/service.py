@@ -44,6 +44,7 @@ class BridgeElement:
     def __init__(self, bridge: Bridge, broker: Any) -> None:
         self.bridge = bridge
         self.broker = broker
+        self._started_once = False
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any) -> BridgeElement:
@@ -62,8 +63,11 @@ class BridgeElement:
         return self.bridge.info()
 
     async def start(self) -> None:
-        if self.bridge.config.auto_start:
+        # auto-start="false" holds the bridge at the broker's start-up only; a later start
+        # (management stopping and starting the broker connection) starts it
+        if self.bridge.config.auto_start or self._started_once:
             await self.bridge.start()
+        self._started_once = True
 
     async def stop(self) -> None:
         await self.bridge.stop()  # stays listed: management may start it again

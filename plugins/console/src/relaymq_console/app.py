@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from relaymq_console import compat, metrics
 from relaymq_console.access import Access, Denied
 from relaymq_console.api import Api
+from relaymq_console.bridges_api import BridgesApi
 from relaymq_console.config import ConsoleConfig
 from relaymq_console.pages import Pages
 
@@ -54,6 +55,7 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
     started = time.monotonic()
     access = Access(broker, config)
     api = Api(broker, access, started)
+    bridges = BridgesApi(broker, access, api)
     pages = Pages(broker, access, started, secure=bool(config.tls_cert_file))
 
     async def metrics_endpoint(request: Request) -> Response:
@@ -87,6 +89,7 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
         Route("/api/jolokia/read/{path:path}", jolokia),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static")),
         *api.routes(),
+        *bridges.routes(),
         *pages.routes(),
     ]
     async def http_error(request: Request, exc: Exception) -> Response:

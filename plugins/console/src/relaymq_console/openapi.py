@@ -13,6 +13,7 @@ _OBJ = {"description": "OK", "content": {"application/json": {"schema": {"type":
 _VISIBLE = "[^\\s\\x1c-\\x1f\\x85\\xa0]"
 _NAME = {"name": "name", "in": "path", "required": True,
          "schema": {"type": "string", "pattern": _VISIBLE}}
+_BRIDGE = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
 _EITHER = [{"required": ["message_ids"]}, {"required": ["selector"]}]
 _SELECT = {"type": "object", "anyOf": _EITHER, "properties": {
     "message_ids": {"type": "array", "items": {"type": "string"}},
@@ -95,6 +96,14 @@ def openapi_document(queue_types: list[str] | None = None) -> dict[str, Any]:
             "Start or stop a broker connection", params=[
                 _NAME, {"name": "action", "in": "path", "required": True,
                         "schema": {"type": "string", "enum": ["start", "stop"]}}])},
+        "/api/v1/bridges": {"get": _op("Bridges (relaymq-bridge) with state and counts")},
+        "/api/v1/bridges/{name}": {"get": _op("A bridge's state, counts and last error",
+                                              params=[_BRIDGE])},
+        "/api/v1/bridges/{name}/{action}": {"post": _op(
+            "Start, stop, pause or resume a bridge; answers its state", params=[
+                _BRIDGE, {"name": "action", "in": "path", "required": True,
+                          "schema": {"type": "string",
+                                     "enum": ["start", "stop", "pause", "resume"]}}])},
     }
     return {
         "openapi": "3.0.3",

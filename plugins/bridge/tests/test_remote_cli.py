@@ -1,0 +1,193 @@
+"""`relaymq bridge list|status|start|stop|pause|resume` against a running broker
+process that hosts real bridges (local queue to local queue over its own AMQP
+connector), through the console's REST API, with relaymq-auth users."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from bridge_helpers import RELAYMQ, free_port
+
+pytest.importorskip("relaymq_console", reason="relaymq-console is not installed")
+pytest.importorskip("relaymq_auth", reason="relaymq-auth is not installed")
+stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
+
+ADMIN = ("ops", "ops-secret")
+VIEWER = ("watcher", "watch-secret")
+APP = ("app", "app-secret")
+
+
+def wait_until(predicate: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+class BridgeBroker:
+    def __init__(self, tmp: Path) -> None:
+        self.stomp_port, self.amqp_port, self.http_port = free_port(), free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        creds = f'source-user="{APP[0]}" source-password="{APP[1]}" ' \
+                f'target-user="{APP[0]}" target-password="{APP[1]}"'
+        config = tmp / "activemq.xml"
+        config.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core"
+        brokerName="bridge-cli" persistent="false">
+  <plugins>
+    <simpleAuthenticationPlugin>
+      <users>
+        <authenticationUser username="{ADMIN[0]}" password="{ADMIN[1]}" groups="admins"/>
+        <authenticationUser username="{VIEWER[0]}" password="{VIEWER[1]}" groups="users"/>
+        <authenticationUser username="{APP[0]}" password="{APP[1]}" groups="apps"/>
+      </users>
+    </simpleAuthenticationPlugin>
+    <console host="127.0.0.1" port="{self.http_port}" adminGroup="admins" viewerGroup="users"/>
+  </plugins>
+  <transportConnectors>
+    <transportConnector name="stomp" uri="stomp://127.0.0.1:{self.stomp_port}"/>
+    <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.amqp_port}"/>
+  </transportConnectors>
+  <bridges>
+    <bridge name="fwd" source-uri="vm://localhost" source-destination="queue://cli.src"
+            target-uri="vm://localhost" target-destination="queue://cli.dst" {creds}
+            quality-of-service="DUPLICATES_OK" failure-retry-interval="200"/>
+    <bridge name="idle" source-uri="vm://localhost" source-destination="queue://cli.src2"
+            target-uri="vm://localhost" target-destination="queue://cli.dst2" {creds}
+            auto-start="false" failure-retry-interval="200"/>
+  </bridges>
+</broker>""")
+        self.log = tmp / "broker.log"
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen([RELAYMQ, "run", "-c", str(config)], stdout=out,
+                                         stderr=subprocess.STDOUT)
+
+        def up() -> bool:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                return httpx.get(f"{self.url}/login", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(up, 40, "the console")
+
+    def depth(self, queue: str) -> int:
+        r = httpx.get(f"{self.url}/api/v1/queues/{queue}", auth=ADMIN, timeout=10)
+        return int(r.json()["depth"]) if r.status_code == 200 else 0
+
+    def send(self, queue: str, count: int) -> None:
+        receipts: list[str] = []
+
+        class L(stomp.ConnectionListener):
+            def on_receipt(self, frame: Any) -> None:
+                receipts.append(frame.headers["receipt-id"])
+
+        conn = stomp.Connection12([("127.0.0.1", self.stomp_port)])
+        conn.set_listener("", L())
+        conn.connect(*APP, wait=True)
+        for i in range(count):
+            conn.send(f"/queue/{queue}", f"m{i}", headers={"receipt": f"r{i}"})
+        wait_until(lambda: len(receipts) == count, 10, "receipts")
+        conn.disconnect()
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(30) == 0, self.log.read_text()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory):
+    b = BridgeBroker(tmp_path_factory.mktemp("bridge-cli"))
+    yield b
+    b.stop()
+
+
+def cli(broker: BridgeBroker, *args: str, who: tuple[str, str] | None = ADMIN,
+        url: str | None = None) -> subprocess.CompletedProcess[str]:
+    cred = ["--user", who[0], "--password", who[1]] if who else []
+    return subprocess.run([RELAYMQ, "bridge", *args, "--url", url or broker.url, *cred],
+                          capture_output=True, text=True, timeout=60)
+
+
+def state(broker: BridgeBroker, name: str) -> str:
+    r = cli(broker, "status", name, "--json")
+    assert r.returncode == 0, r.stderr
+    return str(json.loads(r.stdout)["state"])
+
+
+def test_list_shows_both_bridges_with_their_states(broker) -> None:
+    wait_until(lambda: state(broker, "fwd") == "running", 30, "fwd running")
+    r = cli(broker, "list", "--json")
+    assert r.returncode == 0, r.stderr
+    states = {b["name"]: b["state"] for b in json.loads(r.stdout)}
+    assert states == {"fwd": "running", "idle": "stopped"}
+    table = cli(broker, "list")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:3] == ["name", "state", "quality_of_service"]
+    assert any(line.split()[:3] == ["fwd", "running", "DUPLICATES_OK"] for line in lines[1:])
+
+
+def test_stop_holds_messages_and_start_forwards_them(broker) -> None:
+    wait_until(lambda: state(broker, "fwd") == "running", 30, "fwd running")
+    broker.send("cli.src", 3)
+    wait_until(lambda: broker.depth("cli.dst") == 3, 30, "three bridged messages")
+    status = cli(broker, "status", "fwd")
+    assert status.returncode == 0 and "forwarded: 3" in status.stdout.splitlines(), status.stdout
+
+    r = cli(broker, "stop", "fwd")
+    assert r.returncode == 0 and r.stdout.strip() == "fwd: stopped", (r.stdout, r.stderr)
+    src = httpx.get(f"{broker.url}/api/v1/queues/cli.src", auth=ADMIN).json()
+    assert src["consumers"] == 0  # the bridge's consumer is gone
+    broker.send("cli.src", 2)
+    assert broker.depth("cli.src") == 2 and broker.depth("cli.dst") == 3
+
+    r = cli(broker, "start", "fwd")
+    assert r.returncode == 0 and r.stdout.startswith("fwd: "), (r.stdout, r.stderr)
+    wait_until(lambda: broker.depth("cli.dst") == 5, 30, "the held messages bridged")
+    assert broker.depth("cli.src") == 0
+
+
+def test_pause_and_resume(broker) -> None:
+    wait_until(lambda: state(broker, "fwd") == "running", 30, "fwd running")
+    r = cli(broker, "pause", "fwd", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["state"] == "paused", r.stderr
+    r = cli(broker, "resume", "fwd")
+    assert r.returncode == 0 and r.stdout.strip() == "fwd: running", (r.stdout, r.stderr)
+
+
+def test_start_a_bridge_configured_without_auto_start(broker) -> None:
+    assert state(broker, "idle") == "stopped"
+    broker.send("cli.src2", 1)
+    assert cli(broker, "start", "idle").returncode == 0
+    wait_until(lambda: broker.depth("cli.dst2") == 1, 30, "idle's message bridged")
+    assert state(broker, "idle") == "running"
+
+
+def test_refusals_are_one_clear_line_and_exit_1(broker) -> None:
+    r = cli(broker, "stop", "fwd", who=VIEWER)
+    assert r.returncode == 1 and "403" in r.stderr and "may only view" in r.stderr, r.stderr
+    assert state(broker, "fwd") != "stopped"
+    r = cli(broker, "status", "nope")
+    assert r.returncode == 1 and "no bridge named 'nope'" in r.stderr, r.stderr
+    assert "fwd" in r.stderr  # the configured names are listed
+    r = cli(broker, "list", who=("ops", "wrong"))
+    assert r.returncode == 1 and "401" in r.stderr, r.stderr
+    r = cli(broker, "list", url=f"http://127.0.0.1:{free_port()}")
+    assert r.returncode == 1 and "cannot reach the console" in r.stderr, r.stderr
+
+
+def test_credentials_from_the_environment(broker) -> None:
+    r = subprocess.run([RELAYMQ, "bridge", "list", "--json"], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "RELAYMQ_CONSOLE_URL": broker.url,
+                                        "RELAYMQ_USER": VIEWER[0], "RELAYMQ_PASSWORD": VIEWER[1]})
+    assert r.returncode == 0, r.stderr
+    assert {b["name"] for b in json.loads(r.stdout)} == {"fwd", "idle"}
