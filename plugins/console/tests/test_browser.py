@@ -172,3 +172,30 @@ def test_close_a_connection(console, page) -> None:
     assert gone.wait(10), "the STOMP client was not disconnected"
     assert page.locator("#connections tr", has_text="ui-victim").count() == 0
     shot(page, "connection-closed")
+
+
+def test_the_destination_chart_follows_depth_and_rates(console, page) -> None:
+    send(console, "/queue/ui.chart", ["a"])
+    page.goto(f"{console.url}/queues/ui.chart")
+    chart = page.locator("#destination-chart")
+
+    def samples() -> int:
+        return int(chart.get_attribute("data-samples") or 0)
+
+    def last() -> list[float]:
+        raw = chart.get_attribute("data-last") or ""
+        return [float(v) for v in raw.split(",")] if raw else []
+
+    wait_until(lambda: samples() >= 1, 20, "the chart's first sample")
+    assert last()[0] == 1  # depth 1
+    before = chart.screenshot()
+    send(console, "/queue/ui.chart", [f"b{i}" for i in range(5)])
+    wait_until(lambda: last() and last()[0] == 6, 20, "the chart to show depth 6")
+    n = samples()
+    points = page.locator("#depth-line").get_attribute("points").split()
+    assert len(points) == n and n >= 2
+    # the depth line rose: its last point is higher on the page (smaller y) than its first
+    assert float(points[-1].split(",")[1]) < float(points[0].split(",")[1])
+    assert "depth 6" in page.text_content("#destination-chart")
+    assert chart.screenshot() != before  # what is drawn changed, not only the attributes
+    shot(page, "destination-chart")

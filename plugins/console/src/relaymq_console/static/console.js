@@ -11,6 +11,7 @@ document.addEventListener("DOMContentLoaded", function () {
   if (!live) { return; }
   var source = live.getAttribute("data-source");
   var canvas = document.getElementById("rates");
+  var chart = destinationChart(document.getElementById("destination-chart"));
   var points = [];
   function draw() {
     if (!canvas) { return; }
@@ -38,7 +39,69 @@ document.addEventListener("DOMContentLoaded", function () {
         if (points.length > 60) { points.shift(); }
         draw();
       }
+      if (chart && "depth" in data) { chart.add(data); }
     }).catch(function () {});
   }
   setInterval(refresh, 1000);
 });
+
+// A destination's depth (top) and enqueue/dequeue rates (bottom) over the last
+// SAMPLES refreshes, drawn into the page's <svg id="destination-chart">. The svg's
+// data-samples and data-last attributes say what it shows (for people and tests).
+function destinationChart(svg) {
+  if (!svg) { return null; }
+  var SAMPLES = 120, W = 600, H = 70, NS = "http://www.w3.org/2000/svg";
+  var samples = [];
+  function round1(v) { return Math.round(v * 10) / 10; }
+  function line(id, top, color) {
+    var el = document.createElementNS(NS, "polyline");
+    el.setAttribute("id", id);
+    el.setAttribute("fill", "none");
+    el.setAttribute("stroke", color);
+    el.setAttribute("stroke-width", "1.5");
+    el.dataset.top = String(top);
+    svg.appendChild(el);
+    return el;
+  }
+  function label(y) {
+    var el = document.createElementNS(NS, "text");
+    el.setAttribute("x", "4");
+    el.setAttribute("y", String(y));
+    el.setAttribute("font-size", "11");
+    el.setAttribute("fill", "#556");
+    svg.appendChild(el);
+    return el;
+  }
+  var depthLine = line("depth-line", 10, "#23395d");
+  var inLine = line("enqueue-line", 90, "#2a7");
+  var outLine = line("dequeue-line", 90, "#c52");
+  var depthLabel = label(10), rateLabel = label(90);
+  function plot(el, values, max) {
+    var top = Number(el.dataset.top);
+    el.setAttribute("points", values.map(function (v, i) {
+      var x = (i * W / (SAMPLES - 1)).toFixed(1);
+      var y = (top + H - v / max * H).toFixed(1);
+      return x + "," + y;
+    }).join(" "));
+  }
+  return {
+    add: function (data) {
+      var rates = data.rates || {};
+      samples.push([data.depth, rates.enqueue || 0, rates.dequeue || 0]);
+      if (samples.length > SAMPLES) { samples.shift(); }
+      var depths = samples.map(function (p) { return p[0]; });
+      var ins = samples.map(function (p) { return p[1]; });
+      var outs = samples.map(function (p) { return p[2]; });
+      var maxDepth = Math.max(1, Math.max.apply(null, depths));
+      var maxRate = Math.max(1, Math.max.apply(null, ins.concat(outs)));
+      plot(depthLine, depths, maxDepth);
+      plot(inLine, ins, maxRate);
+      plot(outLine, outs, maxRate);
+      depthLabel.textContent = "depth " + data.depth + " (max " + maxDepth + ")";
+      rateLabel.textContent = "in " + round1(rates.enqueue || 0) + " / out " +
+        round1(rates.dequeue || 0) + " per s (max " + round1(maxRate) + ")";
+      svg.setAttribute("data-samples", String(samples.length));
+      svg.setAttribute("data-last", samples[samples.length - 1].join(","));
+    }
+  };
+}
