@@ -64,6 +64,7 @@ HOOKS = "relaymq.hooks"
 CLI = "relaymq.cli"
 OUTGOING = "relaymq.outgoing"
 BRIDGES = "relaymq.bridges"
+AMQP_LINK_HANDLERS = "relaymq.amqp_link_handlers"
 
 #: Entry-point group -> what an entry point in it is (for messages).
 GROUPS: dict[str, str] = {
@@ -78,6 +79,7 @@ GROUPS: dict[str, str] = {
     CLI: "a command-line command",
     OUTGOING: "an outgoing-connection provider",
     BRIDGES: "a bridge",
+    AMQP_LINK_HANDLERS: "an AMQP link handler",
 }
 #: Groups whose entry points the configuration enables by name.
 SLOT_GROUPS = (PERSISTENCE, TRANSPORTS, BROKER_PLUGINS, DESTINATION_INTERCEPTORS,

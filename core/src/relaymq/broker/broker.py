@@ -284,6 +284,10 @@ class Broker:
             uri = el.attributes.get("uri") or el.attributes.get("target-uri") \
                 or el.attributes.get("targetUri") or el.attributes.get("outboundUri")
             self.management.register_broker_connection(name, conn, kind=el.tag, uri=uri)
+            if getattr(conn, "auto_start", True) is False:
+                log.info("broker connection %s: auto-start=false; start it with "
+                         "startBrokerConnection(%r)", name, name)
+                continue
             await self.management.start_broker_connection(name)
 
     def _outgoing_opened(self, conn: Any) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from relaymq.config.model import Origin, PluginElement
 from relaymq.config.typed import convert
+from relaymq.outgoing.node import node_id
 from relaymq.spi.outgoing import ConnectOptions, OutgoingConnection
 
 log = logging.getLogger("relaymq.outgoing")
@@ -68,29 +69,61 @@ class BrokerConnection:
         return self.config.name or self.config.uri
 
     @property
+    def auto_start(self) -> bool:
+        """False: the broker registers it but waits for `startBrokerConnection`
+        (`broker.management.start_broker_connection(name)`)."""
+        return self.config.auto_start
+
+    @property
     def state(self) -> str:
         """For management: the connection's state (``connecting``, ``open``, ...)."""
         return self.connection.state.value if self.connection is not None else "stopped"
 
     def status(self) -> dict[str, Any]:
-        """For management: peer, last error and counters of the connection."""
-        if self.connection is None:
-            return {}
-        from relaymq.outgoing.registry import info_of
+        """For management: ``connected``, ``target`` (the host it is or was last
+        connected to), ``retries`` (failed attempts), the connection's counters and
+        last error, and ``operations``: each child's name, element and, when it
+        has a ``status()``, its details (a mirror's SnF depth and lag)."""
+        out: dict[str, Any] = {"connected": False, "target": None, "retries": 0,
+                               "auto_start": self.config.auto_start}
+        if self.connection is not None:
+            from relaymq.outgoing.registry import info_of
 
-        return info_of(self.connection).as_dict()
+            info = info_of(self.connection).as_dict()
+            out.update(info)
+            out["connected"] = info.get("state") == "open"
+            out["target"] = info.get("peer")
+            out["retries"] = info.get("failures", 0)
+        ops = []
+        for child, op in zip(self.config.children, self.operations, strict=False):
+            entry: dict[str, Any] = {"element": child.tag}
+            status = getattr(op, "status", None)
+            if callable(status):
+                try:
+                    entry.update(status())
+                except Exception as exc:  # noqa: BLE001 - a listing must not fail
+                    entry["error"] = f"{type(exc).__name__}: {exc}"
+            ops.append(entry)
+        out["operations"] = ops
+        return out
 
     async def start(self) -> None:
-        if not self.config.auto_start:
-            log.info("broker connection %s: auto-start=false, not started", self.name)
+        """Connect (in the background) and start the operations. The broker calls
+        it at start-up unless ``auto-start="false"``; management calls it on
+        `startBrokerConnection`."""
+        if self.connection is not None:
             return
         c = self.config
-        # Artemis opens broker connections with its node id as the container id;
-        # the peer's federation reads it as this broker's id (no-local, loops).
+        node = node_id(self.broker)
+        # as Artemis: the container id is the node id (the peer's federation reads
+        # it as this broker's id: no-local, loops), and the open says which
+        # broker connection of which node this is
         options = ConnectOptions(name=self.name, user=c.user, password=c.password,
-                                 client_id=getattr(self.broker, "name", None) or None,
                                  retry_interval=c.retry_interval / 1000.0,
                                  reconnect_attempts=c.reconnect_attempts,
+                                 client_id=node,
+                                 properties={"broker-connection-info": {
+                                     "connectionName": self.name, "nodeId": node}},
                                  owner=f"broker connection {self.name}")
         conn = self.broker.outgoing.open(c.uri, options)
         self.connection = conn

@@ -236,8 +236,17 @@ class Session(Protocol):
     """A group of links on one connection."""
 
     async def open_sender(self, address: str | None, *, durable: bool = True,
-                          capabilities: list[str] | None = None) -> SenderLink:
-        """A sender; `durable` asks the peer to keep what it settles."""
+                          capabilities: list[str] | None = None, name: str | None = None,
+                          properties: dict[str, Any] | None = None,
+                          desired_capabilities: list[str] | None = None,
+                          source_address: str | None = None) -> SenderLink:
+        """A sender; `durable` asks the peer to keep what it settles.
+
+        Broker-to-broker links (AMQP): `name` is the link name, `properties` the
+        link properties, `desired_capabilities` the link's desired capabilities
+        (a mirror's ``amq.mirror``); the sender then has `remote_properties` and
+        `remote_offered_capabilities` of the peer's answer. Transports without
+        link properties ignore them."""
 
     async def open_receiver(self, address: str, on_delivery: Callable[[Delivery], Any], *,
                             credit: int = 100, selector: str | None = None,
@@ -298,7 +307,9 @@ class ConnectionOperation(Protocol):
 
     `start` gets the connection as soon as the broker starts, usually before it
     is open: open sessions and links after ``await connection.wait_open()``, and
-    listen (`add_listener`) to reopen what a reconnection needs.
+    listen (`add_listener`) to reopen what a reconnection needs. It may also
+    have ``status() -> dict``: details for management's listing of broker
+    connections (a mirror's store-and-forward depth and lag).
     """
 
     async def start(self, connection: OutgoingConnection) -> None: ...

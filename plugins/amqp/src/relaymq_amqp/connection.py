@@ -31,6 +31,7 @@ from relaymq.errors import ClientIdInUse, SecurityError
 from relaymq.model.message import Message
 
 from relaymq_amqp import engine as pn
+from relaymq_amqp import link_handlers
 from relaymq_amqp.encode import encode
 from relaymq_amqp.engine import Condition, Engine
 from relaymq_amqp.frames import FrameGuard
@@ -102,6 +103,8 @@ class AmqpConnection:
         #: active AMQP transactions of this connection -> the link that declared them
         self.transactions: dict[bytes, CoordinatorLink] = {}
         self.coordinators: dict[Any, CoordinatorLink] = {}  # proton link -> controller
+        #: links served by another plugin (`link_handlers`): proton link -> IncomingLink
+        self.extension_links: dict[Any, Any] = {}
         #: durable transfers routed and waiting for their store write, in routing order
         self._store_waits: deque[tuple[asyncio.Future[None], ProducerLink, Any]] = deque()
         self._watched: asyncio.Future[None] | None = None  # the store removal last watched
@@ -428,12 +431,25 @@ class AmqpConnection:
         for coordinator in [c for c in self.coordinators.values() if c.session == session]:
             coordinator.close()  # its transactions roll back
             self._forget_coordinator(coordinator)
+        for plink, extension in list(self.extension_links.items()):
+            if pn.link_session(plink) == session:
+                del self.extension_links[plink]
+                extension._on_detach(False)
+                pn.link_free(plink)
         pn.session_close(session)
 
     def on_link_remote_open(self, link: Any) -> None:
-        if link in self.links or self.kconn is None:
+        if link in self.links or link in self.extension_links or self.kconn is None:
             return
-        if pn.link_is_sender(link):
+        is_sender = bool(pn.link_is_sender(link))
+        caps = self.guard.attaches.pop((pn.link_name(link), is_sender), None) \
+            if self.guard.attaches else None
+        if is_sender or pn.remote_target(link).kind != 3:
+            extension = link_handlers.dispatch(self, link, caps)
+            if extension is not None:
+                self.extension_links[link] = extension
+                return
+        if is_sender:
             consumer = ConsumerLink(self, link)
             self.links[link] = consumer
             self.spawn(consumer.attach())
@@ -454,6 +470,11 @@ class AmqpConnection:
             if coordinator is not None:
                 coordinator.on_remote_close(closed)
                 self._forget_coordinator(coordinator)
+                return
+            extension = self.extension_links.pop(link, None)
+            if extension is not None:
+                extension._on_detach(closed)
+                pn.link_free(link)
             return
         if not handler.closed:
             handler.on_remote_close(closed)
@@ -463,6 +484,10 @@ class AmqpConnection:
         handler = self.links.get(link)
         if handler is not None:
             handler.on_flow()
+        else:
+            extension = self.extension_links.get(link)
+            if extension is not None:
+                extension._on_flow()
 
     def on_delivery(self, link: Any, delivery: Any) -> None:
         handler = self.links.get(link)
@@ -472,6 +497,10 @@ class AmqpConnection:
             coordinator = self.coordinators.get(link)
             if coordinator is not None:
                 coordinator.on_delivery(delivery)
+            else:
+                extension = self.extension_links.get(link)
+                if extension is not None:
+                    extension._on_delivery(delivery)
 
     def on_transport_error(self) -> None:
         assert self.engine is not None
@@ -490,6 +519,11 @@ class AmqpConnection:
     def _forget(self, link: Link) -> None:
         if self.links.pop(link.link, None) is not None:
             pn.link_free(link.link)
+
+    def extension_closed(self, extension: Any) -> None:
+        """A link handler closed its end (`link_handlers.IncomingLink.close`)."""
+        if pn.link_remote_closed(extension.pn) and self.extension_links.pop(extension.pn, None) is not None:
+            pn.link_free(extension.pn)
 
     def coordinator_closed(self, coordinator: CoordinatorLink) -> None:
         if pn.link_remote_closed(coordinator.link):
@@ -510,6 +544,11 @@ class AmqpConnection:
                 coordinator.closed = True
                 coordinator.detached()
         self.coordinators.clear()
+        if self.extension_links:
+            extensions = list(self.extension_links.values())
+            self.extension_links.clear()
+            for extension in extensions:
+                extension._on_detach(False)
 
     # -- sends ------------------------------------------------------------------------
     def submit(self, message: Message, link: ProducerLink, delivery: Any,

@@ -29,6 +29,7 @@ from typing import Any, Final
 import proton
 from cproton_ffi import ffi, lib
 
+from relaymq_amqp.attach import patch_attaches
 from relaymq_amqp.encode import encode
 from relaymq_amqp.scanner import decode
 
@@ -289,7 +290,13 @@ def link_remote_max_message_size(link: Any) -> int:
 
 
 def link_remote_properties(link: Any) -> Any:
-    return _data_get(lib.pn_link_remote_properties(link))
+    data = lib.pn_link_remote_properties(link)
+    return None if data == NULL else _data_get(data)
+
+
+def link_set_properties(link: Any, properties: dict[Any, Any] | None) -> None:
+    """Our attach's link properties (keys are usually `types.Symbol`)."""
+    _data_set(lib.pn_link_properties(link), properties or None)
 
 
 def link_open(link: Any, snd_settle_mode: int | None = None, rcv_settle_mode: int | None = None,
@@ -488,6 +495,9 @@ class Engine:
         self._tag = self._tagstruct[0]
         self._tagview = ffi.buffer(self._tagbuf)
         self._freed = False
+        #: link name -> (offered, desired) capabilities to write into its attach
+        #: (proton cannot; see `attach.patch_attaches`). Empty but for link set-up.
+        self.attach_patches: dict[str, Any] = {}
 
     # -- connection endpoint ---------------------------------------------------
     @property
@@ -606,6 +616,8 @@ class Engine:
             return None
         out = _unpack(buf, n)
         lib.pn_transport_pop(t, n)
+        if self.attach_patches:
+            out = patch_attaches(out, self.attach_patches)
         return out
 
     def send(self, link: Any, tag: int, data: bytes) -> Any:

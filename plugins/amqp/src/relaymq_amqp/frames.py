@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 
+from relaymq_amqp.attach import read_attach
 from relaymq_amqp.scanner import DecodeError, decode
 
 _HEADER = struct.Struct(">IBBH")
@@ -23,6 +24,9 @@ _U32 = struct.Struct(">I").unpack_from
 
 PERFORMATIVES = range(0x10, 0x19)  # open .. close
 TRANSFER = 0x14
+ATTACH = 0x12
+#: attaches with capabilities kept until their link is handled (a bound against floods)
+MAX_ATTACHES = 1024
 #: Control frames are small; a larger one is buffered only up to this size.
 MAX_CONTROL_FRAME = 1024 * 1024
 
@@ -30,13 +34,16 @@ MAX_CONTROL_FRAME = 1024 * 1024
 class FrameGuard:
     """Validates an AMQP frame stream that starts with the 8-byte protocol header."""
 
-    __slots__ = ("max_frame_size", "_skip", "_partial", "error")
+    __slots__ = ("max_frame_size", "_skip", "_partial", "error", "attaches")
 
     def __init__(self, max_frame_size: int) -> None:
         self.max_frame_size = max_frame_size
         self._skip = 8  # the protocol header: proton checks it
         self._partial = b""  # the start of a frame that straddles chunks
         self.error: tuple[str, str] | None = None  # (condition, description)
+        #: (link name, peer's role) -> (offered, desired) capabilities of attaches
+        #: that carried some (proton drops them; see `attach`)
+        self.attaches: dict[tuple[str, bool], tuple[list[str], list[str]]] = {}
 
     def feed(self, data: bytes) -> int:
         """Check `data`; return how many of its bytes may go to proton."""
@@ -177,9 +184,16 @@ class FrameGuard:
         if fields_end != end:
             return self._fail("amqp:decode-error", "bytes after the performative")
         try:
-            decode(bytes(data[lst:fields_end]))
+            fields = decode(bytes(data[lst:fields_end]))[0]
         except DecodeError as exc:
             return self._fail("amqp:decode-error", str(exc))
+        if code == ATTACH:
+            found = read_attach(fields)
+            if found is not None:
+                attaches = self.attaches
+                if len(attaches) >= MAX_ATTACHES:
+                    attaches.pop(next(iter(attaches)))
+                attaches[(found[0], found[1])] = (found[2], found[3])
         return end
 
     def _fail(self, condition: str, description: str) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 from relaymq.config.model import PluginElement
 from relaymq.model.destination import Destination
+from relaymq.outgoing.node import node_id
 from relaymq_amqp import engine as pn
 from relaymq_amqp.encode import section
 from relaymq_amqp.engine import Terminus
@@ -51,7 +52,7 @@ class Federation:
         self.broker = broker
         self.config: FederationConfig = federation_config(element, "")
         self.conn: Any = None
-        self.node_id = str(getattr(broker, "name", None) or "relaymq")
+        self.node_id = node_id(broker)  # the container id of its broker connection too
         self.remote_id: str | None = None
         self.control: Any = None
         self.publisher: LocalPublisher | None = None

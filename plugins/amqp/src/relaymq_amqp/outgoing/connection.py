@@ -38,6 +38,7 @@ from relaymq.spi.outgoing import AuthenticationFailed, ConnectOptions, Endpoint,
 
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Engine, Terminus
+from relaymq_amqp.frames import FrameGuard
 from relaymq_amqp.outgoing.common import (
     AmqpConnectionError,
     ConnectionLost,
@@ -117,6 +118,8 @@ class AmqpConnection(ReconnectingConnection):
         self._by_ptr: dict[Any, _Link] = {}
         self._lost: asyncio.Future[Any] | None = None
         self._engine: Engine | None = None
+        #: reads the capabilities of the peer's attaches (proton drops them), see `attach`
+        self._guard = FrameGuard(max_frame_size)
         self._sasl: SaslClient | None = None
         self._socket: _Socket | None = None
         self._session: Any = None
@@ -168,6 +171,7 @@ class AmqpConnection(ReconnectingConnection):
         self._close_reason = None
         self._engine = Engine(server=False, max_frame_size=self.max_frame_size,
                               idle_timeout_ms=self.idle_timeout_ms)
+        self._guard = FrameGuard(0)
         self._sasl = SaslClient(ep.user or self.user, ep.password or self.password, ep.host)
         self._opened = self.loop.create_future()
         lost: asyncio.Future[Any] = self.loop.create_future()
@@ -218,6 +222,7 @@ class AmqpConnection(ReconnectingConnection):
             pn.session_open(self._session)
             data = leftover
         if data:
+            self._guard.feed(data)  # only to learn link capabilities; proton judges the frames
             engine.push(data)
         self._process()
 
@@ -290,6 +295,10 @@ class AmqpConnection(ReconnectingConnection):
     def on_link_remote_open(self, link: Any) -> None:
         handler = self._by_pn(link)
         if handler is not None:
+            if self._guard.attaches:
+                caps = self._guard.attaches.pop((handler.name, bool(pn.link_is_sender(link))), None)
+                if caps is not None:
+                    handler.remote_offered_capabilities, handler.remote_desired_capabilities = caps
             handler._opened()
 
     def on_link_remote_close(self, link: Any, closed: bool) -> None:
@@ -325,6 +334,10 @@ class AmqpConnection(ReconnectingConnection):
     def _attach(self, link: _Link) -> None:
         if link.attached.done():
             link.attached = self.loop.create_future()
+        link.remote_offered_capabilities, link.remote_desired_capabilities = [], []
+        if (link.offered_capabilities or link.desired_capabilities) and self._engine is not None:
+            self._engine.attach_patches[link.name] = (link.offered_capabilities or None,
+                                                      link.desired_capabilities or None)
         link._attach(self._session)
         self._by_ptr[link.pn] = link
 
@@ -343,11 +356,24 @@ class AmqpConnection(ReconnectingConnection):
 
     async def open_sender(self, address: str | None, *, name: str | None = None,
                           capabilities: list[str] | None = None, presettled: bool = False,
-                          durable: bool = False) -> Sender:
-        """A sender to `address` (None: the anonymous relay, `to` in each message)."""
+                          durable: bool = False, source_address: str | None = None,
+                          properties: dict[str, Any] | None = None,
+                          desired_capabilities: list[str] | None = None,
+                          offered_capabilities: list[str] | None = None,
+                          rcv_settle_first: bool = False) -> Sender:
+        """A sender to `address` (None: the anonymous relay, `to` in each message).
+
+        `properties` (keys become symbols) and the link's desired/offered
+        capabilities go on the attach (a mirror desires ``amq.mirror``); the
+        peer's come back in `remote_properties` and `remote_offered_capabilities`."""
         target = Terminus(address=address, capabilities=capabilities or [], kind=2,
                           durable=1 if durable else 0)
-        sender = Sender(self, name or self._name("sender"), Terminus(kind=1), target, presettled)
+        sender = Sender(self, name or self._name("sender"), Terminus(address=source_address, kind=1),
+                        target, presettled)
+        sender.properties = dict(properties or {})
+        sender.desired_capabilities = list(desired_capabilities or [])
+        sender.offered_capabilities = list(offered_capabilities or [])
+        sender.rcv_settle_first = rcv_settle_first
         await self._open(sender)
         return sender
 

@@ -12,6 +12,7 @@ from typing import Any
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition, Terminus
 from relaymq_amqp.outgoing.common import _STATES, ConnectionLost, LinkRefused, Outcome
+from relaymq_amqp.types import Symbol
 
 #: the owning `connection.AmqpConnection` (typed loosely: it imports this module)
 AmqpConnection = Any
@@ -30,13 +31,27 @@ class _Link:
         self.closed = False
         self.remote_source: Terminus | None = None
         self.remote_target: Terminus | None = None
+        #: what our attach carries besides the termini (link properties: symbol keys)
+        self.properties: dict[str, Any] = {}
+        self.desired_capabilities: list[str] = []
+        self.offered_capabilities: list[str] = []
+        #: what the peer's attach carried
+        self.remote_properties: dict[str, Any] = {}
+        self.remote_offered_capabilities: list[str] = []
+        self.remote_desired_capabilities: list[str] = []
 
     def _attach(self, session: Any) -> None:
         raise NotImplementedError
 
+    def _set_properties(self) -> None:
+        if self.properties:
+            pn.link_set_properties(self.pn, {Symbol(k): v for k, v in self.properties.items()})
+
     def _opened(self) -> None:
         self.remote_source = pn.remote_source(self.pn)
         self.remote_target = pn.remote_target(self.pn)
+        props = pn.link_remote_properties(self.pn)
+        self.remote_properties = {str(k): v for k, v in props.items()} if isinstance(props, dict) else {}
         refused = (self.remote_target.kind == 0) if isinstance(self, Sender) else \
             (self.remote_source.kind == 0)
         if refused:
@@ -83,6 +98,7 @@ class Sender(_Link):
                  presettled: bool) -> None:
         super().__init__(conn, name, source, target)
         self.presettled = presettled
+        self.rcv_settle_first = False
         self._backlog: deque[tuple[bytes, asyncio.Future[Outcome] | None]] = deque()
         self._unsettled: dict[Any, asyncio.Future[Outcome]] = {}
         self._tag = 0
@@ -91,7 +107,9 @@ class Sender(_Link):
         self.pn = pn.sender(session, self.name)
         pn.set_source(self.pn, self.source)
         pn.set_target(self.pn, self.target)
-        pn.link_open(self.pn, snd_settle_mode=pn.SND_SETTLED if self.presettled else pn.SND_UNSETTLED)
+        self._set_properties()
+        pn.link_open(self.pn, snd_settle_mode=pn.SND_SETTLED if self.presettled else pn.SND_UNSETTLED,
+                     rcv_settle_mode=pn.RCV_FIRST if self.rcv_settle_first else None)
 
     @property
     def credit(self) -> int:
@@ -210,6 +228,7 @@ class Receiver(_Link):
         self.pn = pn.receiver(session, self.name)
         pn.set_source(self.pn, self.source)
         pn.set_target(self.pn, self.target)
+        self._set_properties()
         pn.link_open(self.pn)
         self._outstanding = 0
         if self.window:

@@ -56,6 +56,16 @@ class AmqpSender:
     def unsettled(self) -> int:
         return self._pending
 
+    @property
+    def remote_properties(self) -> dict[str, Any]:
+        """The link properties of the peer's attach."""
+        return self.link.remote_properties
+
+    @property
+    def remote_offered_capabilities(self) -> list[str]:
+        """The capabilities the peer's attach offered."""
+        return self.link.remote_offered_capabilities
+
     def send(self, message: Message,
              on_settled: spi.SettleCallback | None = None) -> asyncio.Future[spi.Outcome]:
         out: asyncio.Future[spi.Outcome] = self._loop.create_future()
@@ -129,9 +139,16 @@ class AmqpSession:
         self._links: list[AmqpSender | AmqpReceiver] = []
 
     async def open_sender(self, address: str | None, *, durable: bool = True,
-                          capabilities: list[str] | None = None) -> AmqpSender:
+                          capabilities: list[str] | None = None, name: str | None = None,
+                          properties: dict[str, Any] | None = None,
+                          desired_capabilities: list[str] | None = None,
+                          source_address: str | None = None) -> AmqpSender:
         await self.conn.wait_open()
-        link = await self.conn.open_sender(address, capabilities=capabilities, durable=durable)
+        link = await self.conn.open_sender(address, capabilities=capabilities, durable=durable,
+                                           name=name, properties=properties,
+                                           desired_capabilities=desired_capabilities,
+                                           source_address=source_address,
+                                           rcv_settle_first=bool(desired_capabilities))
         sender = AmqpSender(link, address)
         self._links.append(sender)
         return sender
