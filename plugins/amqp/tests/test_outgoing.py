@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from proton import Message
 from relaymq.spi.outgoing import AuthenticationFailed, ConnectFailed
+from relaymq.testing import wait_until_async
 from relaymq_amqp.outgoing import (
     AmqpConnection,
     IncomingMessage,
@@ -126,10 +127,8 @@ async def test_selector_browse_and_auto_accept(amqp_broker: Any) -> None:
         red: list[str] = []
         await conn.open_receiver("queue://sel", selector="color = 'red'", auto_accept=True,
                                  on_message=lambda m: red.append(decoded(m.data).body))
-        for _ in range(100):
-            if len(browsed) == 3 and len(red) == 2:
-                break
-            await asyncio.sleep(0.02)
+        await wait_until_async(lambda: len(browsed) == 3 and len(red) == 2,
+                               "three browsed and two selected")
         assert browsed == ["red", "blue", "red"] and red == ["red", "red"]
         with pytest.raises(LinkRefused, match="invalid-field"):
             await conn.open_receiver("queue://sel", selector="= bad", on_message=lambda m: None)
@@ -190,10 +189,7 @@ async def test_reconnects_and_reattaches_after_a_broker_restart(make_broker: Any
         sender = await conn.open_sender("queue://survive")
         assert (await sender.send(encoded("before"))).accepted
         await asyncio.to_thread(first.stop)
-        for _ in range(100):
-            if "down" in events:
-                break
-            await asyncio.sleep(0.02)
+        await wait_until_async(lambda: "down" in events, "the connection to notice the loss")
         pending = sender.send(encoded("during"))  # waits for credit on the next connection
         second = make_broker(uri)
         await conn.wait_connected(10)

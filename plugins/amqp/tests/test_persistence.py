@@ -12,7 +12,7 @@ import pytest
 from proton import Message
 from proton.reactor import DurableSubscription
 from relaymq.config.model import BrokerConfig
-from relaymq.testing import broker_config, plugin_element
+from relaymq.testing import broker_config, plugin_element, wait_until
 
 pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
 
@@ -66,9 +66,11 @@ def _selector(text: str) -> Any:
 def test_ttl_expires_unconsumed_messages(connect: Any) -> None:
     c = connect()
     s = c.create_sender("queue://ttl")
+    sent = time.time()
     s.send(Message(body="short-lived", ttl=0.05))
     s.send(Message(body="long-lived", ttl=60))
-    time.sleep(0.2)
+    # the short TTL has passed (a condition on the clock, not a pause before asserting)
+    wait_until(lambda: time.time() > sent + 0.2, "the short TTL to pass")
     r = c.create_receiver("queue://ttl", credit=5)
     assert r.receive(timeout=5).body == "long-lived"
 

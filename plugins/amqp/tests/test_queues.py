@@ -10,6 +10,7 @@ from proton import Delivery, Message
 from proton.reactor import AtMostOnce
 from proton.utils import SendException
 from relaymq.model.destination import Destination
+from relaymq.testing import wait_until
 
 
 def wait_for(cond: Any, client: Any = None, timeout: float = 5.0) -> None:
@@ -24,14 +25,6 @@ def wait_for(cond: Any, client: Any = None, timeout: float = 5.0) -> None:
             client.container.process()
         else:
             time.sleep(0.01)
-
-
-def pump(client: Any, seconds: float) -> None:
-    """Let a blocking client process I/O for a while."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        client.container.timeout = 0.01
-        client.container.process()
 
 
 def settle(receiver: Any, state: int, failed: bool = False, undeliverable: bool = False) -> None:
@@ -93,11 +86,17 @@ def test_no_credit_means_nothing_then_exactly_the_credit(connect: Any, amqp_brok
     for i in range(5):
         s.send(Message(body=i))
     r = c.create_receiver("queue://credit", credit=0)
-    pump(c, 0.3)
-    assert r.fetcher.has_message == 0
+
+    def stats() -> dict[str, int]:
+        return amqp_broker.call(lambda: amqp_broker.broker.destination_stats()["queue://credit"])
+
+    # the broker has the consumer (dispatch had its chance) and sent it nothing
+    wait_until(lambda: stats()["consumers"] == 1, "the consumer attached")
+    assert stats()["dispatched"] == 0 and r.fetcher.has_message == 0
     r.link.flow(2)
     c.wait(lambda: r.fetcher.has_message == 2, timeout=5)
-    pump(c, 0.3)
+    # the broker counts every dispatch: two, and its credit is spent
+    assert stats()["dispatched"] == 2 and stats()["in_flight"] == 2
     assert r.fetcher.has_message == 2
     assert amqp_broker.queue_size("credit") == 5  # delivered, not acknowledged
 

@@ -3,7 +3,6 @@ nodes and the anonymous relay, end to end with proton clients."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ from proton import Data, Message, symbol
 from proton.reactor import Copy, DurableSubscription, DynamicNodeProperties, LinkOption, Selector
 from proton.utils import LinkDetached
 from relaymq.spi.persistence import subscription_key
+from relaymq.testing import wait_until
 
 
 class Capabilities(LinkOption):
@@ -35,11 +35,12 @@ def obj(data: Data) -> Any:
     return data.get_object()
 
 
-def pump(client: Any, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        client.container.timeout = 0.01
-        client.container.process()
+def wait_detached(client: Any, amqp_broker: Any, key: str) -> None:
+    """Let `client` write its detach until the broker took it: the subscription `key`
+    has no consumer (raises proton's Timeout)."""
+    subs = amqp_broker.broker.region.subscriptions
+    client.wait(lambda: amqp_broker.call(lambda: key in subs and not subs[key].consumers),
+                timeout=20, msg=f"the subscription {key} without consumers")
 
 
 def test_topic_fans_out_to_every_subscriber(connect: Any) -> None:
@@ -81,7 +82,7 @@ def test_durable_subscription_survives_client_restarts(connect: Any, amqp_broker
     assert r.receive(timeout=5).body == "one"
     r.accept()
     r.link.detach()  # closed=false: the subscription stays
-    pump(c1, 0.2)
+    wait_detached(c1, amqp_broker, key)
     c1.close()
     s.send(Message(body="two"))
     s.send(Message(body="three"))
@@ -93,8 +94,8 @@ def test_durable_subscription_survives_client_restarts(connect: Any, amqp_broker
     r2.accept()
     r2.accept()
     r2.close()  # closed=true: unsubscribe
-    assert _eventually(lambda: key not in amqp_broker.call(
-        lambda: dict(amqp_broker.broker.region.subscriptions))), "the subscription was not removed"
+    wait_until(lambda: key not in amqp_broker.call(
+        lambda: dict(amqp_broker.broker.region.subscriptions)), "the subscription removed")
 
 
 def test_durable_subscription_lookup_by_name_and_unsubscribe(connect: Any, amqp_broker: Any) -> None:
@@ -103,7 +104,8 @@ def test_durable_subscription_lookup_by_name_and_unsubscribe(connect: Any, amqp_
     r = c.create_receiver("topic://t", name="mysub", credit=1,
                           options=[DurableSubscription(), Selector("color = 'red'")])
     r.link.detach()
-    pump(c, 0.2)
+    key = subscription_key("client-B", "mysub")
+    wait_detached(c, amqp_broker, key)
     c.close()
 
     c2 = connect(container_id="client-B")
@@ -112,9 +114,8 @@ def test_durable_subscription_lookup_by_name_and_unsubscribe(connect: Any, amqp_
     assert src.address == "topic://t" and src.durability == src.DELIVERIES
     assert "color = 'red'" in str(obj(src.filter))
     lookup.close()
-    key = subscription_key("client-B", "mysub")
-    assert _eventually(lambda: key not in amqp_broker.call(
-        lambda: dict(amqp_broker.broker.region.subscriptions))), "the subscription was not removed"
+    wait_until(lambda: key not in amqp_broker.call(
+        lambda: dict(amqp_broker.broker.region.subscriptions)), "the subscription removed")
     with pytest.raises(LinkDetached, match="not-found"):
         c2.create_receiver(None, name="mysub", credit=0)
 
@@ -303,17 +304,10 @@ def test_no_local_filter(connect: Any) -> None:
 
     r = c.create_receiver("topic://nl", credit=5, options=NoLocal())
     c.create_sender("topic://nl").send(Message(body="mine"))
-    other.create_sender("topic://nl").send(Message(body="theirs"))
+    theirs = other.create_sender("topic://nl")
+    theirs.send(Message(body="theirs"))
     assert r.receive(timeout=5).body == "theirs"
-    pump(c, 0.2)
+    # a barrier, not a pause: whatever the topic sent before the marker has arrived
+    theirs.send(Message(body="marker"))
+    assert r.receive(timeout=5).body == "marker"
     assert r.fetcher.has_message == 0
-
-
-def _eventually(condition: Any, timeout: float = 5.0) -> bool:
-    """Poll `condition` until it holds or `timeout` seconds pass; its final value."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return bool(condition())
-        time.sleep(0.02)
-    return True
