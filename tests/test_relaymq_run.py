@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from relaymq.testing import wait_until
 
 pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
@@ -83,9 +84,7 @@ def test_amqp_and_stomp_clients_against_relaymq_run(broker_process):
         msg = receiver.receive(timeout=10)
         receiver.accept()
         assert msg.properties.get("color") == "blue" and msg.durable
-        deadline = time.monotonic() + 10
-        while len(got) < 20 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: len(got) >= 20, "20 messages at the STOMP subscriber")
         assert got == [(f"m{i}", "red") for i in range(20)]
     finally:
         bc.close()

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from relaymq.broker.eager import Resume, start
+from relaymq.testing import wait_until_async
 
 
 async def _quick(x: int) -> int:
@@ -30,8 +31,9 @@ async def test_a_waiting_coroutine_finishes_in_a_task_with_its_value() -> None:
     coro = _slow(fut, log)
     finished, waiting = start(coro)
     assert not finished and waiting is fut and log == ["before"]
-    task = loop.create_task(_await(Resume(coro, waiting)))
-    await asyncio.sleep(0)
+    started = asyncio.Event()
+    task = loop.create_task(_await(Resume(coro, waiting), started))
+    await asyncio.wait_for(started.wait(), 10)  # the task now waits on fut
     assert not task.done()
     fut.set_result(9)
     assert await task == 10 and log == ["before", "after"]
@@ -43,8 +45,9 @@ async def test_cancelling_the_task_cancels_the_coroutine() -> None:
     log: list[str] = []
     coro = _slow(fut, log)
     _, waiting = start(coro)
-    task = loop.create_task(_await(Resume(coro, waiting)))
-    await asyncio.sleep(0)
+    started = asyncio.Event()
+    task = loop.create_task(_await(Resume(coro, waiting), started))
+    await asyncio.wait_for(started.wait(), 10)  # the task now waits on fut
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -75,12 +78,14 @@ async def test_two_coroutines_started_on_one_future_both_finish() -> None:
     logs: list[list[str]] = [[], [], []]
     coros = [_slow(fut, log) for log in logs[:2]]
     tasks = []
-    for coro in coros:
+    started = [asyncio.Event() for _ in coros]
+    for coro, event in zip(coros, started, strict=True):
         finished, waiting = start(coro)
         assert not finished and waiting is fut
-        tasks.append(loop.create_task(_await(Resume(coro, waiting))))
+        tasks.append(loop.create_task(_await(Resume(coro, waiting), event)))
     plain = loop.create_task(_slow(fut, logs[2]))  # an ordinary task on it too
-    await asyncio.sleep(0)
+    await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started)), 10)
+    await wait_until_async(lambda: logs[2] == ["before"], "the plain task to wait")
     assert not any(t.done() for t in tasks)
     fut.set_result(1)
     assert await asyncio.gather(*tasks, plain) == [2, 2, 2]
@@ -107,5 +112,9 @@ async def test_a_coroutine_yielding_to_the_loop_resumes() -> None:
     assert await Resume(coro, waiting) == "after a turn"
 
 
-async def _await(r: Resume) -> object:
+async def _await(r: Resume, started: asyncio.Event | None = None) -> object:
+    """Await `r` in a task; `started` is set in the very step that starts waiting, so a
+    test that saw it set knows the task is suspended in `r` (a barrier, not a pause)."""
+    if started is not None:
+        started.set()
     return await r

@@ -12,6 +12,7 @@ from relaymq.spi.persistence import (
     RemoveDuplicateId,
     RemoveMessage,
 )
+from relaymq.testing import wait_until_async
 from relaymq_kahadb import KahaDBPersistenceAdapter
 
 from .conftest import Opener, adds, config, content, data_files
@@ -181,11 +182,5 @@ async def test_cleanup_runs_on_its_own(open_store: Opener, tmp_path: Path) -> No
                              checkpoint_interval=20)
     await store.write([AddDestination(F)])
     await traffic(store, 1, 300)
-    import asyncio
-
-    for _ in range(100):
-        await asyncio.sleep(0.02)
-        if len(data_files(d)) <= 2:
-            break
-    assert len(data_files(d)) <= 2
+    await wait_until_async(lambda: len(data_files(d)) <= 2, "the cleaner to delete old files")
     assert (d / "index.ckpt").exists()

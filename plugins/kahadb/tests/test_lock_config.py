@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 from relaymq.config.model import Origin, PluginElement
 from relaymq.errors import ConfigError
+from relaymq.testing import wait_until_async
 from relaymq_kahadb import KahaDBConfig, KahaDBPersistenceAdapter
 from relaymq_kahadb.errors import MissingJournalFiles
 from relaymq_kahadb.lock import StoreLockedError
@@ -26,14 +27,16 @@ async def test_second_store_on_the_directory_fails_clearly(open_store: Opener, t
         await other.start()
 
 
-async def test_waiting_for_the_lock(open_store: Opener, tmp_path: Path) -> None:
+async def test_waiting_for_the_lock(open_store: Opener, tmp_path: Path,
+                                    caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "relaymq_kahadb")
     first = await open_store()
     await first.write(adds("queue://A", [1]))
     second = KahaDBPersistenceAdapter(KahaDBConfig(
         directory=str(tmp_path / "kahadb"), fail_if_locked=False, lock_acquire_sleep_interval=20,
         cleanup_interval=0, checkpoint_interval=0))
     starting = asyncio.create_task(second.start())
-    await asyncio.sleep(0.1)
+    await wait_until_async(lambda: "; waiting for it" in caplog.text, "the second to wait")
     assert not starting.done()  # waiting, as a shared-storage slave does
     await first.stop()
     await asyncio.wait_for(starting, 5)
