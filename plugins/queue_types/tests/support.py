@@ -5,6 +5,7 @@ stomp.py and proton over real sockets."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 import socket
 import subprocess
@@ -129,13 +130,21 @@ class EmbeddedBroker:
         self.loop.close()
 
 
+MARKER = "marker-"
+_markers = itertools.count()
+
+
 class Client(stomp.ConnectionListener):
-    """A STOMP 1.2 client that records what it receives and the ERROR frames it gets."""
+    """A STOMP 1.2 client that records what it receives and the ERROR frames it gets.
+
+    Markers sent by `barrier` are kept apart from `messages`."""
 
     def __init__(self, broker: Broker | EmbeddedBroker, name: str = "c",
                  client_id: str | None = None) -> None:
         self.name = name
         self.messages: list = []
+        self.markers: set[str] = set()
+        self.browse_ended = False
         self.errors: list = []
         self.receipts: set[str] = set()
         self.lock = threading.Lock()
@@ -147,7 +156,12 @@ class Client(stomp.ConnectionListener):
 
     def on_message(self, frame) -> None:  # type: ignore[no-untyped-def]
         if frame.headers.get("browser") == "end":
-            return  # the empty MESSAGE that ends a browse
+            self.browse_ended = True  # the empty MESSAGE that ends a browse
+            return
+        if frame.body.startswith(MARKER):
+            with self.lock:
+                self.markers.add(frame.body)
+            return
         with self.lock:
             self.messages.append(frame)
         if self.on_msg is not None:
@@ -172,6 +186,14 @@ class Client(stomp.ConnectionListener):
         self.conn.subscribe(dest, id=id, ack=headers.pop("ack", "auto"),
                             headers={**headers, "receipt": rid})
         wait_until(lambda: rid in self.receipts or self.errors, 10, f"receipt {rid}")
+
+    def barrier(self, dest: str, **headers: str) -> None:
+        """A positive barrier for "nothing more arrived": send a marker to `dest`, which
+        this client consumes, and wait for it; what the broker dispatched to this
+        client from `dest` before the marker has arrived by then."""
+        body = f"{MARKER}{next(_markers)}"
+        self.send(dest, body, **headers)
+        wait_until(lambda: body in self.markers, 20, f"the marker on {dest} at {self.name}")
 
     def ack(self, frame: Any) -> None:
         """ACK with a receipt: returns once the broker has settled the message."""

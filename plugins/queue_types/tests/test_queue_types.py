@@ -151,14 +151,15 @@ def test_amqp_group_id_is_the_partition_key_and_hand_off_waits_for_a_slow_consum
         send(0, 40)
         slow.wait(40)  # owns every partition, holds everything, acknowledges nothing
         fast = Client(broker, "fast")
+        fast.subscribe("/queue/handoff.barrier", id="b")
         fast.conn.subscribe("/queue/orders.handoff", id="1", ack="client-individual",
                             headers={"activemq.prefetchSize": "100"})
         # past the rebalance delay (300 ms) half the partitions move to `fast`, but their
         # messages wait for the hand-off: `slow` still holds messages of every key
         wait_until(lambda: "rebalanced 8 partitions over 2 consumers (4 moving)"
                    in broker.output(), 10, "the rebalance")
-        send(40, 80)
-        time.sleep(1.0)
+        send(40, 80)  # each settled, so routed, before the marker is sent
+        fast.barrier("/queue/handoff.barrier")
         assert fast.messages == []
         acked = len(slow.messages)  # the 40 it held and what came since of its own keys
         for m in slow.messages[:acked]:
@@ -213,13 +214,13 @@ def test_max_redelivery_then_the_dead_message_queue(broker) -> None:
         c.wait(n)
         c.conn.nack(c.messages[n - 1].headers["ack"])
     wait_until(lambda: len(c.messages) == 6, 5, "six deliveries")
-    time.sleep(0.3)
+    c.barrier("/queue/orders.poison", JMSXGroupID="x")  # behind any further redelivery
     assert sorted(c.bodies()) == ["bad"] * 3 + ["bad, not eligible"] * 3
     c.conn.unsubscribe("1")
     c.conn.subscribe("/queue/orders.DMQ", id="2", ack="auto")
     c.wait(7)
     assert c.messages[-1].body == "bad"
-    time.sleep(0.3)
+    c.barrier("/queue/orders.DMQ")
     assert len(c.messages) == 7  # the ineligible one was discarded, not dead-lettered
     c.close()
 
@@ -232,8 +233,7 @@ def test_max_redelivery_then_the_dead_message_queue(broker) -> None:
 def test_exclusive_queue_fails_over_in_bind_order(broker) -> None:
     clients = [Client(broker, n) for n in ("first", "second", "third")]
     for c in clients:
-        c.conn.subscribe("/queue/audit.log", id="1", ack="client-individual")
-        time.sleep(0.05)  # bind order
+        c.subscribe("/queue/audit.log", id="1", ack="client-individual")  # in bind order
     producer = Client(broker, "p")
     for i in range(5):
         producer.send("/queue/audit.log", f"m{i}")
@@ -259,7 +259,7 @@ def test_last_value_queue_keeps_only_the_newest_and_browsing_keeps_it(broker) ->
         c.send("/queue/prices.ibm", f"IBM={i}", persistent="true")
     c.conn.subscribe("/queue/prices.ibm", id="b", headers={"browser": "true"})
     assert c.wait(1) == ["IBM=4"]
-    time.sleep(0.3)
+    wait_until(lambda: c.browse_ended, 10, "the end of the browse")
     c.conn.subscribe("/queue/prices.ibm", id="1", ack="auto")
     assert c.wait(2) == ["IBM=4", "IBM=4"]  # browsed, then consumed
     c.conn.subscribe("/queue/prices.ibm.sel", id="s", headers={"selector": "x = 1"})
@@ -279,11 +279,12 @@ def test_ttl_is_respected_or_not_and_the_dmq_takes_only_eligible_messages(broker
     c.conn.subscribe("/queue/ttl.on.q", id="1", ack="auto")
     c.conn.subscribe("/queue/ttl.off.q", id="2", ack="auto")
     c.wait(2)
-    time.sleep(0.3)
+    c.barrier("/queue/ttl.on.q")
+    c.barrier("/queue/ttl.off.q")
     assert sorted(c.bodies()) == ["alive", "expired but kept"]
     c.conn.subscribe("/queue/ttl.DMQ", id="3", ack="auto")
     c.wait(3)
-    time.sleep(0.3)
+    c.barrier("/queue/ttl.DMQ")
     assert c.bodies()[2:] == ["expired, eligible"]
     c.close()
 
@@ -298,7 +299,8 @@ def test_a_per_queue_default_makes_messages_eligible_and_a_missing_dmq_discards(
     c.conn.subscribe("/queue/ttl.DMQ", id="3", ack="auto")
     assert c.wait(1) == ["eligible by default"]
     c.conn.subscribe("/queue/missing.DMQ", id="4", ack="auto")
-    time.sleep(0.5)
+    for dest in ("/queue/nodmq.q", "/queue/missing.DMQ", "/queue/ttl.DMQ"):
+        c.barrier(dest)
     assert c.bodies() == ["eligible by default"]
     c.close()
 
@@ -318,7 +320,7 @@ def test_a_persistent_last_value_survives_a_restart(tmp_path) -> None:
         c = Client(b)
         c.conn.subscribe("/queue/prices.msft", id="1", ack="auto")
         assert c.wait(1) == ["MSFT=2"]
-        time.sleep(0.3)
+        c.barrier("/queue/prices.msft")
         assert c.bodies() == ["MSFT=2"]
         c.close()
     finally:
