@@ -5,7 +5,6 @@ stomp.py and proton over real sockets."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import signal
 import socket
 import subprocess
@@ -130,23 +129,16 @@ class EmbeddedBroker:
         self.loop.close()
 
 
-MARKER = "marker-"
-_markers = itertools.count()
-
-
 class Client(stomp.ConnectionListener):
-    """A STOMP 1.2 client that records what it receives and the ERROR frames it gets.
-
-    Markers sent by `barrier` are kept apart from `messages`."""
+    """A STOMP 1.2 client that records what it receives and the ERROR frames it gets."""
 
     def __init__(self, broker: Broker | EmbeddedBroker, name: str = "c",
                  client_id: str | None = None) -> None:
         self.name = name
         self.messages: list = []
-        self.markers: set[str] = set()
-        self.browse_ended = False
         self.errors: list = []
         self.receipts: set[str] = set()
+        self.browse_ends = 0
         self.lock = threading.Lock()
         self.on_msg: Callable[[Client, Any], None] | None = None
         self.conn = stomp.Connection12([("127.0.0.1", broker.stomp_port)])
@@ -156,11 +148,7 @@ class Client(stomp.ConnectionListener):
 
     def on_message(self, frame) -> None:  # type: ignore[no-untyped-def]
         if frame.headers.get("browser") == "end":
-            self.browse_ended = True  # the empty MESSAGE that ends a browse
-            return
-        if frame.body.startswith(MARKER):
-            with self.lock:
-                self.markers.add(frame.body)
+            self.browse_ends += 1  # the empty MESSAGE that ends a browse
             return
         with self.lock:
             self.messages.append(frame)
@@ -187,14 +175,6 @@ class Client(stomp.ConnectionListener):
                             headers={**headers, "receipt": rid})
         wait_until(lambda: rid in self.receipts or self.errors, 10, f"receipt {rid}")
 
-    def barrier(self, dest: str, **headers: str) -> None:
-        """A positive barrier for "nothing more arrived": send a marker to `dest`, which
-        this client consumes, and wait for it; what the broker dispatched to this
-        client from `dest` before the marker has arrived by then."""
-        body = f"{MARKER}{next(_markers)}"
-        self.send(dest, body, **headers)
-        wait_until(lambda: body in self.markers, 20, f"the marker on {dest} at {self.name}")
-
     def ack(self, frame: Any) -> None:
         """ACK with a receipt: returns once the broker has settled the message."""
         rid = f"a{time.monotonic_ns()}"
@@ -203,6 +183,9 @@ class Client(stomp.ConnectionListener):
 
     def bodies(self) -> list[str]:
         return [m.body for m in self.messages]
+
+    def bodies_of(self, subscription: str) -> list[str]:
+        return [m.body for m in self.messages if m.headers.get("subscription") == subscription]
 
     def wait(self, count: int, timeout: float = 20) -> list[str]:
         wait_until(lambda: len(self.messages) >= count, timeout,

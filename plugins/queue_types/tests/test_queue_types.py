@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import zlib
 from collections import defaultdict
 
 import pytest
@@ -151,30 +152,35 @@ def test_amqp_group_id_is_the_partition_key_and_hand_off_waits_for_a_slow_consum
         send(0, 40)
         slow.wait(40)  # owns every partition, holds everything, acknowledges nothing
         fast = Client(broker, "fast")
-        fast.subscribe("/queue/handoff.barrier", id="b")
         fast.conn.subscribe("/queue/orders.handoff", id="1", ack="client-individual",
                             headers={"activemq.prefetchSize": "100"})
         # past the rebalance delay (300 ms) half the partitions move to `fast`, but their
         # messages wait for the hand-off: `slow` still holds messages of every key
         wait_until(lambda: "rebalanced 8 partitions over 2 consumers (4 moving)"
                    in broker.output(), 10, "the rebalance")
-        send(40, 80)  # each settled, so routed, before the marker is sent
-        fast.barrier("/queue/handoff.barrier")
-        assert fast.messages == []
+        send(40, 80)
+        # the barrier: a message of a partition `slow` keeps (the rebalance keeps the
+        # first four where they are) is dispatched after everything sent before it
+        marker_key = next(k for k in (f"marker{i}" for i in range(100))
+                          if zlib.crc32(k.encode()) % 8 < 4)
+        sender.send(proton.Message(body="marker", group_id=marker_key, durable=True))
+        slow.wait_for("marker")
+        assert fast.messages == []  # the moving partitions wait for their hand-off
         acked = len(slow.messages)  # the 40 it held and what came since of its own keys
         for m in slow.messages[:acked]:
             slow.conn.ack(m.headers["ack"])
-        wait_until(lambda: len(slow.messages) + len(fast.messages) >= 80, 20, "all 80")
+        wait_until(lambda: len(slow.messages) + len(fast.messages) >= 81, 20, "all 81")
         for m in slow.messages[acked:]:
             slow.conn.ack(m.headers["ack"])
         for m in fast.messages:
             fast.conn.ack(m.headers["ack"])
         assert fast.messages, "the newcomer got no partition"
+        keyed = [m for m in slow.messages[40:] if m.body != "marker"]
         keys_fast = {int(m.body[1:]) % 4 for m in fast.messages}
-        keys_slow_after = {int(m.body[1:]) % 4 for m in slow.messages[40:]}
+        keys_slow_after = {int(m.body[1:]) % 4 for m in keyed}
         assert not keys_fast & keys_slow_after  # a key is on one consumer after the move
         for c in (slow, fast):
-            seqs = [int(m.body[1:]) for m in c.messages]
+            seqs = [int(m.body[1:]) for m in c.messages if m.body != "marker"]
             for key in range(4):
                 mine = [s for s in seqs if s % 4 == key]
                 assert mine == sorted(mine), (c.name, key, mine)
@@ -213,15 +219,17 @@ def test_max_redelivery_then_the_dead_message_queue(broker) -> None:
     for n in range(1, 7):  # maxRedelivery 2: delivered 3 times each, then gone
         c.wait(n)
         c.conn.nack(c.messages[n - 1].headers["ack"])
-    wait_until(lambda: len(c.messages) == 6, 5, "six deliveries")
-    c.barrier("/queue/orders.poison", JMSXGroupID="x")  # behind any further redelivery
-    assert sorted(c.bodies()) == ["bad"] * 3 + ["bad, not eligible"] * 3
+    # the barrier: a message of the same key comes after any further redelivery
+    c.send("/queue/orders.poison", "marker", JMSXGroupID="x", persistent="true")
+    got = c.wait_for("marker")
+    assert sorted(got[:-1]) == ["bad"] * 3 + ["bad, not eligible"] * 3 and len(got) == 7
+    c.ack(c.messages[-1])
     c.conn.unsubscribe("1")
-    c.conn.subscribe("/queue/orders.DMQ", id="2", ack="auto")
-    c.wait(7)
-    assert c.messages[-1].body == "bad"
-    c.barrier("/queue/orders.DMQ")
-    assert len(c.messages) == 7  # the ineligible one was discarded, not dead-lettered
+    c.subscribe("/queue/orders.DMQ", id="2", ack="auto")
+    assert c.wait(8)[7] == "bad"
+    c.send("/queue/orders.DMQ", "dmq marker")
+    # the ineligible one was discarded, not dead-lettered
+    assert c.wait_for("dmq marker")[7:] == ["bad", "dmq marker"]
     c.close()
 
 
@@ -232,8 +240,8 @@ def test_max_redelivery_then_the_dead_message_queue(broker) -> None:
 
 def test_exclusive_queue_fails_over_in_bind_order(broker) -> None:
     clients = [Client(broker, n) for n in ("first", "second", "third")]
-    for c in clients:
-        c.subscribe("/queue/audit.log", id="1", ack="client-individual")  # in bind order
+    for c in clients:  # bound in this order (each SUBSCRIBE is receipted)
+        c.subscribe("/queue/audit.log", id="1", ack="client-individual")
     producer = Client(broker, "p")
     for i in range(5):
         producer.send("/queue/audit.log", f"m{i}")
@@ -242,6 +250,8 @@ def test_exclusive_queue_fails_over_in_bind_order(broker) -> None:
     clients[0].close()
     assert clients[1].wait(4) == [f"m{i}" for i in range(1, 5)]  # in order, redelivered
     assert all(m.headers.get("redelivered") == "true" for m in clients[1].messages)
+    producer.send("/queue/audit.log", "barrier")  # to the active one, after all the rest
+    assert clients[1].wait_for("barrier")[-1] == "barrier"
     assert clients[2].messages == []  # standing by
     for m in clients[1].messages:
         clients[1].conn.ack(m.headers["ack"])
@@ -258,8 +268,8 @@ def test_last_value_queue_keeps_only_the_newest_and_browsing_keeps_it(broker) ->
     for i in range(5):
         c.send("/queue/prices.ibm", f"IBM={i}", persistent="true")
     c.conn.subscribe("/queue/prices.ibm", id="b", headers={"browser": "true"})
-    assert c.wait(1) == ["IBM=4"]
-    wait_until(lambda: c.browse_ended, 10, "the end of the browse")
+    wait_until(lambda: c.browse_ends, 10, "the end of the browse")
+    assert c.bodies() == ["IBM=4"]
     c.conn.subscribe("/queue/prices.ibm", id="1", ack="auto")
     assert c.wait(2) == ["IBM=4", "IBM=4"]  # browsed, then consumed
     c.conn.subscribe("/queue/prices.ibm.sel", id="s", headers={"selector": "x = 1"})
@@ -276,16 +286,18 @@ def test_ttl_is_respected_or_not_and_the_dmq_takes_only_eligible_messages(broker
     c.send("/queue/ttl.on.q", "expired, not eligible", expires=past, persistent="true")
     c.send("/queue/ttl.on.q", "alive", persistent="true")
     c.send("/queue/ttl.off.q", "expired but kept", expires=past, persistent="true")
-    c.conn.subscribe("/queue/ttl.on.q", id="1", ack="auto")
-    c.conn.subscribe("/queue/ttl.off.q", id="2", ack="auto")
-    c.wait(2)
-    c.barrier("/queue/ttl.on.q")
-    c.barrier("/queue/ttl.off.q")
-    assert sorted(c.bodies()) == ["alive", "expired but kept"]
-    c.conn.subscribe("/queue/ttl.DMQ", id="3", ack="auto")
-    c.wait(3)
-    c.barrier("/queue/ttl.DMQ")
-    assert c.bodies()[2:] == ["expired, eligible"]
+    c.send("/queue/ttl.on.q", "marker on")
+    c.send("/queue/ttl.off.q", "marker off")
+    c.subscribe("/queue/ttl.on.q", id="1", ack="auto")
+    c.subscribe("/queue/ttl.off.q", id="2", ack="auto")
+    wait_until(lambda: {"marker on", "marker off"} <= set(c.bodies()), 20, "both markers")
+    assert c.bodies_of("1") == ["alive", "marker on"]
+    assert c.bodies_of("2") == ["expired but kept", "marker off"]
+    c.subscribe("/queue/ttl.DMQ", id="3", ack="auto")
+    c.wait(5)
+    c.send("/queue/ttl.DMQ", "dmq marker")
+    c.wait_for("dmq marker")
+    assert c.bodies_of("3") == ["expired, eligible", "dmq marker"]
     c.close()
 
 
@@ -294,14 +306,15 @@ def test_a_per_queue_default_makes_messages_eligible_and_a_missing_dmq_discards(
     past = str(int(time.time() * 1000) - 1000)
     c.send("/queue/dmq.default.q", "eligible by default", expires=past, persistent="true")
     c.send("/queue/nodmq.q", "nowhere to go", expires=past, persistent="true")
-    c.conn.subscribe("/queue/dmq.default.q", id="1", ack="auto")
-    c.conn.subscribe("/queue/nodmq.q", id="2", ack="auto")
-    c.conn.subscribe("/queue/ttl.DMQ", id="3", ack="auto")
+    c.subscribe("/queue/dmq.default.q", id="1", ack="auto")
+    c.subscribe("/queue/nodmq.q", id="2", ack="auto")
+    c.subscribe("/queue/ttl.DMQ", id="3", ack="auto")
     assert c.wait(1) == ["eligible by default"]
-    c.conn.subscribe("/queue/missing.DMQ", id="4", ack="auto")
-    for dest in ("/queue/nodmq.q", "/queue/missing.DMQ", "/queue/ttl.DMQ"):
-        c.barrier(dest)
-    assert c.bodies() == ["eligible by default"]
+    c.subscribe("/queue/missing.DMQ", id="4", ack="auto")
+    c.send("/queue/missing.DMQ", "marker")
+    c.wait_for("marker")
+    assert c.bodies_of("4") == ["marker"]  # the expired message did not go there
+    assert c.bodies_of("2") == []
     c.close()
 
 
@@ -320,8 +333,8 @@ def test_a_persistent_last_value_survives_a_restart(tmp_path) -> None:
         c = Client(b)
         c.conn.subscribe("/queue/prices.msft", id="1", ack="auto")
         assert c.wait(1) == ["MSFT=2"]
-        c.barrier("/queue/prices.msft")
-        assert c.bodies() == ["MSFT=2"]
+        c.send("/queue/prices.msft", "marker")
+        assert c.wait_for("marker") == ["MSFT=2", "marker"]
         c.close()
     finally:
         b.stop()

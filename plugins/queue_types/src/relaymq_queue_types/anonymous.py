@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from relaymq_queue_types.solace import SolaceQueue
+from relaymq.dispatch.queue import Queue
+
+from relaymq_queue_types.solace import SolaceQueue, with_ttl_choice
 
 
 class AnonymousQueue(SolaceQueue):
@@ -31,3 +33,8 @@ class AnonymousQueue(SolaceQueue):
         super().__init__(*args)
         #: seconds the broker keeps this temporary queue for its client (read by the kernel)
         self.reconnect_grace = max(0, self.policy.anonymous_queue_grace) / 1000
+
+
+def anonymous_queue(*args: Any) -> Queue:
+    """The `anonymous` entry point."""
+    return with_ttl_choice(AnonymousQueue, *args)

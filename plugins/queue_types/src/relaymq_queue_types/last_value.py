@@ -22,7 +22,7 @@ from relaymq.dispatch.entry import QueueEntry
 from relaymq.dispatch.queue import Queue
 
 from relaymq_queue_types.partitioned import PartitionedQueue, partition_of
-from relaymq_queue_types.solace import SolaceQueue
+from relaymq_queue_types.solace import SolaceQueue, with_ttl_choice
 
 
 class LastValueQueue(SolaceQueue):
@@ -64,5 +64,5 @@ def last_value_queue(*args: Any) -> Queue:
     """The `lastValue` entry point: per queue, or per partition with `partitionCount`."""
     policy = args[3]
     if policy.partition_count > 0:
-        return PartitionedLastValueQueue(*args)
-    return LastValueQueue(*args)
+        return with_ttl_choice(PartitionedLastValueQueue, *args)
+    return with_ttl_choice(LastValueQueue, *args)

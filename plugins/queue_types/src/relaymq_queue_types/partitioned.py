@@ -27,10 +27,13 @@ from typing import Any
 
 from relaymq.dispatch.consumer import Consumer
 from relaymq.dispatch.entry import QueueEntry
+from relaymq.dispatch.queue import Queue
 
-from relaymq_queue_types.solace import SolaceQueue
+from relaymq_queue_types.solace import SolaceQueue, with_ttl_choice
 
 log = logging.getLogger("relaymq.queue_types")
+#: keys whose partition a queue remembers (then it starts over)
+KEY_CACHE = 65536
 
 
 def partition_of(entry: QueueEntry, count: int) -> int:
@@ -55,18 +58,35 @@ class PartitionedQueue(SolaceQueue):
         #: partition -> (consumer taking it over, monotonic deadline of the hand-off)
         self.handoffs: dict[int, tuple[Consumer, float]] = {}
         self.rebalances = 0
+        #: key -> partition (crc32 once per key; cleared when the count changes)
+        self._keys: dict[str, int] = {}
         self._rebalance: asyncio.TimerHandle | None = None
         self._handoff_timer: asyncio.TimerHandle | None = None
 
     # -- choosing ----------------------------------------------------------------------
     def select_consumer(self, entry: QueueEntry, consumers: list[Consumer]) -> Consumer | None:
-        p = partition_of(entry, self.partition_count)
-        if p in self.handoffs and not self._finish_handoff(p):
+        # the per-message path: a key's partition is hashed once (`_keys`)
+        key = entry.message.group_id
+        if key is None:
+            p = entry.seq % self.partition_count
+        else:
+            p = self._keys.get(key, -1)
+            if p < 0:
+                p = self._key_partition(key)
+        handoffs = self.handoffs
+        if handoffs and p in handoffs and not self._finish_handoff(p):
             return None
         owner = self.owners[p]
-        if owner is None or owner.closed or owner.capacity() <= 0:
+        if owner is None or owner.capacity() <= 0:  # (a closed consumer has no capacity)
             return None
         return owner
+
+    def _key_partition(self, key: str) -> int:
+        keys = self._keys
+        if len(keys) >= KEY_CACHE:
+            keys.clear()
+        p = keys[key] = zlib.crc32(key.encode("utf-8", "surrogatepass")) % self.partition_count
+        return p
 
     def active_consumers(self) -> list[Consumer]:
         owning = {id(c) for c in self.owners if c is not None}
@@ -202,6 +222,7 @@ class PartitionedQueue(SolaceQueue):
         for consumer in bound:  # unbound before the new mapping applies
             super().remove_consumer(consumer)
         self.partition_count = count
+        self._keys.clear()
         self.owners = [None] * count
         remapped = sum(1 for e in self.pending
                        if partition_of(e, old) != partition_of(e, count))
@@ -221,3 +242,8 @@ class PartitionedQueue(SolaceQueue):
             if timer is not None:
                 timer.cancel()
         super().close_all(reason)
+
+
+def partitioned_queue(*args: Any) -> Queue:
+    """The `partitioned` entry point."""
+    return with_ttl_choice(PartitionedQueue, *args)

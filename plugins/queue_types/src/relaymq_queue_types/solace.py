@@ -89,12 +89,6 @@ class SolaceQueue(Queue):
                                    f"{what} is not allowed on it ({self.refuses})")
         super().add_consumer(consumer)
 
-    # -- expiry ----------------------------------------------------------------------
-    def prepare(self, message: Message, batch: Any) -> None:
-        if not self.policy.respect_ttl and message.expiration:
-            message = message.copy(expiration=0)  # this queue keeps it regardless
-        super().prepare(message, batch)
-
     # -- redelivery and the dead message queue ---------------------------------------
     def settle_negative(self, entry: QueueEntry, mode: str) -> None:
         limit = self.policy.max_redelivery
@@ -131,6 +125,37 @@ class SolaceQueue(Queue):
             super().dead_letter(entry, reason, expired)
         finally:
             self.policy.dead_letter_strategy = None
+
+
+class IgnoresTtl(Queue):
+    """`respectTtl="false"`: messages do not expire on this queue. A mixin chosen
+    when the queue is made (`with_ttl_choice`), so queues that respect TTL do not
+    pay for an override of `prepare` on every message."""
+
+    def prepare(self, message: Message, batch: Any) -> None:
+        if message.expiration:
+            message = message.copy(expiration=0)  # this queue keeps it regardless
+        super().prepare(message, batch)
+
+
+_IGNORING: dict[type, type] = {}
+
+
+def with_ttl_choice(cls: type[Queue], *args: Any) -> Queue:
+    """Make a `cls` queue, or its variant that ignores message expiry when the
+    policy (`args[3]`) says `respectTtl="false"` (read when the queue is made: a
+    reload that changes it applies at the next restart)."""
+    if args[3].respect_ttl:
+        return cls(*args)
+    variant = _IGNORING.get(cls)
+    if variant is None:
+        variant = _IGNORING[cls] = type(f"{cls.__name__}IgnoringTtl", (IgnoresTtl, cls), {})
+    return variant(*args)  # type: ignore[no-any-return]
+
+
+def solace_queue(*args: Any) -> Queue:
+    """The `solace` entry point."""
+    return with_ttl_choice(SolaceQueue, *args)
 
 
 def _at(policy: Any) -> str:
