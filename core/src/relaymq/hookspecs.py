@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from relaymq.broker.broker import Broker
     from relaymq.broker.chain import SendFilter
     from relaymq.broker.connection import ClientConnection
     from relaymq.broker.security import ConnectRequest, Principal
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from relaymq.dispatch.consumer import Consumer
     from relaymq.model.destination import Destination
     from relaymq.model.message import Message
+    from relaymq.spi.broker import BrokerHandle
 
 hookspec = pluggy.HookspecMarker("relaymq")
 hookimpl = pluggy.HookimplMarker("relaymq")
@@ -50,7 +50,7 @@ def relaymq_addhooks(pluginmanager: pluggy.PluginManager) -> None:
 
 
 @hookspec
-def relaymq_configure(broker: Broker, config: BrokerConfig) -> None:
+def relaymq_configure(broker: BrokerHandle, config: BrokerConfig) -> None:
     """Called once after the configuration is loaded, before anything starts.
 
     :param broker: the broker being assembled.
@@ -64,7 +64,7 @@ def relaymq_configure(broker: Broker, config: BrokerConfig) -> None:
 
 
 @hookspec
-def relaymq_persistence_started(broker: Broker, adapter: Any) -> None:
+def relaymq_persistence_started(broker: BrokerHandle, adapter: Any) -> None:
     """Called when the persistence adapter has started and recovered its state.
 
     :param broker: the broker.
@@ -73,7 +73,7 @@ def relaymq_persistence_started(broker: Broker, adapter: Any) -> None:
 
 
 @hookspec
-def relaymq_persistence_recovered(broker: Broker, destination: Destination, count: int) -> None:
+def relaymq_persistence_recovered(broker: BrokerHandle, destination: Destination, count: int) -> None:
     """Called after a destination's stored messages were recovered at start-up.
 
     :param broker: the broker.
@@ -88,7 +88,7 @@ def relaymq_persistence_recovered(broker: Broker, destination: Destination, coun
 
 
 @hookspec
-def relaymq_transport_started(broker: Broker, scheme: str, address: str) -> None:
+def relaymq_transport_started(broker: BrokerHandle, scheme: str, address: str) -> None:
     """Called when a transport connector listens.
 
     :param broker: the broker.
@@ -103,7 +103,7 @@ def relaymq_transport_started(broker: Broker, scheme: str, address: str) -> None
 
 
 @hookspec
-def relaymq_interceptors(broker: Broker) -> list[SendFilter] | None:
+def relaymq_interceptors(broker: BrokerHandle) -> list[SendFilter] | None:
     """Return async send filters to fold into the broker's interceptor chain.
 
     Called once at start-up, after configured destination interceptors are
@@ -121,7 +121,7 @@ def relaymq_interceptors(broker: Broker) -> list[SendFilter] | None:
 
 
 @hookspec
-def relaymq_broker_connection_started(broker: Broker, name: str, uri: str) -> None:
+def relaymq_broker_connection_started(broker: BrokerHandle, name: str, uri: str) -> None:
     """Called each time an outgoing connection of ``broker.outgoing`` opens.
 
     That is every ``<amqp-connection>`` and every connection a plugin (mirror,
@@ -140,7 +140,7 @@ def relaymq_broker_connection_started(broker: Broker, name: str, uri: str) -> No
 
 
 @hookspec(firstresult=True)
-def relaymq_authenticate(broker: Broker, request: ConnectRequest) -> Principal | None:
+def relaymq_authenticate(broker: BrokerHandle, request: ConnectRequest) -> Principal | None:
     """Return the principal for a connecting client, or raise ``SecurityError``.
 
     :param broker: the broker.
@@ -155,7 +155,7 @@ def relaymq_authenticate(broker: Broker, request: ConnectRequest) -> Principal |
 
 @hookspec(firstresult=True)
 def relaymq_authorize(
-    broker: Broker, principal: Principal, action: str, destination: Destination,
+    broker: BrokerHandle, principal: Principal, action: str, destination: Destination,
     connection: ClientConnection | None,
 ) -> bool | None:
     """Return False to refuse ``action`` on ``destination``; None to abstain.
@@ -181,7 +181,7 @@ def relaymq_authorize(
 
 
 @hookspec
-def relaymq_broker_started(broker: Broker) -> None:
+def relaymq_broker_started(broker: BrokerHandle) -> None:
     """Called when the broker has started and its connectors listen.
 
     :param broker: the broker.
@@ -189,7 +189,7 @@ def relaymq_broker_started(broker: Broker) -> None:
 
 
 @hookspec
-def relaymq_broker_stopping(broker: Broker) -> None:
+def relaymq_broker_stopping(broker: BrokerHandle) -> None:
     """Called when the broker begins to stop, before connectors close.
 
     :param broker: the broker.
@@ -197,7 +197,7 @@ def relaymq_broker_stopping(broker: Broker) -> None:
 
 
 @hookspec
-def relaymq_config_reloaded(broker: Broker, config: BrokerConfig) -> None:
+def relaymq_config_reloaded(broker: BrokerHandle, config: BrokerConfig) -> None:
     """Called after ``relaymq run`` re-read its configuration on SIGHUP and the kernel
     applied the destination policies; a plugin applies what it can change safely
     (relaymq-auth: users, groups and permissions) and leaves the rest for a restart.
@@ -208,7 +208,7 @@ def relaymq_config_reloaded(broker: Broker, config: BrokerConfig) -> None:
 
 
 @hookspec
-def relaymq_destination_added(broker: Broker, destination: Destination,
+def relaymq_destination_added(broker: BrokerHandle, destination: Destination,
                               recovered: bool) -> None:
     """Called when a destination is created, or restored from the store at start-up.
 
@@ -220,7 +220,7 @@ def relaymq_destination_added(broker: Broker, destination: Destination,
 
 
 @hookspec
-def relaymq_destination_removed(broker: Broker, destination: Destination) -> None:
+def relaymq_destination_removed(broker: BrokerHandle, destination: Destination) -> None:
     """Called when a destination is deleted.
 
     :param broker: the broker.
@@ -229,7 +229,7 @@ def relaymq_destination_removed(broker: Broker, destination: Destination) -> Non
 
 
 @hookspec
-def relaymq_consumer_added(broker: Broker, consumer: Consumer) -> None:
+def relaymq_consumer_added(broker: BrokerHandle, consumer: Consumer) -> None:
     """Called when a consumer (or browser) attaches to a destination.
 
     :param broker: the broker.
@@ -238,7 +238,7 @@ def relaymq_consumer_added(broker: Broker, consumer: Consumer) -> None:
 
 
 @hookspec
-def relaymq_consumer_removed(broker: Broker, consumer: Consumer) -> None:
+def relaymq_consumer_removed(broker: BrokerHandle, consumer: Consumer) -> None:
     """Called when a consumer detaches.
 
     :param broker: the broker.
@@ -247,7 +247,7 @@ def relaymq_consumer_removed(broker: Broker, consumer: Consumer) -> None:
 
 
 @hookspec
-def relaymq_connection_opened(broker: Broker, connection: Any) -> None:
+def relaymq_connection_opened(broker: BrokerHandle, connection: Any) -> None:
     """Called when a client connection is opened (after authentication).
 
     :param broker: the broker.
@@ -257,7 +257,7 @@ def relaymq_connection_opened(broker: Broker, connection: Any) -> None:
 
 
 @hookspec
-def relaymq_connection_closed(broker: Broker, connection: Any) -> None:
+def relaymq_connection_closed(broker: BrokerHandle, connection: Any) -> None:
     """Called when a client connection has closed (its consumers are gone).
 
     :param broker: the broker.
@@ -266,7 +266,7 @@ def relaymq_connection_closed(broker: Broker, connection: Any) -> None:
 
 
 @hookspec
-def relaymq_producer_added(broker: Broker, connection: Any, destination: Destination) -> None:
+def relaymq_producer_added(broker: BrokerHandle, connection: Any, destination: Destination) -> None:
     """Called when a producer attaches to a destination (an AMQP sender link with a
     target; anonymous producers and single STOMP SENDs are not producers).
 
@@ -277,7 +277,7 @@ def relaymq_producer_added(broker: Broker, connection: Any, destination: Destina
 
 
 @hookspec
-def relaymq_producer_removed(broker: Broker, connection: Any, destination: Destination) -> None:
+def relaymq_producer_removed(broker: BrokerHandle, connection: Any, destination: Destination) -> None:
     """Called when a producer detaches (its link closed, or its connection).
 
     :param broker: the broker.
@@ -288,7 +288,7 @@ def relaymq_producer_removed(broker: Broker, connection: Any, destination: Desti
 
 @hookspec
 def relaymq_message_dead_lettered(
-    broker: Broker, message: Message, destination: Destination, reason: str
+    broker: BrokerHandle, message: Message, destination: Destination, reason: str
 ) -> None:
     """Called when a message is moved to a dead-letter queue (or discarded).
 
@@ -300,7 +300,7 @@ def relaymq_message_dead_lettered(
 
 
 @hookspec
-def relaymq_message_expired(broker: Broker, message: Message, destination: Destination) -> None:
+def relaymq_message_expired(broker: BrokerHandle, message: Message, destination: Destination) -> None:
     """Called when a message's expiration passed before it was consumed.
 
     :param broker: the broker.

@@ -73,7 +73,7 @@ class Broker:
         self.plugins = registry
         self.strict = strict or getattr(registry, "strict", False)
         self.name = self.config.broker_name
-        self.events = BrokerEvents(self)
+        self.events = BrokerEvents(registry.pm.hook, self)
         #: what the broker committed, in order (docs/change-feed.md); subscribe from
         #: a plugin's install() to also see the destinations recovered at start-up
         self.change_feed = ChangeFeed()
@@ -161,13 +161,14 @@ class Broker:
             self._stopped = asyncio.Event()
         pm = self.plugins.pm
         self.store = self._build_store()
-        self.region = Region(self, self.store, self.policies, self.usage, self.change_feed)
+        self.region = Region(self.events, self.store, self.policies, self.usage, self.change_feed)
         self.region.redelivery = self._redelivery
         self.region.queue_types.update(configured_queue_types(self.plugins, self.config))
         for decl in self.config.destinations:
             if decl.kind == "queue" and decl.queue_type:
                 self.region.declared_types[Destination.queue(decl.physical_name)] = decl.queue_type
         self.router = Router(self.region)
+        self.region.route = self.router.route
         self._install_plugins()
         check = getattr(self.plugins, "check", None)
         if check is not None:

@@ -15,12 +15,17 @@ import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from relaymq.broker.chain import Next
+from relaymq.broker.events import BrokerEvents
+from relaymq.broker.region import Region
 from relaymq.broker.security import Principal
 from relaymq.broker.transactions import LocalTransaction
+from relaymq.broker.usage import SystemUsage
 from relaymq.dispatch.batch import DONE, SendBatch, SendContext
 from relaymq.dispatch.consumer import Consumer, Delivery
+from relaymq.dispatch.policy import PolicyMap
 from relaymq.dispatch.topic import SubscriptionQueue
 from relaymq.errors import (
     DestinationError,
@@ -29,8 +34,9 @@ from relaymq.errors import (
     TransactionError,
 )
 from relaymq.feed.events import SubscriptionCreated, SubscriptionDeleted
+from relaymq.management import Management
 from relaymq.model.destination import Destination, DestinationKind
-from relaymq.model.message import Message
+from relaymq.model.message import Message, MessageIdGenerator
 from relaymq.selector import Selector
 from relaymq.spi.persistence import (
     AddSubscription,
@@ -39,19 +45,72 @@ from relaymq.spi.persistence import (
     subscription_key,
 )
 
-if TYPE_CHECKING:
-    from relaymq.broker.broker import Broker
-
 _ids = itertools.count(1)
 #: how refusals name an action, as ActiveMQ's ("User x is not authorized to write to: ...")
 _VERBS = {"read": "read from", "write": "write to", "admin": "create"}
 
 
+class Scheduling(Protocol):
+    """The broker's scheduler as a connection's sends see it (`broker.scheduler.Scheduler`)."""
+
+    def wants(self, message: Message) -> bool: ...
+
+    def schedule(self, message: Message,
+                 connection: ClientConnection) -> asyncio.Future[None] | None: ...
+
+
+class ConnectionHost(Protocol):
+    """What connections (and the scheduler sending for them) need of the broker
+    (`broker.broker.Broker` is the one implementation). A protocol, so this module
+    stays below the broker that creates connections."""
+
+    @property
+    def region(self) -> Region: ...
+    @property
+    def usage(self) -> SystemUsage: ...
+    @property
+    def chain(self) -> Next: ...
+    @property
+    def scheduler(self) -> Scheduling | None: ...
+    @property
+    def events(self) -> BrokerEvents: ...
+    @property
+    def policies(self) -> PolicyMap: ...
+    @property
+    def message_ids(self) -> MessageIdGenerator: ...
+    @property
+    def management(self) -> Management: ...
+
+    def authorize(self, principal: Principal, action: str, destination: Destination,
+                  connection: ClientConnection | None = None) -> bool: ...
+
+    def make_durable(self, record: SubscriptionRecord,
+                     selector: Selector | None) -> SubscriptionQueue: ...
+
+    def internal_connection(self) -> ClientConnection: ...
+
+    def connection_closed(self, conn: ClientConnection) -> None: ...
+
+    def register_temporary(self, dest: Destination, owner: ClientConnection) -> None: ...
+
+    def temporary_owner(self, dest: Destination) -> ClientConnection | None: ...
+
+    def reclaim_temporary(self, dest: Destination, conn: ClientConnection) -> None: ...
+
+    async def delete_temporary(self, dest: Destination, *, now: bool = False) -> None: ...
+
+
 class ClientConnection:
-    def __init__(self, broker: Broker, principal: Principal, client_id: str | None,
+    def __init__(self, broker: ConnectionHost, principal: Principal, client_id: str | None,
                  transport: str = "vm", remote_address: str | None = None,
                  network: bool = False, origin: str | None = None) -> None:
         self.broker = broker
+        # the broker's parts the per-message path uses, held natively typed (they are
+        # made before any connection and stay for the broker's life)
+        self._region = broker.region
+        self._usage = broker.usage
+        self._chain = broker.chain
+        self._scheduler = broker.scheduler
         self.principal = principal
         self.client_id = client_id
         self.transport = transport
@@ -105,7 +164,7 @@ class ClientConnection:
         as ActiveMQ asks when a first send or subscribe makes a destination."""
         if destination.is_wildcard:
             return  # a wildcard creates nothing
-        region = self.broker.region
+        region = self._region
         parts = destination.composite_parts() if destination.is_composite else (destination,)
         for part in parts:
             if part.is_wildcard or part.is_temporary:
@@ -155,11 +214,10 @@ class ClientConnection:
             message.user_id = self.user  # not what the sender claims
         if self.origin is not None and message.origin is None:
             message.origin = self.origin
-        broker = self.broker
-        memory = broker.usage.memory
-        if memory.used >= memory.limit and not (message.durable and broker.region.store_persistent):
-            await broker.region.flow_control(memory.wait(), dest)
-        scheduler = broker.scheduler
+        memory = self._usage.memory
+        if memory.used >= memory.limit and not (message.durable and self._region.store_persistent):
+            await self._region.flow_control(memory.wait(), dest)
+        scheduler = self._scheduler
         if scheduler is not None and scheduler.wants(message):  # stored first when persistent
             return scheduler.schedule(message, self)
         batch = SendBatch()
@@ -169,7 +227,7 @@ class ClientConnection:
             if txn is None:
                 raise TransactionError(f"unknown transaction {txid}")
         try:
-            routed = broker.chain(SendContext(self, batch, txn is not None, self.network, None,
+            routed = self._chain(SendContext(self, batch, txn is not None, self.network, None,
                                               self.origin), message)
             if routed is not DONE:
                 await routed
@@ -179,7 +237,7 @@ class ClientConnection:
         if txn is not None:
             txn.add_batch(batch)
             return None
-        region = broker.region
+        region = self._region
         feed = region.feed
         last = self._stored
         if batch.ops or feed.capture_added or (last is not None and not last.done()):
@@ -229,7 +287,7 @@ class ClientConnection:
     async def _stats_target(self, destination: Destination):  # type: ignore[no-untyped-def]
         if destination.is_wildcard or destination.is_composite:
             return None
-        region = self.broker.region
+        region = self._region
         if destination.is_queue:
             return await region.queue(destination)
         return await region.topic(destination)
@@ -289,7 +347,7 @@ class ClientConnection:
                     f"queue (a STOMP SUBSCRIBE accepts both and makes one consumer per queue)")
             if durable_name is not None:
                 raise DestinationError("a durable subscription needs a topic, not a queue")
-            queue = await broker.region.queue(destination)
+            queue = await self._region.queue(destination)
             self.consumers[consumer.id] = consumer
             queue.add_consumer(consumer)
         elif durable_name is not None:
@@ -306,13 +364,13 @@ class ClientConnection:
             if browser:
                 raise DestinationError("browsing needs a queue")
             sub = SubscriptionQueue(
-                broker.region, destination, f"sub://{consumer.id}",
+                self._region, destination, f"sub://{consumer.id}",
                 broker.policies.entry_for(destination), compiled,
                 no_local_connection=self.id if no_local else None,
             )
             consumer.selector = None
             self._subs[consumer.id] = sub
-            broker.region.add_subscription(sub)
+            self._region.add_subscription(sub)
             self.consumers[consumer.id] = consumer
             sub.add_consumer(consumer)
         broker.events.consumer_added(consumer)
@@ -322,7 +380,7 @@ class ClientConnection:
                        no_local: bool) -> SubscriptionQueue:
         if not self.client_id:
             raise DestinationError("a durable subscription needs a client id")
-        region = self.broker.region
+        region = self._region
         key = subscription_key(self.client_id, name)
         sub = region.subscriptions.get(key)
         text = selector.text if selector else None
@@ -347,7 +405,7 @@ class ClientConnection:
         return sub
 
     async def _drop_durable(self, sub: SubscriptionQueue) -> None:
-        region = self.broker.region
+        region = self._region
         region.remove_subscription(sub)
         ops = [RemoveSubscription(sub.key)] if region.store_persistent else []
         record = sub.record
@@ -359,7 +417,7 @@ class ClientConnection:
         """Remove a durable subscription; refused while a consumer is attached."""
         if not self.client_id:
             raise DestinationError("unsubscribe needs a client id")
-        sub = self.broker.region.subscriptions.get(subscription_key(self.client_id, name))
+        sub = self._region.subscriptions.get(subscription_key(self.client_id, name))
         if sub is None:
             raise DestinationError(f"no durable subscription {name!r} for client {self.client_id}")
         if any(not c.closed for c in sub.consumers):
@@ -371,7 +429,7 @@ class ClientConnection:
         consumer.close()
         sub = self._subs.pop(consumer.id, None)
         if sub is not None:
-            self.broker.region.remove_subscription(sub)
+            self._region.remove_subscription(sub)
         self.broker.events.consumer_removed(consumer)
 
     # -- temporary destinations --------------------------------------------------------
@@ -389,7 +447,7 @@ class ClientConnection:
     def begin(self, txid: str) -> LocalTransaction:
         if txid in self.transactions:
             raise TransactionError(f"transaction {txid} already exists")
-        txn = self.transactions[txid] = LocalTransaction(txid, self.broker.region)
+        txn = self.transactions[txid] = LocalTransaction(txid, self._region)
         return txn
 
     def transaction(self, txid: str) -> LocalTransaction:

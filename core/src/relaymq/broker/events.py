@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pluggy
+
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 
 if TYPE_CHECKING:
-    from relaymq.broker.broker import Broker
     from relaymq.dispatch.consumer import Consumer
 
 
 class BrokerEvents:
-    def __init__(self, broker: Broker) -> None:
+    """Calls the hooks in `hook` (the broker's pluggy relay) with `broker`, the
+    broker the events are about, as each hook's `broker` argument."""
+
+    def __init__(self, hook: pluggy.HookRelay, broker: object) -> None:
         self._broker = broker
-        self._hook = broker.plugins.pm.hook
+        self._hook = hook
 
     def destination_added(self, destination: Destination, recovered: bool = False) -> None:
         self._hook.relaymq_destination_added(broker=self._broker, destination=destination,

@@ -10,17 +10,20 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from relaymq.broker.declarations import DECLARED_PREFIX, QueueDeclarations
+from relaymq.broker.events import BrokerEvents
+from relaymq.broker.usage import SystemUsage
 from relaymq.broker.writer import StoreWriter
 from relaymq.dispatch.batch import SendBatch, SendContext
+from relaymq.dispatch.consumer import QueueBase
 from relaymq.dispatch.deadletter import dead_letter_copy, dead_letter_destination
 from relaymq.dispatch.entry import QueueEntry
 from relaymq.dispatch.policy import PolicyMap
 from relaymq.dispatch.queue import Queue
 from relaymq.dispatch.redelivery import RedeliveryPolicyMap
-from relaymq.dispatch.topic import SubscriptionQueue, Topic
+from relaymq.dispatch.services import QueueServices
+from relaymq.dispatch.topic import SubscriptionQueue, Topic, TopicSubscriptions
 from relaymq.errors import DestinationError, ResourceLimitExceeded
 from relaymq.feed.cursor import CURSOR_PREFIX
 from relaymq.feed.events import (
@@ -31,6 +34,7 @@ from relaymq.feed.events import (
 )
 from relaymq.feed.feed import ChangeFeed
 from relaymq.model.destination import Destination
+from relaymq.model.message import Message
 from relaymq.spi.persistence import (
     AddDestination,
     PersistenceAdapter,
@@ -38,17 +42,19 @@ from relaymq.spi.persistence import (
     RemoveMessage,
 )
 
-if TYPE_CHECKING:
-    from relaymq.broker.broker import Broker
-    from relaymq.broker.usage import SystemUsage
-
 log = logging.getLogger("relaymq.region")
 
 
-class Region:
-    def __init__(self, broker: Broker, store: PersistenceAdapter, policies: PolicyMap,
+#: how the region routes a message it moves (the broker's interceptor chain end, `Router.route`)
+Route = Callable[[SendContext, Message], Awaitable[None]]
+
+
+class Region(QueueServices):
+    def __init__(self, events: BrokerEvents, store: PersistenceAdapter, policies: PolicyMap,
                  usage: SystemUsage, feed: ChangeFeed | None = None) -> None:
-        self.broker = broker
+        self.events = events
+        #: set by the broker once its router exists (dead-letter moves are routed)
+        self.route: Route | None = None
         self.store = store
         self.feed = feed if feed is not None else ChangeFeed()
         self.writer = StoreWriter(store, self.feed, lambda: usage.store_limit, self._store_space)
@@ -59,9 +65,7 @@ class Region:
         self.queues: dict[Destination, Queue] = {}
         self.topics: dict[Destination, Topic] = {}
         self.subscriptions: dict[str, SubscriptionQueue] = {}  # by key
-        self._topic_subs: dict[Destination, list[SubscriptionQueue]] = {}
-        self._wildcard_subs: list[SubscriptionQueue] = []
-        self._sub_cache: dict[Destination, list[SubscriptionQueue]] = {}
+        self.topic_subscriptions = TopicSubscriptions()
         self._retired_seq: dict[Destination, int] = {}
         self._store_refusal_logged = -1e9  # monotonic time of the last "refused" log line
         #: queue type name -> factory (`relaymq.queue_types`); the broker adds the
@@ -90,7 +94,7 @@ class Region:
         ops = [AddDestination(dest.key)] if (
             self.store_persistent and not dest.is_temporary and not recovered) else []
         await self.writer.write(ops, (DestinationCreated(dest, recovered, origin),))
-        self.broker.events.destination_added(dest, recovered)
+        self.events.destination_added(dest, recovered)
         return q
 
     def make_queue(self, dest: Destination) -> Queue:
@@ -111,9 +115,9 @@ class Region:
                     recovered: bool = False) -> Topic:
         t = self.topics.get(dest)
         if t is None:
-            t = self.topics[dest] = Topic(self, dest, self.policies.entry_for(dest))
+            t = self.topics[dest] = Topic(self.topic_subscriptions, dest, self.policies.entry_for(dest))
             self.writer.note(DestinationCreated(dest, recovered, origin))
-            self.broker.events.destination_added(dest, recovered)
+            self.events.destination_added(dest, recovered)
         return t
 
     def matching_queues(self, pattern: Destination) -> list[Queue]:
@@ -138,37 +142,23 @@ class Region:
             if self.topics.pop(dest, None) is None:
                 return False
             self.writer.note(event)
-        self.broker.events.destination_removed(dest)
+        self.events.destination_removed(dest)
         return True
 
     # -- subscriptions ----------------------------------------------------------------
     def add_subscription(self, sub: SubscriptionQueue) -> None:
-        if sub.destination.is_wildcard:
-            self._wildcard_subs.append(sub)
-        else:
-            self._topic_subs.setdefault(sub.destination, []).append(sub)
+        self.topic_subscriptions.add(sub)
         if sub.durable:
             self.subscriptions[sub.key] = sub
-        self._sub_cache.clear()
 
     def remove_subscription(self, sub: SubscriptionQueue) -> None:
-        if sub in self._wildcard_subs:
-            self._wildcard_subs.remove(sub)
-        subs = self._topic_subs.get(sub.destination)
-        if subs and sub in subs:
-            subs.remove(sub)
+        self.topic_subscriptions.remove(sub)
         if sub.durable:
             self.subscriptions.pop(sub.key, None)
-        self._sub_cache.clear()
         sub.close_all("subscription removed")
 
     def subscriptions_for(self, topic: Destination) -> list[SubscriptionQueue]:
-        subs = self._sub_cache.get(topic)
-        if subs is None:
-            subs = list(self._topic_subs.get(topic, ()))
-            subs += [s for s in self._wildcard_subs if s.destination.matches(topic)]
-            self._sub_cache[topic] = subs
-        return subs
+        return self.topic_subscriptions.of(topic)
 
     # -- store ---------------------------------------------------------------------------
     # Every store write goes through `self.writer` (broker/writer.py).
@@ -221,13 +211,13 @@ class Region:
             await wait
 
     # -- dead letters and expiry -------------------------------------------------------------
-    def dead_letter(self, queue: Queue, entry: QueueEntry, reason: str, expired: bool) -> None:
+    def dead_letter(self, queue: QueueBase, entry: QueueEntry, reason: str, expired: bool) -> None:
         origin = queue.destination
         strategy = self.policies.dead_letter_strategy(origin)
         msg = entry.message
         dlq = dead_letter_destination(strategy, msg, origin, expired)
         queue.stats.dead_lettered += 1
-        self.broker.events.message_dead_lettered(msg, origin, reason)
+        self.events.message_dead_lettered(msg, origin, reason)
         why = RemovalReason.EXPIRED if expired else RemovalReason.KILLED
         if dlq is None or (origin.is_queue and dlq == origin):
             self.writer.remove(queue, entry, why)
@@ -235,7 +225,7 @@ class Region:
         copy = dead_letter_copy(strategy, msg, origin, dlq, reason)
         asyncio.get_running_loop().create_task(self._move(queue, entry, copy, why))
 
-    async def _move(self, queue: Queue, entry: QueueEntry, copy: object, why: str) -> None:
+    async def _move(self, queue: QueueBase, entry: QueueEntry, copy: Message, why: str) -> None:
         """Remove `entry` and route `copy` (to the dead-letter queue) in one store batch."""
         batch = SendBatch()
         if entry.stored:
@@ -244,14 +234,15 @@ class Region:
             batch.events = [removed(entry.message, queue.destination, queue.key, entry.seq, why,
                                     None)]
         try:
-            await self.broker.router.route(SendContext(None, batch), copy)  # type: ignore[arg-type]
+            assert self.route is not None, "the broker sets Region.route at start-up"
+            await self.route(SendContext(None, batch), copy)
             await self.writer.commit(batch)
         except Exception:  # noqa: BLE001 - a failed move must not kill the loop
             log.exception("moving a message from %s to its dead-letter queue failed",
                           queue.destination)
 
-    def message_expired(self, queue: Queue, entry: QueueEntry) -> None:
-        self.broker.events.message_expired(entry.message, queue.destination)
+    def message_expired(self, queue: QueueBase, entry: QueueEntry) -> None:
+        self.events.message_expired(entry.message, queue.destination)
 
     def expire_scan(self) -> int:
         n = 0
@@ -271,6 +262,6 @@ class Region:
             if dest.is_queue:
                 q = await self.queue(dest, recovered=True)
                 count = await q.recover()
-                self.broker.events.persistence_recovered(dest, count)
+                self.events.persistence_recovered(dest, count)
             else:
                 await self.topic(dest, recovered=True)

@@ -38,8 +38,7 @@ from relaymq.model.message import Message, now_millis
 from relaymq.spi.persistence import AddMessage, RemoveMessage
 
 if TYPE_CHECKING:
-    from relaymq.broker.broker import Broker
-    from relaymq.broker.connection import ClientConnection
+    from relaymq.broker.connection import ClientConnection, ConnectionHost
 
 log = logging.getLogger("relaymq.scheduler")
 
@@ -89,7 +88,7 @@ class Scheduler:
     def __init__(self) -> None:
         self._jobs: set[Job] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._broker: Broker | None = None
+        self._broker: ConnectionHost | None = None
         self._last_seq = 0
         self.pending = 0
 
@@ -98,7 +97,7 @@ class Scheduler:
         broker = self._broker
         return broker is not None and broker.region.store_persistent
 
-    async def recover(self, broker: Broker) -> int:
+    async def recover(self, broker: ConnectionHost) -> int:
         """Start: arm every stored job (late ones fire at once). Returns how many."""
         self._broker = broker
         if not broker.region.store_persistent:

@@ -28,6 +28,7 @@ from relaymq.dispatch.browse import PAGE, BrowseCursor
 from relaymq.dispatch.consumer import Consumer, NackMode, QueueBase
 from relaymq.dispatch.entry import PendingList, QueueEntry
 from relaymq.dispatch.redelivery import DEFAULT_FAILED_POLICY
+from relaymq.dispatch.services import QueueServices
 from relaymq.dispatch.stats import DestinationStatistics
 from relaymq.feed.events import RemovalReason
 from relaymq.feed.feed import ChangeFeed
@@ -42,8 +43,6 @@ RELEASE_WARNING = 1000
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Collection
 
-    from relaymq.broker.region import Region
-
 ACKED: Final = RemovalReason.ACKED
 KILLED: Final = RemovalReason.KILLED
 PURGED: Final = RemovalReason.PURGED
@@ -56,7 +55,7 @@ class Queue(QueueBase):
 
     kind = "queue"
 
-    def __init__(self, region: Region, destination: Destination, key: str,
+    def __init__(self, region: QueueServices, destination: Destination, key: str,
                  policy: PolicyEntryConfig, last_seq: int = 0) -> None:
         self.region = region
         self.destination = destination

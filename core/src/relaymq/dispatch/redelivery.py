@@ -23,13 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from relaymq.config.model import PluginElement
 from relaymq.model.destination import Destination, name_matches
-
-if TYPE_CHECKING:
-    from relaymq.broker.broker import Broker
 
 
 @dataclass(slots=True)
@@ -123,6 +120,12 @@ def _walk(element: PluginElement, tag: str) -> list[PluginElement]:
     return found
 
 
+class RedeliveryTarget(Protocol):
+    """Where the plugin installs its policies (the broker)."""
+
+    redelivery: RedeliveryPolicyMap | None
+
+
 class RedeliveryPlugin:
     """The `redeliveryPlugin` broker plugin: installs a redelivery policy map."""
 
@@ -130,7 +133,7 @@ class RedeliveryPlugin:
         self.policy_map = policy_map
 
     @classmethod
-    def from_element(cls, element: PluginElement, broker: Broker | None = None) -> RedeliveryPlugin:
+    def from_element(cls, element: PluginElement, broker: object = None) -> RedeliveryPlugin:
         def flag(name: str, default: bool) -> bool:
             raw = element.attributes.get(name)
             return default if raw is None else raw.strip().lower() == "true"
@@ -146,5 +149,5 @@ class RedeliveryPlugin:
             pmap.entries.extend(_policy(p) for p in entries_el.children_named("redeliveryPolicy"))
         return cls(pmap)
 
-    def install(self, broker: Broker) -> None:
+    def install(self, broker: RedeliveryTarget) -> None:
         broker.redelivery = self.policy_map

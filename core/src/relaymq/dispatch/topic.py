@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from relaymq.config.model import PolicyEntryConfig
 from relaymq.dispatch.batch import SendBatch
 from relaymq.dispatch.queue import Queue
+from relaymq.dispatch.services import QueueServices
 from relaymq.dispatch.stats import DestinationStatistics
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message, SelectorView
 from relaymq.spi.persistence import SubscriptionRecord
 
 if TYPE_CHECKING:
-    from relaymq.broker.region import Region
     from relaymq.selector import Selector
 
 
@@ -29,7 +29,7 @@ class SubscriptionQueue(Queue):
 
     kind = "subscription"
 
-    def __init__(self, region: Region, topic: Destination, key: str, policy: PolicyEntryConfig,
+    def __init__(self, region: QueueServices, topic: Destination, key: str, policy: PolicyEntryConfig,
                  selector: Selector | None, no_local_connection: str | None = None,
                  record: SubscriptionRecord | None = None, last_seq: int = 0) -> None:
         super().__init__(region, topic, key, policy, last_seq)
@@ -50,13 +50,48 @@ class SubscriptionQueue(Queue):
         return sel is None or sel.matches(SelectorView(message))
 
 
+class TopicSubscriptions:
+    """The broker's topic subscriptions by topic, wildcard subscriptions included
+    (what a publish fans out to; the lists are cached per topic)."""
+
+    def __init__(self) -> None:
+        self._by_topic: dict[Destination, list[SubscriptionQueue]] = {}
+        self._wildcard: list[SubscriptionQueue] = []
+        self._cache: dict[Destination, list[SubscriptionQueue]] = {}
+
+    def add(self, sub: SubscriptionQueue) -> None:
+        if sub.destination.is_wildcard:
+            self._wildcard.append(sub)
+        else:
+            self._by_topic.setdefault(sub.destination, []).append(sub)
+        self._cache.clear()
+
+    def remove(self, sub: SubscriptionQueue) -> None:
+        if sub in self._wildcard:
+            self._wildcard.remove(sub)
+        subs = self._by_topic.get(sub.destination)
+        if subs and sub in subs:
+            subs.remove(sub)
+        self._cache.clear()
+
+    def of(self, topic: Destination) -> list[SubscriptionQueue]:
+        """The subscriptions a message published to `topic` goes to."""
+        subs = self._cache.get(topic)
+        if subs is None:
+            subs = list(self._by_topic.get(topic, ()))
+            subs += [s for s in self._wildcard if s.destination.matches(topic)]
+            self._cache[topic] = subs
+        return subs
+
+
 class Topic:
     """A topic name: publishing fans out to every matching subscription."""
 
     kind = "topic"
 
-    def __init__(self, region: Region, destination: Destination, policy: PolicyEntryConfig) -> None:
-        self.region = region
+    def __init__(self, subscriptions: TopicSubscriptions, destination: Destination,
+                 policy: PolicyEntryConfig) -> None:
+        self.subscriptions = subscriptions
         self.destination = destination
         self.key = destination.key
         self.policy = policy
@@ -65,7 +100,7 @@ class Topic:
 
     def publish(self, message: Message, batch: SendBatch) -> None:
         self.stats.enqueued += 1
-        for sub in self.region.subscriptions_for(self.destination):
+        for sub in self.subscriptions.of(self.destination):
             if sub.accepts(message):
                 sub.prepare(message, batch)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from relaymq.broker.broker import Broker
+    from relaymq.spi.broker import BrokerHandle
 
 
 @runtime_checkable
@@ -30,7 +30,7 @@ class BrokerPlugin(Protocol):
     implementations (``broker.plugins.register``), or set policies.
     """
 
-    def install(self, broker: Broker) -> None: ...
+    def install(self, broker: BrokerHandle) -> None: ...
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 from relaymq.broker.tls import server_ssl_context
 
 if TYPE_CHECKING:
-    from relaymq.broker.broker import Broker
+    from relaymq.spi.broker import BrokerHandle
 
 
 @dataclass(slots=True)
@@ -49,7 +49,7 @@ class TransportUri:
 class ConnectorContext:
     """Everything a connector needs, passed as one object."""
 
-    broker: Broker
+    broker: BrokerHandle
     uri: TransportUri
     name: str
     #: options the connector consumed; the broker warns about the rest.

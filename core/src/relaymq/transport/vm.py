@@ -11,7 +11,7 @@ registers a configured broker under NAME. Options on the URI:
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from relaymq.spi.transport import ConnectorContext, TransportUri
 
@@ -74,13 +74,15 @@ class VmConnector:
 
     def __init__(self, context: ConnectorContext) -> None:
         self.context = context
+        # the kernel hands connectors its Broker; this registry keeps the full object
+        self.broker = cast("Broker", context.broker)
         self.name = context.uri.host if context.uri.host != "0.0.0.0" else context.broker.name
 
     async def start(self) -> None:
-        register(self.name, self.context.broker)
+        register(self.name, self.broker)
 
     async def stop(self) -> None:
-        unregister(self.name, self.context.broker)
+        unregister(self.name, self.broker)
 
     @property
     def address(self) -> str:

@@ -14,11 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from relaymq.spi.transport import ConnectorContext
 
 from relaymq_amqp.connection import AmqpConnection, AmqpOptions
+
+if TYPE_CHECKING:
+    from relaymq.broker.broker import Broker
 
 log = logging.getLogger("relaymq.amqp")
 
@@ -104,7 +107,7 @@ class _Socket(asyncio.Protocol):
         if limit and len(c.connections) >= limit:
             refuse = f"maximumConnections ({limit}) reached"
         self.conn = AmqpConnection(
-            c.context.broker, c.options, transport.write, transport.close,
+            cast("Broker", c.context.broker), c.options, transport.write, transport.close,
             remote_address=f"{peer[0]}:{peer[1]}" if peer else None,
             certificates=[cert] if cert else [], refuse=refuse,
         )

@@ -31,7 +31,7 @@ from relaymq.model.message import Message
 
 if TYPE_CHECKING:
     from relaymq.broker.chain import Next
-    from relaymq.broker.router import SendContext
+    from relaymq.dispatch.batch import SendContext
 
 log = logging.getLogger("relaymq.queue_types")
 

@@ -61,7 +61,8 @@ class StompConnector:
     def __init__(self, context: ConnectorContext) -> None:
         self.context = context
         self.scheme = context.uri.scheme
-        self.broker: Broker = context.broker
+        # the kernel hands connectors its Broker (the SPI names it as a BrokerHandle)
+        self.broker = cast("Broker", context.broker)
         self.options = StompOptions.from_context(context)
         self.ssl: ssl.SSLContext | None = context.ssl_context()
         self.connections: set[StompProtocol] = set()
