@@ -23,7 +23,6 @@ import logging
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from relaymq.broker.security import ConnectRequest
@@ -35,7 +34,8 @@ from relaymq_amqp import link_handlers
 from relaymq_amqp.encode import encode
 from relaymq_amqp.engine import Condition, Engine
 from relaymq_amqp.frames import FrameGuard
-from relaymq_amqp.links import ConsumerLink, Link, ProducerLink
+from relaymq_amqp.links import ConsumerLink, Link, LinkHost, ProducerLink
+from relaymq_amqp.options import AmqpOptions
 from relaymq_amqp.sasl import AMQP_HEADER, AUTH, SASL_HEADER, SCRAM, SYS, SaslError, SaslServer
 from relaymq_amqp.transactions import CoordinatorLink
 from relaymq_amqp.txstate import kernel_txid, settle_transactional
@@ -43,7 +43,6 @@ from relaymq_amqp.types import Described, Symbol, ULong
 
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
-    from relaymq.broker.connection import ClientConnection
 
 _FRAME_HEADER = struct.Struct(">IBBH").pack  # size, data offset, type (AMQP), channel
 log = logging.getLogger("relaymq.amqp")
@@ -52,24 +51,7 @@ SOLE_CONNECTION = "sole-connection-for-container"
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
 
 
-@dataclass(slots=True)
-class AmqpOptions:
-    """Connector settings from the URI (see docs/amqp.md for each option)."""
-
-    max_frame_size: int = 1024 * 1024
-    channel_max: int = 32767
-    idle_timeout_ms: int = 30000
-    producer_credit: int = 1000
-    max_message_size: int = 0
-    connect_timeout_s: float = 30.0
-    allow_non_sasl: bool = True
-    mechanisms: tuple[str, ...] = ("PLAIN", "ANONYMOUS")
-    maximum_connections: int = 0
-    session_capacity: int = 0
-    trace: bool = False
-
-
-class AmqpConnection:
+class AmqpConnection(LinkHost):
     """The AMQP protocol for one accepted socket (no socket calls in here)."""
 
     def __init__(self, broker: Broker, options: AmqpOptions, write: Callable[[bytes], None],
@@ -83,8 +65,8 @@ class AmqpConnection:
         self.certificates = certificates or []
         self.refuse_reason = refuse  # e.g. maximumConnections reached: refused at open
         self.loop = asyncio.get_running_loop()
-        self.kconn: ClientConnection | None = None
-        self.engine: Engine | None = None
+        self.kconn = None
+        self.engine = None
         self.guard = FrameGuard(options.max_frame_size)
         self.sasl: SaslServer | None = None
         self._scram: Any = None  # the authentication plugin's SCRAM exchange, while it runs
@@ -101,7 +83,7 @@ class AmqpConnection:
         #: None, (coordinator, delivery), (txn-id, fail)) in arrival order
         self._sendq: deque[tuple[Message | None, ProducerLink | None, Any, Any]] = deque()
         #: active AMQP transactions of this connection -> the link that declared them
-        self.transactions: dict[bytes, CoordinatorLink] = {}
+        self.transactions = {}
         self.coordinators: dict[Any, CoordinatorLink] = {}  # proton link -> controller
         #: links served by another plugin (`link_handlers`): proton link -> IncomingLink
         self.extension_links: dict[Any, Any] = {}

@@ -14,6 +14,7 @@ modified undeliverable-here=poison, rejected=reject, the DLQ).
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from relaymq.dispatch.consumer import Consumer, Delivery, NackMode
@@ -30,7 +31,7 @@ from relaymq.model.destination import Destination, DestinationKind, InvalidDesti
 from relaymq.selector import InvalidSelector
 
 from relaymq_amqp import engine as pn
-from relaymq_amqp.engine import Condition, Terminus
+from relaymq_amqp.engine import Condition, Engine, Terminus
 from relaymq_amqp.mapping import (
     SCHEDULING_MARKERS,
     apply_scheduling,
@@ -41,7 +42,9 @@ from relaymq_amqp.mapping import (
     to_kernel,
     with_delivery_count,
 )
+from relaymq_amqp.options import AmqpOptions
 from relaymq_amqp.scanner import DecodeError
+from relaymq_amqp.transactions import CoordinatorLink
 from relaymq_amqp.txstate import (
     TRANSACTIONAL_STATE,
     UNKNOWN_ID,
@@ -52,7 +55,9 @@ from relaymq_amqp.txstate import (
 from relaymq_amqp.types import Described, Symbol
 
 if TYPE_CHECKING:
-    from relaymq_amqp.connection import AmqpConnection
+    from relaymq.broker.broker import Broker
+    from relaymq.broker.connection import ClientConnection
+    from relaymq.model.message import Message
 
 log = logging.getLogger("relaymq.amqp")
 
@@ -89,10 +94,52 @@ def condition_for(exc: BaseException) -> Condition:
     return Condition("amqp:internal-error", f"{type(exc).__name__}: {exc}")
 
 
+class LinkHost:
+    """What links need of the connection they belong to (`AmqpConnection` is the
+    one implementation): its options, engine and kernel connection, its active
+    transactions, and the calls that queue a send, flush output and watch store
+    work. The connection extends this class instead of the links holding a
+    reference to the connection module, so this module stays below it (and the
+    compiled build still calls the connection natively)."""
+
+    options: AmqpOptions
+    broker: Broker
+    engine: Engine | None
+    kconn: ClientConnection | None
+    #: active AMQP transactions of this connection -> the link that declared them
+    transactions: dict[bytes, CoordinatorLink]
+    #: output is already due to be flushed in this loop turn
+    flush_scheduled: bool
+
+    def submit(self, message: Message, link: ProducerLink, delivery: Any,
+               txn: bytes | None = None) -> None:
+        """Queue a received message for the kernel (in arrival order)."""
+        raise NotImplementedError
+
+    def want_flush(self) -> None:
+        """Write what the engine has for the peer, once this loop turn ends."""
+        raise NotImplementedError
+
+    def link_closed(self, link: Link) -> None:
+        raise NotImplementedError
+
+    def spawn(self, coro: Any) -> None:
+        """Run a coroutine for this connection (cancelled when it closes)."""
+        raise NotImplementedError
+
+    def watch(self, fut: Awaitable[None]) -> None:
+        """Log a failed store write of an acknowledgement."""
+        raise NotImplementedError
+
+    def unsubscribe_later(self, name: str) -> None:
+        """Remove the durable subscription `name` once its link is gone."""
+        raise NotImplementedError
+
+
 class Link:
     """What both directions share: the proton link, its connection, its name."""
 
-    def __init__(self, conn: AmqpConnection, link: Any) -> None:
+    def __init__(self, conn: LinkHost, link: Any) -> None:
         self.conn = conn
         self.link = link
         self.name = pn.link_name(link)
@@ -143,7 +190,7 @@ class Link:
 class ProducerLink(Link):
     """The broker's receiver for one client producer."""
 
-    def __init__(self, conn: AmqpConnection, link: Any) -> None:
+    def __init__(self, conn: LinkHost, link: Any) -> None:
         super().__init__(conn, link)
         self.destination: Destination | None = None
         self.window = conn.options.producer_credit
@@ -347,7 +394,7 @@ def _selector_from(filters: dict[str, Any]) -> tuple[str | None, bool, dict[Any,
 class ConsumerLink(Link):
     """The broker's sender for one client consumer (or browser)."""
 
-    def __init__(self, conn: AmqpConnection, link: Any) -> None:
+    def __init__(self, conn: LinkHost, link: Any) -> None:
         super().__init__(conn, link)
         self.consumer: Consumer | None = None
         self.unsettled: dict[Any, int] = {}

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, cast
 
 from relaymq.spi.transport import ConnectorContext
 
-from relaymq_amqp.connection import AmqpConnection, AmqpOptions
+from relaymq_amqp.connection import AmqpConnection
+from relaymq_amqp.options import AmqpOptions
 
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
