@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from relaymq_console.access import Access, Denied
+from relaymq_console.listing import BrokerTotals, queue_page
 from relaymq_console.openapi import openapi_document
 from relaymq_console.views import message_view, page_of, plain
 
@@ -59,12 +60,12 @@ def _int(request: Request, name: str, default: int, low: int = 0, high: int | No
     return value
 
 
-def _listing(request: Request, items: list[Any]) -> dict[str, Any]:
+def _listing_args(request: Request) -> dict[str, Any]:
     q = request.query_params
     if q.get("sort") == "":
         raise ApiError(400, "query parameter 'sort' is empty (give a field, '-field' descending)")
-    return page_of(items, filter_text=q.get("filter"), sort=q.get("sort"),
-                   page=_int(request, "page", 1, 1), size=_int(request, "size", 100, 1, 1000))
+    return {"filter_text": q.get("filter"), "sort": q.get("sort"),
+            "page": _int(request, "page", 1, 1), "size": _int(request, "size", 100, 1, 1000)}
 
 
 def _ids_or_selector(data: dict[str, Any]) -> dict[str, Any]:
@@ -82,11 +83,13 @@ def _ids_or_selector(data: dict[str, Any]) -> dict[str, Any]:
 class Api:
     """Route handlers; each checks access, calls the management API, answers JSON."""
 
-    def __init__(self, broker: Any, access: Access, started: float) -> None:
+    def __init__(self, broker: Any, access: Access, started: float,
+                 totals: BrokerTotals | None = None) -> None:
         self.broker = broker
         self.m = broker.management
         self.access = access
         self.started = started
+        self.totals = totals or BrokerTotals()
 
     def routes(self) -> list[Route]:
         r = Route
@@ -132,7 +135,7 @@ class Api:
     async def broker_info(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:
             await self.access.check(req, admin=False)
-            return await broker_summary(self.broker, self.started)
+            return broker_summary(self.broker, self.started, self.totals)
         return await self.call(request, go)
 
     async def queues(self, request: Request) -> JSONResponse:
@@ -150,13 +153,13 @@ class Api:
                 self.access.audit(user, "create", Destination.queue(name), req)
                 return plain(info)
             await self.access.check(req, admin=False)
-            return _listing(req, await self.m.destinations("queue"))
+            return await queue_page(self.m, **_listing_args(req))
         return await self.call(request, go)
 
     async def topics(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:
             await self.access.check(req, admin=False)
-            return _listing(req, await self.m.destinations("topic"))
+            return page_of(await self.m.destinations("topic"), **_listing_args(req))
         return await self.call(request, go)
 
     async def queue(self, request: Request) -> JSONResponse:
@@ -314,19 +317,21 @@ class Api:
         return await self.call(request, go)
 
 
-async def broker_summary(broker: Any, started: float) -> dict[str, Any]:
+def broker_summary(broker: Any, started: float, totals: BrokerTotals) -> dict[str, Any]:
+    """The dashboard's figures; polled every second by an open dashboard, so it reads
+    the live counters (`BrokerTotals`) rather than every queue's full statistics."""
     m = broker.management
-    queues = await m.destinations("queue")
+    t = totals.sample(m)
     usage = broker.usage
     return {
         "name": broker.name,
         "version": __version__,
         "uptime_seconds": round(time.monotonic() - started, 1),
         "connections": len(m.connections()),
-        "queues": len(queues),
-        "messages": sum(q.depth for q in queues),
-        "enqueue_rate": round(sum(q.rates.enqueue for q in queues), 1),
-        "dequeue_rate": round(sum(q.rates.dequeue for q in queues), 1),
+        "queues": t.queues,
+        "messages": t.messages,
+        "enqueue_rate": t.enqueue_rate,
+        "dequeue_rate": t.dequeue_rate,
         "memory_used": usage.memory.used,
         "memory_limit": usage.memory.limit,
         "store_used": m.store_size(),

@@ -56,7 +56,7 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
     access = Access(broker, config)
     api = Api(broker, access, started)
     bridges = BridgesApi(broker, access, api)
-    pages = Pages(broker, access, started, secure=bool(config.tls_cert_file))
+    pages = Pages(broker, access, started, secure=bool(config.tls_cert_file), totals=api.totals)
 
     async def metrics_endpoint(request: Request) -> Response:
         try:

@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from relaymq_console.access import Access, Denied, User
 from relaymq_console.api import broker_summary
+from relaymq_console.listing import BrokerTotals, queue_page
 from relaymq_console.sessions import COOKIE
 from relaymq_console.views import message_view, page_of, plain
 
@@ -27,8 +28,10 @@ COLUMNS = [("name", "Name"), ("depth", "Depth"), ("consumers", "Consumers"),
 
 
 class Pages:
-    def __init__(self, broker: Any, access: Access, started: float, secure: bool) -> None:
+    def __init__(self, broker: Any, access: Access, started: float, secure: bool,
+                 totals: BrokerTotals | None = None) -> None:
         self.broker = broker
+        self.totals = totals or BrokerTotals()
         self.m = broker.management
         self.access = access
         self.started = started
@@ -99,7 +102,7 @@ class Pages:
         if isinstance(user, Response):
             return user
         return self.render("dashboard.html", user,
-                           info=await broker_summary(self.broker, self.started))
+                           info=broker_summary(self.broker, self.started, self.totals))
 
     async def _listing(self, request: Request, kind: str) -> Response:
         user = await self._user(request)
@@ -108,8 +111,13 @@ class Pages:
         q = request.query_params
         sort, filter_text = q.get("sort"), q.get("filter")
         try:
-            page = page_of(await self.m.destinations(kind), filter_text=filter_text, sort=sort,
-                           page=int(q.get("page", "1") or 1), size=100)
+            number = int(q.get("page", "1") or 1)
+            if kind == "queue":
+                page = await queue_page(self.m, filter_text=filter_text, sort=sort or None,
+                                        page=number, size=100)
+            else:
+                page = page_of(await self.m.destinations(kind), filter_text=filter_text,
+                               sort=sort, page=number, size=100)
         except ValueError as exc:
             return HTMLResponse(f"<p>{_esc(str(exc))}</p>", status_code=400)
         return self.render("destinations.html", user, kind=kind, page=page, sort=sort,
