@@ -468,6 +468,12 @@ class Management:
     async def start_broker_connection(self, name: str) -> None:
         await self._connections.start(name)
 
+    async def broker_connection_operation(self, name: str, operation: str) -> list[Any]:
+        """Run `operation` (e.g. ``sync``) on the child operations of broker
+        connection `name` that offer it (an ``async`` method of that name);
+        returns their results. `DestinationError` when none does."""
+        return await self._connections.operation(name, operation)
+
     async def stop_broker_connection(self, name: str) -> None:
         await self._connections.stop(name)
 

@@ -70,6 +70,16 @@ class BrokerConnections:
             raise
         entry.state = STARTED
 
+    async def operation(self, name: str, operation: str) -> list[Any]:
+        entry = self._get(name)
+        if operation.startswith("_") or operation in ("start", "stop", "status"):
+            raise DestinationError(f"{operation!r} is not an operation of a broker connection")
+        ops = getattr(entry.connection, "operations", None) or []
+        calls = [getattr(op, operation) for op in ops if callable(getattr(op, operation, None))]
+        if not calls:
+            raise DestinationError(f"broker connection {name!r} has no operation {operation!r}")
+        return [await call() for call in calls]
+
     async def stop(self, name: str) -> None:
         entry = self._get(name)
         if entry.state == STOPPED:

@@ -306,14 +306,20 @@ class Api:
         async def go(req: Request) -> Any:
             user = await self.access.check(req, admin=True)
             name, action = req.path_params["name"], req.path_params["action"]
+            result: Any = None
             if action == "start":
                 await self.m.start_broker_connection(name)
             elif action == "stop":
                 await self.m.stop_broker_connection(name)
+            elif action == "sync":  # relaymq-mirror: copy the current state to the target
+                result = await self.m.broker_connection_operation(name, "sync")
             else:
-                raise ApiError(404, f"unknown action '{action}' (start, stop)")
+                raise ApiError(404, f"unknown action '{action}' (start, stop, sync)")
             self.access.audit(user, action, name, req)
-            return {"name": name, "action": action}
+            out: dict[str, Any] = {"name": name, "action": action}
+            if result is not None:
+                out["result"] = result
+            return out
         return await self.call(request, go)
 
 

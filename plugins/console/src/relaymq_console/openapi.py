@@ -93,9 +93,9 @@ def openapi_document(queue_types: list[str] | None = None) -> dict[str, Any]:
         "/api/v1/subscriptions": {"get": _op("Durable subscriptions")},
         "/api/v1/broker-connections": {"get": _op("Broker connections and their state")},
         "/api/v1/broker-connections/{name}/{action}": {"post": _op(
-            "Start or stop a broker connection", params=[
+            "Start or stop a broker connection, or sync its mirror", params=[
                 _NAME, {"name": "action", "in": "path", "required": True,
-                        "schema": {"type": "string", "enum": ["start", "stop"]}}])},
+                        "schema": {"type": "string", "enum": ["start", "stop", "sync"]}}])},
         "/api/v1/bridges": {"get": _op("Bridges (relaymq-bridge) with state and counts")},
         "/api/v1/bridges/{name}": {"get": _op("A bridge's state, counts and last error",
                                               params=[_BRIDGE])},

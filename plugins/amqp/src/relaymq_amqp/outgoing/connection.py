@@ -114,6 +114,7 @@ class AmqpConnection(ReconnectingConnection):
         self.endpoint: Endpoint | None = None
         self.remote_container: str | None = None
         self.remote_offered_capabilities: list[str] = []
+        self.remote_properties: dict[str, Any] = {}
         self._links: dict[str, _Link] = {}
         self._by_ptr: dict[Any, _Link] = {}
         self._lost: asyncio.Future[Any] | None = None
@@ -271,6 +272,9 @@ class AmqpConnection(ReconnectingConnection):
         assert self._engine is not None
         self.remote_container = self._engine.remote_container
         self.remote_offered_capabilities = self._engine.remote_offered_capabilities
+        props = self._engine.remote_properties
+        #: the peer's open properties (string keys): RelayMQ says ``product: RelayMQ``
+        self.remote_properties = {str(k): v for k, v in props.items()} if isinstance(props, dict) else {}
         if self._opened is not None and not self._opened.done():
             self._opened.set_result(None)
 

@@ -1,0 +1,1 @@
+"""Artemis-compatible mirroring (see docs/mirror.md)."""

@@ -1,0 +1,55 @@
+"""The ``<mirror>`` element (Artemis' attribute names and defaults)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from relaymq.config.model import Origin
+
+
+@dataclass
+class MirrorConfig:
+    """``<mirror message-acknowledgements queue-creation queue-removal durable sync address-filter>``."""
+
+    message_acknowledgements: bool = True
+    queue_creation: bool = True
+    queue_removal: bool = True
+    durable: bool = True
+    sync: bool = False
+    address_filter: str | None = None
+    #: events sent and not yet accepted by the target (the link's window)
+    window: int = 1000
+    origin: Origin | None = None
+
+
+@dataclass(frozen=True)
+class AddressFilter:
+    """Artemis' ``address-filter``: a comma list of prefixes; ``!prefix`` excludes,
+    and an exclusion wins. Without includes, everything not excluded matches.
+    No wildcards."""
+
+    includes: tuple[str, ...] = ()
+    excludes: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def parse(cls, text: str | None) -> AddressFilter:
+        inc: list[str] = []
+        exc: list[str] = []
+        for item in (text or "").split(","):
+            item = item.strip()
+            if not item:
+                continue
+            if item.startswith("!"):
+                if item[1:]:
+                    exc.append(item[1:])
+            else:
+                inc.append(item)
+        return cls(tuple(inc), tuple(exc))
+
+    def matches(self, address: str) -> bool:
+        for prefix in self.excludes:
+            if address.startswith(prefix):
+                return False
+        if not self.includes:
+            return True
+        return any(address.startswith(prefix) for prefix in self.includes)

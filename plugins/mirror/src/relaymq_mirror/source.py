@@ -1,0 +1,414 @@
+"""The source side: ``<mirror>`` in ``<amqp-connection>`` (an entry point of
+``relaymq.connection_operations``).
+
+Every change the broker commits is captured, in the same store write, by the
+durable change-feed cursor ``$ACTIVEMQ_ARTEMIS_MIRROR_<connection name>``
+(the store-and-forward queue). A link to the target sends the events in
+order as Artemis encodes them, up to `window` unsettled; the cursor is
+acknowledged up to the last event the target accepted, so a target that is
+down for hours loses nothing and the backlog drains in order when it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import OrderedDict, deque
+from typing import Any
+
+from relaymq.config.model import PluginElement
+from relaymq.config.typed import convert
+from relaymq.feed import (
+    DestinationCreated,
+    DestinationDeleted,
+    MessageAdded,
+    MessageRemoved,
+    SubscriptionCreated,
+    SubscriptionDeleted,
+)
+from relaymq.outgoing.node import node_id
+from relaymq_amqp.mapping import ENCODING, from_kernel
+
+from relaymq_mirror import wire
+from relaymq_mirror.config import AddressFilter, MirrorConfig
+from relaymq_mirror.state import applied
+from relaymq_mirror.sync import SyncWaiters
+
+log = logging.getLogger("relaymq.mirror")
+
+LAG_SAMPLES = 2048
+
+
+class LinkRefusal(Exception):
+    """The target answered the mirror link in a way a mirror cannot use."""
+
+
+class MirrorSource:
+    """One ``<mirror>``: capture, store and forward this broker's changes."""
+
+    def __init__(self, config: MirrorConfig, broker: Any) -> None:
+        self.config = config
+        self.broker = broker
+        self.filter = AddressFilter.parse(config.address_filter)
+        self.node = ""
+        self.conn: Any = None
+        self.name = ""
+        self.snf = ""
+        self.cursor: Any = None
+        self.remote_id: str | None = None
+        self.peer_relaymq = False
+        self.state = "stopped"
+        self.last_error: str | None = None
+        self.sent = 0
+        self.accepted = 0
+        self.rejected = 0
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        #: cursor position -> encoded messages of that event, not yet all accepted
+        self._unacked: OrderedDict[int, list[bytes]] = OrderedDict()
+        self._outstanding: dict[int, int] = {}
+        self._stamps: dict[int, int] = {}  # position -> message timestamp (lag)
+        self._lags: deque[float] = deque(maxlen=LAG_SAMPLES)
+        self._read_upto = 0  # every event up to here was read (and encoded or skipped)
+        self._acked = 0  # the cursor is acknowledged up to here
+        self._ack_task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._lost: asyncio.Future[None] | None = None
+        self.waiters = SyncWaiters()
+
+    @classmethod
+    def from_element(cls, element: PluginElement, broker: Any) -> MirrorSource:
+        strict = bool(getattr(broker, "strict", False))
+        config = convert(MirrorConfig, element, strict=strict, ignore=[c.tag for c in element.children])
+        return cls(config, broker)
+
+    # -- what the cursor captures ------------------------------------------------------
+    def kinds(self) -> set[type[Any]]:
+        c = self.config
+        kinds: set[type[Any]] = {MessageAdded}
+        if c.message_acknowledgements:
+            kinds.add(MessageRemoved)
+        if c.queue_creation:
+            kinds |= {DestinationCreated, SubscriptionCreated}
+        if c.queue_removal:
+            kinds |= {DestinationDeleted, SubscriptionDeleted}
+        return kinds
+
+    # -- ConnectionOperation ---------------------------------------------------------------
+    async def start(self, connection: Any) -> None:
+        self.conn = connection
+        self.node = node_id(self.broker)
+        self.name = getattr(connection.options, "name", None) or connection.name
+        self.snf = f"{wire.MIRROR_ADDRESS}_{self.name}"
+        self.cursor = await self.broker.change_feed.subscribe_durable(self.snf, self.kinds())
+        self._read_upto = self._acked = self.cursor.position
+        self._stopping = False
+        self._wake = asyncio.Event()
+        connection.add_listener(self._connection_state)
+        if self.config.sync:
+            self.waiters.install(self.broker, self)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self.waiters.uninstall(self.broker)
+        for task in (self._task, self._ack_task):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                    pass
+        self._task = self._ack_task = None
+        if self.cursor is not None:
+            self.cursor.close()
+        self._set_state("stopped")
+
+    async def sync(self) -> dict[str, Any]:
+        """Copy the current state to the target (``relaymq mirror sync NAME``)."""
+        from relaymq_mirror.snapshot import snapshot
+
+        return await snapshot(self)
+
+    def status(self) -> dict[str, Any]:
+        lags = sorted(self._lags)
+        p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))] if lags else None
+        pending = self.cursor.pending if self.cursor is not None else 0
+        return {"snf_queue": self.snf, "state": self.state, "target_node": self.remote_id,
+                "snf_depth": pending + len(self._unacked), "unsettled": len(self._unacked),
+                "sent": self.sent, "accepted": self.accepted, "rejected": self.rejected,
+                "lag_ms": self._lags[-1] if self._lags else None,
+                "lag_p99_ms": p99, "sync": self.config.sync, "last_error": self.last_error}
+
+    # -- state and logging -------------------------------------------------------------------
+    def _set_state(self, state: str, error: str | None = None) -> None:
+        if state == self.state and error == self.last_error:
+            return
+        self.state = state
+        if error is not None:
+            self.last_error = error
+        if error:
+            log.warning("mirror %s: %s: %s", self.name, state, error)
+        else:
+            log.info("mirror %s: %s", self.name, state)
+
+    def _connection_state(self, conn: Any, state: Any) -> None:
+        value = getattr(state, "value", str(state))
+        if value in ("retrying", "failed"):
+            self._set_state(f"target unreachable ({value})", conn.last_error or "no answer")
+            lost = self._lost
+            if lost is not None and not lost.done():
+                lost.set_result(None)
+
+    # -- the link ------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        retry = max(getattr(self.conn.options, "retry_interval", 5.0), 0.05)
+        while not self._stopping:
+            try:
+                await self.conn.wait_open()
+            except Exception as exc:  # noqa: BLE001 - FAILED: the policy gave up
+                self._set_state("failed", str(exc))
+                return
+            sender = None
+            try:
+                sender = await self._open_link()
+                self._set_state("connected")
+                await self._pump(sender)
+            except LinkRefusal as exc:
+                self._set_state("refused by the target", str(exc))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - link refused or lost: try again
+                self._set_state("link lost", f"{type(exc).__name__}: {exc}")
+            finally:
+                if sender is not None:
+                    try:
+                        await sender.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+            if not self._stopping:
+                await asyncio.sleep(retry)
+
+    async def _open_link(self) -> Any:
+        conn = self.conn
+        session = await conn.session()
+        props = getattr(conn, "remote_properties", None) or {}
+        self.peer_relaymq = str(props.get("product", "")) == "RelayMQ"
+        sender = await session.open_sender(
+            self.snf, name=f"{self.snf}:{uuid.uuid4()}", source_address=self.snf,
+            properties={wire.BROKER_ID: self.node},
+            desired_capabilities=[wire.MIRROR_CAPABILITY])
+        caps = getattr(sender, "remote_offered_capabilities", [])
+        remote = (getattr(sender, "remote_properties", None) or {}).get(wire.BROKER_ID)
+        problem = None
+        if wire.MIRROR_CAPABILITY not in caps:
+            problem = f"the target does not offer {wire.MIRROR_CAPABILITY}: it cannot be mirrored to"
+        elif not isinstance(remote, str) or not remote:
+            problem = f"the target's link has no {wire.BROKER_ID} (missingBrokerID)"
+        elif remote == self.node:
+            problem = "the target is this broker itself (brokerConnectionMirrorItself)"
+        if problem is not None:
+            await sender.close()
+            raise LinkRefusal(problem)
+        self.remote_id = str(remote)
+        return sender
+
+    async def _pump(self, sender: Any) -> None:
+        loop = asyncio.get_running_loop()
+        lost: asyncio.Future[None] = loop.create_future()
+        self._lost = lost
+        window = max(self.config.window, 1)
+        wake = self._wake
+        assert wake is not None
+
+        def send(position: int, data: bytes) -> None:
+            self.sent += 1
+
+            def settled(result: Any) -> None:
+                self._settled(position, result)
+                if not lost.done() and (isinstance(result, BaseException) or (
+                        result.state in ("released", "modified"))):
+                    lost.set_result(None)
+            sender.send(_raw(data), on_settled=settled)
+
+        for position, msgs in list(self._unacked.items()):  # what the last link left unsettled
+            self._outstanding[position] = len(msgs)
+            for data in msgs:
+                send(position, data)
+        getter: asyncio.Task[Any] | None = None
+        try:
+            while not lost.done() and not self._stopping:
+                if len(self._unacked) >= window:
+                    wake.clear()
+                    waker: asyncio.Future[Any] = loop.create_task(wake.wait())
+                    await asyncio.wait([lost, waker], return_when=asyncio.FIRST_COMPLETED)
+                    waker.cancel()
+                    continue
+                if getter is None:
+                    getter = loop.create_task(self.cursor.get())
+                await asyncio.wait([getter, lost], return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    continue
+                event = getter.result()
+                getter = None
+                position = self.cursor.position
+                msgs = self.encode(event)
+                self._read_upto = position
+                if not msgs:
+                    self._schedule_ack()
+                    continue
+                self._unacked[position] = msgs
+                self._outstanding[position] = len(msgs)
+                if type(event) is MessageAdded:
+                    self._stamps[position] = event.message.timestamp
+                for data in msgs:
+                    send(position, data)
+        finally:
+            if getter is not None:
+                if getter.done() and not getter.cancelled() and getter.exception() is None:
+                    # read but not handled: handle it on the next link
+                    event = getter.result()
+                    position = self.cursor.position
+                    msgs = self.encode(event)
+                    self._read_upto = position
+                    if msgs:
+                        self._unacked[position] = msgs
+                else:
+                    getter.cancel()
+            self._lost = None
+
+    def _settled(self, position: int, result: Any) -> None:
+        if isinstance(result, BaseException) or position not in self._unacked:
+            return
+        state = result.state
+        if state in ("released", "modified"):
+            return  # sent again on the next link
+        if state != "accepted":
+            self.rejected += 1
+            log.warning("mirror %s: the target refused event %d: %s", self.name, position,
+                        result.description or state)
+        left = self._outstanding.get(position, 1) - 1
+        if left > 0:
+            self._outstanding[position] = left
+            return
+        self._outstanding.pop(position, None)
+        del self._unacked[position]
+        self.accepted += 1
+        stamp = self._stamps.pop(position, None)
+        if stamp:
+            self._lags.append(max(time.time() * 1000 - stamp, 0.0))
+        wake = self._wake
+        if wake is not None:
+            wake.set()
+        self._schedule_ack()
+
+    def safe_position(self) -> int:
+        """The cursor position up to which the target accepted everything."""
+        first = next(iter(self._unacked), None)
+        return self._read_upto if first is None else first - 1
+
+    def _schedule_ack(self) -> None:
+        if self._ack_task is None or self._ack_task.done():
+            self._ack_task = asyncio.get_running_loop().create_task(self._ack())
+
+    async def _ack(self) -> None:
+        while True:
+            upto = self.safe_position()
+            if upto <= self._acked:
+                return
+            await self.cursor.ack(upto)
+            self._acked = upto
+            self.waiters.reached(upto)
+
+    # -- events -> Artemis messages --------------------------------------------------------------
+    def _render(self, dest: Any) -> str:
+        """An address as the target reads it: ``queue://X`` for a RelayMQ target, the
+        bare name (an Artemis address) otherwise."""
+        return dest.key if self.peer_relaymq else dest.name
+
+    def _wanted(self, dest: Any) -> bool:
+        name = dest.name
+        return not (dest.is_temporary or name.startswith("$ACTIVEMQ_ARTEMIS")
+                    or name.startswith("ActiveMQ.Advisory.")) and self.filter.matches(name)
+
+    def _from_target(self, *origins: str | None) -> bool:
+        remote = self.remote_id
+        return remote is not None and remote in origins
+
+    def encode(self, ev: Any) -> list[bytes]:
+        cls = type(ev)
+        if cls is MessageAdded:
+            dest = ev.destination
+            msg = ev.message
+            if not self._wanted(dest) or self._from_target(ev.origin, msg.origin):
+                return []
+            data = msg.encoded if msg.encoding == ENCODING and msg.encoded is not None \
+                else from_kernel(msg)
+            origin = msg.origin if msg.origin != self.node else None
+            return [wire.with_mirror_annotations(data, wire.id_of(msg), origin, self._render(dest))]
+        if cls is MessageRemoved:
+            return self._ack_event(ev)
+        if cls is DestinationCreated:
+            dest = ev.destination
+            if ev.recovered or not self._wanted(dest) or self._from_target(
+                    ev.origin, applied(self.broker).thing_origin(dest.key)):
+                return []
+            adr = self._render(dest)
+            if dest.is_queue:
+                return [wire.add_address(adr, wire.ANYCAST),
+                        wire.create_queue(adr, dest.name, wire.ANYCAST)]
+            return [wire.add_address(adr, wire.MULTICAST)]
+        if cls is DestinationDeleted:
+            dest = ev.destination
+            if not self._wanted(dest) or self._from_target(
+                    ev.origin, applied(self.broker).thing_origin(dest.key)):
+                return []
+            adr = self._render(dest)
+            if dest.is_queue:
+                return [wire.delete_queue(adr, dest.name), wire.delete_address(adr, wire.ANYCAST)]
+            return [wire.delete_address(adr, wire.MULTICAST)]
+        if cls is SubscriptionCreated:
+            if ev.recovered or not self._wanted(ev.topic) or self._from_target(
+                    ev.origin, applied(self.broker).thing_origin(ev.key)):
+                return []
+            return [wire.create_queue(self._render(ev.topic),
+                                      wire.subscription_queue(ev.client_id, ev.name),
+                                      wire.MULTICAST, ev.selector)]
+        if cls is SubscriptionDeleted:
+            if not self._wanted(ev.topic) or self._from_target(
+                    ev.origin, applied(self.broker).thing_origin(ev.key)):
+                return []
+            return [wire.delete_queue(self._render(ev.topic),
+                                      wire.subscription_queue(ev.client_id, ev.name))]
+        return []
+
+    def _ack_event(self, ev: Any) -> list[bytes]:
+        key = ev.key
+        dest = ev.destination
+        if not self._wanted(dest) or self._from_target(
+                ev.origin, applied(self.broker).ack_origin(key, ev.seq)):
+            return []
+        if key.startswith("queue://"):
+            queue = key[len("queue://"):]
+        elif key.startswith("durable://"):
+            cid, _, name = key[len("durable://"):].partition(":")
+            sub = self.broker.region.subscriptions.get(key)
+            record = getattr(sub, "record", None)
+            if record is not None:
+                cid, name = record.client_id, record.name
+            queue = wire.subscription_queue(cid, name)
+        else:
+            return []  # non-durable subscriptions are not mirrored
+        msg = ev.message
+        origin = msg.origin if msg.origin != self.node else None
+        return [wire.post_ack(self._render(dest), queue, wire.id_of(msg), origin,
+                              wire.REASONS.get(ev.reason, wire.NORMAL))]
+
+
+def _raw(data: bytes) -> Any:
+    """A kernel message that carries already encoded AMQP bytes (sent as they are)."""
+    from relaymq.model.message import Message
+
+    return Message(b"", encoded=data, encoding=ENCODING)

@@ -1,0 +1,396 @@
+"""The target side: a peer's mirror link (``amq.mirror``), applied to this broker.
+
+A link whose target address starts with ``$ACTIVEMQ_ARTEMIS_MIRROR`` and that
+desires ``amq.mirror`` is a mirror (Artemis' rule). Events are applied in the
+order they arrive; each delivery is accepted once its work is stored:
+
+* a message (no ``x-opt-amq-mr-ev-type``): routed to ``x-opt-amq-mr-dst`` (or
+  its own address) on a kernel connection that speaks for the source broker,
+  with the duplicate id ``$ACTIVEMQ_ARTEMIS_MIRROR_<origin>:<internal id>``
+  (Artemis' cache id), so a resend after a crash is accepted and dropped;
+* ``postAck``: the message with that internal id leaves the queue, with the
+  reason the source gave;
+* ``addAddress``/``createQueue``/``deleteQueue``/``deleteAddress``: the
+  destination or durable subscription is made or removed (idempotently).
+
+Bad input (a wrong annotation type, no internal id, an undecodable message)
+rejects that one delivery with the reason; the link and the connection stay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any
+
+from relaymq.broker.connection import ClientConnection
+from relaymq.errors import SecurityError
+from relaymq.model.destination import Destination, DestinationKind
+from relaymq.outgoing.node import node_id
+from relaymq.selector import Selector
+from relaymq_amqp import engine as pn
+from relaymq_amqp.mapping import destination_for, to_kernel
+
+from relaymq_mirror import wire
+from relaymq_mirror.state import applied, target_index
+from relaymq_mirror.wire import BadEvent, Incoming
+
+log = logging.getLogger("relaymq.mirror")
+
+#: credit granted to a source (Artemis' amqpCredits) and when it is topped up
+CREDIT = 1000
+LOW_CREDIT = 300
+#: a postAck whose message is not found is tried again this often (Artemis: 5 x 100 ms)
+ACK_RETRIES = 5
+ACK_RETRY_DELAY = 0.1
+DUPLICATE_ID = "_AMQ_DUPL_ID"
+
+
+class MirrorTarget:
+    """`relaymq.amqp_link_handlers` entry point for ``amq.mirror``."""
+
+    address_prefixes = (wire.MIRROR_ADDRESS,)
+
+    def __init__(self, link: Any) -> None:
+        self.link = link
+        self.broker = link.broker
+        self.source_id: str = ""
+        self.kconn: ClientConnection | None = None
+        self._queue: deque[tuple[Any, bytes]] = deque()
+        self._running = False
+        self._stores: list[Any] = []  # store writes of routed messages not yet done
+        self._outstanding = 0
+        self.applied = 0
+        self.rejected = 0
+        self.acks_not_found = 0
+        self._warned: set[str] = set()
+
+    # -- attach ----------------------------------------------------------------------
+    def attach(self) -> None:
+        link = self.link
+        address = link.address or ""
+        if not link.peer_sends:
+            link.refuse("amqp:not-implemented",
+                        "a mirror link carries events from the source: attach it as a sender")
+            return
+        if wire.MIRROR_CAPABILITY not in link.desired_capabilities:
+            link.refuse("amqp:precondition-failed",
+                        f"a link to {address} must desire the capability {wire.MIRROR_CAPABILITY} "
+                        "(Artemis mirror)")
+            return
+        if not address.startswith(wire.MIRROR_ADDRESS):
+            link.refuse("amqp:precondition-failed",
+                        f"a mirror link's target address must start with {wire.MIRROR_ADDRESS}")
+            return
+        source = link.remote_properties.get(wire.BROKER_ID)
+        if not isinstance(source, str) or not source:
+            link.refuse("amqp:precondition-failed",
+                        f"a mirror link must carry the link property {wire.BROKER_ID} (the "
+                        "source broker's node id)")
+            return
+        local = node_id(self.broker)
+        if source == local:
+            link.refuse("amqp:precondition-failed",
+                        f"a broker cannot mirror to itself: {wire.BROKER_ID} {source} is this "
+                        "broker's node id")
+            return
+        kconn = link.kconn
+        try:
+            kconn.authorize("write", Destination.queue(address))
+        except SecurityError as exc:
+            link.refuse("amqp:unauthorized-access", str(exc))
+            return
+        self.source_id = source
+        self.kconn = ClientConnection(self.broker, kconn.principal, None, "amqp",
+                                      kconn.remote_address, True, source)
+        target_index(self.broker)  # index messages from now on
+        link.open(properties={wire.BROKER_ID: local}, offered_capabilities=[wire.MIRROR_CAPABILITY],
+                  snd_settle_mode=link.remote_snd_settle_mode, rcv_settle_mode=pn.RCV_FIRST,
+                  credit=CREDIT)
+        self._outstanding = 0
+        log.info("mirror link %s from broker %s (%s) attached", link.name, source,
+                 link.remote_container)
+
+    # -- deliveries ------------------------------------------------------------------
+    def on_delivery(self, delivery: Any) -> None:
+        data = self.link.receive(delivery)
+        if data is None:
+            return
+        self._outstanding += 1
+        self._queue.append((delivery, data))
+        if not self._running:
+            self._running = True
+            asyncio.get_running_loop().create_task(self._run())
+
+    def on_flow(self) -> None:
+        pass
+
+    def on_detach(self, closed: bool) -> None:
+        log.info("mirror link %s from broker %s detached", self.link.name, self.source_id)
+        self._queue.clear()
+
+    async def _run(self) -> None:
+        try:
+            while self._queue and not self.link.closed:
+                delivery, data = self._queue.popleft()
+                await self._apply(delivery, data)
+        except Exception:  # noqa: BLE001 - keep the link alive
+            log.exception("mirror link %s failed", self.link.name)
+        finally:
+            self._running = False
+
+    def _settled(self, delivery: Any, error: str | None = None, condition: str = "amqp:invalid-field") -> None:
+        link = self.link
+        if error is None:
+            link.accept(delivery)
+            self.applied += 1
+        else:
+            link.reject(delivery, condition, error)
+            self.rejected += 1
+        self._outstanding -= 1
+        credit = link.credit
+        if credit + self._outstanding <= LOW_CREDIT:
+            link.flow(CREDIT - credit - self._outstanding)
+
+    def _bad(self, delivery: Any, error: str) -> None:
+        kind = error.split(":")[0][:40]
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.warning("mirror link %s from %s: refused an event: %s", self.link.name,
+                        self.source_id, error)
+        self._settled(delivery, error)
+
+    async def _apply(self, delivery: Any, data: bytes) -> None:
+        try:
+            inc = Incoming(data)
+            if inc.event is None:
+                await self._send(delivery, inc)
+                return
+            await self._drain()  # control events see every message routed before them
+            event = inc.event
+            if event == wire.POST_ACK:
+                await self._post_ack(delivery, inc)
+                return
+            if event == wire.ADD_ADDRESS:
+                await self._add_address(inc)
+            elif event == wire.CREATE_QUEUE:
+                await self._create_queue(inc)
+            elif event == wire.DELETE_QUEUE:
+                await self._delete_queue(inc)
+            elif event == wire.DELETE_ADDRESS:
+                await self._delete_address(inc)
+            else:
+                raise BadEvent(f"unknown mirror event {event!r}")
+            self._settled(delivery)
+        except BadEvent as exc:
+            self._bad(delivery, str(exc))
+        except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
+            log.exception("mirror link %s: applying an event failed", self.link.name)
+            self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+
+    async def _drain(self) -> None:
+        stores, self._stores = self._stores, []
+        for s in stores:
+            try:
+                await s
+            except Exception:  # noqa: BLE001 - reported on the delivery already
+                pass
+
+    # -- messages --------------------------------------------------------------------
+    async def _send(self, delivery: Any, inc: Incoming) -> None:
+        ident = inc.mirror_id()
+        origin = inc.string(wire.BROKER_ID, "delivery", required=False) or self.source_id
+        address = inc.string(wire.INTERNAL_DESTINATION, "delivery", required=False)
+        if origin == node_id(self.broker):
+            self._settled(delivery)  # our own message came back round: already here
+            return
+        dest = self._destination(address) if address else None
+        try:
+            message, _ = to_kernel(inc.message_bytes, dest)
+        except Exception as exc:  # noqa: BLE001 - undecodable or without an address
+            raise BadEvent(f"the mirrored message cannot be read: {exc}") from None
+        message.origin = origin
+        ann = dict(message.annotations or {})
+        ann[wire.ANNOTATION_ID] = ident
+        message.annotations = ann
+        props = dict(message.properties)
+        props[DUPLICATE_ID] = f"{wire.MIRROR_ADDRESS}_{origin}:{ident}"
+        message.properties = props
+        kconn = self.kconn
+        assert kconn is not None
+        try:
+            stored = await kconn.submit(message)
+        except Exception as exc:  # noqa: BLE001 - refused by the kernel
+            self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+            return
+        if stored is None:
+            self._settled(delivery)
+            return
+        fut = asyncio.ensure_future(stored)
+        self._stores.append(fut)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            err = None if not f.cancelled() and f.exception() is None else str(
+                f.exception() if not f.cancelled() else "cancelled")
+            if self.link.closed:
+                return
+            self._settled(delivery, err, "amqp:internal-error")
+
+        fut.add_done_callback(done)
+
+    def _destination(self, address: str) -> Destination:
+        """Where an address of the source goes: ``queue://X``/``topic://X`` as
+        RelayMQ writes them; a bare (Artemis) name is a queue or topic that exists
+        by that name, else a queue."""
+        if "://" in address:
+            return destination_for(address)
+        region = self.broker.region
+        queue = Destination.queue(address)
+        if queue in region.queues:
+            return queue
+        topic = Destination.topic(address)
+        if topic in region.topics:
+            return topic
+        return queue
+
+    # -- acknowledgements -------------------------------------------------------------
+    def _holder(self, address: str, queue: str) -> Any:
+        region = self.broker.region
+        if "://" in address:
+            dest = destination_for(address)
+            if dest.is_queue:
+                return region.queues.get(Destination.queue(queue) if queue else dest)
+            split = wire.split_subscription_queue(queue)
+            if split is None:
+                return None
+            return region.subscriptions.get(f"durable://{split[0]}:{split[1]}")
+        found = region.queues.get(Destination.queue(queue))
+        if found is not None:
+            return found
+        split = wire.split_subscription_queue(queue)
+        if split is not None:
+            return region.subscriptions.get(f"durable://{split[0]}:{split[1]}")
+        return None
+
+    async def _post_ack(self, delivery: Any, inc: Incoming) -> None:
+        address = inc.string(wire.ADDRESS) or ""
+        queue_name = inc.string(wire.QUEUE) or ""
+        ident = inc.ack_id()
+        reason = wire.REMOVALS[inc.ack_reason()]
+        holder = self._holder(address, queue_name)
+        if holder is None:
+            if f"queue {queue_name}" not in self._warned:
+                self._warned.add(f"queue {queue_name}")
+                log.warning("mirror link %s: postAck for queue %r of %r, which does not exist "
+                            "here; ignored", self.link.name, queue_name, address)
+            self._settled(delivery)
+            return
+        if not await self._remove(holder, ident, reason):
+            asyncio.get_running_loop().create_task(self._retry(holder, ident, reason))
+        self._settled(delivery)
+
+    async def _remove(self, holder: Any, ident: int, reason: str) -> bool:
+        index = target_index(self.broker)
+        seq = await index.find(holder, ident)
+        if seq is None:
+            return False
+        index.forget(holder.key, ident)
+        applied(self.broker).ack(holder.key, seq, self.source_id)
+        await holder.remove_messages([seq], reason)
+        return True
+
+    async def _retry(self, holder: Any, ident: int, reason: str) -> None:
+        for _ in range(ACK_RETRIES):
+            await asyncio.sleep(ACK_RETRY_DELAY)
+            if await self._remove(holder, ident, reason):
+                return
+        self.acks_not_found += 1
+        if "ack-not-found" not in self._warned:
+            self._warned.add("ack-not-found")
+            log.warning("mirror link %s from %s: a postAck named message %d on %s, which is not "
+                        "here (consumed here already, or never mirrored); further ones are "
+                        "counted, not logged", self.link.name, self.source_id, ident, holder.key)
+        else:
+            log.debug("mirror: postAck for unknown message %d on %s", ident, holder.key)
+
+    # -- addresses and queues ------------------------------------------------------------
+    def _mark(self, key: str) -> None:
+        applied(self.broker).thing(key, self.source_id)
+
+    async def _add_address(self, inc: Incoming) -> None:
+        info = inc.json_body()
+        name = str(info.get("name") or inc.string(wire.ADDRESS) or "")
+        if not name or name.startswith("$ACTIVEMQ_ARTEMIS") or info.get("internal") \
+                or info.get("temporary"):
+            return
+        types = info.get("routingTypes") or []
+        if "://" in name:
+            dest = destination_for(name)
+        elif wire.MULTICAST in types:
+            dest = Destination.topic(name)
+        else:
+            return  # an ANYCAST address: its queue comes with createQueue
+        if dest.kind == DestinationKind.TOPIC and dest not in self.broker.region.topics:
+            self._mark(dest.key)
+            await self.broker.management.create_topic(dest.name)
+
+    async def _create_queue(self, inc: Incoming) -> None:
+        info = inc.json_body()
+        name = str(info.get("name") or inc.string(wire.QUEUE) or "")
+        address = str(info.get("address") or inc.string(wire.ADDRESS) or name)
+        routing = str(info.get("routing-type") or "ANYCAST").upper()
+        if not name or name.startswith("$ACTIVEMQ_ARTEMIS") or info.get("temporary"):
+            return
+        topic_name = destination_for(address).name if "://" in address else address
+        if routing == "ANYCAST":
+            dest = Destination.queue(name)
+            if dest not in self.broker.region.queues:
+                self._mark(dest.key)
+                await self.broker.management.create_queue(name)
+            return
+        split = wire.split_subscription_queue(name) or (name, name)
+        client_id, sub_name = split
+        key = f"durable://{client_id}:{sub_name}"
+        selector_text = info.get("filter-string")
+        if key in self.broker.region.subscriptions:
+            return
+        assert self.kconn is not None
+        conn = ClientConnection(self.broker, self.kconn.principal, client_id, "amqp", None, True,
+                                self.source_id)
+        selector = Selector.compile(str(selector_text)) if selector_text else None
+        self._mark(key)
+        await conn._durable(Destination.topic(topic_name), sub_name, selector, False)
+
+    async def _delete_queue(self, inc: Incoming) -> None:
+        address = inc.string(wire.ADDRESS) or ""
+        name = inc.string(wire.QUEUE) or ""
+        holder = self._holder(address, name)
+        if holder is None:
+            return
+        self._mark(holder.key)
+        dest = holder.destination
+        if holder.key.startswith("durable://"):
+            cid, _, sub = holder.key[len("durable://"):].partition(":")
+            await self.broker.management.delete_durable_subscription(cid, sub)
+        elif dest.is_queue:
+            await self.broker.management.delete_destination(dest)
+
+    async def _delete_address(self, inc: Incoming) -> None:
+        info = inc.json_body()
+        name = str(info.get("name") or inc.string(wire.ADDRESS) or "")
+        types = info.get("routingTypes") or []
+        if "://" in name:
+            dest = destination_for(name)
+        elif wire.MULTICAST in types:
+            dest = Destination.topic(name)
+        else:
+            dest = Destination.queue(name)
+        region = self.broker.region
+        if (dest.is_queue and dest in region.queues) or (dest.is_topic and dest in region.topics):
+            self._mark(dest.key)
+            await self.broker.management.delete_destination(dest)
+
+    def status(self) -> dict[str, Any]:
+        return {"source": self.source_id, "link": self.link.name, "applied": self.applied,
+                "rejected": self.rejected, "acks_not_found": self.acks_not_found}

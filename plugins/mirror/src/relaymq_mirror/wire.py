@@ -1,0 +1,314 @@
+"""Artemis' mirror wire format (see /docs/mirror.md and the reference it cites).
+
+Control events are AMQP messages ``header{durable} + message-annotations{...}
++ amqp-value(body)`` whose annotation ``x-opt-amq-mr-ev-type`` (a *symbol*)
+names the operation. A mirrored send is the original message with its
+delivery-annotations replaced by ``x-opt-amq-mr-id`` (long), optionally
+``x-opt-amq-bkr-id`` (string, the broker it came from) and
+``x-opt-amq-mr-dst`` (string, the routing address).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from relaymq_amqp.encode import header_section, section
+from relaymq_amqp.scanner import DecodeError, decode, skip
+from relaymq_amqp.types import Byte, Long, Symbol
+
+MIRROR_ADDRESS = "$ACTIVEMQ_ARTEMIS_MIRROR"
+MIRROR_CAPABILITY = "amq.mirror"
+CORE_TUNNELING = "AMQ_CORE_MESSAGE_TUNNELING"
+
+EVENT_TYPE = "x-opt-amq-mr-ev-type"
+ACK_REASON = "x-opt-amq-mr-ack-reason"
+ADDRESS = "x-opt-amq-mr-adr"
+QUEUE = "x-opt-amq-mr-qu"
+BROKER_ID = "x-opt-amq-bkr-id"
+INTERNAL_ID = "x-opt-amq-mr-id"
+INTERNAL_DESTINATION = "x-opt-amq-mr-dst"
+TARGET_QUEUES = "x-opt-amq-mr-trg-q"
+
+ADD_ADDRESS = "addAddress"
+DELETE_ADDRESS = "deleteAddress"
+CREATE_QUEUE = "createQueue"
+DELETE_QUEUE = "deleteQueue"
+POST_ACK = "postAck"
+EVENTS = (ADD_ADDRESS, DELETE_ADDRESS, CREATE_QUEUE, DELETE_QUEUE, POST_ACK)
+
+# Artemis' AckReason
+NORMAL, KILLED, EXPIRED, REPLACED = 0, 1, 2, 3
+#: the change feed's removal reasons -> Artemis' ack reason
+REASONS = {"acked": NORMAL, "killed": KILLED, "expired": EXPIRED, "replaced": REPLACED,
+           "moved": NORMAL, "purged": NORMAL}
+#: Artemis' ack reason -> the removal reason the target applies
+REMOVALS = {NORMAL: "acked", KILLED: "killed", EXPIRED: "expired", REPLACED: "replaced"}
+
+MULTICAST, ANYCAST = 0, 1
+
+#: message annotation on a stored mirrored message: its internal id at the origin
+ANNOTATION_ID = "mirror_id"
+
+_DA, _MA = 0x71, 0x72
+_LONG_CODES = (0x81, 0x55)
+_SYMBOL_CODES = (0xA3, 0xB3)
+_STRING_CODES = (0xA1, 0xB1)
+
+
+class BadEvent(ValueError):
+    """A mirror message that cannot be applied (wrong annotation type, no id, ...)."""
+
+
+def internal_id(message_id: str | None) -> int:
+    """A message's internal id (Artemis' ``x-opt-amq-mr-id``, a signed long):
+    63 bits of a hash of its message id, the same on every broker and after a
+    restart, so an acknowledgement read back from the store finds it again."""
+    digest = hashlib.blake2b((message_id or "").encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFFFFFFFFFF
+
+
+def id_of(message: Any) -> int:
+    """The internal id a message is mirrored under: the one it arrived with by
+    mirror, else `internal_id` of its message id."""
+    ann = message.annotations
+    if ann:
+        found = ann.get(ANNOTATION_ID)
+        if isinstance(found, int):
+            return found
+    return internal_id(message.message_id)
+
+
+# -- control events ----------------------------------------------------------------
+def control(event: str, annotations: dict[str, Any], body: Any) -> bytes:
+    """A control event as Artemis encodes it."""
+    ann: dict[Any, Any] = {Symbol(EVENT_TYPE): Symbol(event)}
+    for k, v in annotations.items():
+        if v is not None:
+            ann[Symbol(k)] = v
+    out = header_section(durable=True) + section(_MA, ann)
+    if body is not None:
+        out += section(0x77, body)
+    return out
+
+
+def add_address(name: str, routing_type: int, created: int = 0) -> bytes:
+    body = json.dumps({"id": 0, "name": name, "auto-created": False, "temporary": False,
+                       "internal": False, "firstSeen": routing_type,
+                       "routingTypes": [routing_type], "created-timestamp": created})
+    return control(ADD_ADDRESS, {ADDRESS: name}, body)
+
+
+def delete_address(name: str, routing_type: int) -> bytes:
+    body = json.dumps({"id": 0, "name": name, "auto-created": False, "temporary": False,
+                       "internal": False, "routingTypes": [routing_type]})
+    return control(DELETE_ADDRESS, {ADDRESS: name}, body)
+
+
+def create_queue(address: str, queue: str, routing_type: int, selector: str | None = None) -> bytes:
+    config: dict[str, Any] = {"name": queue, "address": address,
+                              "routing-type": "ANYCAST" if routing_type == ANYCAST else "MULTICAST",
+                              "durable": True}
+    if selector:
+        config["filter-string"] = selector
+    return control(CREATE_QUEUE, {ADDRESS: address, QUEUE: queue}, json.dumps(config))
+
+
+def delete_queue(address: str, queue: str) -> bytes:
+    return control(DELETE_QUEUE, {ADDRESS: address, QUEUE: queue}, queue)
+
+
+def post_ack(address: str, queue: str, ident: int, origin: str | None, reason: int) -> bytes:
+    ann: dict[str, Any] = {ADDRESS: address, QUEUE: queue, BROKER_ID: origin}
+    if reason != NORMAL:
+        ann[ACK_REASON] = Byte(reason)
+    return control(POST_ACK, ann, Long(ident))
+
+
+def subscription_queue(client_id: str, name: str) -> str:
+    """Artemis' queue name of a JMS durable subscription: ``clientId.name`` with
+    dots (and backslashes) escaped by a backslash."""
+    return f"{_escape(client_id)}.{_escape(name)}"
+
+
+def split_subscription_queue(queue: str) -> tuple[str, str] | None:
+    """(client id, name) of an Artemis durable-subscription queue name, or None."""
+    out: list[str] = []
+    cur: list[str] = []
+    i = 0
+    while i < len(queue):
+        c = queue[i]
+        if c == "\\" and i + 1 < len(queue):
+            cur.append(queue[i + 1])
+            i += 2
+            continue
+        if c == "." and not out:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    if not out:
+        return None
+    return out[0], "".join(cur)
+
+
+def _escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace(".", "\\.")
+
+
+# -- data messages --------------------------------------------------------------------
+def _sections(data: bytes) -> list[tuple[int, int, int]]:
+    """(code, start, end) of each section of an encoded message."""
+    out = []
+    pos = 0
+    n = len(data)
+    while pos < n:
+        if data[pos] != 0x00 or pos + 2 >= n:
+            raise BadEvent(f"not an AMQP message section at offset {pos}")
+        c = data[pos + 1]
+        if c == 0x53:
+            code = data[pos + 2]
+        elif c == 0x80:
+            code = int.from_bytes(data[pos + 2:pos + 10], "big")
+        else:
+            code = -1
+        try:
+            end = skip(data, pos)
+        except (DecodeError, IndexError) as exc:
+            raise BadEvent(f"undecodable message section at offset {pos}: {exc}") from None
+        if end > n:
+            raise BadEvent("message section runs past the end")
+        out.append((code, pos, end))
+        pos = end
+    return out
+
+
+def with_mirror_annotations(data: bytes, ident: int, origin: str | None, address: str) -> bytes:
+    """The message bytes with their delivery annotations replaced by the mirror's."""
+    ann: dict[Any, Any] = {Symbol(INTERNAL_ID): Long(ident)}
+    if origin is not None:
+        ann[Symbol(BROKER_ID)] = origin
+    ann[Symbol(INTERNAL_DESTINATION)] = address
+    da = section(_DA, ann)
+    secs = _sections(data)
+    head = b""
+    rest_start = 0
+    for code, start, end in secs:
+        if code == 0x70:
+            head = data[start:end]
+            rest_start = end
+        elif code == _DA:
+            rest_start = end
+        else:
+            break
+    return head + da + data[rest_start:]
+
+
+def _raw_map(data: bytes, start: int, end: int) -> dict[str, tuple[int, Any]]:
+    """A section's map as {key: (type code of the value, value)}."""
+    pos = start + 3 if data[start + 1] == 0x53 else start + 10
+    code = data[pos]
+    if code == 0xC1:
+        count, p = data[pos + 2], pos + 3
+    elif code == 0xD1:
+        count, p = int.from_bytes(data[pos + 5:pos + 9], "big"), pos + 9
+    else:
+        raise BadEvent(f"annotations must be a map, not type 0x{code:02x}")
+    out: dict[str, tuple[int, Any]] = {}
+    for _ in range(count // 2):
+        key, p = decode(data, p)
+        vcode = data[p]
+        value, p = decode(data, p)
+        out[str(key)] = (vcode, value)
+    if p > end:
+        raise BadEvent("annotations run past their section")
+    return out
+
+
+class Incoming:
+    """One message received on a mirror link, taken apart."""
+
+    __slots__ = ("event", "annotations", "body", "message_bytes", "delivery_annotations")
+
+    def __init__(self, data: bytes) -> None:
+        secs = _sections(data)
+        self.event: str | None = None
+        self.annotations: dict[str, tuple[int, Any]] = {}
+        self.delivery_annotations: dict[str, tuple[int, Any]] = {}
+        self.body: Any = None
+        self.message_bytes = data
+        da_span = None
+        for code, start, end in secs:
+            if code == _DA:
+                self.delivery_annotations = _raw_map(data, start, end)
+                da_span = (start, end)
+            elif code == _MA:
+                self.annotations = _raw_map(data, start, end)
+        ev = self.annotations.get(EVENT_TYPE)
+        if ev is not None:
+            vcode, value = ev
+            if vcode not in _SYMBOL_CODES:
+                raise BadEvent(f"{EVENT_TYPE} must be a symbol (it was type 0x{vcode:02x})")
+            self.event = str(value)
+            for code, start, _end in secs:
+                if code == 0x77:
+                    pos = start + 3 if data[start + 1] == 0x53 else start + 10
+                    vcode = data[pos]
+                    self.body = (vcode, decode(data, pos)[0])
+        elif da_span is not None:
+            self.message_bytes = data[:da_span[0]] + data[da_span[1]:]
+
+    def string(self, key: str, where: str = "annotations", required: bool = True) -> str | None:
+        found = (self.annotations if where == "annotations" else self.delivery_annotations).get(key)
+        if found is None:
+            if required:
+                raise BadEvent(f"{self.event or 'message'} without {key}")
+            return None
+        code, value = found
+        if code not in _STRING_CODES and code not in _SYMBOL_CODES:
+            raise BadEvent(f"{key} must be a string (it was type 0x{code:02x})")
+        return str(value)
+
+    def mirror_id(self) -> int:
+        found = self.delivery_annotations.get(INTERNAL_ID)
+        if found is None:
+            raise BadEvent(f"a mirrored message without the delivery annotation {INTERNAL_ID}")
+        code, value = found
+        if code not in _LONG_CODES:
+            raise BadEvent(f"{INTERNAL_ID} must be a long (it was type 0x{code:02x})")
+        return int(value)
+
+    def ack_id(self) -> int:
+        if self.body is None:
+            raise BadEvent("postAck without a body")
+        code, value = self.body
+        if code not in _LONG_CODES:
+            raise BadEvent(f"the body of postAck must be a long (it was type 0x{code:02x})")
+        return int(value)
+
+    def ack_reason(self) -> int:
+        found = self.annotations.get(ACK_REASON)
+        if found is None:
+            return NORMAL
+        value = found[1]
+        if not isinstance(value, (int, float)):
+            raise BadEvent(f"{ACK_REASON} must be a number")
+        reason = int(value) & 0xFF
+        return reason if reason in REMOVALS else NORMAL
+
+    def json_body(self) -> dict[str, Any]:
+        if self.body is None:
+            raise BadEvent(f"{self.event} without a body")
+        value = self.body[1]
+        if isinstance(value, str):
+            try:
+                parsed = json.loads(value)
+            except ValueError as exc:
+                raise BadEvent(f"{self.event}: the body is not JSON: {exc}") from None
+            if isinstance(parsed, dict):
+                return parsed
+        raise BadEvent(f"{self.event}: the body must be a JSON object string")
+
+
