@@ -14,7 +14,7 @@ proton = pytest.importorskip("proton", reason="python-qpid-proton is not install
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
-from proton.utils import BlockingConnection  # noqa: E402
+from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
 from relaymq.errors import DestinationError  # noqa: E402
 
 from .support import Client, EmbeddedBroker  # noqa: E402
@@ -129,9 +129,16 @@ def test_a_partition_count_set_by_management_unbinds_consumers_and_is_kept(tmp_p
         for i in range(6):
             p.send("/queue/keyed.book", f"m{i}", JMSXGroupID=f"k{i % 3}", persistent="true")
         c.wait(6)  # held, not acknowledged
-        report = b.call(lambda br: qt(br).set_partition_count("keyed.book", 5))
-        assert report["from"] == 2 and report["to"] == 5 and report["unbound"] == 1
-        assert "partition count changed from 2 to 5" in c.wait_error()
+        amqp = BlockingConnection(f"127.0.0.1:{b.amqp_port}")
+        try:
+            receiver = amqp.create_receiver("queue://keyed.book")
+            report = b.call(lambda br: qt(br).set_partition_count("keyed.book", 5))
+            assert report["from"] == 2 and report["to"] == 5 and report["unbound"] == 2
+            assert "partition count changed from 2 to 5" in c.wait_error()
+            with pytest.raises(LinkDetached, match="partition count changed from 2 to 5"):
+                receiver.receive(timeout=10)
+        finally:
+            amqp.close()
         with pytest.raises(DestinationError, match="keeps 1 or more partitions"):
             b.call(lambda br: qt(br).set_partition_count("keyed.book", 0))
         p.close()

@@ -230,10 +230,11 @@ class PartitionedQueue(SolaceQueue):
             if consumer.on_closed is not None:
                 consumer.on_closed(reason)
             consumer.closed = True
-        log.warning("%s: partition count changed from %d to %d; %d consumers unbound, "
-                    "%d of %d waiting messages in memory moved to another partition "
-                    "(none dropped)", self.destination, old, count, len(bound), remapped,
-                    self.size())
+        log.log(logging.WARNING if bound else logging.INFO,
+                "%s: partition count changed from %d to %d; %d consumers unbound, "
+                "%d of %d waiting messages in memory moved to another partition "
+                "(none dropped)", self.destination, old, count, len(bound), remapped,
+                self.size())
         return {"from": old, "to": count, "unbound": len(bound), "remapped": remapped,
                 "waiting": self.size()}
 
