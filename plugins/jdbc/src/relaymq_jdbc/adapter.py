@@ -26,6 +26,7 @@ from relaymq.model.codec import decode_message
 from relaymq.spi.persistence import (
     DestinationStats,
     DuplicateIdRecord,
+    LockState,
     PersistenceAdapter,
     StoredMessage,
     StoreOp,
@@ -118,8 +119,11 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
                     lease_ms=cfg.lease_ms, keep_alive_ms=cfg.keep_alive_ms,
                     acquire_ms=cfg.locker.lock_acquire_sleep_interval,
                     max_diff_ms=cfg.locker.max_allowable_diff_from_db_time)
-                await self.lease.acquire(fail_if_locked=cfg.locker.fail_if_locked,
-                                         what=self.where())
+                await self.lease.acquire(
+                    fail_if_locked=cfg.locker.fail_if_locked, what=self.where(),
+                    waiting=lambda why: self.lock_changed(LockState.WAITING, why))
+                self.lock_changed(LockState.HELD,
+                                  f"the lease on {self.where()} held by {self.lease.holder}")
             state, next_id = await asyncio.to_thread(self._load, reader_engine)
         except StoreLocked as exc:
             await self._close_engines()
@@ -189,6 +193,8 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
                 await asyncio.to_thread(self.lease.release)
             except Exception as exc:  # noqa: BLE001 - the lease then simply expires
                 log.warning("releasing the store lease failed (%s); it expires by itself", exc)
+        if self.lock_state == LockState.HELD:
+            self.lock_state = LockState.NONE
         await self._close_engines()
 
     async def _close_engines(self) -> None:
@@ -198,13 +204,14 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
             self._engines = None
 
     def _lease_lost(self, reason: str) -> None:
+        """The keep-alive found the lease gone: nothing more is written, and the
+        broker is told through the store's lock state (it stops serving, as for a
+        lost kahaDB lock; docs/kernel.md#the-store-contract)."""
         self._lost = reason
         log.error("lost the lease on the JDBC store %s: %s. This broker stops serving now, "
                   "so that the slave that takes over is the only master; restart it to make "
                   "it a slave", self.where(), reason)
-        stop = getattr(self.broker, "stop", None)
-        if stop is not None:
-            asyncio.get_running_loop().create_task(stop())
+        self.lock_changed(LockState.LOST, f"the JDBC lease is lost: {reason}")
 
     # -- writing ------------------------------------------------------------------------
 

@@ -144,8 +144,10 @@ class LeaseLocker:
 
     # -- asyncio parts ---------------------------------------------------------
 
-    async def acquire(self, *, fail_if_locked: bool, what: str) -> None:
-        """Become master: take the lease now or, as a slave, when it expires."""
+    async def acquire(self, *, fail_if_locked: bool, what: str,
+                      waiting: Callable[[str], None] | None = None) -> None:
+        """Become master: take the lease now or, as a slave, when it expires
+        (`waiting(why)` is called once when this broker starts waiting)."""
         await asyncio.to_thread(self._ensure_row)
         await asyncio.to_thread(self.check_clock)
         announced = False
@@ -168,6 +170,8 @@ class LeaseLocker:
                             "is a slave and waits for the lease, retrying every %d ms",
                             what, holder, max(remaining, 0), self.acquire_ms)
                 announced = True
+                if waiting is not None:
+                    waiting(f"the JDBC store {what} is locked by {holder}")
             await asyncio.sleep(self.acquire_ms / 1000)
 
     async def keep_alive(self, on_lost: Callable[[str], None]) -> None:
