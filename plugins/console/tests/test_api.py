@@ -207,6 +207,12 @@ def test_queues_jsp_and_jolokia_reads(console) -> None:
     root = ET.fromstring(console.client().get("/admin/xml/queues.jsp").content)
     stats = {q.get("name"): q.find("stats") for q in root.findall("queue")}
     assert stats["api.jsp"].get("size") == "2" and stats["api.jsp"].get("enqueueCount") == "2"
+    # a name with XML's special characters stays well-formed, in the attribute and the links
+    send(console, "/queue/api.jsp<&>", ["x"])
+    root = ET.fromstring(console.client().get("/admin/xml/queues.jsp").content)
+    odd = next(q for q in root.findall("queue") if q.get("name") == "api.jsp<&>")
+    assert odd.find("stats").get("size") == "1"
+    assert odd.find("feed/atom").text.startswith("queueBrowse/api.jsp%3C%26%3E?view=rss")
     mbean = ("org.apache.activemq:type=Broker,brokerName=console-test,"
              "destinationType=Queue,destinationName=api.jsp")
     for attribute, expected in (("QueueSize", 2), ("EnqueueCount", 2), ("DequeueCount", 0),

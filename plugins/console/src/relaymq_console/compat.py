@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from xml.sax.saxutils import quoteattr
+from urllib.parse import quote
+from xml.sax.saxutils import escape, quoteattr
 
 from relaymq.errors import DestinationError
 from relaymq.model.destination import Destination
@@ -25,15 +26,18 @@ DESTINATION_ATTRIBUTES = {
 
 
 async def queues_xml(broker: Any) -> str:
+    """From the queues' live counters (cheap for 10,000 queues); names are escaped
+    in attributes and in the feed links alike."""
     rows = []
-    for q in await broker.management.destinations("queue"):
-        name = quoteattr(q.name)
+    for dest, queue in list(broker.management.queues.items()):
+        s = queue.stats
+        link = escape(quote(dest.name, safe=""))
         rows.append(
-            f"<queue name={name}>\n"
-            f"<stats size=\"{q.depth}\" consumerCount=\"{q.consumers}\" "
-            f"enqueueCount=\"{q.enqueued}\" dequeueCount=\"{q.dequeued}\"/>\n"
-            f"<feed><atom>queueBrowse/{q.name}?view=rss&amp;feedType=atom_1.0</atom>"
-            f"<rss>queueBrowse/{q.name}?view=rss&amp;feedType=rss_2.0</rss></feed>\n"
+            f"<queue name={quoteattr(dest.name)}>\n"
+            f"<stats size=\"{s.pending}\" consumerCount=\"{s.consumers}\" "
+            f"enqueueCount=\"{s.enqueued}\" dequeueCount=\"{s.dequeued}\"/>\n"
+            f"<feed><atom>queueBrowse/{link}?view=rss&amp;feedType=atom_1.0</atom>"
+            f"<rss>queueBrowse/{link}?view=rss&amp;feedType=rss_2.0</rss></feed>\n"
             f"</queue>")
     return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<queues>\n" + "\n".join(rows) + "\n</queues>\n"
 
