@@ -191,3 +191,42 @@ def test_credentials_from_the_environment(broker) -> None:
                                         "RELAYMQ_USER": VIEWER[0], "RELAYMQ_PASSWORD": VIEWER[1]})
     assert r.returncode == 0, r.stderr
     assert {b["name"] for b in json.loads(r.stdout)} == {"fwd", "idle"}
+
+
+def test_the_console_page_pauses_and_resumes_a_bridge(broker, tmp_path) -> None:
+    import shutil
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium (Debian package chromium) is not installed")
+    wait_until(lambda: state(broker, "fwd") == "running", 30, "fwd running")
+    shots = Path(os.environ.get("RELAYMQ_ARTIFACTS") or tmp_path)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium,
+                                    args=["--headless=new", "--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page()
+            page.goto(f"{broker.url}/login")
+            page.fill("#username", ADMIN[0])
+            page.fill("#password", ADMIN[1])
+            page.click("#login-button")
+            page.wait_for_selector("#broker-facts")
+            page.goto(f"{broker.url}/broker-connections")
+            kinds = {r.get_attribute("data-name"): r.locator("td").nth(1).text_content()
+                     for r in page.locator("#items tr[data-name]").all()}
+            assert kinds == {"fwd": "bridge", "idle": "bridge"}
+            row = page.locator("#bridges tr[data-name=fwd]")
+            assert row.locator("td.state").text_content() == "running"
+            row.locator("button.pause").click()
+            page.wait_for_selector("#flash")
+            assert page.text_content("#flash") == "bridge fwd: paused"
+            assert page.locator("#bridges tr[data-name=fwd] td.state").text_content() == "paused"
+            assert state(broker, "fwd") == "paused"
+            page.screenshot(path=str(shots / "bridge-paused.png"), full_page=True)
+            page.locator("#bridges tr[data-name=fwd] button.resume").click()
+            page.wait_for_selector("#flash")
+            assert page.text_content("#flash") == "bridge fwd: running"
+            assert state(broker, "fwd") == "running"
+        finally:
+            browser.close()

@@ -20,6 +20,7 @@ from relaymq_console.access import Access, Denied
 from relaymq_console.api import Api
 from relaymq_console.bridges_api import BridgesApi
 from relaymq_console.config import ConsoleConfig
+from relaymq_console.link_pages import LinkPages
 from relaymq_console.pages import Pages
 
 SECURITY_HEADERS = [
@@ -90,6 +91,7 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static")),
         *api.routes(),
         *bridges.routes(),
+        *LinkPages(broker, pages).routes(),
         *pages.routes(),
     ]
     async def http_error(request: Request, exc: Exception) -> Response:

@@ -49,7 +49,6 @@ class Pages:
             r("/connections", self.connections),
             r("/connections/{cid:path}/close", self.close_connection, methods=["POST"]),
             r("/subscriptions", self.subscriptions),
-            r("/broker-connections", self.broker_connections),
         ]
 
     def render(self, template: str, user: User | None, **values: Any) -> HTMLResponse:
@@ -57,7 +56,7 @@ class Pages:
             broker_name=self.broker.name, user=user, csrf=user.csrf if user else "", **values)
         return HTMLResponse(html)
 
-    async def _user(self, request: Request, admin: bool = False) -> User | Response:
+    async def user(self, request: Request, admin: bool = False) -> User | Response:
         try:
             csrf = None
             if request.method == "POST":
@@ -88,7 +87,7 @@ class Pages:
         return response
 
     async def logout(self, request: Request) -> Response:
-        user = await self._user(request)
+        user = await self.user(request)
         if isinstance(user, Response):
             return user
         self.access.sessions.drop(request.cookies.get(COOKIE))
@@ -98,14 +97,14 @@ class Pages:
 
     # -- pages ----------------------------------------------------------------------
     async def dashboard(self, request: Request) -> Response:
-        user = await self._user(request)
+        user = await self.user(request)
         if isinstance(user, Response):
             return user
         return self.render("dashboard.html", user,
                            info=broker_summary(self.broker, self.started, self.totals))
 
     async def _listing(self, request: Request, kind: str) -> Response:
-        user = await self._user(request)
+        user = await self.user(request)
         if isinstance(user, Response):
             return user
         q = request.query_params
@@ -130,7 +129,7 @@ class Pages:
         return await self._listing(request, "topic")
 
     async def queue(self, request: Request) -> Response:
-        user = await self._user(request)
+        user = await self.user(request)
         if isinstance(user, Response):
             return user
         dest = Destination.queue(request.path_params["name"])
@@ -149,7 +148,7 @@ class Pages:
                            flash=request.query_params.get("flash"))
 
     async def create_queue(self, request: Request) -> Response:
-        user = await self._user(request, admin=True)
+        user = await self.user(request, admin=True)
         if isinstance(user, Response):
             return user
         name = str((await request.form()).get("name", "")).strip()
@@ -160,7 +159,7 @@ class Pages:
         return RedirectResponse(f"/queues/{quote(name)}", status_code=303)
 
     async def queue_action(self, request: Request) -> Response:
-        user = await self._user(request, admin=True)
+        user = await self.user(request, admin=True)
         if isinstance(user, Response):
             return user
         name, action = request.path_params["name"], request.path_params["action"]
@@ -206,14 +205,14 @@ class Pages:
         raise ValueError(f"unknown action {action!r}")
 
     async def connections(self, request: Request) -> Response:
-        user = await self._user(request)
+        user = await self.user(request)
         if isinstance(user, Response):
             return user
         return self.render("connections.html", user, items=plain(self.m.connections()),
                            flash=request.query_params.get("flash"))
 
     async def close_connection(self, request: Request) -> Response:
-        user = await self._user(request, admin=True)
+        user = await self.user(request, admin=True)
         if isinstance(user, Response):
             return user
         cid = request.path_params["cid"]
@@ -223,20 +222,12 @@ class Pages:
         return RedirectResponse(f"/connections?flash={quote(flash)}", status_code=303)
 
     async def subscriptions(self, request: Request) -> Response:
-        user = await self._user(request)
+        user = await self.user(request)
         if isinstance(user, Response):
             return user
         return self.render("table.html", user, title="Durable subscriptions",
                            columns=["client_id", "name", "topic", "selector", "active", "depth"],
                            items=plain(self.m.durable_subscriptions()))
-
-    async def broker_connections(self, request: Request) -> Response:
-        user = await self._user(request)
-        if isinstance(user, Response):
-            return user
-        return self.render("table.html", user, title="Broker connections",
-                           columns=["name", "kind", "uri", "state", "detail"],
-                           items=plain(self.m.broker_connections()))
 
 
 def _esc(text: str) -> str:

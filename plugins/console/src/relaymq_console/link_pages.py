@@ -1,0 +1,82 @@
+"""The broker-connections page: broker connections (mirror, federation, bridges'
+connectors ...) and relaymq-bridge's bridges, with start/stop (and pause/resume
+for bridges) for admins."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from relaymq.errors import RelayMQError
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from relaymq_console.bridges_api import ACTIONS
+from relaymq_console.pages import Pages
+from relaymq_console.views import plain
+
+
+class LinkPages:
+    def __init__(self, broker: Any, pages: Pages) -> None:
+        self.broker = broker
+        self.m = broker.management
+        self.pages = pages
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/broker-connections", self.show),
+            Route("/broker-connections/{name}/{action}", self.connection_action,
+                  methods=["POST"]),
+            Route("/bridges/{name}/{action}", self.bridge_action, methods=["POST"]),
+        ]
+
+    async def show(self, request: Request) -> Response:
+        user = await self.pages.user(request)
+        if isinstance(user, Response):
+            return user
+        manager = self.broker.extensions.get("bridges")
+        return self.pages.render("broker_connections.html", user,
+                                 items=plain(self.m.broker_connections()),
+                                 bridges=plain(manager.list()) if manager is not None else [],
+                                 flash=request.query_params.get("flash"))
+
+    def _back(self, flash: str) -> Response:
+        return RedirectResponse(f"/broker-connections?flash={quote(flash)}", status_code=303)
+
+    async def connection_action(self, request: Request) -> Response:
+        user = await self.pages.user(request, admin=True)
+        if isinstance(user, Response):
+            return user
+        name, action = request.path_params["name"], request.path_params["action"]
+        try:
+            if action == "start":
+                await self.m.start_broker_connection(name)
+            elif action == "stop":
+                await self.m.stop_broker_connection(name)
+            else:
+                return self._back(f"unknown action {action!r} (start, stop)")
+        except (RelayMQError, ValueError) as exc:
+            return self._back(f"{action} {name} failed: {exc}")
+        self.pages.access.audit(user, action, name, request)
+        return self._back(f"{action}: {name}")
+
+    async def bridge_action(self, request: Request) -> Response:
+        user = await self.pages.user(request, admin=True)
+        if isinstance(user, Response):
+            return user
+        name, action = request.path_params["name"], request.path_params["action"]
+        manager = self.broker.extensions.get("bridges")
+        if action not in ACTIONS:
+            return self._back(f"unknown action {action!r} ({', '.join(ACTIONS)})")
+        try:
+            if manager is None:
+                raise KeyError(f"no bridge named {name!r}")
+            bridge = manager.get(name)
+        except KeyError as exc:
+            return self._back(str(exc.args[0]) if exc.args else f"no bridge {name!r}")
+        result = getattr(bridge, action)()
+        if result is not None:
+            await result
+        self.pages.access.audit(user, f"bridge-{action}", name, request)
+        return self._back(f"bridge {name}: {bridge.info()['state']}")
