@@ -169,10 +169,17 @@ def conv(text: str, **fields: object) -> bool | None:
         ("count > 5", {"count": "7"}, True),
         ("count > 5", {"count": "3"}, False),
         ("count = 7", {"count": "7"}, True),
-        ("count = 7", {"count": "7.0"}, True),
+        ("count = 7", {"count": "7.0"}, False),  # int literal: Integer.valueOf rejects "7.0"
+        ("count = 7.0", {"count": "7"}, True),  # decimal literal: Double.valueOf
         ("count = 7.5", {"count": "7.5"}, True),
-        ("count > 5", {"count": "7.5"}, True),
-        ("count > 5", {"count": "1e3"}, True),
+        ("count > 5", {"count": "7.5"}, False),
+        ("count > 5.0", {"count": "7.5"}, True),
+        ("count > 5.0", {"count": " 7.5 "}, True),  # Double.valueOf trims
+        ("count > 5", {"count": "1e3"}, False),
+        ("count > 5.0", {"count": "1e3"}, True),
+        ("count > 2147483647", {"count": "2147483648"}, False),  # Integer.valueOf overflows
+        ("count > 2147483647L", {"count": "2147483648"}, True),  # Long.valueOf
+        ("flag = FALSE", {"flag": "yes"}, True),  # Boolean.valueOf: anything but "true" is false
         ("count <> 7", {"count": "8"}, True),
         ("count <= 7", {"count": "-7"}, True),
         ("count >= 7", {"count": "+7"}, True),
@@ -198,7 +205,10 @@ def conv(text: str, **fields: object) -> bool | None:
         ("a = b", {"a": "7", "b": "7.0"}, False),  # two strings compare as strings
         ("a < b", {"a": "1", "b": "2"}, None),
         ("count > 5", {}, None),
-        ("flag", {"flag": "true"}, None),  # only comparisons convert
+        ("flag", {"flag": "true"}, False),  # a non-boolean used as a condition is FALSE
+        ("NOT flag", {"flag": "true"}, True),
+        ("NOT flag", {"flag": "false"}, True),
+        ("NOT flag", {}, None),
     ],
 )
 def test_string_conversion(text: str, fields: dict[str, object], expected: bool | None) -> None:

@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from relaymq.model.jtypes import Float32, Int32
 from relaymq.selector import InvalidSelector, Selector
 
 _REPO = Path(__file__).resolve().parents[3]
 #: The project's shared conformance data (beside the checkout) wins; the copy kept
 #: with the tests makes a checkout without shared/ still run every case.
 _SHARED = _REPO.parent / "shared" / "conformance" / "selectors-public.json"
-CONFORMANCE = _SHARED if _SHARED.exists() else Path(__file__).parent / "data" / "selectors-public.json"
+CONFORMANCE = (
+    _SHARED if _SHARED.exists() else Path(__file__).parent / "data" / "selectors-public.json"
+)
 
 _TRI = {True: "TRUE", False: "FALSE", None: "UNKNOWN"}
 
@@ -35,19 +38,21 @@ CASES = _load()
 def typed_value(prop: dict[str, Any]) -> object:
     """Map a typed JMS property to what the kernel hands the selector.
 
-    A Java ``float`` property reaches RelayMQ as its 32-bit value widened to a
-    double, so 1.1f is 1.100000023841858, not 1.1 (hence ``floatProp = 1.1``
-    is FALSE, as in Java).
+    Java ints (byte, short, int) are `Int32`, longs plain ints; a Java ``float``
+    is a `Float32` holding its 32-bit value widened to a double, so 1.1f is
+    1.100000023841858, not 1.1 (hence ``floatProp = 1.1`` is FALSE, as in Java).
     """
     kind = prop["type"]
     value = prop["value"]
     if kind == "null" or value is None:
         return None
     if kind == "float":
-        return struct.unpack("<f", struct.pack("<f", float(value)))[0]
+        return Float32(struct.unpack("<f", struct.pack("<f", float(value)))[0])
     if kind == "double":
         return float(value)
-    if kind in ("byte", "short", "int", "long"):
+    if kind in ("byte", "short", "int"):
+        return Int32(value)
+    if kind == "long":
         return int(value)
     if kind == "boolean":
         return bool(value)

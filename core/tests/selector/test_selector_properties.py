@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 import operator
 import re
+import struct
 import warnings
 from fractions import Fraction
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from relaymq.model.jtypes import Float32, Int32
 from relaymq.selector import InvalidSelector, Selector
 from relaymq.selector import nodes as n
 from relaymq.selector.functions import java_string
@@ -33,6 +35,10 @@ field_values = st.one_of(
     st.integers(min_value=-5, max_value=5),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([0.0, -0.0, 0.5, 2.0, 1e308]),
+    st.integers(min_value=-(2**31), max_value=2**31 - 1).map(Int32),
+    st.sampled_from([2**31 - 1, -(2**31), 16777217, 7, -3]).map(Int32),
+    st.floats(width=32).map(Float32),
+    st.sampled_from([16777216.0, 1.100000023841858, 0.5]).map(Float32),
     st.text(alphabet="ab_%!,.1 5eE-+xX", max_size=6),
     st.sampled_from(["true", "FALSE", "7", "-2.5", "1e3", "0x1F", "", "a,b,,"]),
 )
@@ -43,47 +49,102 @@ fields_strategy = st.dictionaries(st.sampled_from(IDENTS), field_values, max_siz
 # Reference evaluator: deliberately naive, written from the rules in
 # docs/selectors.md rather than from the compiler.
 
-_NUMERIC = (int, float)
 _ORDER = {"<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge}
+_INT, _LONG, _FLOAT, _DOUBLE = "int", "long", "float", "double"
+_NUMS = (_INT, _LONG, _FLOAT, _DOUBLE)
+
+
+def _f32(x: float) -> float:
+    """Round to a Java float (the reference does it through Fraction, not jtypes)."""
+    if math.isnan(x) or math.isinf(x):
+        return x
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", float(Fraction(x))))[0])
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _f32_of_int(v: int) -> float:
+    # exact rounding of an integer to 24 significant bits, half to even
+    if v == 0:
+        return 0.0
+    m = abs(v)
+    shift = max(m.bit_length() - 24, 0)
+    q = Fraction(m, 2**shift)
+    r = round(q)  # Python rounds half to even
+    return math.copysign(float(r * 2**shift), v)
 
 
 def _kind(v: object) -> str:
+    """The Java class of a value: int/long/float/double, bool, str, null or other."""
     if v is None:
         return "null"
     if type(v) is bool:
         return "bool"
-    if type(v) in _NUMERIC:
-        return "num"
+    if type(v) is Int32:
+        return _INT if -(2**31) <= v < 2**31 else _LONG  # type: ignore[operator]
+    if type(v) is int:
+        return _LONG
+    if type(v) is Float32:
+        return _FLOAT
+    if type(v) is float:
+        return _DOUBLE
     if type(v) is str:
         return "str"
     return "other"
 
 
-def _to_number(text: str) -> int | float | None:
-    if re.fullmatch(r"[+-]?[0-9]+", text):
-        return int(text)
-    if re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?", text):
-        return float(text.rstrip("fFdD"))
+def _parse_as(text: str, kind: str) -> Any:
+    if kind in (_INT, _LONG):
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            return None
+        v = int(text)
+        bits = 32 if kind == _INT else 64
+        return v if -(2 ** (bits - 1)) <= v < 2 ** (bits - 1) else None
+    if kind in (_FLOAT, _DOUBLE):
+        t = text.strip(" ")
+        m = re.fullmatch(
+            r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)[fFdD]?", t
+        )
+        if not m:
+            return None
+        d = float(t.rstrip("fFdD").replace("Infinity", "inf"))
+        return _f32(d) if kind == _FLOAT else d
+    if kind == "bool":
+        return text.lower() == "true"
     return None
+
+
+def _as(v: Any, kind: str) -> Any:
+    if kind == _DOUBLE:
+        return float(v)
+    if kind == _FLOAT:
+        return _f32(v) if isinstance(v, float) else _f32_of_int(v)
+    return int(v)
 
 
 def ref_compare(op: str, a: Any, b: Any, convert: bool) -> bool | None:
     ka, kb = _kind(a), _kind(b)
     if "null" in (ka, kb):
         return None
-    if convert and {ka, kb} in ({"str", "num"}, {"str", "bool"}):
-        target = kb if ka == "str" else ka
-        text = a if ka == "str" else b
-        if target == "num":
-            converted: Any = _to_number(text)
+    if ka in _NUMS and kb in _NUMS:
+        if _DOUBLE in (ka, kb):
+            target = _DOUBLE
+        elif _FLOAT in (ka, kb):
+            target = _FLOAT
         else:
-            converted = {"true": True, "false": False}.get(text.lower())
+            target = _LONG
+        a, b, ka, kb = _as(a, target), _as(b, target), "num", "num"
+    elif convert and "str" in (ka, kb) and "other" not in (ka, kb) and ka != kb:
+        target = kb if ka == "str" else ka
+        converted = _parse_as(a if ka == "str" else b, target)
         if converted is None:
             return False
         if ka == "str":
-            a, ka = converted, target
+            a = converted
         else:
-            b, kb = converted, target
+            b = converted
+        ka = kb = "num" if target in _NUMS else target
     if "other" in (ka, kb) or ka != kb:
         return False
     if op == "=":
@@ -95,23 +156,32 @@ def ref_compare(op: str, a: Any, b: Any, convert: bool) -> bool | None:
     return _ORDER[op](a, b)
 
 
+def _wrap(v: int, bits: int) -> int:
+    return (v + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+
+
 def _long(v: int) -> int:
-    return (v + 2**63) % 2**64 - 2**63
+    return _wrap(v, 64)
 
 
 def ref_arith(op: str, a: Any, b: Any) -> Any:
-    if op == "+" and type(a) is str and type(b) is str:
+    ka, kb = _kind(a), _kind(b)
+    if op == "+" and ka == "str" and kb == "str":
         return a + b
-    if type(a) not in _NUMERIC or type(b) not in _NUMERIC:
+    if ka not in _NUMS or kb not in _NUMS:
         return None
-    if type(a) is int and type(b) is int:
+    if ka in (_INT, _LONG) and kb in (_INT, _LONG):
+        bits = 32 if ka == kb == _INT else 64
+        a, b = int(a), int(b)
         if op in "/%" and b == 0:
             return None
         if op == "/":
-            return _long(math.trunc(Fraction(a, b)))
-        if op == "%":
-            return _long(a - b * math.trunc(Fraction(a, b)))
-        return _long({"+": operator.add, "-": operator.sub, "*": operator.mul}[op](a, b))
+            r = _wrap(math.trunc(Fraction(a, b)), bits)
+        elif op == "%":
+            r = _wrap(a - b * math.trunc(Fraction(a, b)), bits)
+        else:
+            r = _wrap({"+": operator.add, "-": operator.sub, "*": operator.mul}[op](a, b), bits)
+        return Int32(r) if bits == 32 else r
     try:
         x, y = float(a), float(b)
     except OverflowError:
@@ -121,7 +191,10 @@ def ref_arith(op: str, a: Any, b: Any) -> Any:
     if op == "%":
         return math.nan if math.isinf(x) else math.fmod(x, y)
     ops = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
-    return ops[op](x, y)
+    try:
+        return ops[op](x, y)
+    except OverflowError:
+        return None
 
 
 def ref_like(text: str, pattern: str, escape: str | None) -> bool:
@@ -148,7 +221,9 @@ def _or(a: Any, b: Any) -> Any:
 
 def ref_cond(node: n.Node, fields: dict[str, Any], convert: bool) -> bool | None:
     v = ref_value(node, fields, convert)
-    return v if type(v) is bool else None
+    if type(v) is bool or v is None:
+        return v
+    return False if convert else None  # STOMP follows ActiveMQ: a non-boolean is FALSE
 
 
 def ref_value(node: n.Node, fields: dict[str, Any], convert: bool) -> Any:  # noqa: C901
@@ -176,9 +251,16 @@ def ref_value(node: n.Node, fields: dict[str, Any], convert: bool) -> Any:  # no
         return ref_arith(node.op, val(node.left), val(node.right))
     if isinstance(node, n.Unary):
         v = val(node.operand)
-        if type(v) not in _NUMERIC:
+        k = _kind(v)
+        if k not in _NUMS:
             return None
-        return (_long(-v) if type(v) is int else -v) if node.op == "-" else v
+        if node.op == "+":
+            return v
+        if k == _INT:
+            return Int32(_wrap(-v, 32))
+        if k == _LONG:
+            return _long(-int(v))
+        return Float32(-v) if k == _FLOAT else -v
     if isinstance(node, n.IsNull):
         return (val(node.operand) is None) != node.negated
     if isinstance(node, n.InList):
@@ -230,7 +312,25 @@ def ref_value(node: n.Node, fields: dict[str, Any], convert: bool) -> Any:  # no
 ident = st.sampled_from(IDENTS)
 num_literal = st.one_of(
     st.integers(min_value=-10, max_value=10).map(str),
-    st.sampled_from(["0", "2.5", "1E3", "0x1F", "017", "9223372036854775807", ".5", "1.5F"]),
+    st.sampled_from(
+        [
+            "0",
+            "2.5",
+            "1E3",
+            "0x1F",
+            "017",
+            "9223372036854775807",
+            ".5",
+            "1.5F",
+            "1.1F",
+            "1.1",
+            "2147483647",
+            "2147483648",
+            "16777217",
+            "7L",
+            "9007199254740993",
+        ]
+    ),
 )
 str_literal = st.text(alphabet="ab_%!,'1 .", max_size=5).map(
     lambda s: "'" + s.replace("'", "''") + "'"

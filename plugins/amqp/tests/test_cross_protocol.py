@@ -336,3 +336,22 @@ def test_durable_messages_cross_protocols_after_a_restart(make_broker: Any, conn
             h["JMSXUserID"], h["persistent"], h["i"], h["d"], h["b"]) == (
         "ID:a1", "2", "S", "c2", "/topic/rt2", "alice", "true", "5", "2.5", "true")
     conn.disconnect()
+
+
+def test_stomp_selector_sees_amqp_property_types(both: Any, stomp_client: Any,
+                                                 connect: Any) -> None:
+    """An AMQP int property is a Java int to a STOMP subscriber's selector too."""
+    from proton import float32, int32
+
+    conn, frames = stomp_client
+    conn.subscribe(destination="/queue/typed", id="1", ack="auto", headers={
+        "selector": "i + 1 < 0 OR f = 16777217", "receipt": "sub"})
+    assert frames.receipts.get(timeout=5) == "sub"
+    s = connect(both.url()).create_sender("queue://typed")
+    s.send(Message(body="int", properties={"i": int32(2147483647)}))
+    s.send(Message(body="long", properties={"i": 2147483647}))
+    s.send(Message(body="float", properties={"f": float32(16777216.0)}))
+    s.send(Message(body="double", properties={"f": 16777216.0}))
+    s.send(Message(body="end", properties={"i": int32(2147483647)}))
+    got = [frames.q.get(timeout=5).body for _ in range(3)]
+    assert got == ["int", "float", "end"]

@@ -70,19 +70,19 @@ def test_stomp_consumer_reconnects_and_gets_what_its_selector_wants(tmp_path):
     try:
         consumer, inbox = client()
         consumer.subscribe("/queue/Consumer.A.VirtualTopic.Prices", "s", ack="auto",
-                           headers={"selector": "price > 5", "receipt": "sub"})
+                           headers={"selector": "price > 5.0", "receipt": "sub"})
         assert inbox.wait(lambda: "sub" in inbox.receipts)
         consumer.disconnect()
 
         producer, _ = client()
-        for price in ("10", "1", "7.5"):  # STOMP header values are strings
+        for price in ("10", "1", "7.5"):  # STOMP headers are strings; 5.0 parses them as doubles
             producer.send("/topic/VirtualTopic.Prices", f"price {price}",
                           headers={"price": price})
         producer.disconnect()
 
         back, inbox = client()
         back.subscribe("/queue/Consumer.A.VirtualTopic.Prices", "s", ack="auto",
-                       headers={"selector": "price > 5"})
+                       headers={"selector": "price > 5.0"})
         assert inbox.wait(lambda: len(inbox.bodies) >= 2)
         assert inbox.bodies == ["price 10", "price 7.5"]
         assert run(_enqueued(broker, "Consumer.A.VirtualTopic.Prices")) == 2  # never "price 1"

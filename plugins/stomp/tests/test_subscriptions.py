@@ -208,6 +208,39 @@ def test_selectors_with_stomp_string_conversion(server: BrokerThread, client, se
     assert sorted((m.body for m in col.messages), key=int) == matching
 
 
+@pytest.mark.parametrize(("selector", "matching"), [
+    # a header compared with an integer literal is parsed as a Java int: "123.0" fails
+    ("n = 123", ["a", "c"]),
+    # with a decimal literal it is parsed as a double
+    ("n = 123.0", ["a", "b", "c"]),
+    ("n > 2147483647", []),  # "2147483648" is no Java int: FALSE
+    ("n > 2147483647L", ["d"]),  # a long literal: Long.valueOf
+    # a header used as a condition is no boolean: FALSE, so NOT matches it
+    ("NOT flag", ["a", "b"]),
+    ("flag", []),
+    ("flag = TRUE", ["a"]),
+    ("flag = FALSE", ["b"]),
+    # literals are Java ints: int + int wraps
+    ("2147483647 + 1 < 0", ["a", "b", "c", "d"]),
+])
+def test_stomp_header_typing_in_selectors(server: BrokerThread, client, selector: str,
+                                          matching: list[str]) -> None:
+    conn, col = client()
+    dest = "/queue/typing." + str(abs(hash(selector)))
+    subscribe(conn, col, dest, id="1", headers={"selector": selector})
+    prod, pcol = client()
+    prod.send(dest, "a", headers={"n": "123", "flag": "true"})
+    prod.send(dest, "b", headers={"n": "123.0", "flag": "false"})
+    prod.send(dest, "c", headers={"n": "+123"})
+    prod.send(dest, "d", headers={"n": "2147483648"}, receipt="done")
+    assert pcol.wait_receipt("done")
+    key = "queue://" + dest.removeprefix("/queue/")
+    wait_equal(lambda: (server.stats(key)["enqueued"], server.stats(key)["dispatched"]),
+               (4, len(matching)), "messages routed and dispatched")
+    col.wait_messages(len(matching))
+    assert sorted(m.body for m in col.messages) == matching
+
+
 def test_topic_selector(client) -> None:
     conn, col = client()
     subscribe(conn, col, "/topic/tsel", id="1", headers={"selector": "level >= 3"})

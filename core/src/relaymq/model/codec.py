@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from relaymq.model.destination import Destination
+from relaymq.model.jtypes import Float32, Int32
 from relaymq.model.message import Message, PropertyLoader
 
 MAGIC = b"R1"
@@ -183,8 +184,12 @@ def _encode_props(props: dict[str, Any]) -> dict[str, Any]:
     for k, v in props.items():
         if isinstance(v, (bytes, bytearray, memoryview)):
             out[k] = {"$b": bytes(v).hex()}
+        elif isinstance(v, Float32):  # Java float: kept apart from double for selectors
+            out[k] = {"$g": repr(float(v))}
         elif isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
             out[k] = {"$f": repr(v)}
+        elif isinstance(v, Int32):  # Java int: kept apart from long for selectors
+            out[k] = {"$i": int(v)}
         elif v is None or isinstance(v, (str, int, float, bool)):
             out[k] = v
         else:
@@ -200,6 +205,10 @@ def _decode_props(props: dict[str, Any]) -> dict[str, Any]:
                 v = bytes.fromhex(v["$b"])
             elif "$f" in v:
                 v = float(v["$f"])
+            elif "$i" in v:
+                v = Int32(v["$i"])
+            elif "$g" in v:
+                v = Float32(float(v["$g"]))
             else:
                 v = v.get("$s")
         out[k] = v

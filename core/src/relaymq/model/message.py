@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from relaymq.model.destination import Destination
+from relaymq.model.jtypes import Int32
 
 PropertyLoader = Callable[["Message"], dict[str, Any]]
 
@@ -287,6 +288,9 @@ HEADER_FIELDS: Mapping[str, str] = {
 }
 
 
+_INT_HEADERS = frozenset({"JMSPriority", "JMSXGroupSeq"})
+
+
 class SelectorView:
     """A read-only mapping view of a message for selector evaluation.
 
@@ -305,13 +309,16 @@ class SelectorView:
         m = self._m
         if attr is not None:
             value = getattr(m, attr)
-            return default if value is None else value
+            if value is None:
+                return default
+            # Java ints in JMS (the rest are strings or longs); selectors do int arithmetic on them
+            return Int32(value) if name in _INT_HEADERS else value
         if name == "JMSDeliveryMode":
             return "PERSISTENT" if m.durable else "NON_PERSISTENT"
         if name == "JMSRedelivered":
             return self._count > 0
         if name == "JMSXDeliveryCount":
-            return self._count + 1
+            return Int32(self._count + 1)
         if name == "JMSDestination":
             return str(m.destination.name) if m.destination else default
         if name == "JMSReplyTo":

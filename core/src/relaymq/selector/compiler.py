@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from relaymq.model import jtypes
 from relaymq.selector import functions, runtime
 from relaymq.selector.errors import InvalidSelector
 from relaymq.selector.like import plan_like
@@ -59,7 +60,29 @@ Evaluator = Callable[[FieldSource], "bool | None"]
 _PY_OPS = {"=": "==", "<>": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
 _MIRRORED = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
 _SAFE_BUILTINS = {"type": type, "len": len, "str": str, "bool": bool}
-_NUMERIC_TYPES = frozenset({int, float})
+#: Integers up to this magnitude are exact as Java floats (24-bit significand).
+_FLOAT_EXACT = 2**24
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _fast_types(lit: object) -> set[type]:
+    """Field types for which Python's comparison with ``lit`` equals Java's promoted one.
+
+    The sets are live (`relaymq.model.jtypes`): transports register their
+    int/float subclasses there. Other values take the runtime's slow path.
+    """
+    code = jtypes.jclass(lit)
+    if code == jtypes.I32 or code == jtypes.I64:
+        # an int or long compared with a float field is rounded to a float first
+        small = abs(int(cast(int, lit))) <= _FLOAT_EXACT
+        return jtypes.NUMERIC_TYPES if small else jtypes.INT_TYPES
+    if code == jtypes.F64:
+        # a long field is rounded to a double first; ints are exact
+        return jtypes.FLOAT_OR_I32_TYPES
+    return jtypes.FLOAT_TYPES  # a float literal: int and long fields are rounded to a float
 
 
 def compile_tree(
@@ -111,7 +134,7 @@ class _CodeGen:
         self._temps = 0
         #: Inline constant sources (numbers, True/False/None) emitted so far.
         self.constant_codes: set[str] = set()
-        self.numeric_types = self.bind_object(_NUMERIC_TYPES)
+        self.string_conversion = comparisons.string_conversion
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -158,6 +181,11 @@ class _CodeGen:
         """Code yielding True/False/None for a node used as a condition."""
         if isinstance(node, Ident):
             t = self.temp()
+            if self.string_conversion:
+                # ActiveMQ (STOMP): a value that is not a boolean is FALSE, NULL stays UNKNOWN
+                return (
+                    f"({t} if type({t} := {self.value(node)}) is bool else ({t} is None and None))"
+                )
             return f"({t} if type({t} := {self.value(node)}) is bool else None)"
         return self.value(node)
 
@@ -214,7 +242,8 @@ class _CodeGen:
         elif type(lit) is bool:
             test = f"type({t} := {self.value(left)}) is bool"
         else:
-            test = f"type({t} := {self.value(left)}) in {self.numeric_types}"
+            fast = self.bind_object(_fast_types(lit))
+            test = f"type({t} := {self.value(left)}) in {fast}"
         return f"({t} {_PY_OPS[op]} {c} if {test} else {slow}({t}, {c}))"
 
     def logic(self, node: Logic) -> str:
@@ -244,18 +273,26 @@ class _CodeGen:
         if (
             isinstance(low, Literal)
             and isinstance(high, Literal)
-            and type(low.value) in _NUMERIC_TYPES
-            and type(high.value) in _NUMERIC_TYPES
+            and _is_number(low.value)
+            and _is_number(high.value)
         ):
-            lo = self.literal(low.value)
-            hi = self.literal(high.value)
-            t = self.temp()
-            if node.negated:
-                fast = f"({t} < {lo} or {t} > {hi})"
-            else:
-                fast = f"({lo} <= {t} <= {hi})"
-            test = f"type({t} := {operand}) in {self.numeric_types}"
-            return f"({fast} if {test} else {slow}({t}, {lo}, {hi}))"
+            low_types = _fast_types(low.value)
+            high_types = _fast_types(high.value)
+            fast_types = None
+            if low_types is high_types or high_types is jtypes.NUMERIC_TYPES:
+                fast_types = low_types
+            elif low_types is jtypes.NUMERIC_TYPES:
+                fast_types = high_types
+            if fast_types is not None:
+                lo = self.literal(low.value)
+                hi = self.literal(high.value)
+                t = self.temp()
+                if node.negated:
+                    fast = f"({t} < {lo} or {t} > {hi})"
+                else:
+                    fast = f"({lo} <= {t} <= {hi})"
+                test = f"type({t} := {operand}) in {self.bind_object(fast_types)}"
+                return f"({fast} if {test} else {slow}({t}, {lo}, {hi}))"
         return f"{slow}({operand}, {self.value(low)}, {self.value(high)})"
 
     def like(self, node: Like) -> str:

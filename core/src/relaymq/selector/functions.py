@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, cast
 
+from relaymq.model.jtypes import BOOL, F32, F64, I32, I64, STR, jclass, to_float32
 from relaymq.selector.nodes import VKind
 from relaymq.selector.runtime import Comparisons, Tri
 
@@ -81,19 +82,32 @@ def java_string(value: object) -> str | None:
     REGEX matches the textual form of numbers and booleans (ActiveMQ calls
     ``toString()``), so ``REGEX('^[0-9]+$', count)`` works on a long property.
     """
-    t = type(value)
-    if t is str:
-        return cast(str, value)
-    if t is bool:
+    code = jclass(value)
+    if code == STR:
+        return str(value)
+    if code == BOOL:
         return "true" if value else "false"
-    if t is int:
+    if code == I32 or code == I64:
         try:
-            return str(value)
+            return str(int(cast(int, value)))
         except ValueError:  # beyond Python's int-to-str digit limit; not a Java long
             return None
-    if t is float:
-        return java_double_string(cast(float, value))
+    if code == F32:
+        return java_float_string(float(cast(float, value)))
+    if code == F64:
+        return java_double_string(float(cast(float, value)))
     return None
+
+
+def java_float_string(f: float) -> str:
+    """``Float.toString``: the shortest decimal that reads back as the same float."""
+    if math.isnan(f) or math.isinf(f) or f == 0.0:
+        return java_double_string(f)
+    for digits in range(1, 10):
+        text = f"{f:.{digits}g}"
+        if to_float32(float(text)) == f:
+            return _java_decimal_text(f, text)
+    return java_double_string(f)  # pragma: no cover - 9 digits always round-trip
 
 
 def java_double_string(d: float) -> str:
@@ -104,13 +118,16 @@ def java_double_string(d: float) -> str:
         return "Infinity" if d > 0 else "-Infinity"
     if d == 0.0:
         return "-0.0" if math.copysign(1.0, d) < 0 else "0.0"
+    return _java_decimal_text(d, repr(d))
+
+
+def _java_decimal_text(d: float, shortest: str) -> str:
+    """Java's layout of a shortest decimal: plain in [1e-3, 1e7), else ``d.dddE±n``."""
     magnitude = abs(d)
     if 1e-3 <= magnitude < 1e7:
-        text = repr(d)
-        if "e" in text or "E" in text:  # pragma: no cover - repr is plain in this range
-            text = format(Decimal(text), "f")
+        text = format(Decimal(shortest), "f")
         return text if "." in text else text + ".0"
-    sign, digits, exponent = Decimal(repr(d)).as_tuple()
+    sign, digits, exponent = Decimal(shortest).as_tuple()
     digit_text = "".join(map(str, digits)).rstrip("0") or "0"
     assert isinstance(exponent, int)
     sci_exponent = exponent + len(digits) - 1
@@ -177,12 +194,12 @@ def split(text: Any, separator: Any, limit: Any = 0) -> list[str] | None:
     The separator is a regular expression, and with the default limit of 0
     trailing empty strings are dropped, exactly as in Java (and ActiveMQ).
     """
-    if type(text) is not str or type(separator) is not str or type(limit) is not int:
+    if type(text) is not str or type(separator) is not str or jclass(limit) not in (I32, I64):
         return None
     compiled = _dynamic_pattern(separator)
     if compiled is None:
         return None
-    return java_split(text, compiled, limit)
+    return java_split(text, compiled, int(limit))
 
 
 def java_split(text: str, pattern: re.Pattern[str], limit: int = 0) -> list[str]:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 
+from relaymq.model.jtypes import INT_MAX, INT_MIN, Float32, Int32
 from relaymq.selector.errors import InvalidSelector
 
 #: Words that can never be identifiers (JMS 1.1 section 3.8.1.1). Matched
@@ -196,12 +197,13 @@ def _lex_number(text: str, start: int) -> Token:
         digits = text[start + 2 : j]
         if not digits:
             raise InvalidSelector("hexadecimal literal needs at least one digit", start, text)
-        if j < n and text[j] in "lL":
+        long_suffix = j < n and text[j] in "lL"
+        if long_suffix:
             j += 1
         _check_number_end(text, j)
         if len(digits.lstrip("0")) > 16:
             raise InvalidSelector("hexadecimal literal does not fit in a long", start, text)
-        return Token(Kind.EXACT, _as_long_bits(int(digits, 16)), start, j)
+        return Token(Kind.EXACT, _exact(_as_long_bits(int(digits, 16)), long_suffix), start, j)
 
     j = start
     while j < n and text[j] in _DIGITS:
@@ -231,6 +233,7 @@ def _lex_number(text: str, start: int) -> Token:
         approximate = True
         j += 1
     elif not approximate and j < n and text[j] in "lL":
+        suffix = "L"
         j += 1
     _check_number_end(text, j)
 
@@ -243,13 +246,29 @@ def _lex_number(text: str, start: int) -> Token:
                 raise InvalidSelector(f"invalid digit {d!r} in octal literal", start + k, text)
         if len(digits.lstrip("0")) > 22:
             raise InvalidSelector("octal literal does not fit in a long", start, text)
-        return Token(Kind.EXACT, _as_long_bits(int(digits, 8)), start, j)
+        return Token(Kind.EXACT, _exact(_as_long_bits(int(digits, 8)), suffix == "L"), start, j)
     if len(digits) > _MAX_EXACT_DIGITS:
         raise InvalidSelector("exact numeric literal does not fit in a long", start, text)
     value = int(digits)
     if value > LONG_MIN_MAGNITUDE:
         raise InvalidSelector("exact numeric literal does not fit in a long", start, text)
-    return Token(Kind.EXACT, value, start, j, negatable_only=value == LONG_MIN_MAGNITUDE)
+    return Token(
+        Kind.EXACT,
+        _exact(value, suffix == "L"),
+        start,
+        j,
+        negatable_only=value == LONG_MIN_MAGNITUDE,
+    )
+
+
+def _exact(value: int, long_suffix: bool) -> int:
+    """The literal's Java type: an int when it fits (as ActiveMQ types literals), else a long.
+
+    An ``L`` suffix makes a long whatever the value, as in Java.
+    """
+    if not long_suffix and INT_MIN <= value <= INT_MAX:
+        return Int32(value)
+    return value
 
 
 def _check_number_end(text: str, j: int) -> None:
@@ -281,4 +300,4 @@ def _approx_value(text: str, start: int, end: int, suffix: str) -> float:
         raise InvalidSelector(
             "approximate numeric literal is too small (rounds to zero)", start, text
         )
-    return value
+    return Float32(value) if suffix == "F" else value

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
+from relaymq.selector import runtime
 from relaymq.selector.errors import InvalidSelector
 from relaymq.selector.functions import FUNCTIONS
 from relaymq.selector.lexer import LONG_MIN_MAGNITUDE, Kind, Token, iter_tokens
@@ -34,6 +35,11 @@ from relaymq.selector.nodes import (
     children,
     describe_kinds,
 )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
 
 #: Deepest parenthesis/NOT/sign nesting accepted. Real selectors stay in
 #: single digits; the bound keeps the parser's recursion far from Python's
@@ -328,12 +334,11 @@ class _Parser:
             operand = self.parse_unary()
             self.leave()
             self.require(operand, VKind.NUM, f"operand of unary '{tok.value}'")
-            if isinstance(operand, Literal) and type(operand.value) in (int, float):
+            if isinstance(operand, Literal) and _is_number(operand.value):
                 value = cast(int | float, operand.value)
                 if tok.value == "-":
-                    value = -value
-                    if type(value) is int and value == LONG_MIN_MAGNITUDE:
-                        value = -value  # -(Long.MIN_VALUE) wraps, as in Java
+                    # keeps the Java type; -(Long.MIN_VALUE) wraps, as in Java
+                    value = cast(int | float, runtime.neg(value))
                 return self.finish(Literal(tok.pos, value), VKind.NUM)
             return self.finish(Unary(tok.pos, str(tok.value), operand), VKind.NUM)
         return self.parse_primary()

@@ -15,34 +15,69 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 from collections.abc import Callable
 from typing import Any
 
-_NUM = 1
-_STR = 2
-_BOOL = 3
-_KIND: dict[type, int] = {int: _NUM, float: _NUM, str: _STR, bool: _BOOL}
-
-_LONG_MIN = -(2**63)
-_LONG_MAX = 2**63 - 1
-_LONG_SPAN = 2**64
-
-_INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?", re.ASCII)
-# Converted strings are STOMP header values; anything this long is not a number
-# a producer meant, and int() of a huge digit string is slow.
-_MAX_NUMERIC_TEXT = 400
+from relaymq.model.jtypes import (
+    BOOL,
+    F32,
+    F64,
+    I32,
+    I64,
+    INT_MAX,
+    INT_MIN,
+    LONG_MAX,
+    LONG_MIN,
+    OTHER,
+    STR,
+    Float32,
+    Int32,
+    jclass,
+    to_float32,
+    wrap_int,
+    wrap_long,
+)
+from relaymq.selector.javaparse import NO_VALUE, parse_as
 
 Tri = bool | None
 Comparator = Callable[[Any, Any], Tri]
 
+__all__ = ["wrap_long", "wrap_int"]
 
-def wrap_long(value: int) -> int:
-    """Java long arithmetic wraps around on overflow; so does RelayMQ's."""
-    if _LONG_MIN <= value <= _LONG_MAX:
-        return value
-    return (value - _LONG_MIN) % _LONG_SPAN + _LONG_MIN
+
+def java_value(value: Any) -> tuple[int, Any]:
+    """(Java class code, value) with out-of-range widths normalized.
+
+    An int-class value outside the int range (an AMQP uint above 2^31-1) is a
+    long, as ActiveMQ maps it; a long-class value outside the long range (an
+    AMQP ulong above 2^63-1) wraps, as Java's ``longValue()`` does.
+    """
+    code = jclass(value)
+    if code == I32:
+        if INT_MIN <= value <= INT_MAX:
+            return I32, value
+        code = I64
+    if code == I64 and not LONG_MIN <= value <= LONG_MAX:
+        return I64, wrap_long(int(value))
+    return code, value
+
+
+def _is_num(code: int) -> bool:
+    return I32 <= code <= F64
+
+
+def _promote(ca: int, a: Any, cb: int, b: Any) -> tuple[Any, Any]:
+    """Binary numeric promotion for comparisons (ActiveMQ's table, Java's rules).
+
+    double if either is a double; else float if either is a float (an int or
+    long is rounded to a float first, so 16777217 equals the float 16777216);
+    else exact integers.
+    """
+    if ca == F64 or cb == F64:
+        return float(a), float(b)
+    if ca == F32 or cb == F32:
+        return to_float32(a), to_float32(b)
+    return a, b
 
 
 # --------------------------------------------------------------------------
@@ -73,48 +108,29 @@ def bool_cast(value: object) -> Tri:
 
 
 # --------------------------------------------------------------------------
-# STOMP string conversion.
-
-
-def parse_number(text: str) -> int | float | None:
-    """The numeric value of a string header value, or None if it is not a number."""
-    if len(text) > _MAX_NUMERIC_TEXT:
-        return None
-    if _INT_TEXT.fullmatch(text):
-        return int(text)
-    if _FLOAT_TEXT.fullmatch(text):
-        if text[-1] in "fFdD":
-            text = text[:-1]
-        return float(text)
-    return None
-
-
-def parse_boolean(text: str) -> bool | None:
-    """'true'/'false' in any letter case, else None."""
-    lowered = text.lower()
-    if lowered == "true":
-        return True
-    if lowered == "false":
-        return False
-    return None
-
-
-_NO_VALUE = object()
-
-
-def _convert(text: str, target_kind: int) -> object:
-    """Convert a string towards the other operand's kind, or return _NO_VALUE."""
-    if target_kind == _NUM:
-        number = parse_number(text)
-        return _NO_VALUE if number is None else number
-    if target_kind == _BOOL:
-        flag = parse_boolean(text)
-        return _NO_VALUE if flag is None else flag
-    return _NO_VALUE
-
-
-# --------------------------------------------------------------------------
 # Comparisons.
+
+
+def _like_values(ca: int, a: Any, cb: int, b: Any, convert: bool) -> tuple[int, Any, Any] | None:
+    """Bring two non-NULL operands to one Java class, or None when they are non-like.
+
+    With ``convert`` (STOMP), a string compared with a typed value is parsed
+    with that value's class's parser, as ActiveMQ does; a string that does not
+    parse makes the comparison FALSE.
+    """
+    if ca == cb:
+        return (ca, a, b) if ca != OTHER else None
+    if _is_num(ca) and _is_num(cb):
+        a, b = _promote(ca, a, cb, b)
+        return (F64 if ca == F64 or cb == F64 else max(ca, cb)), a, b
+    if convert:
+        if ca == STR and cb != OTHER:
+            a = parse_as(a, cb)
+            return None if a is NO_VALUE else (cb, a, b)
+        if cb == STR and ca != OTHER:
+            b = parse_as(b, ca)
+            return None if b is NO_VALUE else (ca, a, b)
+    return None
 
 
 class Comparisons:
@@ -123,10 +139,11 @@ class Comparisons:
     Strict JMS (``string_conversion=False``): comparing values of different
     kinds (string vs number, boolean vs string, ...) is FALSE, any NULL operand
     gives UNKNOWN, and ordering (<, >, <=, >=) strings or booleans gives UNKNOWN
-    because JMS only defines = and <> for them.
+    because JMS only defines = and <> for them. Numbers of different Java
+    classes are promoted (see `_promote`).
 
     With ``string_conversion=True`` a string compared with a number or boolean
-    is first converted when it parses as one (STOMP headers are all strings).
+    is first converted by that class's Java parser (STOMP headers are strings).
     """
 
     __slots__ = ("string_conversion", "eq", "ne", "lt", "le", "gt", "ge", "by_op")
@@ -154,24 +171,13 @@ class Comparisons:
         def equality(a: Any, b: Any) -> Tri:
             if a is None or b is None:
                 return None
-            ka = _KIND.get(type(a))
-            kb = _KIND.get(type(b))
-            if ka is None or kb is None:
+            ca, a = java_value(a)
+            cb, b = java_value(b)
+            like = _like_values(ca, a, cb, b, convert)
+            if like is None:
                 return False
-            if ka != kb:
-                if not convert:
-                    return False
-                if ka == _STR:
-                    a = _convert(a, kb)
-                    if a is _NO_VALUE:
-                        return False
-                elif kb == _STR:
-                    b = _convert(b, ka)
-                    if b is _NO_VALUE:
-                        return False
-                else:
-                    return False
-            return (a != b) if negate else (a == b)
+            _, x, y = like
+            return bool(x != y) if negate else bool(x == y)
 
         return equality
 
@@ -181,27 +187,15 @@ class Comparisons:
         def ordering(a: Any, b: Any) -> Tri:
             if a is None or b is None:
                 return None
-            ka = _KIND.get(type(a))
-            kb = _KIND.get(type(b))
-            if ka == _NUM and kb == _NUM:
-                return op(a, b)
-            if ka is None or kb is None:
+            ca, a = java_value(a)
+            cb, b = java_value(b)
+            like = _like_values(ca, a, cb, b, convert)
+            if like is None:
                 return False
-            if ka == kb:
+            code, x, y = like
+            if code == STR or code == BOOL:
                 return None  # strings and booleans have no order in JMS
-            if convert and (ka == _STR or kb == _STR):
-                if ka == _STR:
-                    a = _convert(a, kb)
-                    if a is _NO_VALUE:
-                        return False
-                else:
-                    b = _convert(b, ka)
-                    if b is _NO_VALUE:
-                        return False
-                if type(a) is bool:
-                    return None  # converted to boolean: still unordered
-                return op(a, b)
-            return False
+            return bool(op(x, y))
 
         return ordering
 
@@ -219,111 +213,135 @@ CONVERTING = Comparisons(string_conversion=True)
 
 
 # --------------------------------------------------------------------------
-# Arithmetic: Java numeric promotion; anything else is unknown.
+# Arithmetic: ActiveMQ's promotion (int op int is a 32-bit int and wraps, long
+# where a long is involved, double where a float or double is); else unknown.
 
 
-def _is_num(t: type) -> bool:
-    return t is int or t is float
+def _arith_class(ca: int, cb: int) -> int:
+    if not (_is_num(ca) and _is_num(cb)):
+        return OTHER
+    if ca >= F32 or cb >= F32:
+        return F64
+    if ca == I64 or cb == I64:
+        return I64
+    return I32
+
+
+def _float_op(op: Callable[[float, float], float], a: Any, b: Any) -> Any:
+    try:
+        return op(float(a), float(b))
+    except OverflowError:
+        return None
 
 
 def add(a: Any, b: Any) -> Any:
     """Numeric addition, or string concatenation when both are strings (ActiveMQ)."""
-    ta = type(a)
-    tb = type(b)
-    if ta is int and tb is int:
+    if type(a) is int and type(b) is int:
         return wrap_long(a + b)
-    if _is_num(ta) and _is_num(tb):
-        try:
-            return a + b
-        except OverflowError:
-            return None
-    if ta is str and tb is str:
-        return a + b
+    ca, a = java_value(a)
+    cb, b = java_value(b)
+    if ca == STR and cb == STR:
+        return str(a) + str(b)
+    k = _arith_class(ca, cb)
+    if k == I32:
+        return Int32(wrap_int(a + b))
+    if k == I64:
+        return wrap_long(int(a) + int(b))
+    if k == F64:
+        return _float_op(operator.add, a, b)
     return None
 
 
 def sub(a: Any, b: Any) -> Any:
     """Numeric subtraction."""
-    ta = type(a)
-    tb = type(b)
-    if ta is int and tb is int:
+    if type(a) is int and type(b) is int:
         return wrap_long(a - b)
-    if _is_num(ta) and _is_num(tb):
-        try:
-            return a - b
-        except OverflowError:
-            return None
+    ca, a = java_value(a)
+    cb, b = java_value(b)
+    k = _arith_class(ca, cb)
+    if k == I32:
+        return Int32(wrap_int(a - b))
+    if k == I64:
+        return wrap_long(int(a) - int(b))
+    if k == F64:
+        return _float_op(operator.sub, a, b)
     return None
 
 
 def mul(a: Any, b: Any) -> Any:
     """Numeric multiplication."""
-    ta = type(a)
-    tb = type(b)
-    if ta is int and tb is int:
+    if type(a) is int and type(b) is int:
         return wrap_long(a * b)
-    if _is_num(ta) and _is_num(tb):
-        try:
-            return a * b
-        except OverflowError:
-            return None
+    ca, a = java_value(a)
+    cb, b = java_value(b)
+    k = _arith_class(ca, cb)
+    if k == I32:
+        return Int32(wrap_int(a * b))
+    if k == I64:
+        return wrap_long(int(a) * int(b))
+    if k == F64:
+        return _float_op(operator.mul, a, b)
     return None
+
+
+def _truncated(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
 
 
 def div(a: Any, b: Any) -> Any:
     """Division: exact operands truncate toward zero; division by zero is unknown."""
-    ta = type(a)
-    tb = type(b)
-    if ta is int and tb is int:
-        if b == 0:
-            return None
-        q = abs(a) // abs(b)
-        return wrap_long(q if (a < 0) == (b < 0) else -q)
-    if _is_num(ta) and _is_num(tb):
-        if b == 0:
-            return None
-        try:
-            return a / b
-        except (OverflowError, ZeroDivisionError):
-            return None
-    return None
+    ca, a = java_value(a)
+    cb, b = java_value(b)
+    k = _arith_class(ca, cb)
+    if k == OTHER or b == 0:
+        return None
+    if k == I32:
+        return Int32(wrap_int(_truncated(int(a), int(b))))
+    if k == I64:
+        return wrap_long(_truncated(int(a), int(b)))
+    try:
+        return float(a) / float(b)
+    except (OverflowError, ZeroDivisionError):
+        return None
 
 
 def mod(a: Any, b: Any) -> Any:
     """Remainder with the sign of the dividend (Java ``%``, an ActiveMQ extension)."""
-    ta = type(a)
-    tb = type(b)
-    if ta is int and tb is int:
-        if b == 0:
-            return None
-        r = abs(a) % abs(b)
-        return wrap_long(r if a >= 0 else -r)
-    if _is_num(ta) and _is_num(tb):
-        if b == 0:
-            return None
-        try:
-            return math.fmod(a, b)
-        except ValueError:
-            return math.nan  # infinite dividend: Java yields NaN
-        except OverflowError:
-            return None
-    return None
+    ca, a = java_value(a)
+    cb, b = java_value(b)
+    k = _arith_class(ca, cb)
+    if k == OTHER or b == 0:
+        return None
+    if k == I32 or k == I64:
+        r = abs(int(a)) % abs(int(b))
+        r = r if a >= 0 else -r
+        return Int32(wrap_int(r)) if k == I32 else wrap_long(r)
+    try:
+        return math.fmod(float(a), float(b))
+    except ValueError:
+        return math.nan  # infinite dividend: Java yields NaN
+    except OverflowError:
+        return None
 
 
 def neg(a: Any) -> Any:
-    """Unary minus."""
-    t = type(a)
-    if t is int:
-        return wrap_long(-a)
-    if t is float:
-        return -a
+    """Unary minus; keeps the operand's Java class (-Integer.MIN_VALUE wraps)."""
+    code, a = java_value(a)
+    if code == I32:
+        return Int32(wrap_int(-a))
+    if code == I64:
+        return wrap_long(-int(a))
+    if code == F32:
+        return Float32(-a)
+    if code == F64:
+        return -float(a)
     return None
 
 
 def pos(a: Any) -> Any:
     """Unary plus: only numbers have one."""
-    t = type(a)
-    return a if t is int or t is float else None
+    return a if _is_num(jclass(a)) else None
 
 
 ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {

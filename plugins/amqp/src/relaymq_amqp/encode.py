@@ -12,12 +12,13 @@ import struct
 import uuid
 from typing import Any
 
+from relaymq.model.jtypes import Float32
+
 from relaymq_amqp.types import (
     Array,
     Byte,
     Char,
     Described,
-    Float,
     Long,
     RawValue,
     Short,
@@ -71,7 +72,7 @@ def _enc(v: Any, out: bytearray) -> None:  # noqa: C901 - a flat dispatch on typ
     elif issubclass(cls := type(v), int):
         _enc_int(v, out)
     elif issubclass(cls, float):
-        if issubclass(cls, Float):
+        if issubclass(cls, Float32):  # an AMQP Float, or a Java float from another protocol
             out.append(0x72)
             out += _PF32(v)
         else:

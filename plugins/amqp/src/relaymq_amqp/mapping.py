@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from relaymq.model.destination import Destination, DestinationKind, InvalidDestination
+from relaymq.model.jtypes import INT_MAX, Int32, wrap_long
 from relaymq.model.message import DEFAULT_PRIORITY, BodyType, Message, now_millis, wire_message
 
 from relaymq_amqp import encode as enc
@@ -144,15 +145,20 @@ _BODY_TYPES = {
 
 
 def _kernel_properties(props: dict[str, Any]) -> dict[str, Any]:
-    """Application properties as the kernel compares them: a ulong is a number
-    and a symbol a string to selectors (as in ActiveMQ), not a type of its own.
+    """Application properties as the kernel compares them, mapped as ActiveMQ
+    maps them to JMS types: a ulong is a long and a symbol a string; a uint is
+    an int when it fits one, else a long (the decoder returns uints as plain
+    ints, so a plain int here is a uint). byte, short, int, ubyte, ushort
+    (Java ints), long and float keep their decoder types, which selectors read.
     (The message's bytes keep the AMQP types for AMQP consumers.)"""
     for key, value in props.items():
         t = type(value)
         if t is ULong:
-            props[key] = int(value)
+            props[key] = wrap_long(int(value))
         elif t is Symbol:
             props[key] = str(value)
+        elif t is int:
+            props[key] = Int32(value) if value <= INT_MAX else value
     return props
 
 

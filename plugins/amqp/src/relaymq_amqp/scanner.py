@@ -17,7 +17,19 @@ import struct
 import uuid
 from typing import Any
 
-from relaymq_amqp.types import Described, Symbol, ULong
+from relaymq_amqp.types import (
+    Byte,
+    Described,
+    Float,
+    Int,
+    Long,
+    Short,
+    Symbol,
+    Timestamp,
+    UByte,
+    ULong,
+    UShort,
+)
 
 _U16 = struct.Struct(">H").unpack_from
 _I16 = struct.Struct(">h").unpack_from
@@ -117,8 +129,10 @@ def _decode(data: bytes, pos: int, depth: int) -> tuple[Any, int]:  # noqa: C901
         return Symbol(data[pos + 1:end].decode("ascii")), end
     if c == 0x40:
         return None, pos
-    if c == 0x52 or c == 0x50:  # smalluint, ubyte
+    if c == 0x52:  # smalluint (uint stays a plain int: performatives are full of them)
         return data[pos], pos + 1
+    if c == 0x50:  # ubyte
+        return UByte(data[pos]), pos + 1
     if c == 0x53:  # smallulong
         return ULong(data[pos]), pos + 1
     if c == 0x43:  # uint0
@@ -131,17 +145,18 @@ def _decode(data: bytes, pos: int, depth: int) -> tuple[Any, int]:  # noqa: C901
         return False, pos
     if c == 0x56:
         return data[pos] != 0, pos + 1
-    if c == 0x54 or c == 0x55 or c == 0x51:  # smallint, smalllong, byte
+    if c == 0x54 or c == 0x55 or c == 0x51:  # smallint, smalllong, byte: Java widths kept
         b = data[pos]
-        return (b - 256 if b > 127 else b), pos + 1
+        v = b - 256 if b > 127 else b
+        return (Int(v) if c == 0x54 else Long(v) if c == 0x55 else Byte(v)), pos + 1
     if c == 0x71:
-        return _I32(data, pos)[0], pos + 4
+        return Int(_I32(data, pos)[0]), pos + 4
     if c == 0x70:
         return _U32(data, pos)[0], pos + 4
     if c == 0x81:
-        return _I64(data, pos)[0], pos + 8
+        return Long(_I64(data, pos)[0]), pos + 8
     if c == 0x83:  # timestamp
-        return _I64(data, pos)[0], pos + 8
+        return Timestamp(_I64(data, pos)[0]), pos + 8
     if c == 0x80:
         return ULong(_U64(data, pos)[0]), pos + 8
     if c == 0xA0:  # vbin8
@@ -159,13 +174,13 @@ def _decode(data: bytes, pos: int, depth: int) -> tuple[Any, int]:  # noqa: C901
             return raw, end
         return Symbol(raw.decode("ascii")) if c == 0xB3 else raw.decode(), end
     if c == 0x60:
-        return _U16(data, pos)[0], pos + 2
+        return UShort(_U16(data, pos)[0]), pos + 2
     if c == 0x61:
-        return _I16(data, pos)[0], pos + 2
+        return Short(_I16(data, pos)[0]), pos + 2
     if c == 0x82:
         return _F64(data, pos)[0], pos + 8
     if c == 0x72:
-        return _F32(data, pos)[0], pos + 4
+        return Float(_F32(data, pos)[0]), pos + 4
     if c == 0x98:
         return uuid.UUID(bytes=bytes(data[pos:pos + 16])), pos + 16
     if c == 0x73:  # char: UTF-32

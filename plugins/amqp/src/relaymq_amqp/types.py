@@ -1,14 +1,19 @@
 """AMQP 1.0 values that Python has no exact type for.
 
 The decoder returns plain Python values where that loses nothing a broker needs
-(str for string, int for every integer width, bytes for binary). Where the wire
-type matters when we encode again (a symbol is not a string, a ulong descriptor
-is not an int32) these small wrappers say which one is meant.
+(str for string, int for uint, bytes for binary). Where the wire type matters
+when we encode again (a symbol is not a string, a ulong descriptor is not an
+int32) or to selectors (an int adds as a Java int and wraps, a long does not; a
+float is not a double) these small wrappers say which one is meant. The narrow
+ones subclass the kernel's `Int32`/`Float32`, so selectors apply Java's rules
+to them (byte, short, ubyte, ushort and int are Java ints; float a Java float).
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
+
+from relaymq.model.jtypes import Float32, Int32, register_numeric_types
 
 
 class Symbol(str):
@@ -27,11 +32,11 @@ class UInt(int):
     __slots__ = ()
 
 
-class UByte(int):
+class UByte(Int32):
     __slots__ = ()
 
 
-class UShort(int):
+class UShort(Int32):
     __slots__ = ()
 
 
@@ -39,11 +44,17 @@ class Long(int):
     __slots__ = ()
 
 
-class Byte(int):
+class Byte(Int32):
     __slots__ = ()
 
 
-class Short(int):
+class Short(Int32):
+    __slots__ = ()
+
+
+class Int(Int32):
+    """An AMQP int (signed 32-bit)."""
+
     __slots__ = ()
 
 
@@ -57,7 +68,7 @@ class Char(str):
     __slots__ = ()
 
 
-class Float(float):
+class Float(Float32):
     __slots__ = ()
 
 
@@ -82,3 +93,7 @@ class RawValue(bytes):
     """Bytes that are already an encoded AMQP value; the encoder copies them as they are."""
 
     __slots__ = ()
+
+
+# Compiled selectors compare these on their fast paths, like the kernel's own types.
+register_numeric_types(UByte, UShort, Byte, Short, Int, Float, Long, ULong, Timestamp, UInt)
