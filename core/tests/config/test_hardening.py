@@ -63,3 +63,55 @@ def test_yaml_python_tags_are_refused() -> None:
     doc = "broker:\n  brokerName: !!python/object/apply:os.system ['echo pwned']\n"
     with pytest.raises(ConfigError, match=r"<text>:2: the YAML tag tag:yaml.org,2002:python/object"):
         load_config_text(doc, "yaml")
+
+
+def _one_line(exc: ConfigError) -> str:
+    text = str(exc)
+    assert "\n" not in text.strip(), text
+    return text
+
+
+def test_deeply_nested_xml_is_refused_with_one_line() -> None:
+    depth = 200_000
+    doc = ('<beans xmlns="http://www.springframework.org/schema/beans">'
+           + "<a>" * depth + "</a>" * depth + "</beans>")
+    with pytest.raises(ConfigError) as err:
+        load_config_text(doc, "xml", filename="activemq.xml")
+    text = _one_line(err.value)
+    assert text.startswith("activemq.xml:1: ") and "nested more than 100 deep" in text
+
+
+def test_xml_nesting_within_the_limit_is_parsed() -> None:
+    from relaymq.config.xml_loader import MAX_DEPTH, parse_xml
+
+    doc = "<r>" * MAX_DEPTH + "</r>" * MAX_DEPTH
+    node = parse_xml(doc)
+    levels = 1
+    while node.children:
+        node = node.children[0]
+        levels += 1
+    assert levels == MAX_DEPTH
+
+
+def test_xml_with_too_many_elements_is_refused() -> None:
+    doc = "<beans>" + "<bean/>" * 100_001 + "</beans>"
+    with pytest.raises(ConfigError) as err:
+        load_config_text(doc, "xml", filename="activemq.xml")
+    assert "more than 100000 elements and attributes" in _one_line(err.value)
+
+
+def test_huge_xml_file_is_refused_before_reading(tmp_path: Path) -> None:
+    from relaymq.config.xml_loader import MAX_BYTES
+
+    path = tmp_path / "activemq.xml"
+    with path.open("wb") as f:
+        f.write(b"<beans>")
+        f.seek(MAX_BYTES + 10)  # sparse: nothing this large is written or read
+        f.write(b"</beans>")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    text = _one_line(err.value)
+    assert str(path) in text and f"larger than {MAX_BYTES} bytes" in text
+    with pytest.raises(ConfigError) as err2:
+        load_config_text(b"<beans>" + b" " * MAX_BYTES + b"</beans>", "xml")
+    assert "larger than" in _one_line(err2.value)

@@ -17,7 +17,7 @@ from relaymq.config.model import BrokerConfig
 from relaymq.config.properties import Properties
 from relaymq.config.report import Report
 from relaymq.config.tree import Node
-from relaymq.config.xml_loader import parse_xml
+from relaymq.config.xml_loader import MAX_BYTES, parse_xml, too_large_message
 from relaymq.config.yaml_loader import parse_yaml
 from relaymq.errors import ConfigError
 
@@ -50,6 +50,9 @@ def load_config(
     """
     p = Path(path)
     try:
+        size = p.stat().st_size
+        if size > MAX_BYTES:  # refused before reading it
+            raise ConfigError(f"{path}: {too_large_message(size)}")
         data = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read the config file {p}: {exc.strerror}") from exc
