@@ -395,3 +395,38 @@ def test_proton_transaction_examples_round_trip(amqp_broker: Any) -> None:
     Container(receiver).run()
     assert receiver.received == [f"b{b}-m{m}" for b in range(4) for m in range(5)]
     assert amqp_broker.queue_size("EXAMPLES") == 0
+
+
+
+def test_transactional_acquisition_is_refused_clearly(amqp_broker: Any, connect: Any) -> None:
+    """A flow carrying txn-id (AMQP 1.0 4.4.3) is refused with amqp:not-implemented on that
+    connection only; proton clients have no API to send one, so a raw peer does. Nothing
+    is lost: the queued message is still there for a proton consumer, whose own
+    connection carries on."""
+    from relaymq_amqp.encode import frame, performative
+    from relaymq_amqp.types import Described as AmqpDescribed
+    from relaymq_amqp.types import Symbol, UInt, ULong
+
+    from .test_connections import RawPeer, close_condition
+
+    other = connect()
+    other.create_sender("queue://txacq").send(Message(body="kept"))
+    peer = RawPeer(amqp_broker.address())
+    try:
+        peer.open_amqp()
+        peer.send(frame(performative(0x11, [None, UInt(0), UInt(100), UInt(100)])))  # begin
+        source = AmqpDescribed(ULong(0x28), ["queue://txacq"])
+        target = AmqpDescribed(ULong(0x29), [None])
+        peer.send(frame(performative(0x12, ["rx", UInt(0), True, None, None, source, target])))
+        flow = [UInt(0), UInt(100), UInt(0), UInt(100), UInt(0), UInt(0), UInt(10), None, None,
+                None, {Symbol("txn-id"): b"txn:1"}]
+        peer.send(frame(performative(0x13, flow)))
+        frames = peer.frames_until_closed()
+    finally:
+        peer.sock.close()
+    assert close_condition(frames) == "amqp:not-implemented"
+    close = [f for f in frames if f is not None and f.descriptor == 0x18][0]
+    assert "transactional acquisition" in close.value[0].value[1]
+    r = other.create_receiver("queue://txacq", credit=1)
+    assert r.receive(timeout=5).body == "kept"
+    r.accept()

@@ -15,6 +15,7 @@ count falls short.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from relaymq_amqp.attach import read_attach
 from relaymq_amqp.scanner import DecodeError, decode
@@ -27,6 +28,18 @@ TRANSFER = 0x14
 ATTACH = 0x12
 #: attaches with capabilities kept until their link is handled (a bound against floods)
 MAX_ATTACHES = 1024
+FLOW = 0x13
+_FLOW_PROPERTIES = 10  # the flow performative's properties field
+
+
+def _asks_transactional_acquisition(fields: Any) -> bool:
+    """A flow whose properties name a txn-id: the receiver asks to acquire in a transaction."""
+    if not isinstance(fields, list) or len(fields) <= _FLOW_PROPERTIES:
+        return False
+    props = fields[_FLOW_PROPERTIES]
+    return isinstance(props, dict) and "txn-id" in props
+
+
 #: Control frames are small; a larger one is buffered only up to this size.
 MAX_CONTROL_FRAME = 1024 * 1024
 
@@ -194,6 +207,12 @@ class FrameGuard:
                 if len(attaches) >= MAX_ATTACHES:
                     attaches.pop(next(iter(attaches)))
                 attaches[(found[0], found[1])] = (found[2], found[3])
+        if code == FLOW and _asks_transactional_acquisition(fields):
+            return self._fail(
+                "amqp:not-implemented",
+                "transactional acquisition (a flow carrying txn-id in its properties, AMQP 1.0 "
+                "section 4.4.3) is not supported; receive normally and settle each delivery "
+                "with a transactional-state disposition naming the transaction")
         return end
 
     def _fail(self, condition: str, description: str) -> int:
