@@ -143,3 +143,23 @@ def test_selectors_subcommand_is_delegated_lazily(monkeypatch):
     monkeypatch.setattr(relaymq_bench, "selector_bench", fake, raising=False)
     assert cli.main(["selectors", "--count", "5"]) == 0
     assert seen["argv"] == ["--count", "5"]
+
+
+def test_per_ack_cost_subtracts_the_auto_twin():
+    def run(scenario: str, ack: str, cpu: float, acks_per_msg: float | None) -> dict:
+        r = rec("relaymq", 0, 10000, cpu, scenario=scenario)
+        r.update({"protocol": "stomp", "mode": "concurrent", "pattern": "queue",
+                  "persistent": False, "size": 1024, "producers": 1, "consumers": 1,
+                  "rate_target": None, "ack": ack, "acks_per_msg": acks_per_msg,
+                  "settings": {"ack": ack, "ack_receipt_every": 0}})
+        return r
+
+    records = [run("auto", "auto", 12.0, 0.0), run("indiv", "client-individual", 18.0, 1.0),
+               run("indiv", "client-individual", 20.0, 1.0),
+               run("cumulative", "client", 12.5, 0.002)]
+    rows = {r["scenario"]: r for r in report.per_ack(records)}
+    assert set(rows) == {"indiv", "cumulative"}  # auto is the baseline, not a row
+    assert rows["indiv"]["broker_cpu_us_per_ack"] == pytest.approx(7.0)  # median 19 - 12
+    assert rows["cumulative"]["broker_cpu_us_per_ack"] == pytest.approx(250.0)
+    table = report.per_ack_table(records)
+    assert "| indiv | relaymq | client-individual | – | 1.00 | 19.00 | 12.00 | 7.00 |" in table

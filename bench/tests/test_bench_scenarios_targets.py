@@ -34,6 +34,8 @@ def test_expand_matrix_plus_explicit_scenarios():
 @pytest.mark.parametrize("bad", [
     {"mode": "parallel"}, {"protocol": "mqtt"}, {"size": 10}, {"producers": 0},
     {"count": None}, {"duration": 5, "count": 10}, {"ack": "never"}, {"rate": 0},
+    {"ack_receipt_every": 10}, {"protocol": "stomp", "ack": "auto", "ack_receipt_every": 10},
+    {"protocol": "stomp", "ack_receipt_every": -1},
 ])
 def test_invalid_scenarios_are_rejected(bad):
     with pytest.raises(sc.ScenarioError):
@@ -135,3 +137,15 @@ def test_every_shipped_suite_file_parses():
     for f in files:
         suite = sc.load_suite(str(f))
         assert suite and len({s.label for s in suite}) == len(suite), f
+
+
+def test_ack_modes_and_the_ack_suite():
+    s = sc.make_scenario({"protocol": "stomp", "ack": "client-individual", "ack_receipt_every": 50})
+    assert s.label.endswith("-indivack-ackrcpt50")
+    acks = sc.load_suite(str(Path(__file__).resolve().parents[1] / "scenarios" / "acks.yaml"))
+    modes = {(x.protocol, x.persistent, x.ack, x.ack_receipt_every) for x in acks}
+    for protocol in ("stomp", "amqp"):
+        for persistent in (False, True):
+            for ack in sc.ACK_MODES:
+                assert (protocol, persistent, ack, 0) in modes
+    assert ("stomp", False, "client-individual", 100) in modes

@@ -482,7 +482,7 @@ class AmqpClient:
     # --- hot path: consuming ------------------------------------------------
     def consume(self, checker: SequenceChecker, credit: int, expect: int | None,
                 control: Control, progress_interval: float | None,
-                latencies: array, nap: float = 0.0) -> ClientStats:
+                latencies: array, nap: float = 0.0, individual: bool = False) -> ClientStats:
         """Receive until ``expect`` messages of this run arrived or "stop" is sent.
 
         ``expect`` can also arrive later as an "expect N" command (duration
@@ -494,7 +494,9 @@ class AmqpClient:
         256 KiB ``bytes`` per ``recv`` costs page faults that showed up as
         a third of the client's CPU.  Accepted outcomes are sent as one
         first..last disposition per ``credit // 4`` messages, or at once
-        when the socket runs dry.
+        when the socket runs dry.  With ``individual`` each delivery gets its
+        own disposition (still written together, one write per batch), as a
+        client that settles every message by itself does.
         """
         sock = self.sock
         sock.setblocking(False)
@@ -515,6 +517,23 @@ class AmqpClient:
         partial: bytearray | None = None
         first_unacked: int | None = None
         last_did = 0
+        dids: list[int] = []  # individual: unsettled delivery ids
+        acks = 0
+        disposition = ac.disposition_frame
+
+        def settle() -> bytes:
+            nonlocal first_unacked, unacked, acks
+            assert first_unacked is not None
+            if individual:
+                out = b"".join([disposition(d, d) for d in dids])
+                acks += len(dids)
+                dids.clear()
+            else:
+                out = disposition(first_unacked, last_did)
+                acks += 1
+            first_unacked = None
+            unacked = 0
+            return out
         buf = bytearray(max(4 * RECV_SIZE, len(self._rbuf) + RECV_SIZE))
         view = memoryview(buf)
         carry = len(self._rbuf)  # bytes kept from setup: parsed as if just received
@@ -582,9 +601,7 @@ class AmqpClient:
                         # settle what we hold before blocking; under load a disposition
                         # goes out only every ack_batch messages (each send costs the
                         # client a loopback TCP round through the kernel)
-                        self._send(ac.disposition_frame(first_unacked, last_did))
-                        first_unacked = None
-                        unacked = 0
+                        self._send(settle())
                         last_write = mono
                     select.select([sock, control], [], [], timeout)  # type: ignore[type-var]
                 continue
@@ -610,6 +627,8 @@ class AmqpClient:
                             if first_unacked is None:
                                 first_unacked = did
                             last_did = did
+                            if individual and not presettled:
+                                dids.append(did)
                         if more or partial is not None:
                             if partial is None:
                                 partial = bytearray()
@@ -656,9 +675,7 @@ class AmqpClient:
                     done = expect is not None and checker.received >= expect
                     if (unacked >= ack_batch or done) and first_unacked is not None \
                             and partial is None:
-                        out = ac.disposition_frame(first_unacked, last_did)
-                        first_unacked = None
-                        unacked = 0
+                        out = settle()
                 if credit_left <= credit // 2:
                     out += self._flow(credit)
                     credit_left = credit
@@ -680,8 +697,8 @@ class AmqpClient:
                     break
         cpu1 = _cpu()
         if first_unacked is not None and not presettled:
-            self._send(ac.disposition_frame(first_unacked, last_did))
+            self._send(settle())
         self._rbuf = bytes(buf[start:end])
         st.cpu_user, st.cpu_sys = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
-        st.extra = {"reads": reads, "waits": waits}
+        st.extra = {"reads": reads, "waits": waits, "acks": acks}
         return st

@@ -23,9 +23,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
-from .report import json_line, load_jsonl, markdown_table, ratio_table, run_summary_line
+from .report import (
+    json_line,
+    load_jsonl,
+    markdown_table,
+    per_ack_table,
+    ratio_table,
+    run_summary_line,
+)
 from .runner import RunError, run_once
-from .scenarios import Scenario, ScenarioError, load_suite, make_scenario
+from .scenarios import ACK_MODES, Scenario, ScenarioError, load_suite, make_scenario
 from .targets import STYLES, Target, TargetError, check_reachable, parse_target, parse_url
 
 ENV = "RELAYMQ_BENCH_"
@@ -98,8 +105,13 @@ def _add_scenario_options(p: argparse.ArgumentParser, suite: bool) -> None:
     g.add_argument("--credit", type=int, default=2000, help="AMQP credit / STOMP prefetch")
     g.add_argument("--receipt-every", type=int, default=100,
                    help="STOMP: request a receipt on every Nth SEND (and the last)")
-    g.add_argument("--ack", choices=("client", "auto"), default="client",
-                   help="client: consumer acknowledges; auto: broker settles on send")
+    g.add_argument("--ack", choices=ACK_MODES, default="client",
+                   help="auto: broker settles on send (STOMP ack:auto, AMQP pre-settled); "
+                        "client: one cumulative ack per batch (STOMP ack:client, AMQP a "
+                        "first..last disposition); client-individual: one ack per message "
+                        "(STOMP ack:client-individual, AMQP one disposition per delivery)")
+    g.add_argument("--ack-receipt-every", type=int, default=0,
+                   help="STOMP: request a receipt on every Nth ACK frame (0: none)")
     g.add_argument("--drain-timeout", type=float, default=10.0)
     g.add_argument("--nap-ms", type=float, default=4.0,
                    help="idle consumer poll interval in throughput runs (0: wake per arrival)")
@@ -181,6 +193,7 @@ def _scenario_from_args(args: argparse.Namespace, target: Target) -> Scenario:
         "pattern": args.pattern, "rate": args.rate, "destination": args.destination,
         "max_inflight": args.max_inflight, "batch": args.batch, "credit": args.credit,
         "receipt_every": args.receipt_every, "ack": args.ack,
+        "ack_receipt_every": args.ack_receipt_every,
         "drain_timeout": args.drain_timeout, "nap_ms": args.nap_ms, "purge": args.purge,
     }
     for key in ("size", "count", "duration", "runs", "warmup"):
@@ -224,6 +237,9 @@ class Output:
         targets = {r["target"] for r in self.records}
         if len(targets) > 1:
             text += "\n" + ratio_table(self.records)
+        acks = per_ack_table(self.records)
+        if acks:
+            text += "\n" + acks
         if self.failures:
             text += "\n**Failures:**\n\n" + "".join(f"- {f}\n" for f in self.failures)
         print(("\n" if self.json_to is sys.stdout else "") + text, end="")
@@ -304,6 +320,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     text = markdown_table(records)
     if len({r["target"] for r in records}) > 1:
         text += "\n" + ratio_table(records)
+    acks = per_ack_table(records)
+    if acks:
+        text += "\n" + acks
     print(text, end="")
     if args.chart:
         from .chart import comparison_chart

@@ -116,6 +116,66 @@ def markdown_table(records: Iterable[Record]) -> str:
     return out
 
 
+_SHAPE = ("target", "protocol", "mode", "pattern", "persistent", "size", "producers",
+          "consumers", "rate_target")
+
+
+def per_ack(records: Iterable[Record]) -> list[dict[str, Any]]:
+    """Broker CPU per acknowledgement frame, for runs that have an ``ack: auto`` twin.
+
+    A run with consumer acks (STOMP ACK frames, AMQP dispositions) is compared with
+    the run of the same shape (target, protocol, persistence, mode, size, clients)
+    whose broker settled on send: per ack = (broker µs/msg - auto's broker µs/msg)
+    / (ack frames per message). Medians of each group.
+    """
+    groups = group_runs(records)
+    auto: dict[tuple[Any, ...], list[Record]] = {}
+    for runs in groups.values():
+        r0 = runs[0]
+        if r0.get("ack", (r0.get("settings") or {}).get("ack")) == "auto":
+            auto[tuple(r0.get(k) for k in _SHAPE)] = runs
+    out = []
+    for (scenario, target), runs in groups.items():
+        r0 = runs[0]
+        mode = r0.get("ack", (r0.get("settings") or {}).get("ack"))
+        base = auto.get(tuple(r0.get(k) for k in _SHAPE))
+        if mode == "auto" or base is None:
+            continue
+        cpu = spread([_get("broker_cpu_us_per_msg")(r) for r in runs])[0]
+        cpu_auto = spread([_get("broker_cpu_us_per_msg")(r) for r in base])[0]
+        apm = spread([_get("acks_per_msg")(r) for r in runs])[0]
+        out.append({
+            "scenario": scenario, "target": target, "ack": mode,
+            "receipts": (r0.get("settings") or {}).get("ack_receipt_every", 0),
+            "broker_cpu_us_per_msg": cpu, "auto_broker_cpu_us_per_msg": cpu_auto,
+            "acks_per_msg": apm,
+            "broker_cpu_us_per_ack": ((cpu - cpu_auto) / apm
+                                      if cpu is not None and cpu_auto is not None and apm
+                                      else None),
+        })
+    return out
+
+
+def per_ack_table(records: Iterable[Record]) -> str:
+    rows = per_ack(records)
+    if not rows:
+        return ""
+    lines = ["| scenario | target | ack | receipt every | acks/msg | broker µs/msg | "
+             "auto µs/msg | broker µs/ack |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    def f(v: float | None) -> str:
+        return "–" if v is None else f"{v:.2f}"
+
+    for row in rows:
+        lines.append(f"| {row['scenario']} | {row['target']} | {row['ack']} | "
+                     f"{row['receipts'] or '–'} | {f(row['acks_per_msg'])} | "
+                     f"{f(row['broker_cpu_us_per_msg'])} | "
+                     f"{f(row['auto_broker_cpu_us_per_msg'])} | "
+                     f"{f(row['broker_cpu_us_per_ack'])} |")
+    return ("\n".join(lines) + "\n\nPer ack: (broker µs/msg − the same scenario's with "
+            "ack auto) ÷ ack frames per message (medians).\n")
+
+
 RATIO_METRICS = [("send msg/s", "send_rate"), ("recv msg/s", "recv_rate"),
                  ("p99 ms", "latency_us.p99"), ("broker CPU µs/msg", "broker_cpu_us_per_msg"),
                  ("broker peak RSS", "broker_rss_peak_mb")]

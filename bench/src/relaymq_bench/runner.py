@@ -200,6 +200,7 @@ def run_once(sc: Scenario, target: Target, run_index: int = 0,
     try:
         consumers = [run.spawn({
             **base, "role": "consumer", "index": j, "credit": sc.credit, "ack": sc.ack,
+            "ack_receipt_every": sc.ack_receipt_every,
             "count": sc.count, "progress_interval": 0.1,
             "nap": 0.0 if sc.rate else sc.nap_ms / 1e3,
             "expect": planned_total if self_stopping else None,
@@ -279,7 +280,13 @@ def run_once(sc: Scenario, target: Target, run_index: int = 0,
         "duration": sc.duration, "producers": sc.producers, "consumers": sc.consumers,
         "rate_target": sc.rate,
         "settings": {k: getattr(sc, k) for k in ("max_inflight", "batch", "credit",
-                                                  "receipt_every", "ack", "nap_ms")},
+                                                  "receipt_every", "ack", "ack_receipt_every",
+                                                  "nap_ms")},
+        "ack": sc.ack,
+        # acknowledgement frames (STOMP ACK, AMQP disposition) the consumers sent
+        "acks": sum((c.get("io") or {}).get("acks", 0) for c in cons),  # type: ignore[union-attr]
+        "acks_per_msg": (sum((c.get("io") or {}).get("acks", 0) for c in cons)  # type: ignore[union-attr]
+                         / received if received else None),
         "destination": link["address"], "purged": purged, "sent": sum(p["sent"] for p in prod),  # type: ignore[index]
         "accepted": total, "rejected": sum(p["rejected"] for p in prod),  # type: ignore[index]
         "received": received,

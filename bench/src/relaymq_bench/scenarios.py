@@ -25,6 +25,11 @@ import yaml
 MODES = ("sequential", "concurrent")
 PATTERNS = ("queue", "topic")
 PROTOCOLS = ("amqp", "stomp")
+#: auto: the broker settles on send (STOMP ack:auto, AMQP pre-settled);
+#: client: one cumulative ack per batch (STOMP ack:client, AMQP one first..last
+#: accepted disposition); client-individual: one ack per message (STOMP
+#: ack:client-individual, AMQP one accepted disposition per delivery).
+ACK_MODES = ("auto", "client", "client-individual")
 
 
 class ScenarioError(ValueError):
@@ -51,7 +56,8 @@ class Scenario:
     batch: int = 256                 # messages per write
     credit: int = 2000               # AMQP link credit / STOMP prefetch per consumer
     receipt_every: int = 100         # STOMP: receipt on every Nth SEND (and the last)
-    ack: str = "client"              # client: consumer settles/acks; auto: pre-settled
+    ack: str = "client"              # see ACK_MODES
+    ack_receipt_every: int = 0       # STOMP: a receipt on every Nth ACK frame (0: none)
     runs: int = 1
     warmup: int = 0                  # unreported runs before the measured ones
     drain_timeout: float = 10.0      # give up on missing messages after this idle time
@@ -72,8 +78,12 @@ class Scenario:
             raise ScenarioError("give exactly one of count and duration")
         if self.producers < 1 or self.consumers < 1:
             raise ScenarioError("need at least one producer and one consumer")
-        if self.ack not in ("client", "auto"):
-            raise ScenarioError("ack must be 'client' or 'auto'")
+        if self.ack not in ACK_MODES:
+            raise ScenarioError(f"ack must be one of {ACK_MODES}, not {self.ack!r}")
+        if self.ack_receipt_every < 0:
+            raise ScenarioError("ack_receipt_every must be >= 0")
+        if self.ack_receipt_every and (self.protocol != "stomp" or self.ack == "auto"):
+            raise ScenarioError("ack_receipt_every needs protocol stomp and a client ack mode")
         if self.rate is not None and self.rate <= 0:
             raise ScenarioError("rate must be positive")
         return self
@@ -91,6 +101,10 @@ class Scenario:
             parts.append(f"{self.rate:g}/s")
         if self.ack == "auto":
             parts.append("autoack")
+        elif self.ack == "client-individual":
+            parts.append("indivack")
+        if self.ack_receipt_every:
+            parts.append(f"ackrcpt{self.ack_receipt_every}")
         return "-".join(parts)
 
     def destination_name(self) -> str:

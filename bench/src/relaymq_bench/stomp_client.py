@@ -301,12 +301,16 @@ class StompClient:
     def consume(self, checker: SequenceChecker, destination: str, prefetch: int, ack: str,
                 expect: int | None, control: Control, progress_interval: float | None,
                 latencies: array, nap: float = 0.0,
-                extra_headers: Mapping[str, str] | None = None) -> ClientStats:
+                extra_headers: Mapping[str, str] | None = None,
+                ack_receipt_every: int = 0) -> ClientStats:
         """Receive until ``expect`` of this run's messages arrived or "stop" is sent.
 
         Same buffering as the AMQP consumer (one preallocated buffer,
-        ``recv_into``, idle ``nap``).  One cumulative ACK per
+        ``recv_into``, idle ``nap``).  ``ack:client``: one cumulative ACK per
         ``prefetch // 4`` messages, or at once when the socket runs dry.
+        ``ack:client-individual``: one ACK per message, written together at the
+        same points.  ``ack_receipt_every`` N > 0 puts a receipt on every Nth
+        ACK frame (the RECEIPTs are read and ignored).
         """
         sock = self.sock
         st = ClientStats()
@@ -318,6 +322,21 @@ class StompClient:
         sock.setblocking(False)
         recv_into = sock.recv_into
         client_ack = ack != "auto"
+        individual = ack == "client-individual"
+        pending: list[bytes] = []  # individual: ack ids not yet acknowledged
+        acks = 0
+
+        def ack_frames() -> bytes:
+            """The ACK frame(s) for what is held; counts them and their receipts."""
+            nonlocal acks
+            ids = pending if individual else [last_ack_id]
+            frames = []
+            for ack_id in ids:
+                acks += 1
+                receipt = ack_receipt_every and acks % ack_receipt_every == 0
+                frames.append(_ack_frame(ack_id, b"a%d" % acks if receipt else None))  # type: ignore[arg-type]
+            pending.clear()
+            return b"".join(frames)
         lat_append = latencies.append
         record = checker.record
         unpack_prefix = payload.AFTER_MAGIC.unpack_from
@@ -380,7 +399,7 @@ class StompClient:
                     if unacked and last_ack_id is not None:
                         # ack what we hold before blocking; under load an ACK goes out
                         # only every ack_threshold messages
-                        self._send(_ack_frame(last_ack_id))
+                        self._send(ack_frames())
                         unacked = 0
                     select.select([sock, control], [], [], 0.05)  # type: ignore[type-var]
                 continue
@@ -422,6 +441,12 @@ class StompClient:
                     got += 1
                     last_s = pos
                     last_e = hdr_end
+                    if individual:
+                        i = buf.find(b"\nack:", pos, hdr_end)
+                        k = i + 5
+                        if i < 0:  # STOMP 1.1: the message-id is the ack id
+                            k = buf.find(b"\nmessage-id:", pos, hdr_end) + 12
+                        pending.append(bytes(buf[k:buf.find(b"\n", k, hdr_end + 1)]))
                 else:
                     frame, _ = parse_frame(bytes(buf[pos:fend + 1]), 0)
                     if frame is not None and frame.command == "ERROR":
@@ -444,7 +469,7 @@ class StompClient:
                         last_ack_id = bytes(buf[i + 5:buf.find(b"\n", i + 5, last_e + 1)])
                     if unacked >= ack_threshold or (expect is not None
                                                     and checker.received >= expect):
-                        self._send(_ack_frame(last_ack_id))
+                        self._send(ack_frames())
                         unacked = 0
             start = pos
             if start == end:
@@ -464,13 +489,15 @@ class StompClient:
                     break
         cpu1 = _cpu()
         if client_ack and unacked and last_ack_id is not None:
-            self._send(_ack_frame(last_ack_id))
+            self._send(ack_frames())
         self._rbuf = bytes(buf[start:end])
         st.cpu_user, st.cpu_sys = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
-        st.extra = {"reads": reads, "waits": waits}
+        st.extra = {"reads": reads, "waits": waits, "acks": acks}
         return st
 
 
-def _ack_frame(ack_id: bytes) -> bytes:
-    """Cumulative ACK (``ack:client``); carries 1.2's id and 1.1's message-id/subscription."""
-    return b"ACK\nid:" + ack_id + b"\nsubscription:0\nmessage-id:" + ack_id + b"\n\n\x00"
+def _ack_frame(ack_id: bytes, receipt: bytes | None = None) -> bytes:
+    """ACK of one id; carries 1.2's id and 1.1's message-id/subscription (and a receipt)."""
+    extra = b"\nreceipt:" + receipt if receipt else b""
+    return (b"ACK\nid:" + ack_id + b"\nsubscription:0\nmessage-id:" + ack_id + extra
+            + b"\n\n\x00")

@@ -104,7 +104,8 @@ def run_consumer(cfg: dict[str, Any], control: Control) -> dict[str, Any]:
         aclient.attach_receiver(opts, presettled=cfg.get("ack") == "auto")
         emit("ready")
         expect = _expect_from(aclient.wait_go(control), expect)
-        st = aclient.consume(checker, cfg["credit"], expect, control, progress, latencies, nap)
+        st = aclient.consume(checker, cfg["credit"], expect, control, progress, latencies, nap,
+                             individual=cfg.get("ack") == "client-individual")
         aclient.close()
     else:
         sclient = _stomp_client(cfg)
@@ -114,7 +115,8 @@ def run_consumer(cfg: dict[str, Any], control: Control) -> dict[str, Any]:
         emit("ready")
         expect = _expect_from(sclient.wait_go(control), expect)
         st = sclient.consume(checker, cfg["address"], cfg["credit"], cfg.get("ack", "client"),
-                             expect, control, progress, latencies, nap, cfg.get("headers"))
+                             expect, control, progress, latencies, nap, cfg.get("headers"),
+                             ack_receipt_every=cfg.get("ack_receipt_every", 0))
         sclient.close()
     return {"role": "consumer", "index": cfg["index"], "received": st.sent,
             "check": checker.to_json(), "latency": encode_latencies(latencies),
