@@ -147,8 +147,8 @@ def _decode(data: bytes, pos: int, depth: int) -> tuple[Any, int]:  # noqa: C901
         return data[pos] != 0, pos + 1
     if c == 0x54 or c == 0x55 or c == 0x51:  # smallint, smalllong, byte: Java widths kept
         b = data[pos]
-        v = b - 256 if b > 127 else b
-        return (Int(v) if c == 0x54 else Long(v) if c == 0x55 else Byte(v)), pos + 1
+        small = b - 256 if b > 127 else b
+        return (Int(small) if c == 0x54 else Long(small) if c == 0x55 else Byte(small)), pos + 1
     if c == 0x71:
         return Int(_I32(data, pos)[0]), pos + 4
     if c == 0x70:
