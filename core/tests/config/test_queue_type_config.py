@@ -57,3 +57,28 @@ async def test_the_broker_makes_queues_of_their_type_and_refuses_unknown_ones() 
                                               'queueType="nope"/>\n  </policyEntries>'), "xml"))
     with pytest.raises(PluginNotFound, match="queueType=\"nope\" at .* needs a queue type named"):
         await bad.start()
+
+
+def test_a_temp_queue_entry_applies_to_every_temporary_queue_and_only_to_them() -> None:
+    from relaymq.dispatch.policy import PolicyMap
+    from relaymq.model.destination import DestinationKind
+
+    for text, fmt in (
+        ('<broker><destinationPolicy><policyMap><policyEntries>'
+         '<policyEntry queue=">" queuePrefetch="7"/>'
+         '<policyEntry tempQueue="true" queuePrefetch="3" anonymousQueueGrace="500"/>'
+         '</policyEntries></policyMap></destinationPolicy>'
+         '<destinations><queue physicalName="Q" topicSubscriptions="a.b, c.>"/></destinations>'
+         '</broker>', "xml"),
+        ("broker:\n  destinationPolicy:\n    policyMap:\n      policyEntries:\n"
+         "        - policyEntry: {queue: '>', queuePrefetch: 7}\n"
+         "        - policyEntry: {tempQueue: true, queuePrefetch: 3, anonymousQueueGrace: 500}\n"
+         "  destinations:\n    - queue: {physicalName: Q, topicSubscriptions: 'a.b, c.>'}\n",
+         "yaml"),
+    ):
+        config = load_config_text(text, fmt, strict=True)
+        policies = PolicyMap(config.policy_entries)
+        temp = policies.entry_for(Destination(DestinationKind.TEMP_QUEUE, "ID:c1:1"))
+        assert (temp.queue_prefetch, temp.anonymous_queue_grace) == (3, 500)
+        assert policies.entry_for(Destination.queue("ORDERS")).queue_prefetch == 7
+        assert config.destinations[0].topic_subscriptions == "a.b, c.>"
