@@ -194,12 +194,14 @@ class MirrorSource:
     async def _open_link(self) -> Any:
         conn = self.conn
         session = await conn.session()
-        props = getattr(conn, "remote_properties", None) or {}
-        self.peer_relaymq = str(props.get("product", "")) == "RelayMQ"
-        sender = await session.open_sender(
-            self.snf, name=f"{self.snf}:{uuid.uuid4()}", source_address=self.snf,
-            properties={wire.BROKER_ID: self.node},
-            desired_capabilities=[wire.MIRROR_CAPABILITY])
+        try:
+            sender = await session.open_sender(
+                self.snf, name=f"{self.snf}:{uuid.uuid4()}", source_address=self.snf,
+                properties={wire.BROKER_ID: self.node},
+                desired_capabilities=[wire.MIRROR_CAPABILITY])
+        except (ConnectionError, TimeoutError) as exc:
+            condition = getattr(exc, "condition", None)
+            raise LinkRefusal(str(condition or exc)) from None
         caps = getattr(sender, "remote_offered_capabilities", [])
         remote = (getattr(sender, "remote_properties", None) or {}).get(wire.BROKER_ID)
         problem = None
@@ -213,6 +215,7 @@ class MirrorSource:
             await sender.close()
             raise LinkRefusal(problem)
         self.remote_id = str(remote)
+        self.peer_relaymq = (sender.remote_properties or {}).get(wire.PREFIXED_ADDRESSES) is True
         return sender
 
     async def _pump(self, sender: Any) -> None:

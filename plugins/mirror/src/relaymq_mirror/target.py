@@ -31,6 +31,7 @@ from relaymq.outgoing.node import node_id
 from relaymq.selector import Selector
 from relaymq_amqp import engine as pn
 from relaymq_amqp.mapping import destination_for, to_kernel
+from relaymq_amqp.scanner import scan
 
 from relaymq_mirror import wire
 from relaymq_mirror.state import applied, target_index
@@ -45,6 +46,18 @@ LOW_CREDIT = 300
 ACK_RETRIES = 5
 ACK_RETRY_DELAY = 0.1
 DUPLICATE_ID = "_AMQ_DUPL_ID"
+
+
+def _to(data: bytes) -> str | None:
+    """The message's own address (properties.to), where Artemis routes when the
+    event has no ``x-opt-amq-mr-dst``."""
+    try:
+        props = scan(data).properties
+    except Exception:  # noqa: BLE001 - the decode error comes with to_kernel
+        return None
+    if props and len(props) > 2 and isinstance(props[2], str):
+        return str(props[2])
+    return None
 
 
 class MirrorTarget:
@@ -105,7 +118,8 @@ class MirrorTarget:
         self.kconn = ClientConnection(self.broker, kconn.principal, None, "amqp",
                                       kconn.remote_address, True, source)
         target_index(self.broker)  # index messages from now on
-        link.open(properties={wire.BROKER_ID: local}, offered_capabilities=[wire.MIRROR_CAPABILITY],
+        link.open(properties={wire.BROKER_ID: local, wire.PREFIXED_ADDRESSES: True},
+                  offered_capabilities=[wire.MIRROR_CAPABILITY],
                   snd_settle_mode=link.remote_snd_settle_mode, rcv_settle_mode=pn.RCV_FIRST,
                   credit=CREDIT)
         self._outstanding = 0
@@ -205,6 +219,8 @@ class MirrorTarget:
         if origin == node_id(self.broker):
             self._settled(delivery)  # our own message came back round: already here
             return
+        if not address:
+            address = _to(inc.message_bytes)
         dest = self._destination(address) if address else None
         try:
             message, _ = to_kernel(inc.message_bytes, dest)

@@ -30,6 +30,10 @@ BROKER_ID = "x-opt-amq-bkr-id"
 INTERNAL_ID = "x-opt-amq-mr-id"
 INTERNAL_DESTINATION = "x-opt-amq-mr-dst"
 TARGET_QUEUES = "x-opt-amq-mr-trg-q"
+#: RelayMQ's addition on the target's answer: it reads ``queue://X``/``topic://X``
+#: addresses (a name can be a queue and a topic at once in RelayMQ); without it
+#: (Artemis) addresses go as bare names
+PREFIXED_ADDRESSES = "x-opt-relaymq-prefixed-addresses"
 
 ADD_ADDRESS = "addAddress"
 DELETE_ADDRESS = "deleteAddress"

@@ -1,0 +1,59 @@
+"""Failures are logged once per change, visible in management, retried; the
+source keeps serving its clients."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from relaymq.config.model import PluginElement
+from relaymq.testing.waits import wait_until
+
+from mirrortools import free_port, mirror_element, receive, send
+
+
+def test_unreachable_target_then_up(brokers: Any, caplog: Any) -> None:
+    port = free_port()
+    caplog.set_level(logging.INFO, logger="relaymq.mirror")
+    a = brokers(mirrors=[mirror_element(f"tcp://127.0.0.1:{port}", "B")])
+    wait_until(lambda: a.connection_status("B").detail["retries"] >= 3, "retries counted")
+    info = a.connection_status("B")
+    assert info.detail["connected"] is False and info.detail["last_error"]
+    assert a.mirror_status("B")["state"].startswith("target unreachable")
+    # A keeps serving clients; its events wait in the SnF queue
+    send(a.url, "queue://q", ["x"] * 5)
+    wait_until(lambda: a.mirror_status("B")["snf_depth"] >= 5, "events stored and forwarded later")
+    unreachable = [r for r in caplog.records if "target unreachable" in r.getMessage()]
+    assert len(unreachable) == 1  # once per state change, not per retry
+    b = brokers(port=port)
+    wait_until(lambda: b.depth("queue://q") == 5, "the backlog drained in order")
+    assert a.mirror_status("B")["state"] == "connected"
+    assert a.connection_status("B").detail["connected"] is True
+
+
+def test_self_target_is_refused_with_a_clear_error(brokers: Any) -> None:
+    port = free_port()
+    a = brokers(port=port, mirrors=[mirror_element(f"tcp://127.0.0.1:{port}", "me")])
+    wait_until(lambda: "itself" in (a.mirror_status("me").get("last_error") or ""),
+               "refusal visible in management")
+    assert a.mirror_status("me")["state"] == "refused by the target"
+    send(a.url, "queue://q", ["still serving"])
+    assert len(receive(a.url, "queue://q", 1)) == 1
+
+
+def test_wrong_credentials(brokers: Any) -> None:
+    users = PluginElement("users", {}, [PluginElement("authenticationUser", {
+        "username": "mirror", "password": "right", "groups": "admins"})])
+    b = brokers(plugins=[PluginElement("simpleAuthenticationPlugin",
+                                       {"anonymousAccessAllowed": "false"}, [users])])
+    a = brokers(mirrors=[mirror_element(f"tcp://{b.address}", "B", user="mirror",
+                                        password="wrong")])
+    wait_until(lambda: a.connection_status("B").detail["retries"] >= 2, "refused and retried")
+    detail = a.connection_status("B").detail
+    assert detail["connected"] is False
+    assert "auth" in (detail["last_error"] or "").lower()
+    b2 = brokers(plugins=[PluginElement("simpleAuthenticationPlugin",
+                                        {"anonymousAccessAllowed": "false"}, [users])])
+    c = brokers(mirrors=[mirror_element(f"tcp://{b2.address}", "B", user="mirror",
+                                        password="right")])
+    wait_until(lambda: c.mirror_status("B").get("state") == "connected", "right credentials work")

@@ -1,0 +1,231 @@
+"""Wire compatibility with Artemis, both directions, played exactly as the
+reference (/work/shared/reference/artemis-broker-connections-wire.md) says
+Artemis does it: messages are built and read with proton's codec; the links
+with the outgoing AMQP client (proton's engine; link capabilities added by
+RelayMQ since proton cannot send them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+from proton import Message, symbol
+from relaymq.outgoing.node import node_id
+from relaymq.testing.waits import wait_until, wait_until_async
+from relaymq_amqp import link_handlers
+from relaymq_amqp.outgoing import AmqpConnection, LinkRefused
+
+from mirrortools import mirror_element, receive, send
+
+ARTEMIS_NODE = str(uuid.uuid4())
+SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_relaymq"
+
+
+def control(event: str, body: Any, **ann: Any) -> bytes:
+    m = Message(body=body, durable=True)
+    m.annotations = {symbol("x-opt-amq-mr-ev-type"): symbol(event),
+                     **{symbol(k): v for k, v in ann.items()}}
+    return bytes(m.encode())
+
+
+def data_message(body: str, internal_id: Any, address: str | None = None,
+                 properties: dict[str, Any] | None = None, **extra: Any) -> bytes:
+    m = Message(body=body, durable=True, address=address, properties=properties)
+    m.id = f"ID:artemis-{internal_id}"
+    m.instructions = {symbol("x-opt-amq-mr-id"): internal_id, **{symbol(k): v for k, v in extra.items()}}
+    return bytes(m.encode())
+
+
+async def artemis_link(address: str, *, caps: list[str] | None = None,
+                       bkr_id: str | None = ARTEMIS_NODE) -> tuple[AmqpConnection, Any]:
+    conn = AmqpConnection(address, retry_interval=0.1, container_id=ARTEMIS_NODE,
+                          properties={"broker-connection-info": {"connectionName": "relaymq",
+                                                                 "nodeId": ARTEMIS_NODE}})
+    await conn.connect()
+    props = {"x-opt-amq-bkr-id": bkr_id} if bkr_id is not None else {}
+    try:
+        sender = await conn.open_sender(
+            SNF, name=f"{SNF}:{uuid.uuid4()}", source_address=SNF, properties=props,
+            desired_capabilities=caps if caps is not None else ["amq.mirror", "AMQ_CORE_MESSAGE_TUNNELING"],
+            rcv_settle_first=True)
+    except BaseException:
+        await conn.close()
+        raise
+    return conn, sender
+
+
+async def test_artemis_mirrors_into_relaymq(brokers: Any) -> None:
+    b = brokers()
+    conn, sender = await artemis_link(f"tcp://{b.address}")
+    try:
+        # the answer: amq.mirror offered, never core tunnelling; the target's node id
+        assert sender.remote_offered_capabilities == ["amq.mirror"]
+        assert sender.remote_properties == {"x-opt-amq-bkr-id": node_id(b.broker),
+                                            "x-opt-relaymq-prefixed-addresses": True}
+        outcomes = [
+            sender.send(control("addAddress", json.dumps({
+                "id": 7, "name": "orders", "auto-created": False, "temporary": False,
+                "internal": False, "firstSeen": 1, "routingTypes": [1], "created-timestamp": 1}),
+                **{"x-opt-amq-mr-adr": "orders"})),
+            sender.send(control("createQueue", json.dumps({
+                "id": 8, "name": "orders", "address": "orders", "routing-type": "ANYCAST",
+                "durable": True}), **{"x-opt-amq-mr-adr": "orders", "x-opt-amq-mr-qu": "orders"})),
+            sender.send(control("addAddress", json.dumps({
+                "id": 9, "name": "news", "routingTypes": [0], "temporary": False, "internal": False}),
+                **{"x-opt-amq-mr-adr": "news"})),
+            sender.send(control("createQueue", json.dumps({
+                "name": "app\\.1.sub", "address": "news", "routing-type": "MULTICAST",
+                "durable": True, "filter-string": "x > 1"}),
+                **{"x-opt-amq-mr-adr": "news", "x-opt-amq-mr-qu": "app\\.1.sub"})),
+        ]
+        # data messages: long internal ids; the routing address in x-opt-amq-mr-dst or `to`
+        outcomes += [sender.send(data_message(f"o{i}", 1000 + i, **{"x-opt-amq-mr-dst": "orders"}))
+                     for i in range(10)]
+        outcomes += [sender.send(data_message("n", 2000, address="news", properties={"x": 5}))]
+        # a message that came to Artemis from a third broker, and a duplicate
+        outcomes += [sender.send(data_message("third", 1000, **{"x-opt-amq-mr-dst": "orders",
+                                                                "x-opt-amq-bkr-id": "third-node"}))]
+        outcomes += [sender.send(data_message("o0 again", 1000, **{"x-opt-amq-mr-dst": "orders"}))]
+        results = await asyncio.gather(*outcomes)
+        assert [r.state for r in results] == ["accepted"] * len(results)
+        assert b.depth("queue://orders") == 11  # 10 + the third broker's; the duplicate dropped
+        assert b.depth("durable://app.1:sub") == 1
+        # postAck: body long, queue, no broker id (the link's), then with a reason byte
+        acks = [sender.send(control("postAck", 1003, **{"x-opt-amq-mr-adr": "orders",
+                                                         "x-opt-amq-mr-qu": "orders"})),
+                sender.send(control("postAck", 1000, **{"x-opt-amq-mr-adr": "orders",
+                                                         "x-opt-amq-mr-qu": "orders",
+                                                         "x-opt-amq-bkr-id": "third-node"}))]
+        m = Message(body=1004, durable=True)
+        from proton import byte
+        m.annotations = {symbol("x-opt-amq-mr-ev-type"): symbol("postAck"),
+                         symbol("x-opt-amq-mr-adr"): "orders", symbol("x-opt-amq-mr-qu"): "orders",
+                         symbol("x-opt-amq-mr-ack-reason"): byte(1)}
+        acks.append(sender.send(bytes(m.encode())))
+        assert [r.state for r in await asyncio.gather(*acks)] == ["accepted"] * 3
+        await wait_until_async(lambda: b.depth("queue://orders") == 8, "three acks applied")
+        got = receive(b.url, "queue://orders", 8)
+        assert sorted(x.body for x in got) == sorted(
+            ["o0"] + [f"o{i}" for i in (1, 2, 5, 6, 7, 8, 9)])
+        # deleteQueue / deleteAddress
+        results = await asyncio.gather(
+            sender.send(control("deleteQueue", "app\\.1.sub", **{"x-opt-amq-mr-adr": "news",
+                                                                 "x-opt-amq-mr-qu": "app\\.1.sub"})),
+            sender.send(control("deleteAddress", json.dumps({"name": "news", "routingTypes": [0]}),
+                                **{"x-opt-amq-mr-adr": "news"})))
+        assert [r.state for r in results] == ["accepted"] * 2
+        assert not b.has("durable://app.1:sub") and not b.has("topic://news")
+    finally:
+        await conn.close()
+
+
+class ArtemisTarget:
+    """Plays Artemis' target side on a RelayMQ broker and records what comes."""
+
+    address_prefixes = ("$ACTIVEMQ_ARTEMIS_MIRROR",)
+    seen: dict[str, Any] = {}
+
+    def __init__(self, link: Any) -> None:
+        self.link = link
+
+    def attach(self) -> None:
+        link = self.link
+        self.seen.update(name=link.name, target=link.remote_target.address,
+                         source=link.remote_source.address, desired=link.desired_capabilities,
+                         properties=link.remote_properties, container=link.remote_container,
+                         open=link.remote_connection_properties,
+                         snd=link.remote_snd_settle_mode, rcv=link.remote_rcv_settle_mode)
+        self.seen.setdefault("messages", [])
+        link.open(properties={"x-opt-amq-bkr-id": ARTEMIS_NODE}, offered_capabilities=["amq.mirror"],
+                  credit=1000)
+
+    def on_delivery(self, delivery: Any) -> None:
+        data = self.link.receive(delivery)
+        if data is not None:
+            m = Message()
+            m.decode(data)
+            self.seen["messages"].append(m)
+            self.link.accept(delivery)
+            self.link.flow(1)
+
+    def on_flow(self) -> None:
+        pass
+
+    def on_detach(self, closed: bool) -> None:
+        pass
+
+
+def test_relaymq_mirrors_into_artemis(brokers: Any) -> None:
+    ArtemisTarget.seen.clear()
+    b = brokers()
+    b.call(lambda: link_handlers.register(b.broker, "amq.mirror", ArtemisTarget))
+    # a target that does not say it reads queue:// addresses gets bare Artemis names
+    a = brokers(mirrors=[mirror_element(f"tcp://{b.address}", "dc2")])
+    wait_until(lambda: a.mirror_status("dc2").get("state") == "connected", "connected")
+    seen = ArtemisTarget.seen
+    node = node_id(a.broker)
+    assert seen["name"].startswith("$ACTIVEMQ_ARTEMIS_MIRROR_dc2:")
+    uuid.UUID(seen["name"].split(":", 1)[1])
+    assert seen["target"] == seen["source"] == "$ACTIVEMQ_ARTEMIS_MIRROR_dc2"
+    assert seen["desired"] == ["amq.mirror"]  # never AMQ_CORE_MESSAGE_TUNNELING
+    assert seen["properties"] == {"x-opt-amq-bkr-id": node}
+    assert seen["container"] == node
+    assert seen["open"]["broker-connection-info"] == {"connectionName": "dc2", "nodeId": node}
+    assert (seen["snd"], seen["rcv"]) == (0, 0)  # unsettled, first
+    send(a.url, "queue://orders", ["hello"])
+    assert len(receive(a.url, "queue://orders", 1)) == 1
+    wait_until(lambda: len(seen["messages"]) >= 4, "events at the target")
+    msgs = seen["messages"]
+    events = [(m.annotations or {}).get("x-opt-amq-mr-ev-type") for m in msgs]
+    assert events[:2] == ["addAddress", "createQueue"] and events[2] is None and events[3] == "postAck"
+    for m in msgs[:2] + msgs[3:4]:
+        assert type(m.annotations["x-opt-amq-mr-ev-type"]) is symbol
+        assert m.durable is True
+    add = json.loads(msgs[0].body)
+    assert add["name"] == "orders" and add["routingTypes"] == [1]
+    assert msgs[0].annotations["x-opt-amq-mr-adr"] == "orders"
+    created = json.loads(msgs[1].body)
+    assert (created["name"], created["address"], created["routing-type"]) == ("orders", "orders",
+                                                                               "ANYCAST")
+    data = msgs[2]
+    assert data.body == "hello"
+    mr_id = data.instructions["x-opt-amq-mr-id"]
+    assert type(mr_id) is int  # proton reads an AMQP long as a plain int
+    assert data.instructions["x-opt-amq-mr-dst"] == "orders"
+    assert "x-opt-amq-bkr-id" not in data.instructions  # originated on the source
+    ack = msgs[3]
+    assert ack.body == mr_id and type(ack.body) is int
+    assert ack.annotations["x-opt-amq-mr-qu"] == "orders"
+    assert "x-opt-amq-mr-ack-reason" not in ack.annotations  # NORMAL is left out
+    assert "x-opt-amq-bkr-id" not in ack.annotations
+
+
+async def test_bad_input_on_the_target(brokers: Any) -> None:
+    b = brokers()
+    # a $ACTIVEMQ_ARTEMIS_MIRROR link without amq.mirror: refused with the reason
+    with pytest.raises(LinkRefused, match="must desire the capability amq.mirror"):
+        await artemis_link(f"tcp://{b.address}", caps=[])
+    with pytest.raises(LinkRefused, match="x-opt-amq-bkr-id"):
+        await artemis_link(f"tcp://{b.address}", bkr_id=None)
+    with pytest.raises(LinkRefused, match="cannot mirror to itself"):
+        await artemis_link(f"tcp://{b.address}", bkr_id=node_id(b.broker))
+    conn, sender = await artemis_link(f"tcp://{b.address}")
+    try:
+        wrong_type = Message(body="x", durable=True)
+        wrong_type.annotations = {symbol("x-opt-amq-mr-ev-type"): "postAck"}  # a string
+        no_long = data_message("x", "not-a-long", **{"x-opt-amq-mr-dst": "q"})
+        ok = data_message("fine", 5, **{"x-opt-amq-mr-dst": "q"})
+        unknown_ack = control("postAck", 999999, **{"x-opt-amq-mr-adr": "q", "x-opt-amq-mr-qu": "q"})
+        r = await asyncio.gather(sender.send(bytes(wrong_type.encode())), sender.send(no_long),
+                                 sender.send(ok), sender.send(unknown_ack))
+        assert [x.state for x in r] == ["rejected", "rejected", "accepted", "accepted"]
+        assert "must be a symbol" in str(r[0].condition)
+        assert "must be a long" in str(r[1].condition)
+        assert b.depth("queue://q") == 1  # nothing else affected
+        send(b.url, "queue://plain", ["still fine"])
+        assert b.depth("queue://plain") == 1
+    finally:
+        await conn.close()
