@@ -36,8 +36,15 @@ def mirror_element(uri: str, name: str, **mirror: str) -> PluginElement:
     return PluginElement("amqp-connection", attrs, [PluginElement("mirror", dict(mirror))])
 
 
-def make_config(port: int = 0, mirrors: list[PluginElement] | None = None, **fields: Any) -> BrokerConfig:
+def make_config(port: int = 0, mirrors: list[PluginElement] | None = None,
+                store: Path | None = None, **fields: Any) -> BrokerConfig:
+    """A broker with one AMQP connector; `store`: kahaDB in that directory."""
+    if store is not None:
+        fields.setdefault("persistent", True)
+        fields.setdefault("data_directory", str(store))
     cfg = broker_config(f"amqp://127.0.0.1:{port}", **fields)
+    if store is not None:
+        cfg.persistence_adapter = PluginElement("kahaDB", {"directory": str(store / "kahadb")})
     cfg.broker_connections = list(mirrors or [])
     return cfg
 

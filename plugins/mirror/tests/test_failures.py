@@ -57,3 +57,25 @@ def test_wrong_credentials(brokers: Any) -> None:
     c = brokers(mirrors=[mirror_element(f"tcp://{b2.address}", "B", user="mirror",
                                         password="right")])
     wait_until(lambda: c.mirror_status("B").get("state") == "connected", "right credentials work")
+
+
+def test_sync_send_waits_for_the_target(brokers: Any, tmp_path: Any) -> None:
+    import threading
+
+    port = free_port()
+    a = brokers(store=tmp_path / "a",
+                mirrors=[mirror_element(f"tcp://127.0.0.1:{port}", "B", sync="true")])
+    done = threading.Event()
+
+    def produce() -> None:
+        send(a.url, "queue://sync", ["held"])
+        done.set()
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    wait_until(lambda: a.mirror_status("B")["snf_depth"] >= 1, "the event is stored")
+    assert not done.is_set()  # stored on A, not accepted by B: the send is held
+    b = brokers(port=port)
+    wait_until(done.is_set, "the send completes once B accepted it")
+    assert b.depth("queue://sync") == 1
+    t.join(10)
