@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
+from mirrortools import BrokerProcess, receive
 from proton import Message
 from proton.utils import BlockingConnection
 from relaymq.testing.waits import wait_until
-
-from mirrortools import BrokerProcess, receive
 
 N = 1500
 

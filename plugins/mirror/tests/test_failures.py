@@ -6,10 +6,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from mirrortools import free_port, mirror_element, receive, send
 from relaymq.config.model import PluginElement
 from relaymq.testing.waits import wait_until
-
-from mirrortools import free_port, mirror_element, receive, send
 
 
 def test_unreachable_target_then_up(brokers: Any, caplog: Any) -> None:

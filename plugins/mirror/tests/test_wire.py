@@ -12,13 +12,12 @@ import uuid
 from typing import Any
 
 import pytest
+from mirrortools import mirror_element, receive, send
 from proton import Message, symbol
 from relaymq.outgoing.node import node_id
 from relaymq.testing.waits import wait_until, wait_until_async
 from relaymq_amqp import link_handlers
 from relaymq_amqp.outgoing import AmqpConnection, LinkRefused
-
-from mirrortools import mirror_element, receive, send
 
 ARTEMIS_NODE = str(uuid.uuid4())
 SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_relaymq"
