@@ -290,6 +290,41 @@ class Management:
         chosen = await self._select(queue, message_ids, selector)
         return int(await queue.remove_messages([seq for seq, _, _ in chosen]))
 
+    async def sequence_bounds(self, target: Target) -> tuple[int, int]:
+        """`(first, last)`: the lowest sequence number `target` still holds and the
+        highest one committed (written and visible); `first == last + 1` when it
+        holds none. Readers by sequence (the Spark source) page `(after, last]`."""
+        queue = self._queue_like(target)
+        region = self._region
+        if queue.persists:
+            last = int((await region.store.stats(queue.key)).last_seq)
+            head = await region.store.read(queue.key, 0, 1)
+            return (int(head[0].seq) if head else last + 1), last
+        held = queue.memory_entries()
+        last = int(queue.last_seq)
+        return (int(held[0].seq) if held else last + 1), last
+
+    async def release_through(self, target: Target, seq: int) -> int:
+        """Remove every message of `target` with a sequence number up to `seq` (no
+        consumer holding it), from memory and the store, as acknowledged: what a
+        reader by sequence has committed. Returns how many were removed."""
+        queue = self._queue_like(target)
+        region = self._region
+        seqs: list[int] = []
+        if queue.persists:
+            after = 0
+            while after < seq:
+                page = await region.store.read(queue.key, after, 10_000)
+                page = [r for r in page if r.seq <= seq]
+                if not page:
+                    break
+                seqs.extend(int(r.seq) for r in page)
+                after = int(page[-1].seq)
+        seqs.extend(e.seq for e in queue.memory_entries() if e.seq <= seq)
+        if not seqs:
+            return 0
+        return int(await queue.remove_messages(seqs, RemovalReason.ACKED))
+
     async def copy_messages(self, target: Target, to: Target, *,
                             message_ids: Collection[str] | None = None,
                             selector: str | None = None) -> int:

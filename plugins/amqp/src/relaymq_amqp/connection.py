@@ -36,6 +36,7 @@ from relaymq_amqp.engine import Condition, Engine
 from relaymq_amqp.frames import FrameGuard
 from relaymq_amqp.links import ConsumerLink, Link, LinkHost, ProducerLink
 from relaymq_amqp.options import AmqpOptions
+from relaymq_amqp.ranges import range_link, wants_range
 from relaymq_amqp.sasl import AMQP_HEADER, AUTH, SASL_HEADER, SCRAM, SYS, SaslError, SaslServer
 from relaymq_amqp.transactions import CoordinatorLink
 from relaymq_amqp.txstate import kernel_txid, settle_transactional
@@ -428,6 +429,8 @@ class AmqpConnection(LinkHost):
             if self.guard.attaches else None
         if is_sender or pn.remote_target(link).kind != 3:
             extension = link_handlers.dispatch(self, link, caps)
+            if extension is None and is_sender and wants_range(pn.remote_source(link)):
+                extension = range_link(self, link)  # a sequence-range read (ranges.py)
             if extension is not None:
                 self.extension_links[link] = extension
                 return

@@ -1,0 +1,287 @@
+"""A small synchronous AMQP 1.0 client for the Spark source and sink.
+
+Executors and the driver talk to the broker with it, each call one short
+connection (Spark tasks come and go; nothing is shared between them):
+
+* `bounds(dest)` — `(first, last)` sequence numbers (attach answer of a
+  ``relaymq-seq-range`` link, see relaymq_amqp.ranges);
+* `read(dest, after, until)` — the stored messages with ``after < seq <= until``
+  as `(seq, proton.Message)`; the broker closes the link at the range's end;
+* `release(dest, through)` — what a query committed is removed on the broker;
+* `send(messages)` — persistent sends, each settled `accepted` only once stored.
+
+No pyspark import here: the client is usable (and tested) on its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from proton import Described, Message, SSLDomain, symbol, ulong
+from proton.handlers import MessagingHandler
+from proton.reactor import Container, Copy, Filter
+
+RANGE_FILTER = "relaymq-seq-range"
+RANGE_DESCRIPTOR = "relaymq:seq-range:list"
+RELEASE_FILTER = "relaymq-seq-release"
+RELEASE_DESCRIPTOR = "relaymq:seq-release:list"
+INFO_FILTER = "relaymq-seq-info"
+
+
+
+class RelayMQError(RuntimeError):
+    """The broker refused a request or could not be reached; the message says which."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to connect: `url` (amqp:// or amqps://), credentials, TLS."""
+
+    url: str
+    user: str | None = None
+    password: str | None = None
+    ssl_ca: str | None = None
+    ssl_verify: bool = True
+    timeout: float = 60.0
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def host_url(self) -> str:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("amqp", "amqps"):
+            raise RelayMQError(f"url {self.url!r}: the scheme must be amqp:// or amqps://")
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (5671 if parts.scheme == "amqps" else 5672)
+        return f"{parts.scheme}://{host}:{port}"
+
+    def credentials(self) -> tuple[str | None, str | None]:
+        parts = urlsplit(self.url)
+        user = self.user or (unquote(parts.username) if parts.username else None)
+        password = self.password or (unquote(parts.password) if parts.password else None)
+        return user, password
+
+
+def address_of(destination: str) -> str:
+    """`queue://X`, `durable://C:N`, or a bare queue name, as a link address."""
+    return destination if "://" in destination else f"queue://{destination}"
+
+
+class _Call(MessagingHandler):  # type: ignore[misc]
+    """One connection, one link, one request; errors become `RelayMQError`."""
+
+    def __init__(self, endpoint: Endpoint, prefetch: int = 0) -> None:
+        super().__init__(prefetch=prefetch, auto_accept=False, auto_settle=True)
+        self.endpoint = endpoint
+        self.error: str | None = None
+        self.conn: Any = None
+        self.done = False
+
+    def on_start(self, event: Any) -> None:
+        ep = self.endpoint
+        user, password = ep.credentials()
+        kw: dict[str, Any] = {"reconnect": False, "sasl_enabled": True}
+        if user is not None:
+            kw.update(user=user, password=password or "", allowed_mechs="PLAIN")
+        else:
+            kw["allowed_mechs"] = "ANONYMOUS"
+        url = ep.host_url()
+        if url.startswith("amqps"):
+            domain = SSLDomain(SSLDomain.MODE_CLIENT)
+            if ep.ssl_ca:
+                domain.set_trusted_ca_db(ep.ssl_ca)
+            domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME if ep.ssl_verify
+                                           else SSLDomain.ANONYMOUS_PEER)
+            kw["ssl_domain"] = domain
+        self.conn = event.container.connect(url, **kw)
+        self.deadline = event.container.schedule(ep.timeout, self)
+        self.opened(event)
+
+    def opened(self, event: Any) -> None:
+        """Open the link (subclasses)."""
+
+    def on_timer_task(self, event: Any) -> None:
+        if not self.done:
+            self.fail(f"no answer from {self.endpoint.host_url()} within "
+                      f"{self.endpoint.timeout:g} s")
+
+    def fail(self, why: str) -> None:
+        if self.error is None:
+            self.error = why
+        self.finish()
+
+    def finish(self) -> None:
+        self.done = True
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+        if self.conn is not None:
+            self.conn.close()
+
+    def on_transport_error(self, event: Any) -> None:
+        cond = event.transport.condition
+        why = f"{cond.name}: {cond.description}" if cond else "connection failed"
+        if cond is not None and "sasl" in (cond.name or "").lower() or "auth" in why.lower():
+            why = f"authentication failed at {self.endpoint.host_url()} ({why})"
+        self.fail(f"{self.endpoint.host_url()}: {why}")
+
+    def on_connection_error(self, event: Any) -> None:
+        cond = event.connection.remote_condition
+        self.fail(f"connection closed by the broker: {cond.name}: {cond.description}"
+                  if cond else "connection closed by the broker")
+
+    def on_link_error(self, event: Any) -> None:
+        cond = event.link.remote_condition
+        self.fail(f"{cond.name}: {cond.description}" if cond else "link refused")
+
+    def on_disconnected(self, event: Any) -> None:
+        if not self.done:
+            self.fail(f"disconnected from {self.endpoint.host_url()}")
+
+    def run(self) -> None:
+        self.deadline = None
+        Container(self).run()
+        if self.error is not None:
+            raise RelayMQError(self.error)
+
+
+def _seq_filter(key: str, descriptor: str, values: list[int | None]) -> Filter:
+    vals = [None if v is None else ulong(v) for v in values]
+    return Filter({symbol(key): Described(symbol(descriptor), vals)})
+
+
+class _RangeCall(_Call):
+    def __init__(self, endpoint: Endpoint, dest: str, flt: Filter,
+                 on_message: Callable[[int, Message], None] | None, prefetch: int) -> None:
+        super().__init__(endpoint, prefetch=prefetch)
+        self.dest = dest
+        self.flt = flt
+        self.on_msg = on_message
+        self.bounds: tuple[int, int] | None = None
+
+    def opened(self, event: Any) -> None:
+        event.container.create_receiver(self.conn, address_of(self.dest),
+                                        options=[self.flt, Copy()])
+
+    def on_link_opened(self, event: Any) -> None:
+        self._read_info(event.link)
+
+    def _read_info(self, link: Any) -> None:
+        if self.bounds is not None:
+            return
+        src = link.remote_source
+        if src is None or src.filter is None:
+            return  # a refusal: the detach with its error follows
+        data = src.filter
+        data.rewind()
+        info = data.get_object() if data.next() is not None else None
+        value = (info or {}).get(symbol(INFO_FILTER))
+        if value is not None:
+            first, last = value.value
+            self.bounds = (int(first), int(last))
+
+    def on_message(self, event: Any) -> None:
+        if self.on_msg is not None:
+            seq, _, stamp = str(event.delivery.tag).partition(":")
+            message = event.message
+            if stamp and not message.creation_time:
+                message.creation_time = int(stamp) / 1000.0
+            self.on_msg(int(seq), message)
+
+    def on_link_closing(self, event: Any) -> None:
+        self._read_info(event.link)
+        if event.link.remote_condition is None:
+            self.finish()  # the end of the range
+        else:
+            self.on_link_error(event)
+
+
+class Client:
+    """Requests to one broker (see the module doc)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+
+    def bounds(self, dest: str) -> tuple[int, int]:
+        """`(first, last)`: the lowest sequence number `dest` holds, the highest committed."""
+        call = _RangeCall(self.endpoint, dest, _seq_filter(RANGE_FILTER, RANGE_DESCRIPTOR, [0, 0]),
+                          None, 0)
+        call.run()
+        if call.bounds is None:
+            raise RelayMQError(f"{dest}: the broker did not answer with sequence bounds "
+                               "(is it a RelayMQ broker with relaymq-amqp?)")
+        return call.bounds
+
+    def read(self, dest: str, after: int, until: int, prefetch: int = 1000
+             ) -> list[tuple[int, Message]]:
+        """The stored messages of `dest` with `after < seq <= until`, in order."""
+        out: list[tuple[int, Message]] = []
+        self.read_into(dest, after, until, lambda s, m: out.append((s, m)), prefetch)
+        return out
+
+    def read_into(self, dest: str, after: int, until: int,
+                  on_message: Callable[[int, Message], None], prefetch: int = 1000) -> None:
+        if until <= after:
+            return
+        call = _RangeCall(self.endpoint, dest,
+                          _seq_filter(RANGE_FILTER, RANGE_DESCRIPTOR, [after, until]),
+                          on_message, prefetch)
+        call.run()
+
+    def release(self, dest: str, through: int) -> None:
+        """Remove what `dest` holds up to `through` (a committed position)."""
+        call = _RangeCall(self.endpoint, dest,
+                          _seq_filter(RELEASE_FILTER, RELEASE_DESCRIPTOR, [through]), None, 0)
+        call.run()
+
+    def send(self, messages: Iterable[Message], window: int = 500) -> int:
+        """Send each message (its `address` says where) persistently; returns how
+        many the broker accepted. A rejection fails the call."""
+        call = _SendCall(self.endpoint, iter(messages), window)
+        call.run()
+        return call.accepted
+
+
+class _SendCall(_Call):
+    def __init__(self, endpoint: Endpoint, messages: Iterator[Message], window: int) -> None:
+        super().__init__(endpoint)
+        self.messages = messages
+        self.window = window
+        self.sent = 0
+        self.accepted = 0
+        self.exhausted = False
+        self.lock = threading.Lock()
+
+    def opened(self, event: Any) -> None:
+        self.sender = event.container.create_sender(self.conn, None)  # anonymous relay
+
+    def on_sendable(self, event: Any) -> None:
+        sender = event.sender
+        while not self.exhausted and sender.credit > 0 and self.sent - self.accepted < self.window:
+            msg = next(self.messages, None)
+            if msg is None:
+                self.exhausted = True
+                break
+            msg.durable = True
+            sender.send(msg)
+            self.sent += 1
+        self._maybe_done()
+
+    def on_accepted(self, event: Any) -> None:
+        self.accepted += 1
+        if not self.exhausted:
+            self.on_sendable(event)
+        self._maybe_done()
+
+    def on_rejected(self, event: Any) -> None:
+        cond = event.delivery.remote.condition
+        self.fail(f"send rejected: {cond.name}: {cond.description}" if cond else "send rejected")
+
+    def on_released(self, event: Any) -> None:
+        self.fail("send released by the broker (not stored)")
+
+    def _maybe_done(self) -> None:
+        if self.exhausted and self.accepted == self.sent and not self.done:
+            self.finish()

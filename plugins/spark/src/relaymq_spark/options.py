@@ -1,0 +1,84 @@
+"""Reading the data sources' options (strings, as Spark passes them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from relaymq_spark.client import Endpoint, address_of
+
+
+class OptionError(ValueError):
+    """A missing or malformed option; the message names it and what is expected."""
+
+
+def endpoint(options: Mapping[str, str]) -> Endpoint:
+    url = options.get("url")
+    if not url:
+        raise OptionError("option 'url' is required, e.g. .option('url', 'amqp://broker:5672')")
+    return Endpoint(
+        url=url,
+        user=options.get("user") or options.get("username"),
+        password=options.get("password"),
+        ssl_ca=options.get("sslCaFile") or options.get("ssl.ca"),
+        ssl_verify=str(options.get("sslVerify", "true")).lower() != "false",
+        timeout=float(options.get("timeout", "60")),
+    )
+
+
+def destinations(options: Mapping[str, str], required: bool = True) -> list[str]:
+    """Option `destination` (or `destinations`): comma-separated queues
+    (`queue://X` or a bare name) and durable subscriptions (`durable://C:N`)."""
+    raw = options.get("destination") or options.get("destinations") or ""
+    out = [address_of(d.strip()) for d in raw.split(",") if d.strip()]
+    for d in out:
+        if d.startswith("topic://"):
+            raise OptionError(f"destination {d}: a topic holds no messages; read a durable "
+                              "subscription of it (durable://CLIENT-ID:NAME)")
+    if required and not out:
+        raise OptionError("option 'destination' is required (a queue, several "
+                          "comma-separated, or durable://CLIENT-ID:NAME)")
+    return out
+
+
+def positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = options.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionError(f"option {name!r} must be a whole number, got {raw!r}") from None
+    if value <= 0:
+        raise OptionError(f"option {name!r} must be positive, got {value}")
+    return value
+
+
+def starting_offsets(raw: str | None, dests: list[str]) -> dict[str, str | int]:
+    """`earliest`, `latest`, or JSON ``{"queue://X": 41, ...}`` (a sequence number:
+    the stream starts after it; -2 earliest, -1 latest as in Kafka)."""
+    raw = (raw or "earliest").strip()
+    if raw in ("earliest", "latest"):
+        return {d: raw for d in dests}
+    try:
+        given = json.loads(raw)
+    except json.JSONDecodeError:
+        raise OptionError(f"startingOffsets must be 'earliest', 'latest' or JSON like "
+                          f'{{"queue://ORDERS": 41}}, got {raw!r}') from None
+    if not isinstance(given, dict):
+        raise OptionError("startingOffsets JSON must be an object of destination -> number")
+    out: dict[str, str | int] = {}
+    keyed = {address_of(k): v for k, v in given.items()}
+    for d in dests:
+        v = keyed.get(d, "earliest")
+        if v == -2:
+            v = "earliest"
+        elif v == -1:
+            v = "latest"
+        if not (v in ("earliest", "latest") or (isinstance(v, int) and v >= 0)):
+            raise OptionError(f"startingOffsets[{d}]: {v!r} is not a sequence number")
+        out[d] = v
+    unknown = set(keyed) - set(dests)
+    if unknown:
+        raise OptionError(f"startingOffsets names {sorted(unknown)}, not in option 'destination'")
+    return out

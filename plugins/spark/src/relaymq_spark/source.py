@@ -1,0 +1,84 @@
+"""`format("relaymq")`: the data source (batch and streaming reads, writes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.types import StructType
+
+import relaymq_spark.options as opt
+from relaymq_spark.client import Client
+from relaymq_spark.ranges import (
+    DEFAULT_PER_PARTITION,
+    RangePartition,
+    read_range,
+    resolve_start,
+    split,
+)
+from relaymq_spark.rows import property_columns, schema_for
+
+
+class RelayMQDataSource(DataSource):  # type: ignore[misc]
+    """RelayMQ destinations by sequence number (docs/spark.md)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "relaymq"
+
+    def schema(self) -> str:
+        return schema_for(property_columns(self.options.get("propertyColumns")))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(self.options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from relaymq_spark.stream import StreamReader
+
+        return StreamReader(self.options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from relaymq_spark.sink import BatchWriter
+
+        return BatchWriter(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from relaymq_spark.sink import StreamWriter
+
+        return StreamWriter(self.options, schema)
+
+
+class BatchReader(DataSourceReader):  # type: ignore[misc]
+    """`spark.read.format("relaymq")`: a live destination by sequence range
+    (`startingOffsets`, `endingOffsets`: earliest/latest or per destination)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.endpoint = opt.endpoint(options)
+        self.dests = opt.destinations(options)
+        self.columns = property_columns(options.get("propertyColumns"))
+        self.per_partition = opt.positive_int(options, "messagesPerPartition",
+                                              DEFAULT_PER_PARTITION) or DEFAULT_PER_PARTITION
+        self.starting = opt.starting_offsets(options.get("startingOffsets"), self.dests)
+        self.ending = opt.starting_offsets(options.get("endingOffsets", "latest"), self.dests)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        client = Client(self.endpoint)
+        parts: list[InputPartition] = []
+        for d in self.dests:
+            after = resolve_start(client, d, self.starting[d])
+            until = resolve_start(client, d, self.ending[d]) if self.ending[d] != "earliest" \
+                else after
+            parts.extend(split(d, after, until, self.per_partition))
+        return parts or [RangePartition(self.dests[0], 0, 0)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, RangePartition)
+        return read_range(self.endpoint, partition, self.columns)

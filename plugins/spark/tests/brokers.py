@@ -1,0 +1,81 @@
+"""A RelayMQ broker in a child process (`relaymq run`) with kahaDB and an AMQP
+connector on a private port, for Spark tests: executors in other processes reach
+it over the network, and crash tests kill it with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BrokerProcess:
+    def __init__(self, directory: Path, extra: str = "") -> None:
+        self.directory = directory
+        self.extra = extra
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = directory / "broker.log"
+        self.port = free_port()
+
+    @property
+    def url(self) -> str:
+        return f"amqp://127.0.0.1:{self.port}"
+
+    @property
+    def data(self) -> Path:
+        return self.directory / "kahadb"
+
+    def start(self) -> BrokerProcess:
+        cfg = self.directory / "activemq.xml"
+        cfg.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core" brokerName="spark-test">
+  <persistenceAdapter><kahaDB directory="{self.data}"/></persistenceAdapter>
+  {self.extra}
+  <transportConnectors>
+    <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.port}"/>
+  </transportConnectors>
+</broker>""")
+        out = open(self.log, "ab")  # noqa: SIM115 - the child writes it until it ends
+        try:
+            self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(cfg)], stdout=out,
+                                         stderr=subprocess.STDOUT, env=dict(os.environ))
+        finally:
+            out.close()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return self
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"broker exited: {self.output()[-3000:]}") from None
+                if time.monotonic() >= deadline:
+                    raise AssertionError("broker did not listen") from None
+                time.sleep(0.05)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()

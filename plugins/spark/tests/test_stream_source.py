@@ -1,0 +1,97 @@
+"""Exactly-once streaming source: a queue -> Parquet with a checkpoint, the driver
+killed with SIGKILL mid-stream and restarted on the same checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from proton import Message
+from relaymq.testing.waits import wait_until
+from relaymq_spark.client import Client, Endpoint
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+DRIVER = str(Path(__file__).with_name("stream_driver.py"))
+
+
+def fill(url: str, dest: str, count: int, start: int = 0) -> None:
+    sent = Client(Endpoint(url)).send(
+        Message(body=f"msg-{i}", address=f"queue://{dest}", id=f"id-{i}", durable=True)
+        for i in range(start, start + count))
+    assert sent == count
+
+
+def committed_batches(checkpoint: Path) -> int:
+    commits = checkpoint / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
+
+
+def start_driver(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    out = open(log, "ab")  # noqa: SIM115 - the child writes it until it ends
+    try:
+        return subprocess.Popen([sys.executable, DRIVER, *args], stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+    finally:
+        out.close()
+
+
+def kill_driver(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the driver: its Python process and its JVM (one process group)."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def run_to_end(args: list[str], log: Path, timeout: float = 300) -> None:
+    proc = start_driver(*args, log=log)
+    try:
+        rc = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kill_driver(proc)
+        raise AssertionError(f"driver did not finish: {log.read_text()[-3000:]}") from None
+    assert rc == 0, log.read_text()[-5000:]
+
+
+def kill_twice_then_finish(args: list[str], most: str, checkpoint: Path, log: Path) -> None:
+    """Start the driver, SIGKILL it after two more committed micro-batches, twice;
+    then run it on the same checkpoint until everything available is done."""
+    for _ in range(2):
+        before = committed_batches(checkpoint)
+        proc = start_driver(*args, "run", most, log=log)
+        try:
+            def progressed(proc: subprocess.Popen[bytes] = proc, before: int = before) -> bool:
+                return committed_batches(checkpoint) >= before + 2 or proc.poll() is not None
+
+            wait_until(progressed, "two more committed micro-batches", timeout=240, interval=0.2)
+            assert proc.poll() is None, log.read_text()[-5000:]
+        finally:
+            kill_driver(proc)
+    run_to_end([*args, "finish", most], log)
+
+
+def test_source_exactly_once_with_driver_killed_twice(spark, broker, tmp_path: Path) -> None:
+    count = int(os.environ.get("RELAYMQ_SPARK_COUNT", "12000"))
+    fill(broker.url, "EXACT", count)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    args = ["source", broker.url, "EXACT", str(out), str(checkpoint)]
+    kill_twice_then_finish(args, "1000", checkpoint, tmp_path / "driver.log")
+
+    rows = spark.read.parquet(str(out)).collect()  # committed files only (_spark_metadata)
+    seqs = sorted(r.sequence for r in rows)
+    assert len(seqs) == count, f"{len(seqs)} rows for {count} messages"
+    assert seqs == list(range(1, count + 1))  # every message, exactly once
+    assert sorted(r.body_string for r in rows) == sorted(f"msg-{i}" for i in range(count))
+    # the broker released what the query committed, and only that
+    first, last = Client(Endpoint(broker.url)).bounds("EXACT")
+    assert last == count
+    offsets = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    assert first > 1, "nothing was released"
+    committed_end = json.loads((checkpoint / "offsets" / str(offsets[-1])).read_text()
+                               .splitlines()[-1])
+    assert first - 1 <= list(committed_end.values())[0]
