@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from brokers import BrokerProcess
 from proton import Message
-
 from relaymq_spark.client import Client, Endpoint
 
-pytestmark = [pytest.mark.spark]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 
 def fill(url: str, dest: str, n: int) -> None:

@@ -12,7 +12,7 @@ import pytest
 from relaymq_spark.client import Client, Endpoint
 from test_stream_source import kill_twice_then_finish
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def test_sink_exactly_once_with_driver_killed_twice(spark, broker, tmp_path: Path) -> None:

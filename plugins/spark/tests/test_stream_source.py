@@ -15,7 +15,7 @@ from proton import Message
 from relaymq.testing.waits import wait_until
 from relaymq_spark.client import Client, Endpoint
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 DRIVER = str(Path(__file__).with_name("stream_driver.py"))
 

@@ -117,3 +117,38 @@ def message_row(dest: str, seq: int, m: Any, columns: list[tuple[str, str]]) -> 
         except (TypeError, ValueError):
             row.append(None)
     return tuple(row)
+
+
+def _ms(ms: int | None) -> _dt.datetime | None:
+    return _ts(ms / 1000.0) if ms else None
+
+
+def kernel_row(dest: str, seq: int, m: Any, columns: list[tuple[str, str]]) -> list[Any]:
+    """One row (as a list, for readers that append columns) from a kernel `Message`
+    read back from a store (kahaDB journal, JDBC table)."""
+    body = m.body
+    if isinstance(body, (bytearray, memoryview)):
+        body = bytes(body)
+    props = m.properties or {}
+    headers: dict[str, str] = {}
+    if m.durable:
+        headers["durable"] = "true"
+    for name in ("content_type", "reply_to", "user_id"):
+        v = getattr(m, name, None)
+        if v:
+            headers[name] = _text(v) or ""
+    for k, v in (m.annotations or {}).items():
+        headers[str(k)] = _text(v) or ""
+    row: list[Any] = [
+        body, None if body is None else body.decode("utf-8", "replace"),
+        _text(m.message_id), dest, seq, _ms(m.timestamp), _ms(m.expiration), int(m.priority),
+        False, _text(m.correlation_id), _text(m.type), _text(m.group_id), headers,
+        {str(k): _text(v) for k, v in props.items()},
+    ]
+    for name, kind in columns:
+        v = props.get(name)
+        try:
+            row.append(None if v is None else _TYPES[kind](v))
+        except (TypeError, ValueError):
+            row.append(None)
+    return row
