@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from brokers import BrokerProcess
 from proton import Message
-
 from relaymq_spark.client import Client, Endpoint
 from relaymq_spark.journal import live_messages
 
