@@ -26,13 +26,14 @@ def free_port() -> int:
 class BrokerProcess:
     """One `relaymq run` on `tmp/kahadb` with a STOMP connector; its log in a file."""
 
-    def __init__(self, tmp: Path, kahadb: str = "", extra: str = "", name: str = "kaha") -> None:
+    def __init__(self, tmp: Path, kahadb: str = "", extra: str = "", name: str = "kaha",
+                 locker: str = "") -> None:
         self.tmp = tmp
         self.port = free_port()
         self.config = tmp / f"{name}.xml"
         self.config.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
-    brokerName="{name}" dataDirectory="{tmp}">
-  <persistenceAdapter><kahaDB directory="{tmp / 'kahadb'}" {kahadb}/></persistenceAdapter>
+    brokerName="{name}" dataDirectory="{tmp / name if locker else tmp}">
+  <persistenceAdapter><kahaDB directory="{tmp / 'kahadb'}" {kahadb}>{locker}</kahaDB></persistenceAdapter>
   {extra}
   <transportConnectors>
     <transportConnector name="stomp" uri="stomp://127.0.0.1:{self.port}"/>

@@ -36,7 +36,7 @@ async def test_waiting_for_the_lock(open_store: Opener, tmp_path: Path,
         directory=str(tmp_path / "kahadb"), fail_if_locked=False, lock_acquire_sleep_interval=20,
         cleanup_interval=0, checkpoint_interval=0))
     starting = asyncio.create_task(second.start())
-    await wait_until_async(lambda: "; waiting for it" in caplog.text, "the second to wait")
+    await wait_until_async(lambda: "this broker is a slave" in caplog.text, "the second to wait")
     assert not starting.done()  # waiting, as a shared-storage slave does
     await first.stop()
     await asyncio.wait_for(starting, 5)
@@ -152,3 +152,55 @@ def test_config_check_lists_what_the_store_would_log_as_having_no_effect(tmp_pat
     result = CliRunner().invoke(main, ["config", "check", "--allow-vm-only", str(path)])
     assert result.exit_code == 0, result.output
     assert f"<kahaDB> at {path}:2: enableIndexWriteAsync=True has no effect" in result.output
+
+
+def test_shared_file_locker_in_xml_and_yaml_makes_the_broker_wait(tmp_path: Path) -> None:
+    from relaymq.config import load_config_text
+
+    xml = f"""<beans><broker xmlns="http://activemq.apache.org/schema/core" brokerName="b1">
+  <persistenceAdapter>
+    <kahaDB directory="{tmp_path}/kahadb">
+      <locker><shared-file-locker lockAcquireSleepInterval="1500"/></locker>
+    </kahaDB>
+  </persistenceAdapter>
+</broker></beans>"""
+    yaml = f"""broker:
+  brokerName: b1
+  persistenceAdapter:
+    kahaDB:
+      directory: {tmp_path}/kahadb
+      locker:
+        shared-file-locker: {{lockAcquireSleepInterval: 1500}}
+"""
+    for text, kind in ((xml, "xml"), (yaml, "yaml")):
+        config = load_config_text(text, kind)
+        assert config.persistence_adapter is not None
+        assert not any("locker" in w for w in config.warnings), config.warnings
+        store = KahaDBPersistenceAdapter.from_element(config.persistence_adapter,
+                                                      SimpleNamespace(config=config, plugins=None))
+        assert store.config.fail_if_locked is False  # ActiveMQ's locker waits as a slave
+        assert store.config.lock_acquire_sleep_interval == 1500
+        assert store._lock.owner == "b1"
+
+
+def test_shared_file_locker_fail_if_locked() -> None:
+    el = element(directory="x")
+    el.children.append(PluginElement("locker", children=[
+        PluginElement("shared-file-locker", {"failIfLocked": "true"})]))
+    assert KahaDBPersistenceAdapter.from_element(el).config.fail_if_locked is True
+
+
+@pytest.mark.parametrize("inner, needle", [
+    ([PluginElement("lease-database-locker")], "holds <lease-database-locker>; kahaDB takes "
+                                               "<shared-file-locker>"),
+    ([], "holds nothing"),
+    ([PluginElement("shared-file-locker", {"lockAcquireSleepInterval": "0"})],
+     "lockAcquireSleepInterval=0: must be positive"),
+    ([PluginElement("shared-file-locker", {"lockAcquireSleepInterval": "soon"})],
+     "lockAcquireSleepInterval"),
+])
+def test_bad_lockers_are_refused(inner: list[PluginElement], needle: str) -> None:
+    el = element(directory="x")
+    el.children.append(PluginElement("locker", children=inner))
+    with pytest.raises(ConfigError, match=needle):
+        KahaDBPersistenceAdapter.from_element(el)

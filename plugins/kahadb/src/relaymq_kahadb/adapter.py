@@ -57,6 +57,7 @@ from relaymq_kahadb.journal.records import (
 )
 from relaymq_kahadb.journal.writer import JournalWriter
 from relaymq_kahadb.lock import DirectoryLock
+from relaymq_kahadb.locker import apply_locker
 from relaymq_kahadb.recovery import Recovered, recover
 
 if TYPE_CHECKING:
@@ -111,7 +112,8 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         from relaymq.config.typed import convert
 
         report = Report(strict=strict)
-        config = convert(KahaDBConfig, element, strict=strict, report=report)
+        config = convert(KahaDBConfig, element, strict=strict, report=report, ignore=("locker",))
+        apply_locker(config, element, strict=strict, report=report)
         report.raise_if_errors()
         where = f" at {element.origin}" if element.origin.line else ""
         # the same lines the store logs when it starts (`relaymq run`)
@@ -124,11 +126,16 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         from relaymq.config.typed import convert
 
         strict = bool(getattr(getattr(broker, "plugins", None), "strict", False))
-        config = convert(KahaDBConfig, element, strict=strict)
+        config = convert(KahaDBConfig, element, strict=strict, ignore=("locker",))
+        apply_locker(config, element, strict=strict)
+        broker_cfg = getattr(broker, "config", None)
         if not config.directory:
-            data = getattr(getattr(broker, "config", None), "data_directory", None) or "data"
+            data = getattr(broker_cfg, "data_directory", None) or "data"
             config.directory = str(Path(data) / "kahadb")
-        return cls(config)
+        store = cls(config)
+        # the lock file names the broker, so a waiting slave can say who the master is
+        store._lock.owner = str(getattr(broker_cfg, "broker_name", None) or "")
+        return store
 
     # -- lifecycle ------------------------------------------------------------
 

@@ -29,6 +29,8 @@ class DirectoryLock:
     def __init__(self, directory: Path) -> None:
         self.path = directory / "lock"
         self._fd = -1
+        #: the broker's name, written into the lock file with the pid and host
+        self.owner = ""
 
     @property
     def held(self) -> bool:
@@ -44,7 +46,9 @@ class DirectoryLock:
         except BaseException:
             os.close(fd)
             raise
-        info = f"pid={os.getpid()} host={socket.gethostname()} since={time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n"
+        broker = f" broker={self.owner}" if self.owner else ""
+        info = (f"pid={os.getpid()} host={socket.gethostname()}{broker} "
+                f"since={time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
         os.ftruncate(fd, 0)
         os.pwrite(fd, info.encode(), 0)
         self._fd = fd
@@ -84,15 +88,16 @@ class DirectoryLock:
             raise StoreLockedError(
                 f"KahaDB directory {self.path.parent} is locked by another broker "
                 f"({self.holder()}). Stop that broker or give this one another directory; "
-                f"for a shared-storage master/slave pair set failIfLocked=\"false\" so this "
-                f"broker waits for the lock")
-        log.warning("KahaDB directory %s is locked by %s; waiting for it (retrying every %.1f s)",
-                    self.path.parent, self.holder(), interval)
+                f"for a shared-storage master/slave pair set failIfLocked=\"false\" (or give "
+                f"<kahaDB> a <locker><shared-file-locker/></locker>) so this broker waits for the lock")
+        log.warning("KahaDB directory %s is locked by %s: this broker is a slave and waits for "
+                    "the lock, retrying every %.1f s", self.path.parent, self.holder(), interval)
         if waiting is not None:
             waiting(f"{self.path.parent} is locked by {self.holder()}")
         while not self.try_acquire():
             await asyncio.sleep(interval)
-        log.info("acquired the KahaDB lock on %s", self.path.parent)
+        log.warning("acquired the KahaDB lock on %s: this broker is now the master",
+                    self.path.parent)
 
     def release(self) -> None:
         if self._fd >= 0:
