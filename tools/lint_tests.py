@@ -22,6 +22,15 @@ into the test's module. A method call `x.m(...)` is matched by its name: it
 counts when `m` has an asserting prefix, or when every function and method named
 `m` in the scanned files asserts (so a common name such as `read`, defined both
 ways, does not count).
+
+It also flags *sleep-then-assert* in test files (tests and their helpers): a
+`time.sleep(...)` or `asyncio.sleep(...)` statement followed in the same block by
+an `assert` (directly, or after one plain assignment). Such a check passes on a
+fast machine without checking anything and fails on a slow one; wait for the
+condition instead (`relaymq.testing.wait_until`), or, for "nothing more arrived",
+send a marker after and wait for it. A sleep that is not followed by an assert
+(pacing a producer, a random lifetime before a kill) is not flagged.
+
 Exit status 1 and one line per offending test when anything is flagged.
 """
 
@@ -87,6 +96,49 @@ class _Body:
                     self.methods.add(node.func.attr)
 
 
+SLEEP_MODULES = {"time", "asyncio"}
+
+
+def _is_sleep(stmt: ast.stmt) -> bool:
+    """`time.sleep(x)`, `await asyncio.sleep(x)` (or a bare imported `sleep(x)`)."""
+    if not isinstance(stmt, ast.Expr):
+        return False
+    value = stmt.value
+    if isinstance(value, ast.Await):
+        value = value.value
+    if not isinstance(value, ast.Call):
+        return False
+    f = value.func
+    if isinstance(f, ast.Attribute):
+        return f.attr == "sleep" and isinstance(f.value, ast.Name) and f.value.id in SLEEP_MODULES
+    return isinstance(f, ast.Name) and f.id == "sleep"
+
+
+def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
+    """Every statement list inside `node` (bodies, else and finally blocks, handlers)."""
+    for child in ast.walk(node):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(child, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
+
+
+def sleeps_then_asserts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
+    """Line numbers of sleeps in `fn` that an assert follows in the same block
+    (directly, or after one assignment)."""
+    found = []
+    for block in _blocks(fn):
+        for i, stmt in enumerate(block[:-1]):
+            if not _is_sleep(stmt):
+                continue
+            after = block[i + 1]
+            if isinstance(after, (ast.Assign, ast.AnnAssign)) and i + 2 < len(block):
+                after = block[i + 2]
+            if isinstance(after, ast.Assert):
+                found.append(stmt.lineno)
+    return found
+
+
 class _Module:
     """A scanned file: its tests, its module-level functions, its methods, what it imports."""
 
@@ -97,7 +149,15 @@ class _Module:
         self.methods: dict[str, list[_Body]] = {}
         self.imported: set[str] = set()
         self.tests: list[tuple[int, str, _Body]] = []
+        #: (line, function) of sleep-then-assert in this file's functions
+        self.sleeps: list[tuple[int, str]] = []
         is_test_file = path.name.startswith("test_") or path.name.endswith("_test.py")
+        if is_test_file or path.name == "conftest.py":
+            tops = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            tops += [item for n in tree.body if isinstance(n, ast.ClassDef) for item in n.body
+                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            for fn in tops:  # nested functions are inside their blocks
+                self.sleeps.extend((line, fn.name) for line in sleeps_then_asserts(fn))
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if is_test_file and node.name.startswith("test"):
@@ -154,17 +214,24 @@ def check(paths: Iterable[Path], helper_paths: Iterable[Path] = ()) -> list[str]
     functions, methods = _asserting_names(modules)
     found = []
     for m in modules:
+        for line, name in sorted(set(m.sleeps)):
+            found.append(f"{_shown(m.path)}:{line}: {name} sleeps, then asserts; wait for "
+                         "the condition (relaymq.testing.wait_until) or a marker instead")
         # a plain call counts when the helper is this module's own or imported into it
         visible = {n for n in functions if n in m.functions or n in m.imported} | methods
         for line, name, body in m.tests:
             if _counts(body, visible, methods):
                 continue
-            try:
-                shown = m.path.relative_to(ROOT)
-            except ValueError:
-                shown = m.path
-            found.append(f"{shown}:{line}: {name} has no assert, pytest.raises or asserting helper")
+            found.append(f"{_shown(m.path)}:{line}: {name} has no assert, pytest.raises or "
+                         "asserting helper")
     return found
+
+
+def _shown(path: Path) -> Path:
+    try:
+        return path.relative_to(ROOT)
+    except ValueError:
+        return path
 
 
 def main(argv: list[str]) -> int:
@@ -173,7 +240,8 @@ def main(argv: list[str]) -> int:
     for line in problems:
         print(line)
     if problems:
-        print(f"{len(problems)} test(s) cannot fail; see tools/lint_tests.py", file=sys.stderr)
+        print(f"{len(problems)} test(s) cannot fail or sleep before asserting; see "
+              "tools/lint_tests.py", file=sys.stderr)
         return 1
     return 0
 

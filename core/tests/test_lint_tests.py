@@ -73,3 +73,38 @@ def test_the_check_flags_tests_without_assertions(tmp_path: Path) -> None:
     flagged = [line.split(": ")[1].split()[0] for line in _lint().check([tmp_path])]
     assert flagged == ["test_nothing", "test_common_name", "test_non_raising_wait",
                        "TestGroup.test_method"]
+
+
+def test_the_check_flags_sleep_then_assert(tmp_path: Path) -> None:
+    (tmp_path / "test_sleeps.py").write_text(textwrap.dedent("""
+        import asyncio
+        import time
+
+        def test_sleep_then_assert(c):
+            time.sleep(0.3)
+            assert c.messages == []
+
+        async def test_async_sleep_assign_assert(c):
+            await asyncio.sleep(0.1)
+            n = len(c.messages)
+            assert n == 1
+
+        def test_nested_block(c):
+            for _ in range(3):
+                time.sleep(0.1)
+                assert c.alive()
+
+        def test_pacing_is_fine(c):
+            for i in range(3):
+                c.send(i)
+                time.sleep(0.01)
+            assert c.wait_for(3)
+
+        def test_sleep_then_act_is_fine(proc):
+            time.sleep(0.5)
+            proc.kill()
+            assert proc.wait() != 0
+        """))
+    flagged = [line.split(": ")[1].split()[0] for line in _lint().check([tmp_path])]
+    assert flagged == ["test_sleep_then_assert", "test_async_sleep_assign_assert",
+                       "test_nested_block"]

@@ -126,6 +126,7 @@ class Collector(stomp.ConnectionListener):
         self.messages: list[stomp.utils.Frame] = []
         self.errors: list[stomp.utils.Frame] = []
         self.receipts: list[str] = []
+        self.heartbeats = 0  # heart-beats received from the broker
         self.disconnected = False
 
     def on_message(self, frame: Any) -> None:
@@ -141,6 +142,11 @@ class Collector(stomp.ConnectionListener):
     def on_receipt(self, frame: Any) -> None:
         with self.cond:
             self.receipts.append(frame.headers["receipt-id"])
+            self.cond.notify_all()
+
+    def on_heartbeat(self) -> None:
+        with self.cond:
+            self.heartbeats += 1
             self.cond.notify_all()
 
     def on_disconnected(self) -> None:

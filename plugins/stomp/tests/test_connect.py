@@ -190,7 +190,8 @@ def test_stomp_py_heartbeats_both_ways(server: BrokerThread) -> None:
     # 500 ms beats, several of them: short enough to matter, long enough for a busy CI host
     conn, col = connect(server, "1.2", heartbeats=(500, 500))
     conn.subscribe("/queue/hb2", id="1")
-    time.sleep(2.5)
+    # idle through several beats: the broker's reach the client, the client's keep it
+    assert col.wait(lambda: col.heartbeats >= 5, timeout=30), col.heartbeats
     assert conn.is_connected()
     conn.send("/queue/hb2", "still here")
     assert [m.body for m in col.wait_messages(1)] == ["still here"]
