@@ -13,16 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from relaymq.testing import free_port
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 #: the packages whose per-message modules `make compile` builds
 COMPILED_PACKAGES = ("relaymq", "relaymq_amqp", "relaymq_stomp")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def compiled_build_problem() -> str | None:

@@ -15,15 +15,14 @@ import asyncio
 import json
 import os
 import sys
-import threading
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from relaymq.broker.broker import Broker
 from relaymq.config.model import BrokerConfig
 from relaymq.feed import ChangeEvent, MessageAdded, MessageRemoved
+from relaymq.testing.threads import BrokerThread
 
 
 def describe(ev: ChangeEvent) -> dict[str, Any]:
@@ -63,59 +62,14 @@ class FeedRecorder:
         return list(self.events)
 
 
-class BrokerLoop:
+class BrokerLoop(BrokerThread):
     """A started broker whose loop runs on a daemon thread."""
 
     def __init__(self, config: BrokerConfig, setup: Callable[[Broker], Any] | None = None) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-
-        async def start() -> Broker:
-            broker = Broker(config, strict=True)
-            if setup is not None:
-                setup(broker)
-            await broker.start()
-            return broker
-
-        try:
-            self.broker: Broker = self.run(start())
-        except BaseException:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            raise
-
-    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 60) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        async def wrapper() -> Any:
-            return fn()
-
-        return self.run(wrapper())
+        super().__init__(config, setup, timeout=60)
 
     def port(self, scheme: str) -> int:
         return int(self.broker.connector_address(scheme).rsplit(":", 1)[1])
-
-    def stop(self) -> None:
-        if not self._thread.is_alive():
-            return
-        try:
-            self.run(self.broker.stop())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll `cond` until it returns something true; raise on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 # -- the broker process with a durable recorder -------------------------------------------

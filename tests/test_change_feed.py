@@ -27,7 +27,7 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # feed_support (also run as the broker process's script)
 
-from feed_support import BrokerLoop, FeedRecorder, describe, wait_for  # noqa: E402
+from feed_support import BrokerLoop, FeedRecorder, describe  # noqa: E402
 from relaymq.config.model import BrokerConfig  # noqa: E402
 from relaymq.feed import (  # noqa: E402
     EVENT_TYPES,
@@ -36,7 +36,12 @@ from relaymq.feed import (  # noqa: E402
     MessageAdded,
 )
 from relaymq.model.destination import Destination  # noqa: E402
-from relaymq.testing import broker_config, plugin_element  # noqa: E402
+from relaymq.testing import (  # noqa: E402
+    broker_config,
+    free_port,
+    plugin_element,
+    wait_until,  # noqa: E402
+)
 from relaymq_stomp.testing import BlockingStomp  # noqa: E402
 
 
@@ -57,7 +62,7 @@ def events(broker: BrokerLoop, recorder: FeedRecorder) -> list[dict[str, Any]]:
 
 def wait_events(broker: BrokerLoop, recorder: FeedRecorder, pred: Any,
                 what: str = "events") -> list[dict[str, Any]]:
-    return wait_for(lambda: (lambda evs: evs if pred(evs) else None)(events(broker, recorder)),
+    return wait_until(lambda: (lambda evs: evs if pred(evs) else None)(events(broker, recorder)),
                     what=what)
 
 
@@ -148,7 +153,7 @@ def test_dead_letter_move_and_expiry(feed_broker) -> None:  # type: ignore[no-un
     assert cmd == "MESSAGE"
     c.frame("NACK", {"id": headers["ack"], "receipt": "n"})  # poison: no redelivery policy
     assert c.read()[0] == "RECEIPT"
-    wait_for(lambda: time.time() * 1000 > expires + 50, what="the TTL to pass")
+    wait_until(lambda: time.time() * 1000 > expires + 50, what="the TTL to pass")
     c.frame("SUBSCRIBE", {"destination": "/queue/feed.exp", "id": "2", "ack": "auto",
                           "receipt": "s2"})
     assert c.read()[0] == "RECEIPT"
@@ -209,7 +214,7 @@ def test_pause_and_resume_are_destination_configured_events(feed_broker) -> None
         got = [e for e in broker.call(rec.take) if isinstance(e, DestinationConfigured)]
         return got if len(got) == 2 else None
 
-    raw = wait_for(configured, what="two destination.configured events")
+    raw = wait_until(configured, what="two destination.configured events")
     assert [(e.destination.key, dict(e.settings)) for e in raw] == [
         ("queue://feed.cfg", {"paused": True}), ("queue://feed.cfg", {"paused": False})]
     assert of(events(broker, rec), "destination.configured")[0]["destination"] == "queue://feed.cfg"
@@ -321,14 +326,6 @@ def test_reading_a_large_persistent_backlog_by_sequence_in_pages(tmp_path: Path)
 
 
 # -- a durable cursor in a real broker process, across kill -9 -----------------------------
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def spawn(tmp: Path, port: int, out: Path) -> subprocess.Popen[bytes]:
     cfg = tmp / "activemq.xml"
     cfg.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core" brokerName="feedy">
@@ -373,9 +370,9 @@ def test_durable_cursor_survives_kill_9(tmp_path: Path) -> None:
         def added() -> list[str]:
             return [e["body"] for e in recorded(out) if e["kind"] == "message.added"]
 
-        wait_for(lambda: len(added()) >= 200, timeout=30, what="the cursor's events after restart")
+        wait_until(lambda: len(added()) >= 200, timeout=30, what="the cursor's events after restart")
         assert added() == [f"c{i}" for i in range(200)]
-        wait_for(lambda: recorded(out)[-1]["kind"] == "acked", what="the last acknowledgement")
+        wait_until(lambda: recorded(out)[-1]["kind"] == "acked", what="the last acknowledgement")
         created = [e for e in recorded(out) if e["kind"] == "destination.created"]
         assert [e["destination"] for e in created] == ["queue://feed.crash"]
         assert not any(e.get("recovered") for e in recorded(out))  # restarts are not captured
@@ -389,7 +386,7 @@ def test_durable_cursor_survives_kill_9(tmp_path: Path) -> None:
         c = BlockingStomp(port)
         assert c.send("/queue/feed.crash", b"after")[0] == "RECEIPT"
         c.close()
-        wait_for(lambda: any(e.get("body") == "after" for e in recorded(out)), what="the new event")
+        wait_until(lambda: any(e.get("body") == "after" for e in recorded(out)), what="the new event")
         assert [e.get("body") for e in recorded(out)[before:] if e["kind"] == "message.added"] == ["after"]
     finally:
         proc.send_signal(signal.SIGTERM)

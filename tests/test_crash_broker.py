@@ -41,16 +41,11 @@ import pytest
 pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 
+from relaymq.testing import free_port
 from relaymq_stomp.testing import BlockingStomp  # noqa: E402 (after the skips)
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 QUEUE = "/queue/CRASH"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def store_element(tmp: Path, store: str) -> str:

@@ -23,16 +23,11 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
 from proton import Delivery, Message  # noqa: E402 (after the skips)
 from proton.utils import BlockingConnection, SendException  # noqa: E402
+from relaymq.testing import free_port
 from relaymq_stomp.testing import BlockingStomp  # noqa: E402
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 DUP = "_AMQ_DUPL_ID"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 STORES = {

@@ -26,16 +26,11 @@ stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 
 from relaymq.broker.startup import listen_failure  # noqa: E402
 from relaymq.config.model import Origin, TransportConnectorConfig  # noqa: E402
+from relaymq.testing import free_port  # noqa: E402
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def relaymq(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from relaymq.testing import wait_until
+from relaymq.testing import free_port, wait_until
 
 pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
@@ -21,12 +21,6 @@ proton = pytest.importorskip("proton", reason="python-qpid-proton is not install
 from proton.utils import BlockingConnection  # noqa: E402
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

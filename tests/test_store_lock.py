@@ -18,9 +18,13 @@ pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from feed_support import BrokerLoop, wait_for  # noqa: E402
+from feed_support import BrokerLoop  # noqa: E402
 from relaymq.spi.persistence import LockState  # noqa: E402
-from relaymq.testing import broker_config, plugin_element  # noqa: E402
+from relaymq.testing import (  # noqa: E402
+    broker_config,
+    plugin_element,
+    wait_until,  # noqa: E402
+)
 from relaymq_stomp.testing import BlockingStomp  # noqa: E402
 
 
@@ -57,9 +61,9 @@ def test_a_broker_that_loses_its_store_lock_stops_serving(tmp_path: Path,
                 return True
             return False
 
-        wait_for(closed, timeout=15, what="the broker to close the client's connection")
+        wait_until(closed, timeout=15, what="the broker to close the client's connection")
         assert broker.call(lambda: broker.broker.store.lock_state) == LockState.LOST
-        wait_for(lambda: not broker.call(lambda: broker.broker.started), what="the broker to stop")
+        wait_until(lambda: not broker.call(lambda: broker.broker.started), what="the broker to stop")
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), 1).close()
         lines = [r.getMessage() for r in caplog.records if "lost its store lock" in r.getMessage()]
@@ -90,10 +94,10 @@ def test_lock_state_waiting_then_held(tmp_path: Path) -> None:
             store = second_broker.store
             return store.lock_state if store is not None else "unbuilt"
 
-        wait_for(lambda: first.call(state) == LockState.WAITING, what="the second broker to wait")
+        wait_until(lambda: first.call(state) == LockState.WAITING, what="the second broker to wait")
         first.run(first.broker.stop())
-        wait_for(lambda: first.call(state) == LockState.HELD, what="the second broker to take the lock")
-        wait_for(lambda: first.call(lambda: second_broker.started), what="the second broker to start")
+        wait_until(lambda: first.call(state) == LockState.HELD, what="the second broker to take the lock")
+        wait_until(lambda: first.call(lambda: second_broker.started), what="the second broker to start")
         second = second_broker
     finally:
         if second is not None:

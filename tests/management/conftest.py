@@ -4,9 +4,7 @@ changed only through `broker.management`."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +16,8 @@ pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 pytest.importorskip("proton", reason="python-qpid-proton is not installed")
 
-from relaymq.broker.broker import Broker  # noqa: E402
 from relaymq.config import load_config_text  # noqa: E402
-from relaymq.testing import host_port  # noqa: E402
+from relaymq.testing.threads import BrokerThread as BaseBrokerThread  # noqa: E402
 from relaymq.testing.waits import wait_until  # noqa: E402
 
 
@@ -37,40 +34,15 @@ def config_xml(data: Path, extra_policy: str = "", advisory: bool = True) -> str
 </broker>"""
 
 
-class BrokerThread:
-    """A started broker on a private loop in a daemon thread."""
+class BrokerThread(BaseBrokerThread):
+    """A started broker (from activemq.xml text) on a private loop in a daemon thread."""
 
     def __init__(self, xml: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-
-        async def start() -> Broker:
-            broker = Broker(load_config_text(xml, "xml"), strict=True)
-            await broker.start()
-            return broker
-
-        self.broker: Broker = self.run(start())
-        self.stomp = host_port(self.broker.connector_address("stomp"))
-        host, port = host_port(self.broker.connector_address("amqp"))
+        super().__init__(load_config_text(xml, "xml"), timeout=120)
+        self.stomp = self.address("stomp")
+        host, port = self.address("amqp")
         self.amqp = f"{host}:{port}"
         self.management = self.broker.management
-
-    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 120) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        async def wrapper() -> Any:
-            return fn()
-
-        return self.run(wrapper())
-
-    def stop(self) -> None:
-        try:
-            self.run(self.broker.stop())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
 
 
 @pytest.fixture

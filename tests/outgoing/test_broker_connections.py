@@ -5,28 +5,13 @@ through `broker.outgoing`, keeps retrying a peer that is down, and fires
 from __future__ import annotations
 
 import asyncio
-import random
-import socket
 from typing import Any
 
 from relaymq.broker.broker import Broker
 from relaymq.config.loader import load_config_text
 from relaymq.hookspecs import hookimpl
+from relaymq.testing import free_port_below_ephemeral as free_port
 from relaymq.testing import running_broker
-
-
-def free_port() -> int:
-    """A free port below the ephemeral range, so no client's local port (a client
-    retrying a dead port can even connect to itself) takes it before a restart."""
-    for _ in range(200):
-        port = random.randint(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port between 20000 and 32000")
 
 
 async def until(cond: Any, timeout: float = 10.0, what: str = "condition") -> None:

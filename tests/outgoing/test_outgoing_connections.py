@@ -4,8 +4,6 @@ AMQP and STOMP, against RelayMQ brokers listening on real loopback sockets."""
 from __future__ import annotations
 
 import asyncio
-import random
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -26,22 +24,9 @@ from relaymq.spi.outgoing import (
     parse_endpoints,
 )
 from relaymq.testing import broker_config, running_broker
+from relaymq.testing import free_port_below_ephemeral as free_port
 
 SCHEMES = ["amqp", "stomp"]
-
-
-def free_port() -> int:
-    """A free port below the ephemeral range, so no client's local port (a client
-    retrying a dead port can even connect to itself) takes it before a restart."""
-    for _ in range(200):
-        port = random.randint(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port between 20000 and 32000")
 
 
 async def until(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> None:

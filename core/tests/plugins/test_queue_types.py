@@ -9,10 +9,10 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from relaymq.testing import free_port, wait_until
 
 from .conftest import install, run_python
 
@@ -25,12 +25,6 @@ RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 @pytest.fixture(scope="module")
 def queues_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return install(tmp_path_factory.mktemp("queues-site"), "queue_type_plugin")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_config(tmp: Path, port: int, queue_type: str = "latestByKey") -> Path:
@@ -51,14 +45,6 @@ def env_with(site: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     return env
-
-
-def wait_until(predicate, timeout: float = 20.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def received(port: int, destination: str, sentinel: str) -> list[tuple[str, str | None]]:

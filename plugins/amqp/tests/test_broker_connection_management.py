@@ -5,17 +5,10 @@ shows whether it is connected, to which host, and its retries."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 from relaymq.config.model import PluginElement
-from relaymq.testing import broker_config
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from relaymq.testing import broker_config, free_port
 
 
 async def wait_for(check: Any, timeout: float = 10.0) -> Any:

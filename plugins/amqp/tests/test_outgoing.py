@@ -4,13 +4,12 @@ against RelayMQ's own AMQP server on background-thread brokers."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 import pytest
 from proton import Message
 from relaymq.spi.outgoing import AuthenticationFailed, ConnectFailed
-from relaymq.testing import wait_until_async
+from relaymq.testing import free_port, wait_until_async
 from relaymq_amqp.outgoing import (
     AmqpConnection,
     IncomingMessage,
@@ -28,12 +27,6 @@ def decoded(data: bytes) -> Message:
     m = Message()
     m.decode(data)
     return m
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_parse_failover_uri() -> None:

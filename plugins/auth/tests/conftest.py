@@ -8,21 +8,19 @@ login.config / properties files) into a temporary directory and starts it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import shutil
 import subprocess
-import threading
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import stomp
-from relaymq.broker.broker import Broker
 from relaymq.config.loader import load_config
-from relaymq.testing import host_port
+from relaymq.testing.stomp_collector import Collector
+from relaymq.testing.threads import BrokerThread
 
 BROKER = ('<beans><broker xmlns="http://activemq.apache.org/schema/core" brokerName="auth" '
           'persistent="false">{body}</broker></beans>')
@@ -32,47 +30,9 @@ CONNECTORS = ('<transportConnectors>'
               '</transportConnectors>')
 
 
-class BrokerThread:
-    def __init__(self, path: Path) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-
-        async def start() -> Broker:
-            broker = Broker(load_config(path, strict=True), strict=True)
-            await broker.start()
-            return broker
-
-        try:
-            self.broker: Broker = self.run(start())
-        except BaseException:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(5)
-            raise
-
-    def address(self, scheme: str) -> tuple[str, int]:
-        return host_port(self.broker.connector_address(scheme))
-
-    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 30) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        async def wrapper() -> Any:
-            return fn()
-
-        return self.run(wrapper())
-
-    def queue_size(self, name: str) -> int:
-        return int(self.call(lambda: self.broker.queue_size(name)))
-
-    def stop(self) -> None:
-        if not self._thread.is_alive():
-            return
-        try:
-            self.run(self.broker.stop())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(5)
+def broker_from(path: Path) -> BrokerThread:
+    """A started broker configured from the activemq.xml at `path`."""
+    return BrokerThread(load_config(path, strict=True))
 
 
 @pytest.fixture
@@ -86,7 +46,7 @@ def start(tmp_path: Path) -> Iterator[Callable[..., BrokerThread]]:
             (tmp_path / name).write_text(text, encoding="utf-8")
         path = tmp_path / "activemq.xml"
         path.write_text(BROKER.format(body=connectors + body), encoding="utf-8")
-        bt = BrokerThread(path)
+        bt = broker_from(path)
         started.append(bt)
         return bt
 
@@ -107,45 +67,6 @@ def audit_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 # -- STOMP -----------------------------------------------------------------------------
-
-
-class Collector(stomp.ConnectionListener):
-    """MESSAGE, ERROR and RECEIPT frames, with bounded waits."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.messages: list[Any] = []
-        self.errors: list[Any] = []
-        self.receipts: list[str] = []
-        self.disconnected = False
-
-    def on_message(self, frame: Any) -> None:
-        with self.cond:
-            self.messages.append(frame)
-            self.cond.notify_all()
-
-    def on_error(self, frame: Any) -> None:
-        with self.cond:
-            self.errors.append(frame)
-            self.cond.notify_all()
-
-    def on_receipt(self, frame: Any) -> None:
-        with self.cond:
-            self.receipts.append(frame.headers["receipt-id"])
-            self.cond.notify_all()
-
-    def on_disconnected(self) -> None:
-        with self.cond:
-            self.disconnected = True
-            self.cond.notify_all()
-
-    def wait(self, pred: Callable[[], bool], timeout: float = 5.0) -> bool:
-        with self.cond:
-            return self.cond.wait_for(pred, timeout)
-
-    def wait_error(self, timeout: float = 5.0) -> Any:
-        self.wait(lambda: bool(self.errors), timeout)
-        return self.errors[-1] if self.errors else None
 
 
 class Stomp:

@@ -117,12 +117,12 @@ def activemq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
 
 @pytest.fixture(scope="module")
 def relaymq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from .conftest import BrokerThread
+    from .conftest import broker_from
 
     base = tmp_path_factory.mktemp("relaymq")
     path = base / "activemq.xml"
     path.write_text(broker_xml(0))
-    bt = BrokerThread(path)
+    bt = broker_from(path)
     yield bt
     bt.stop()
 

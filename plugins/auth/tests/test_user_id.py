@@ -24,11 +24,11 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _with_attribute(tmp_path: Path) -> Any:
-    from .conftest import BROKER, CONNECTORS, BrokerThread
+    from .conftest import BROKER, CONNECTORS, broker_from
     path = tmp_path / "activemq.xml"
     path.write_text(BROKER.replace('persistent="false"', 'persistent="false" populateJMSXUserID="true"')
                     .format(body=CONNECTORS + plugins(anonymous=True, authorization=False)))
-    return BrokerThread(path)
+    return broker_from(path)
 
 
 def test_without_populate_the_senders_user_id_passes(start: Any, stomp_client: Any) -> None:

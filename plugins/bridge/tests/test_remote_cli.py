@@ -8,13 +8,13 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from bridge_helpers import RELAYMQ, free_port
+from relaymq.testing import wait_until
 
 pytest.importorskip("relaymq_console", reason="relaymq-console is not installed")
 pytest.importorskip("relaymq_auth", reason="relaymq-auth is not installed")
@@ -23,14 +23,6 @@ stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 ADMIN = ("ops", "ops-secret")
 VIEWER = ("watcher", "watch-secret")
 APP = ("app", "app-secret")
-
-
-def wait_until(predicate: Any, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 class BridgeBroker:
@@ -77,7 +69,7 @@ class BridgeBroker:
             except httpx.HTTPError:
                 return False
 
-        wait_until(up, 40, "the console")
+        wait_until(up, "the console", 40)
 
     def depth(self, queue: str) -> int:
         r = httpx.get(f"{self.url}/api/v1/queues/{queue}", auth=ADMIN, timeout=10)
@@ -95,7 +87,7 @@ class BridgeBroker:
         conn.connect(*APP, wait=True)
         for i in range(count):
             conn.send(f"/queue/{queue}", f"m{i}", headers={"receipt": f"r{i}"})
-        wait_until(lambda: len(receipts) == count, 10, "receipts")
+        wait_until(lambda: len(receipts) == count, "receipts", 10)
         conn.disconnect()
 
     def stop(self) -> None:
@@ -124,7 +116,7 @@ def state(broker: BridgeBroker, name: str) -> str:
 
 
 def test_list_shows_both_bridges_with_their_states(broker) -> None:
-    wait_until(lambda: state(broker, "fwd") == "running", 30, "fwd running")
+    wait_until(lambda: state(broker, "fwd") == "running", "fwd running", 30)
     r = cli(broker, "list", "--json")
     assert r.returncode == 0, r.stderr
     states = {b["name"]: b["state"] for b in json.loads(r.stdout)}
@@ -137,9 +129,9 @@ def test_list_shows_both_bridges_with_their_states(broker) -> None:
 
 
 def test_stop_holds_messages_and_start_forwards_them(broker) -> None:
-    wait_until(lambda: state(broker, "fwd") == "running", 30, "fwd running")
+    wait_until(lambda: state(broker, "fwd") == "running", "fwd running", 30)
     broker.send("cli.src", 3)
-    wait_until(lambda: broker.depth("cli.dst") == 3, 30, "three bridged messages")
+    wait_until(lambda: broker.depth("cli.dst") == 3, "three bridged messages", 30)
     status = cli(broker, "status", "fwd")
     assert status.returncode == 0 and "forwarded: 3" in status.stdout.splitlines(), status.stdout
 
@@ -152,12 +144,12 @@ def test_stop_holds_messages_and_start_forwards_them(broker) -> None:
 
     r = cli(broker, "start", "fwd")
     assert r.returncode == 0 and r.stdout.startswith("fwd: "), (r.stdout, r.stderr)
-    wait_until(lambda: broker.depth("cli.dst") == 5, 30, "the held messages bridged")
+    wait_until(lambda: broker.depth("cli.dst") == 5, "the held messages bridged", 30)
     assert broker.depth("cli.src") == 0
 
 
 def test_pause_and_resume(broker) -> None:
-    wait_until(lambda: state(broker, "fwd") == "running", 30, "fwd running")
+    wait_until(lambda: state(broker, "fwd") == "running", "fwd running", 30)
     r = cli(broker, "pause", "fwd", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["state"] == "paused", r.stderr
     r = cli(broker, "resume", "fwd")
@@ -168,7 +160,7 @@ def test_start_a_bridge_configured_without_auto_start(broker) -> None:
     assert state(broker, "idle") == "stopped"
     broker.send("cli.src2", 1)
     assert cli(broker, "start", "idle").returncode == 0
-    wait_until(lambda: broker.depth("cli.dst2") == 1, 30, "idle's message bridged")
+    wait_until(lambda: broker.depth("cli.dst2") == 1, "idle's message bridged", 30)
     assert state(broker, "idle") == "running"
 
 

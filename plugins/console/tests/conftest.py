@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from relaymq.testing import free_port, wait_until
 
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 pytest.importorskip("relaymq_auth", reason="relaymq-auth is not installed")
@@ -19,20 +18,6 @@ RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 ADMIN = ("ops", "ops-secret")
 VIEWER = ("watcher", "watch-secret")
 APP = ("app", "app-secret")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(predicate, timeout: float = 20.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 class ConsoleBroker:
@@ -70,7 +55,7 @@ class ConsoleBroker:
             except httpx.HTTPError:
                 return False
 
-        wait_until(up, 40, "the console")
+        wait_until(up, "the console", 40)
 
     def client(self, who: tuple[str, str] | None = ADMIN) -> httpx.Client:
         return httpx.Client(base_url=self.url, auth=who, timeout=30)

@@ -11,8 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from relaymq.testing import wait_until
 
-from .conftest import ADMIN, APP, VIEWER, wait_until
+from .conftest import ADMIN, APP, VIEWER
 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
@@ -30,7 +31,7 @@ def send(console, dest: str, bodies: list[str], **headers: str) -> None:
     conn.connect(*APP, wait=True)
     for i, body in enumerate(bodies):
         conn.send(dest, body, headers={"persistent": "true", "receipt": f"r{i}", **headers})
-    wait_until(lambda: len(receipts) == len(bodies), 10, "receipts")
+    wait_until(lambda: len(receipts) == len(bodies), "receipts", 10)
     conn.disconnect()
 
 
@@ -100,14 +101,14 @@ def test_retry_sends_dead_lettered_messages_back_to_their_queue(console) -> None
     conn.connect(*APP, wait=True)
     conn.send("/queue/api.retry", "poison", headers={"persistent": "true"})
     conn.subscribe("/queue/api.retry", id="1", ack="client-individual")
-    wait_until(lambda: received, 10, "the message")
+    wait_until(lambda: received, "the message", 10)
     conn.nack(received[0].headers["ack"])  # to ActiveMQ.DLQ at once (no redelivery plugin)
     conn.unsubscribe("1")
-    wait_until(lambda: queue(console, "ActiveMQ.DLQ")["depth"] >= 1, 10, "the DLQ")
+    wait_until(lambda: queue(console, "ActiveMQ.DLQ")["depth"] >= 1, "the DLQ", 10)
     r = console.client().post("/api/v1/queues/ActiveMQ.DLQ/retry",
                               json={"selector": "JMSMessageID IS NOT NULL"})
     assert r.status_code == 200 and r.json()["retried"] >= 1
-    wait_until(lambda: queue(console, "api.retry")["depth"] == 1, 10, "the retried message")
+    wait_until(lambda: queue(console, "api.retry")["depth"] == 1, "the retried message", 10)
     conn.disconnect()
 
 

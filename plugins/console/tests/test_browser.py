@@ -12,8 +12,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from relaymq.testing import wait_until
 
-from .conftest import ADMIN, APP, wait_until
+from .conftest import ADMIN, APP
 from .test_api import queue, send
 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
@@ -85,8 +86,7 @@ def test_the_depth_changes_while_a_stomp_producer_sends(console, page) -> None:
     try:
         # the page refreshes its figures by itself (console.js polls the API); the CSP
         # forbids evaluating strings, so the test reads the cell instead of wait_for_function
-        wait_until(lambda: int(page.text_content("#depth").strip()) > 1, 20,
-                   "the depth on the page to grow")
+        wait_until(lambda: int(page.text_content("#depth").strip()) > 1, "the depth on the page to grow", 20)
     finally:
         stop.set()
         t.join(30)
@@ -139,17 +139,17 @@ def test_retry_a_dead_lettered_message_from_the_dlq_page(console, page) -> None:
     conn.connect(*APP, wait=True)
     conn.send("/queue/ui.retry", "retry me", headers={"persistent": "true"})
     conn.subscribe("/queue/ui.retry", id="1", ack="client-individual")
-    wait_until(lambda: received, 10, "the message")
+    wait_until(lambda: received, "the message", 10)
     conn.nack(received[0].headers["ack"])
     conn.unsubscribe("1")
     conn.disconnect()
-    wait_until(lambda: queue(console, "ActiveMQ.DLQ")["depth"] >= 1, 10, "the DLQ")
+    wait_until(lambda: queue(console, "ActiveMQ.DLQ")["depth"] >= 1, "the DLQ", 10)
     page.goto(f"{console.url}/queues/ActiveMQ.DLQ")
     page.fill("#retry-form input[name=selector]", "JMSMessageID IS NOT NULL")
     page.click("#retry")
     page.wait_for_selector("#flash")
     assert "retried" in page.text_content("#flash")
-    wait_until(lambda: queue(console, "ui.retry")["depth"] == 1, 10, "the message back")
+    wait_until(lambda: queue(console, "ui.retry")["depth"] == 1, "the message back", 10)
     shot(page, "retried")
 
 
@@ -186,11 +186,11 @@ def test_the_destination_chart_follows_depth_and_rates(console, page) -> None:
         raw = chart.get_attribute("data-last") or ""
         return [float(v) for v in raw.split(",")] if raw else []
 
-    wait_until(lambda: samples() >= 1, 20, "the chart's first sample")
+    wait_until(lambda: samples() >= 1, "the chart's first sample", 20)
     assert last()[0] == 1  # depth 1
     before = chart.screenshot()
     send(console, "/queue/ui.chart", [f"b{i}" for i in range(5)])
-    wait_until(lambda: last() and last()[0] == 6, 20, "the chart to show depth 6")
+    wait_until(lambda: last() and last()[0] == 6, "the chart to show depth 6", 20)
     n = samples()
     points = page.locator("#depth-line").get_attribute("points").split()
     assert len(points) == n and n >= 2

@@ -15,15 +15,10 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
+from relaymq.testing import free_port
 from relaymq_stomp.testing import BlockingStomp
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(what: str, cond: Callable[[], bool], timeout: float, detail: Callable[[], str]) -> None:

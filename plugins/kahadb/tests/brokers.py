@@ -12,15 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+from relaymq.testing import free_port
 from relaymq_stomp.testing import BlockingStomp
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class BrokerProcess:

@@ -16,22 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import stomp
+from relaymq.testing import free_port, wait_until
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 def _listening(port: int) -> bool:
@@ -67,14 +54,14 @@ class Broker:
             assert self.proc is not None and self.proc.poll() is None, self.output()
             return _listening(self.stomp_port)
 
-        wait_until(listening, 30, "the broker to listen")
+        wait_until(listening, "the broker to listen", 30)
 
     def reload(self, template: str, expect: str) -> None:
         """Rewrite the configuration and SIGHUP the broker; wait for `expect` in its log."""
         assert self.proc is not None
         self.write_config(template)
         self.proc.send_signal(signal.SIGHUP)
-        wait_until(lambda: expect in self.output(), 20, f"{expect!r} in the broker log")
+        wait_until(lambda: expect in self.output(), f"{expect!r} in the broker log", 20)
 
     def stop(self) -> None:
         assert self.proc is not None
@@ -165,7 +152,7 @@ class Client(stomp.ConnectionListener):
         """SEND with a receipt: returns once the broker has taken the message."""
         rid = f"r{time.monotonic_ns()}"
         self.conn.send(dest, body, headers={**headers, "receipt": rid})
-        wait_until(lambda: rid in self.receipts or self.errors, 10, f"receipt {rid}")
+        wait_until(lambda: rid in self.receipts or self.errors, f"receipt {rid}", 10)
         assert not self.errors, self.errors[0].body
 
     def subscribe(self, dest: str, id: str, **headers: str) -> None:
@@ -173,13 +160,13 @@ class Client(stomp.ConnectionListener):
         rid = f"s{time.monotonic_ns()}"
         self.conn.subscribe(dest, id=id, ack=headers.pop("ack", "auto"),
                             headers={**headers, "receipt": rid})
-        wait_until(lambda: rid in self.receipts or self.errors, 10, f"receipt {rid}")
+        wait_until(lambda: rid in self.receipts or self.errors, f"receipt {rid}", 10)
 
     def ack(self, frame: Any) -> None:
         """ACK with a receipt: returns once the broker has settled the message."""
         rid = f"a{time.monotonic_ns()}"
         self.conn.ack(frame.headers["ack"], receipt=rid)
-        wait_until(lambda: rid in self.receipts or self.errors, 10, f"receipt {rid}")
+        wait_until(lambda: rid in self.receipts or self.errors, f"receipt {rid}", 10)
 
     def bodies(self) -> list[str]:
         return [m.body for m in self.messages]
@@ -188,17 +175,16 @@ class Client(stomp.ConnectionListener):
         return [m.body for m in self.messages if m.headers.get("subscription") == subscription]
 
     def wait(self, count: int, timeout: float = 20) -> list[str]:
-        wait_until(lambda: len(self.messages) >= count, timeout,
-                   f"{count} messages at {self.name} (have {len(self.messages)})")
+        wait_until(lambda: len(self.messages) >= count, f"{count} messages at {self.name} (have {len(self.messages)})", timeout)
         return self.bodies()
 
     def wait_for(self, body: str, timeout: float = 20) -> list[str]:
         """Wait for a message with `body` (a marker sent last); returns every body so far."""
-        wait_until(lambda: body in self.bodies(), timeout, f"{body!r} at {self.name}")
+        wait_until(lambda: body in self.bodies(), f"{body!r} at {self.name}", timeout)
         return self.bodies()
 
     def wait_error(self, timeout: float = 10) -> str:
-        wait_until(lambda: self.errors, timeout, f"an ERROR frame at {self.name}")
+        wait_until(lambda: self.errors, f"an ERROR frame at {self.name}", timeout)
         return str(self.errors[0].headers.get("message", "")) + " " + str(self.errors[0].body)
 
     def close(self) -> None:

@@ -14,8 +14,9 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
 from proton.reactor import Container, DynamicNodeProperties  # noqa: E402
 from proton.utils import BlockingConnection  # noqa: E402
+from relaymq.testing import wait_until  # noqa: E402
 
-from .support import Broker, Client, wait_until  # noqa: E402
+from .support import Broker, Client  # noqa: E402
 
 CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="parts"
         dataDirectory="{data}">
@@ -65,7 +66,7 @@ def test_changing_the_partition_count_unbinds_consumers_and_loses_nothing(broker
     a, b = Client(broker, "a"), Client(broker, "b")
     a.subscribe("/queue/orders.scale", id="1")
     b.subscribe("/queue/orders.scale", id="1")
-    wait_until(lambda: len(a.messages) + len(b.messages) >= 40, 20, "all 40")
+    wait_until(lambda: len(a.messages) + len(b.messages) >= 40, "all 40", 20)
     got = a.bodies() + b.bodies()
     assert sorted(got, key=lambda s: int(s.split(":")[1])) == [f"{i % 8}:{i}" for i in range(40)]
     for consumer in (a, b):
@@ -151,7 +152,7 @@ def test_unbinding_removes_an_anonymous_queue(broker) -> None:
     owner = Client(broker, "owner", client_id="requester-2")
     name = _anonymous_queue(broker, owner)
     owner.conn.unsubscribe("r")
-    wait_until(lambda: "its client unbound; removed" in broker.output(), 10, "the removal")
+    wait_until(lambda: "its client unbound; removed" in broker.output(), "the removal", 10)
     owner.subscribe(name, id="again")
     assert "does not exist" in owner.wait_error()
     owner.close()
@@ -166,7 +167,7 @@ def test_an_anonymous_queue_is_removed_when_its_client_does_not_come_back(tmp_pa
         owner.close()
         responder = Client(b, "responder")
         responder.send(name, "nobody will read this")
-        wait_until(lambda: "did not come back; removed" in b.output(), 20, "the removal")
+        wait_until(lambda: "did not come back; removed" in b.output(), "the removal", 20)
         back = Client(b, "late", client_id="requester-3")
         back.subscribe(name, id="r")
         assert "does not exist" in back.wait_error()

@@ -16,8 +16,9 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
 from proton.reactor import Selector  # noqa: E402
 from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
+from relaymq.testing import wait_until  # noqa: E402
 
-from .support import Broker, Client, wait_until  # noqa: E402
+from .support import Broker, Client  # noqa: E402
 
 CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="solace"
         dataDirectory="{data}">
@@ -102,7 +103,7 @@ def test_partitioned_queue_keeps_per_key_order_while_consumers_come_and_go(broke
             acked = {(k, s) for _, what, _, k, s in events if what == "ack"}
         return len(acked) == len(keys) * per_key
 
-    wait_until(all_acked, 60, "every message acknowledged")
+    wait_until(all_acked, "every message acknowledged", 60)
     for c in consumers + [producer]:
         assert not c.errors, [(e.headers, e.body) for e in c.errors[:2]]
         c.close()
@@ -157,7 +158,7 @@ def test_amqp_group_id_is_the_partition_key_and_hand_off_waits_for_a_slow_consum
         # past the rebalance delay (300 ms) half the partitions move to `fast`, but their
         # messages wait for the hand-off: `slow` still holds messages of every key
         wait_until(lambda: "rebalanced 8 partitions over 2 consumers (4 moving)"
-                   in broker.output(), 10, "the rebalance")
+                   in broker.output(), "the rebalance", 10)
         send(40, 80)
         # the barrier: a message of a partition `slow` keeps (the rebalance keeps the
         # first four where they are) is dispatched after everything sent before it
@@ -169,7 +170,7 @@ def test_amqp_group_id_is_the_partition_key_and_hand_off_waits_for_a_slow_consum
         acked = len(slow.messages)  # the 40 it held and what came since of its own keys
         for m in slow.messages[:acked]:
             slow.conn.ack(m.headers["ack"])
-        wait_until(lambda: len(slow.messages) + len(fast.messages) >= 81, 20, "all 81")
+        wait_until(lambda: len(slow.messages) + len(fast.messages) >= 81, "all 81", 20)
         for m in slow.messages[acked:]:
             slow.conn.ack(m.headers["ack"])
         for m in fast.messages:
@@ -194,11 +195,11 @@ def test_amqp_group_id_is_the_partition_key_and_hand_off_waits_for_a_slow_consum
 def test_browsing_and_selectors_are_refused_on_a_partitioned_queue(broker) -> None:
     c = Client(broker)
     c.conn.subscribe("/queue/orders.refused", id="1", headers={"browser": "true"})
-    wait_until(lambda: c.errors, 10, "an ERROR frame")
+    wait_until(lambda: c.errors, "an ERROR frame", 10)
     assert "partitioned queue: browsing is not allowed" in c.errors[0].headers["message"]
     c2 = Client(broker)
     c2.conn.subscribe("/queue/orders.refused", id="1", headers={"selector": "a = 1"})
-    wait_until(lambda: c2.errors, 10, "an ERROR frame")
+    wait_until(lambda: c2.errors, "an ERROR frame", 10)
     assert "a selector is not allowed" in c2.errors[0].headers["message"]
     conn = BlockingConnection(f"127.0.0.1:{broker.amqp_port}")
     try:
@@ -268,12 +269,12 @@ def test_last_value_queue_keeps_only_the_newest_and_browsing_keeps_it(broker) ->
     for i in range(5):
         c.send("/queue/prices.ibm", f"IBM={i}", persistent="true")
     c.conn.subscribe("/queue/prices.ibm", id="b", headers={"browser": "true"})
-    wait_until(lambda: c.browse_ends, 10, "the end of the browse")
+    wait_until(lambda: c.browse_ends, "the end of the browse", 10)
     assert c.bodies() == ["IBM=4"]
     c.conn.subscribe("/queue/prices.ibm", id="1", ack="auto")
     assert c.wait(2) == ["IBM=4", "IBM=4"]  # browsed, then consumed
     c.conn.subscribe("/queue/prices.ibm.sel", id="s", headers={"selector": "x = 1"})
-    wait_until(lambda: c.errors, 10, "an ERROR frame")
+    wait_until(lambda: c.errors, "an ERROR frame", 10)
     assert "lastValue queue: a selector is not allowed" in c.errors[0].headers["message"]
     c.close()
 
@@ -290,7 +291,7 @@ def test_ttl_is_respected_or_not_and_the_dmq_takes_only_eligible_messages(broker
     c.send("/queue/ttl.off.q", "marker off")
     c.subscribe("/queue/ttl.on.q", id="1", ack="auto")
     c.subscribe("/queue/ttl.off.q", id="2", ack="auto")
-    wait_until(lambda: {"marker on", "marker off"} <= set(c.bodies()), 20, "both markers")
+    wait_until(lambda: {"marker on", "marker off"} <= set(c.bodies()), "both markers", 20)
     assert c.bodies_of("1") == ["alive", "marker on"]
     assert c.bodies_of("2") == ["expired but kept", "marker off"]
     c.subscribe("/queue/ttl.DMQ", id="3", ack="auto")

@@ -9,62 +9,31 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import stomp
 from relaymq.broker.broker import Broker
 from relaymq.config.model import BrokerConfig
-from relaymq.testing import broker_config, host_port
+from relaymq.testing import broker_config
+from relaymq.testing.stomp_collector import Collector
+from relaymq.testing.threads import BrokerThread as BaseBrokerThread
 
 
-class BrokerThread:
-    """A started broker on a private loop in a daemon thread."""
+class BrokerThread(BaseBrokerThread):
+    """A started broker on a private loop in a daemon thread; `host` and `port` are
+    its connector for `scheme`."""
 
     def __init__(self, config: BrokerConfig, setup: Callable[[Broker], None] | None = None,
                  scheme: str = "stomp",
                  loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
                  ) -> None:
-        self.loop = loop_factory()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-        self.config = config
+        super().__init__(config, setup, loop_factory)
         self.scheme = scheme
-
-        async def start() -> Broker:
-            broker = Broker(config, strict=True)
-            if setup is not None:
-                setup(broker)
-            await broker.start()
-            return broker
-
-        try:
-            self.broker: Broker = self.run(start())
-        except BaseException:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(5)
-            raise
-        self.host, self.port = host_port(self.broker.connector_address(scheme))
-
-    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 30) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        async def wrapper() -> Any:
-            return fn()
-
-        return self.run(wrapper())
-
-    def queue_size(self, name: str) -> int:
-        return self.call(lambda: self.broker.queue_size(name))
-
-    def stats(self, key: str) -> dict[str, int]:
-        """The broker's counters for a destination key (`queue://name`)."""
-        return self.call(lambda: self.broker.destination_stats().get(key, {}))
+        self.host, self.port = self.address(scheme)
 
     def read_paused(self) -> bool:
         """True while flow control holds back some connection's reads."""
@@ -78,16 +47,6 @@ class BrokerThread:
             if n == size or time.monotonic() > deadline:
                 return n
             time.sleep(0.02)
-
-    def stop(self) -> None:
-        if not self._thread.is_alive():
-            return
-        try:
-            self.run(self.broker.stop())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(5)
-
 
 @pytest.fixture
 def start_broker() -> Iterator[Callable[..., BrokerThread]]:
@@ -116,65 +75,6 @@ def server(start_broker: Callable[..., BrokerThread]) -> BrokerThread:
 
 
 # -- stomp.py helpers --------------------------------------------------------------------
-
-
-class Collector(stomp.ConnectionListener):
-    """Collects MESSAGE, ERROR and RECEIPT frames; waits for them."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.messages: list[stomp.utils.Frame] = []
-        self.errors: list[stomp.utils.Frame] = []
-        self.receipts: list[str] = []
-        self.heartbeats = 0  # heart-beats received from the broker
-        self.disconnected = False
-
-    def on_message(self, frame: Any) -> None:
-        with self.cond:
-            self.messages.append(frame)
-            self.cond.notify_all()
-
-    def on_error(self, frame: Any) -> None:
-        with self.cond:
-            self.errors.append(frame)
-            self.cond.notify_all()
-
-    def on_receipt(self, frame: Any) -> None:
-        with self.cond:
-            self.receipts.append(frame.headers["receipt-id"])
-            self.cond.notify_all()
-
-    def on_heartbeat(self) -> None:
-        with self.cond:
-            self.heartbeats += 1
-            self.cond.notify_all()
-
-    def on_disconnected(self) -> None:
-        with self.cond:
-            self.disconnected = True
-            self.cond.notify_all()
-
-    def wait(self, pred: Callable[[], bool], timeout: float = 5.0) -> bool:
-        with self.cond:
-            return self.cond.wait_for(pred, timeout)
-
-    def wait_messages(self, n: int, timeout: float = 10.0) -> list[Any]:
-        """All messages so far, once there are at least `n`; AssertionError on timeout."""
-        if not self.wait(lambda: len(self.messages) >= n, timeout):
-            raise AssertionError(f"{len(self.messages)} of {n} messages after {timeout:g} s: "
-                                 f"{[m.body for m in self.messages][:20]!r}; errors: "
-                                 f"{[e.headers.get('message') for e in self.errors]!r}")
-        return list(self.messages)
-
-    def wait_receipt(self, rid: str, timeout: float = 5.0) -> bool:
-        return self.wait(lambda: rid in self.receipts, timeout)
-
-    def wait_error(self, timeout: float = 5.0) -> Any:
-        self.wait(lambda: bool(self.errors), timeout)
-        return self.errors[-1] if self.errors else None
-
-    def bodies(self) -> list[str]:
-        return [m.body for m in self.messages]
 
 
 def connect(bt: BrokerThread, version: str = "1.2", heartbeats: tuple[int, int] = (0, 0),

@@ -6,14 +6,14 @@ is a blocking client with its own receiver thread.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from relaymq.broker.broker import Broker
 from relaymq.config.loader import load_config_text
+from relaymq.testing.stomp_collector import Collector
+from relaymq.testing.threads import BrokerThread
 
 stomp = pytest.importorskip("stomp")
 pytest.importorskip("relaymq_stomp")
@@ -24,54 +24,22 @@ XML = """<broker xmlns="http://activemq.apache.org/schema/core" persistent="fals
 </broker>"""
 
 
-class BrokerThread:
-    def __init__(self, body: str = "") -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        config = load_config_text(XML.format(body=body), filename="activemq.xml", strict=True)
-        self.broker = Broker(config, strict=True)
-        self.run(self.broker.start())
-        host, _, port = self.broker.connector_address("stomp").rpartition(":")
-        self.address = (host, int(port))
-
-    def run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
-
-    def stop(self) -> None:
-        try:
-            self.run(self.broker.stop())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(5)
-
-
-class Inbox(stomp.ConnectionListener):
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.frames: list[Any] = []
-
-    def on_message(self, frame: Any) -> None:
-        with self.cond:
-            self.frames.append(frame)
-            self.cond.notify_all()
-
-    def wait(self, n: int, timeout: float = 5.0) -> list[Any]:
-        with self.cond:
-            self.cond.wait_for(lambda: len(self.frames) >= n, timeout)
-            return list(self.frames)
+def broker_thread(body: str = "") -> BrokerThread:
+    """A started broker with a STOMP connector and `body` in its <broker>."""
+    return BrokerThread(load_config_text(XML.format(body=body), filename="activemq.xml",
+                                         strict=True))
 
 
 @pytest.fixture
 def server() -> Iterator[BrokerThread]:
-    bt = BrokerThread()  # no <destinationInterceptors>: the VirtualTopic.> default
+    bt = broker_thread()  # no <destinationInterceptors>: the VirtualTopic.> default
     yield bt
     bt.stop()
 
 
-def client(bt: BrokerThread) -> tuple[Any, Inbox]:
-    conn = stomp.Connection12([bt.address], heartbeats=(0, 0), reconnect_attempts_max=1)
-    inbox = Inbox()
+def client(bt: BrokerThread) -> tuple[Any, Collector]:
+    conn = stomp.Connection12([bt.address("stomp")], heartbeats=(0, 0), reconnect_attempts_max=1)
+    inbox = Collector()
     conn.set_listener("inbox", inbox)
     conn.connect(wait=True)
     return conn, inbox
@@ -106,13 +74,13 @@ def test_virtual_topic_through_stomp(server):
             producer.send("/topic/VirtualTopic.Orders", f"order-{i}", headers={"region": "eu"})
         for inbox, destination in ((inbox_a, "/queue/Consumer.A.VirtualTopic.Orders"),
                                    (inbox_b, "/queue/Consumer.B.VirtualTopic.Orders")):
-            frames = inbox.wait(3)
+            frames = inbox.wait_messages(3)
             assert [f.body for f in frames] == ["order-0", "order-1", "order-2"]
             assert {f.headers["destination"] for f in frames} == {destination}
             assert {f.headers["original-destination"] for f in frames} == {
                 "/topic/VirtualTopic.Orders"}
             assert {f.headers["region"] for f in frames} == {"eu"}
-        topic_frames = inbox_t.wait(3)
+        topic_frames = inbox_t.wait_messages(3)
         assert [f.body for f in topic_frames] == ["order-0", "order-1", "order-2"]
         assert "original-destination" not in topic_frames[0].headers
     finally:
@@ -121,7 +89,7 @@ def test_virtual_topic_through_stomp(server):
 
 
 def test_filtered_composite_through_stomp():
-    bt = BrokerThread(
+    bt = broker_thread(
         "<destinationInterceptors><virtualDestinationInterceptor><virtualDestinations>"
         '<compositeQueue name="ORDERS"><forwardTo>'
         "<filteredDestination selector=\"region = 'eu'\" queue=\"ORDERS.EU\"/>"
@@ -135,9 +103,9 @@ def test_filtered_composite_through_stomp():
         subscribed(everything, "/queue/ORDERS.ALL", "all")
         eu.send("/queue/ORDERS", "to eu", headers={"region": "eu"})
         eu.send("/queue/ORDERS", "to us", headers={"region": "us"})
-        assert [f.body for f in inbox_all.wait(2)] == ["to eu", "to us"]
-        assert [f.body for f in inbox_eu.wait(1)] == ["to eu"]
-        assert inbox_eu.frames[0].headers["original-destination"] == "/queue/ORDERS"
+        assert [f.body for f in inbox_all.wait_messages(2)] == ["to eu", "to us"]
+        assert [f.body for f in inbox_eu.wait_messages(1)] == ["to eu"]
+        assert inbox_eu.messages[0].headers["original-destination"] == "/queue/ORDERS"
     finally:
         eu.disconnect()
         everything.disconnect()
