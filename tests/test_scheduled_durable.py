@@ -121,7 +121,7 @@ def collect(port: int, dest: str, want: int, timeout: float = 20.0,
     return out
 
 
-def wait_until(epoch_ms: int) -> None:
+def sleep_until(epoch_ms: int) -> None:
     """Let the wall clock pass `epoch_ms` (a condition on the clock, not a guess)."""
     while time.time() * 1000 < epoch_ms:
         time.sleep(0.05)
@@ -148,7 +148,7 @@ def test_persistent_scheduled_messages_survive_kill_9(broker: Broker) -> None:
     assert d.remote_state == Delivery.ACCEPTED
     a.close()
     broker.kill()  # nothing was due yet: all five are only in the scheduler's store
-    wait_until(sent_at + 1600)  # the 1.5 s ones are late by the time the broker is back
+    sleep_until(sent_at + 1600)  # the 1.5 s ones are late by the time the broker is back
     broker.start()
     arrivals: dict[str, int] = {}
     got = collect(broker.stomp, "/queue/LATER", 5, arrivals=arrivals)
@@ -193,7 +193,7 @@ def test_a_cron_job_survives_kill_9(broker: Broker) -> None:
     """`AMQ_SCHEDULED_CRON` "* * * * *": stored, recovered, delivered at the next minute."""
     now = int(time.time() * 1000)
     if now % 60000 > 55000:  # too close to a minute: let it pass, so the job is not due
-        wait_until(now - now % 60000 + 60500)  # before the kill
+        sleep_until(now - now % 60000 + 60500)  # before the kill
     s = BlockingStomp(broker.stomp)
     cmd, _, _ = s.send("/queue/CRON", b"cron", AMQ_SCHEDULED_CRON="* * * * *")
     assert cmd == "RECEIPT"
