@@ -33,7 +33,8 @@ class BrokerProcess:
     """One `relaymq run` with a jdbcPersistenceAdapter on `url`."""
 
     def __init__(self, tmp: Path, url: str, name: str, *, keep_alive: int = 500,
-                 lease: int = 3000, locker: str = "", adapter: str = "") -> None:
+                 lease: int = 3000, locker: str = "", adapter: str = "",
+                 kind: str = "lease-database-locker") -> None:
         self.tmp = tmp
         self.name = name
         self.stomp_port = free_port()
@@ -43,7 +44,7 @@ class BrokerProcess:
     brokerName="{name}" dataDirectory="{tmp / name}">
   <persistenceAdapter>
     <jdbcPersistenceAdapter url={quoteattr(url)} lockKeepAlivePeriod="{keep_alive}" {adapter}>
-      <locker><lease-database-locker lockAcquireSleepInterval="{lease}" {locker}/></locker>
+      <locker><{kind} lockAcquireSleepInterval="{lease}" {locker}/></locker>
     </jdbcPersistenceAdapter>
   </persistenceAdapter>
   <transportConnectors>

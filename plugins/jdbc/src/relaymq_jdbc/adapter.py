@@ -39,6 +39,7 @@ from relaymq_jdbc.datasource import DataSourceError, parse_url, url_from_bean
 from relaymq_jdbc.engines import db_now_ms, make_engines
 from relaymq_jdbc.lease import LeaseLocker, LeaseLost, StoreLocked, default_holder
 from relaymq_jdbc.schema import Schema, SchemaError, make_schema, prepare
+from relaymq_jdbc.txlock import TransactionLocker, UnsupportedLocker
 from relaymq_jdbc.writer import EXPIRE, GroupWriter, KeyState, short_error
 from relaymq_jdbc.writer import prepare as prepare_ops
 
@@ -77,12 +78,19 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         data = Path(config.directory or Path(getattr(broker_cfg, "data_directory", None) or "data")
                     / "jdbc")
         self.url: URL = resolve_url(config, data)
+        if config.locking and config.holds_row_lock and self.url.get_backend_name() != "postgresql":
+            where = f" at {config.origin}" if config.origin.line else ""
+            raise ConfigError(
+                f"<jdbcPersistenceAdapter>{where}: <transaction-database-locker> needs row locks "
+                f"(PostgreSQL); {self.url.get_backend_name()} has none and a transaction held open "
+                f"would lock the whole database against this broker's own writes; use "
+                f"<lease-database-locker> there")
         self.schema: Schema = make_schema(config.table_prefix)
         self.view: dict[str, KeyState] = {}
         self._size = 0
         self._writer: GroupWriter | None = None
         self._engines: tuple[sa.Engine, sa.Engine] | None = None
-        self.lease: LeaseLocker | None = None
+        self.lease: LeaseLocker | TransactionLocker | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._last: asyncio.Future[None] | None = None
         self._lost: str | None = None
@@ -113,12 +121,17 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         try:
             await asyncio.to_thread(self._prepare_schema, writer_engine)
             if cfg.locking:
-                self.lease = LeaseLocker(
-                    writer_engine, self.schema,
-                    cfg.locker.lease_holder_id or default_holder(self.broker_name),
-                    lease_ms=cfg.lease_ms, keep_alive_ms=cfg.keep_alive_ms,
-                    acquire_ms=cfg.locker.lock_acquire_sleep_interval,
-                    max_diff_ms=cfg.locker.max_allowable_diff_from_db_time)
+                holder = cfg.locker.lease_holder_id or default_holder(self.broker_name)
+                if cfg.holds_row_lock:
+                    self.lease = TransactionLocker(
+                        writer_engine, self.schema, holder, keep_alive_ms=cfg.keep_alive_ms,
+                        acquire_ms=cfg.locker.lock_acquire_sleep_interval)
+                else:
+                    self.lease = LeaseLocker(
+                        writer_engine, self.schema, holder,
+                        lease_ms=cfg.lease_ms, keep_alive_ms=cfg.keep_alive_ms,
+                        acquire_ms=cfg.locker.lock_acquire_sleep_interval,
+                        max_diff_ms=cfg.locker.max_allowable_diff_from_db_time)
                 await self.lease.acquire(
                     fail_if_locked=cfg.locker.fail_if_locked, what=self.where(),
                     waiting=lambda why: self.lock_changed(LockState.WAITING, why))
@@ -128,6 +141,10 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         except StoreLocked as exc:
             await self._close_engines()
             raise StoreLockedError(str(exc)) from None
+        except UnsupportedLocker as exc:
+            await self._close_engines()
+            where = f" at {cfg.origin}" if cfg.origin.line else ""
+            raise ConfigError(f"<jdbcPersistenceAdapter>{where}: {exc}") from None
         except (sa.exc.SQLAlchemyError, SchemaError, OSError) as exc:
             await self._close_engines()
             raise JDBCStoreError(f"cannot open the JDBC store {self.where()}: "
@@ -322,8 +339,14 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         return f"{self.url.render_as_string(hide_password=True)}{prefix}"
 
     def describe(self) -> str:
-        lock = (f"lease-database-locker lease {self.config.lease_ms} ms, renewed every "
-                f"{self.config.keep_alive_ms} ms" if self.config.locking else "no lock")
+        cfg = self.config
+        if not cfg.locking:
+            lock = "no lock"
+        elif cfg.holds_row_lock:
+            lock = f"transaction-database-locker, row touched every {cfg.keep_alive_ms} ms"
+        else:
+            lock = (f"lease-database-locker lease {cfg.lease_ms} ms, renewed every "
+                    f"{cfg.keep_alive_ms} ms")
         return f"jdbcPersistenceAdapter {self.where()} ({lock})"
 
     def usage_report(self, top: int = 5) -> str:

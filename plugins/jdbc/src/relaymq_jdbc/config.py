@@ -23,7 +23,7 @@ NOT_APPLICABLE: dict[str, str] = {
     "use_external_message_references": "messages are always stored whole",
 }
 
-LOCKERS = ("lease-database-locker", "database-locker")
+LOCKERS = ("lease-database-locker", "database-locker", "transaction-database-locker")
 #: ActiveMQ's default lockKeepAlivePeriod; left at it, the renewal period simply
 #: follows the lease (a third of it) without a warning.
 DEFAULT_KEEP_ALIVE = 30000
@@ -31,9 +31,11 @@ DEFAULT_KEEP_ALIVE = 30000
 
 @dataclass(slots=True)
 class LockerConfig:
-    """`<lease-database-locker>` (or `<database-locker>`, run as a lease here)."""
+    """`<lease-database-locker>` (or `<database-locker>`, run as a lease here), or
+    `<transaction-database-locker>` (a row lock held in a transaction; PostgreSQL)."""
 
-    #: How often a waiting broker retries the lease (ms); also the lease's length.
+    #: How often a waiting broker retries the lease (ms); also the lease's length
+    #: (lease lockers; the transaction locker has no lease).
     lock_acquire_sleep_interval: int = 10000
     #: Who the lease names; empty: `<brokerName>@<host>:<pid>` (unique per process).
     lease_holder_id: str = ""
@@ -94,10 +96,17 @@ class JDBCConfig:
         return self.locker.lock_acquire_sleep_interval
 
     @property
+    def holds_row_lock(self) -> bool:
+        """`transaction-database-locker`: a row lock held in an open transaction."""
+        return self.locker_kind == "transaction-database-locker"
+
+    @property
     def keep_alive_ms(self) -> int:
         """The renewal period actually used: lockKeepAlivePeriod when it is shorter
         than the lease, else a third of the lease (a renewal must land in time)."""
         k = self.lock_keep_alive_period
+        if self.holds_row_lock:  # no lease: touch the locked row every lockKeepAlivePeriod
+            return k or DEFAULT_KEEP_ALIVE
         return k if 0 < k < self.lease_ms else max(1, self.lease_ms // 3)
 
     def problems(self) -> list[str]:
@@ -124,7 +133,8 @@ class JDBCConfig:
             f = fields.get(name)
             if f is not None and getattr(self, name) != f.default:
                 out.append(f"{_camel(name)}={getattr(self, name)!r} has no effect: {why}")
-        if (self.locking and 0 < self.lease_ms <= self.lock_keep_alive_period
+        if (self.locking and not self.holds_row_lock
+                and 0 < self.lease_ms <= self.lock_keep_alive_period
                 and self.lock_keep_alive_period != DEFAULT_KEEP_ALIVE):
             out.append(f"lockKeepAlivePeriod={self.lock_keep_alive_period} is not shorter than the "
                        f"lease (lockAcquireSleepInterval={self.lease_ms}); the lease is renewed "

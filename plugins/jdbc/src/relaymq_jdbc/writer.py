@@ -48,6 +48,7 @@ from relaymq.spi.persistence import (
 
 from relaymq_jdbc.lease import LeaseLocker, LeaseLost
 from relaymq_jdbc.schema import Schema
+from relaymq_jdbc.txlock import TransactionLocker
 
 log = logging.getLogger("relaymq.jdbc")
 
@@ -154,7 +155,7 @@ class WriterStats:
 
 class GroupWriter:
     def __init__(self, engine: sa.Engine, schema: Schema, state: dict[str, KeyState],
-                 next_id: int, lease: LeaseLocker | None, loop: asyncio.AbstractEventLoop,
+                 next_id: int, lease: LeaseLocker | TransactionLocker | None, loop: asyncio.AbstractEventLoop,
                  apply_view: Callable[[dict[str, KeyState]], None], max_ops: int) -> None:
         self.engine = engine
         self.s = schema
