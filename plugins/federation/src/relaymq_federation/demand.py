@@ -39,7 +39,7 @@ class Demand:
                  changed: Callable[[str, int], Any]) -> None:
         self.key_of = key_of
         self.changed = changed
-        self.counts: dict[str, set[int]] = {}
+        self.counts: dict[str, set[int | str]] = {}
         self._unlisten: Callable[[], Any] | None = None
 
     def start(self, management: Any) -> None:
@@ -59,12 +59,17 @@ class Demand:
         key = self.key_of(consumer)
         if key is None:
             return
+        self.count(key, consumer.id, event.kind == "consumer-opened")
+
+    def count(self, key: str, token: int | str, present: bool) -> None:
+        """Add (or remove) one reason for demand on `key`: a consumer id, or a
+        durable subscription's key (it keeps its messages while offline)."""
         ids = self.counts.setdefault(key, set())
         before = len(ids)
-        if event.kind == "consumer-opened":
-            ids.add(consumer.id)
+        if present:
+            ids.add(token)
         else:
-            ids.discard(consumer.id)
+            ids.discard(token)
         if not ids:
             del self.counts[key]
         if (before == 0) != (len(ids) == 0):

@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from relaymq.config.model import PluginElement
+from relaymq.feed import SubscriptionCreated, SubscriptionDeleted
 from relaymq.model.destination import Destination
 from relaymq.outgoing.node import node_id
 from relaymq_amqp import engine as pn
@@ -60,6 +61,7 @@ class Federation:
         self.queues: Receivers | None = None
         self._demands: list[Demand] = []
         self._task: asyncio.Task[None] | None = None
+        self._durable_task: asyncio.Task[None] | None = None
         self._seq = itertools.count(1)
 
     @classmethod
@@ -79,6 +81,8 @@ class Federation:
         for demand in self._demands:
             demand.stop()
         self._demands.clear()
+        if self._durable_task is not None:
+            self._durable_task.cancel()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -116,6 +120,7 @@ class Federation:
             demand = Demand(self._address_key, self._changed(self.addresses))
             demand.start(management)
             self._demands.append(demand)
+            self._durable_task = asyncio.get_running_loop().create_task(self._durable_demand(demand))
         if cfg.local_queue_policies:
             self.queues = Receivers(conn, self.publisher, self._queue_spec,
                                     int(cfg.setting("queueReceiverIdleTimeout")) / 1000.0,
@@ -167,12 +172,32 @@ class Federation:
             raise RuntimeError(f"the peer did not accept {op} {policy_map.get('policy-name')!r}: "
                                f"{outcome.state} {outcome.condition or ''}")
 
+    async def _durable_demand(self, demand: Demand) -> None:
+        """Durable subscriptions on a matching address are demand, with or
+        without a consumer (Artemis counts every queue bound to the address)."""
+        feed = self.broker.change_feed.subscribe({SubscriptionCreated, SubscriptionDeleted},
+                                                 name=f"federation {self.config.name} subscriptions")
+        try:
+            for sub in self.broker.management.durable_subscriptions():
+                address = self._address_of(Destination.parse(sub.topic), None)
+                if address is not None:
+                    demand.count(address, sub.key, True)
+            while True:
+                event = await feed.get()
+                address = self._address_of(event.topic, event.origin)
+                if address is not None:
+                    demand.count(address, event.key, isinstance(event, SubscriptionCreated))
+        finally:
+            feed.close()
+
     # -- address policies -------------------------------------------------------------
     def _address_key(self, consumer: Any) -> str | None:
-        dest = consumer.destination
+        return self._address_of(consumer.destination, origin_of(consumer))
+
+    def _address_of(self, dest: Destination, origin: str | None) -> str | None:
         if not dest.is_topic or dest.is_temporary or dest.is_wildcard:
             return None
-        if self.remote_id is not None and origin_of(consumer) == self.remote_id:
+        if self.remote_id is not None and origin == self.remote_id:
             return None  # the opposing peer's own federation
         if any(p.selects(dest.name) for p in self.config.local_address_policies):
             return dest.name
