@@ -1,0 +1,134 @@
+"""Address and queue federation between `relaymq run` brokers: demand,
+teardown, rings and meshes with max-hops, local preference for queues."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fedtools import Advisories, Brokers, client, connection_xml, nothing_more, receive_all, send
+
+
+@pytest.fixture
+def brokers(tmp_path: Path):  # type: ignore[no-untyped-def]
+    b = Brokers(tmp_path)
+    yield b
+    b.close()
+
+
+def address_federation(max_hops: int = 0, match: str = "news.#", idle_ms: int = 500) -> str:
+    return (f'<federation><local-address-policy name="news" max-hops="{max_hops}">'
+            f'<include address-match="{match}"/><exclude address-match="news.internal.#"/>'
+            f'</local-address-policy><property key="addressReceiverIdleTimeout" value="{idle_ms}"/>'
+            '</federation>')
+
+
+def test_demand_creates_the_receiver_and_its_end_removes_it(brokers: Brokers) -> None:
+    brokers.start("a")
+    brokers.start("b", connection_xml("a", brokers.port("a"), address_federation()))
+    watch_a = Advisories(brokers.url("a"), "Topic", "news.eu")
+    try:
+        with client(brokers.url("b")) as cb:
+            sub = cb.create_receiver("topic://news.eu", credit=100)
+            assert watch_a.wait(lambda n: n == 1) == 1  # B's receiver subscribed on A
+            send(brokers.url("a"), "topic://news.eu", [f"n{i}" for i in range(10)])
+            assert receive_all(sub, 10) == [f"n{i}" for i in range(10)]
+            assert nothing_more(sub) == []
+            sub.close()
+            assert watch_a.wait(lambda n: n == 0) == 0  # gone after the idle timeout
+            # demand again: a new receiver
+            sub = cb.create_receiver("topic://news.eu", credit=100)
+            assert watch_a.wait(lambda n: n == 1) == 1
+            send(brokers.url("a"), "topic://news.eu", ["again"])
+            assert receive_all(sub, 1) == ["again"]
+    finally:
+        watch_a.close()
+
+
+def test_excluded_and_unmatched_addresses_are_not_federated(brokers: Brokers) -> None:
+    brokers.start("a")
+    brokers.start("b", connection_xml("a", brokers.port("a"), address_federation()))
+    watch = Advisories(brokers.url("a"), "Topic", "news.internal.x")
+    try:
+        with client(brokers.url("b")) as cb:
+            inner = cb.create_receiver("topic://news.internal.x", credit=10)
+            probe = cb.create_receiver("topic://news.ok", credit=10)
+            watch_ok = Advisories(brokers.url("a"), "Topic", "news.ok")
+            try:
+                watch_ok.wait(lambda n: n == 1)  # the matched one is federated ...
+            finally:
+                watch_ok.close()
+            send(brokers.url("a"), "topic://news.internal.x", ["secret"])
+            send(brokers.url("a"), "topic://news.ok", ["ok"])
+            assert receive_all(probe, 1) == ["ok"]
+            assert nothing_more(inner) == []  # ... the excluded one is not
+            assert watch.count is None  # no consumer ever appeared on A for it
+    finally:
+        watch.close()
+
+
+def _ring_or_mesh(brokers: Brokers, names: list[str], links: dict[str, list[str]], max_hops: int,
+                  topic: str) -> None:
+    for name in names:  # a peer that is not up yet is retried
+        brokers.start(name, "".join(connection_xml(peer, brokers.port(peer),
+                                                   address_federation(max_hops),
+                                                   name=f"{name}-to-{peer}")
+                                    for peer in links[name]))
+    pullers = {n: sum(n in links[m] for m in names) for n in names}
+    watches = {n: Advisories(brokers.url(n), "Topic", topic) for n in names}
+    conns = {n: client(brokers.url(n)) for n in names}
+    opened = {n: c.__enter__() for n, c in conns.items()}
+    try:
+        subs = {n: opened[n].create_receiver(f"topic://{topic}", credit=500) for n in names}
+        for n in names:  # its own subscriber and one federation receiver per broker pulling from it
+            watches[n].wait(lambda c, want=1 + pullers[n]: c == want)
+        for n in names:
+            send(brokers.url(n), f"topic://{topic}", [f"{n}-{i}" for i in range(5)])
+        everything = sorted(f"{n}-{i}" for n in names for i in range(5))
+        for n in names:
+            got = receive_all(subs[n], len(everything), timeout=60)
+            assert sorted(got) == everything, f"{n} got {sorted(got)}"
+        for n in names:
+            assert nothing_more(subs[n], quiet=1.5) == [], f"{n} got a message twice"
+    finally:
+        for w in watches.values():
+            w.close()
+        for c in conns.values():
+            c.__exit__(None, None, None)
+
+
+def test_ring_of_three_with_max_hops_delivers_once_per_subscriber(brokers: Brokers) -> None:
+    # each broker federates from the next one: a -> b -> c -> a
+    _ring_or_mesh(brokers, ["a", "b", "c"], {"a": ["b"], "b": ["c"], "c": ["a"]}, 2, "news.ring")
+
+
+@pytest.mark.slow
+def test_full_mesh_of_four_with_max_hops_one(brokers: Brokers) -> None:
+    names = ["a", "b", "c", "d"]
+    _ring_or_mesh(brokers, names, {n: [m for m in names if m != n] for n in names}, 1, "news.mesh")
+
+
+QUEUE_FEDERATION = ('<federation><local-queue-policy name="work"><include queue-match="work.*"/>'
+                    '</local-queue-policy><property key="queueReceiverIdleTimeout" value="500"/>'
+                    '</federation>')
+
+
+def test_queue_federation_prefers_local_consumers_and_moves_the_backlog(brokers: Brokers) -> None:
+    brokers.start("b", queues=("work.1",))
+    brokers.start("a", connection_xml("b", brokers.port("b"), QUEUE_FEDERATION))
+    watch_b = Advisories(brokers.url("b"), "Queue", "work.1")
+    try:
+        with client(brokers.url("b")) as cb, client(brokers.url("a")) as ca:
+            local = cb.create_receiver("queue://work.1", credit=20)
+            remote = ca.create_receiver("queue://work.1", credit=20)
+            assert watch_b.wait(lambda n: n == 2) == 2  # B's own consumer and A's receiver
+            send(brokers.url("b"), "queue://work.1", [f"w{i}" for i in range(5)])
+            got = []
+            for _ in range(5):
+                got.append(local.receive(timeout=20).body)  # held, not accepted
+            assert got == [f"w{i}" for i in range(5)]
+            assert nothing_more(remote, quiet=1.0) == []  # the local consumer is preferred
+            local.close()  # leaves without accepting: the backlog moves to A
+            assert sorted(receive_all(remote, 5)) == [f"w{i}" for i in range(5)]
+    finally:
+        watch_b.close()
