@@ -168,3 +168,23 @@ async def test_cumulative_ack_refills_the_window_in_order_around_a_grouped_head(
     assert [body for _, body in got] == [f"m{i}" for i in range(7)]
     q = b.region.queues[dest]
     assert q.stats.dequeued == 6 and q.stats.in_flight == 1 and len(q.pending) == 0
+
+
+@over("vm")
+async def test_higher_priority_consumers_are_served_first(make_broker, connect):
+    """ActiveMQ's consumer priority: a lower priority consumer gets messages only
+    while every higher one is full (federation's priority-adjustment relies on it)."""
+    b = await make_broker()
+    p = await connect(b)
+    low = await (await connect(b)).consumer("queue://CP", priority=-1, prefetch=10,
+                                            ack_mode="individual")
+    high = await (await connect(b)).consumer("queue://CP", priority=4, prefetch=3,
+                                             ack_mode="individual")
+    for i in range(3):
+        await p.send("queue://CP", f"{i}")
+    held = await texts(high, 3)
+    assert held == ["0", "1", "2"]
+    assert await low.receive(0.2) is None  # the higher one had room for all three
+    for i in range(3, 5):
+        await p.send("queue://CP", f"{i}")
+    assert await texts(low, 2) == ["3", "4"]  # the higher one is full (3 unacknowledged)

@@ -49,15 +49,12 @@ def test_excluded_and_unmatched_addresses_are_not_federated(brokers: Brokers) ->
     brokers.start("a")
     brokers.start("b", connection_xml("a", brokers.port("a"), address_federation()))
     watch = Advisories(brokers.url("a"), "Topic", "news.internal.x")
+    watch_ok = Advisories(brokers.url("a"), "Topic", "news.ok")
     try:
         with client(brokers.url("b")) as cb:
             inner = cb.create_receiver("topic://news.internal.x", credit=10)
             probe = cb.create_receiver("topic://news.ok", credit=10)
-            watch_ok = Advisories(brokers.url("a"), "Topic", "news.ok")
-            try:
-                watch_ok.wait(lambda n: n == 1)  # the matched one is federated ...
-            finally:
-                watch_ok.close()
+            watch_ok.wait(lambda n: n == 1)  # the matched one is federated ...
             send(brokers.url("a"), "topic://news.internal.x", ["secret"])
             send(brokers.url("a"), "topic://news.ok", ["ok"])
             assert receive_all(probe, 1) == ["ok"]
@@ -65,6 +62,7 @@ def test_excluded_and_unmatched_addresses_are_not_federated(brokers: Brokers) ->
             assert watch.count is None  # no consumer ever appeared on A for it
     finally:
         watch.close()
+        watch_ok.close()
 
 
 def _ring_or_mesh(brokers: Brokers, names: list[str], links: dict[str, list[str]], max_hops: int,

@@ -83,6 +83,8 @@ class Queue(QueueBase):
         #: durable messages here are written to the store
         self.persists = region.store_persistent
         self._rr = 0
+        #: consumers of more than one priority: higher ones are served first
+        self._priorities = False
         self._dispatching = False
         self._again = False
         # Paging: persistent messages beyond the memory window stay in the store.
@@ -259,6 +261,7 @@ class Queue(QueueBase):
         consumers = self._held if self.paused else self.consumers
         consumers.append(consumer)
         consumers.sort(key=lambda c: -c.priority)
+        self._priorities = consumers[0].priority != consumers[-1].priority
         self.stats.consumers = len(consumers)
         self.dispatch()
 
@@ -270,6 +273,8 @@ class Queue(QueueBase):
             return
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+            cs = self.consumers
+            self._priorities = bool(cs) and cs[0].priority != cs[-1].priority
         elif consumer in self._held:
             self._held.remove(consumer)
         self.stats.consumers = len(self.consumers) + len(self._held)
@@ -374,6 +379,8 @@ class Queue(QueueBase):
             owner = self.groups.get(gid)
             if owner is not None and not owner.closed and owner in consumers:
                 return owner if owner.capacity() > 0 else None
+        if self._priorities and n > 1:
+            return self._choose_by_priority(entry, consumers, n, gid)
         view = None
         start = self._rr
         for i in range(n):
@@ -390,6 +397,38 @@ class Queue(QueueBase):
             if gid is not None:
                 self.groups[gid] = c
             return c
+        return None
+
+    def _choose_by_priority(self, entry: QueueEntry, consumers: list[Consumer], n: int,
+                            gid: str | None) -> Consumer | None:
+        """ActiveMQ's consumer priority: the highest priority with room (and a
+        matching selector) gets the message, round robin among equals; a lower
+        priority only when every higher one is full. `consumers` are sorted by
+        priority, highest first."""
+        view = None
+        lo = 0
+        while lo < n:
+            level = consumers[lo].priority
+            hi = lo + 1
+            while hi < n and consumers[hi].priority == level:
+                hi += 1
+            m = hi - lo
+            start = self._rr % m
+            for i in range(m):
+                c = consumers[lo + (start + i) % m]
+                if c.capacity() <= 0:
+                    continue
+                sel = c.selector
+                if sel is not None:
+                    if view is None:
+                        view = SelectorView(entry.message, entry.delivery_count)
+                    if not sel.matches(view):
+                        continue
+                self._rr = start + i + 1
+                if gid is not None:
+                    self.groups[gid] = c
+                return c
+            lo = hi
         return None
 
     def _deliver(self, consumer: Consumer, entry: QueueEntry) -> None:
@@ -687,6 +726,8 @@ class Queue(QueueBase):
             self.consumers = self._held + self.consumers
             self._held = []
             self.consumers.sort(key=lambda c: -c.priority)
+            cs = self.consumers
+            self._priorities = bool(cs) and cs[0].priority != cs[-1].priority
             self.dispatch()
 
     def close_all(self, reason: str) -> None:

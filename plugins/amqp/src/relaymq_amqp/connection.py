@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from relaymq.broker.security import ConnectRequest
 from relaymq.errors import ClientIdInUse, SecurityError
 from relaymq.model.message import Message
+from relaymq.outgoing.node import node_id
 
 from relaymq_amqp import engine as pn
 from relaymq_amqp import link_handlers
@@ -363,7 +364,9 @@ class AmqpConnection(LinkHost):
                 self.kconn.client_id = container
         if refusal is not None:
             props[Symbol("amqp:connection-establishment-failed")] = True
-        engine.open(container_id=self.broker.name or "relaymq",
+        # Artemis answers with its node id as container id, on every connection:
+        # a peer's federation knows this broker by it (loops, no-local)
+        engine.open(container_id=node_id(self.broker),
                     offered_capabilities=[ANONYMOUS_RELAY, SOLE_CONNECTION],
                     properties=props)
         if refusal is not None:
@@ -699,7 +702,7 @@ class AmqpConnection(LinkHost):
             return
         self._close_links()
         if not self.opened:  # an error before open: open first, so close is legal
-            engine.open(container_id=self.broker.name or "relaymq")
+            engine.open(container_id=node_id(self.broker))
             if engine.remote_uninit:
                 self._close_before_remote_open(condition)
                 return
