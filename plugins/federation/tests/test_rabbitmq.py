@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fedtools import Brokers, DurableNode, client, connection_xml, send
+from proton import ConnectionException, Timeout
 from relaymq.testing.peers import Peer
 
 N = 1000
@@ -25,18 +26,24 @@ def drain_until(url: str, address: str, want: set[str], timeout: float = 90.0,
     duplicates are allowed (at-least-once), a missing body fails."""
     seen: set[str] = set()
     deadline = time.monotonic() + timeout
-    with client(url, **kwargs) as c:
-        r = c.create_receiver(address, credit=200, options=DurableNode())
-        while not want <= seen:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"missing {len(want - seen)} of {len(want)}: "
-                                     f"{sorted(want - seen)[:10]}")
-            try:
-                m = r.receive(timeout=1.0)
-            except Exception:  # noqa: BLE001 - the poll's timeout
-                continue
-            seen.add(m.body)
-            r.accept()
+    while not want <= seen:  # a peer that just restarted may drop us: connect again
+        try:
+            with client(url, **kwargs) as c:
+                r = c.create_receiver(address, credit=200, options=DurableNode())
+                while not want <= seen:
+                    if time.monotonic() > deadline:
+                        break
+                    try:
+                        m = r.receive(timeout=1.0)
+                    except Timeout:
+                        continue
+                    seen.add(m.body)
+                    r.accept()
+        except ConnectionException:
+            time.sleep(0.5)
+        if time.monotonic() > deadline and not want <= seen:
+            raise AssertionError(f"missing {len(want - seen)} of {len(want)}: "
+                                 f"{sorted(want - seen)[:10]}")
     return seen
 
 
