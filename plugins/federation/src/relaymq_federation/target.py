@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from typing import Any, ClassVar
 
 from relaymq.broker.security import ConnectRequest
@@ -58,6 +57,7 @@ class PeerState:
         self.queue_policies: list[QueuePolicy] = []
         self.kconn: Any = None
         self.links: set[Any] = set()
+        self.key = 0
 
     async def kernel(self, broker: Any, remote: str | None, label: str) -> Any:
         if self.kconn is None or self.kconn.closed:
@@ -67,18 +67,26 @@ class PeerState:
         return self.kconn
 
     def release(self) -> None:
-        if self.control is None and not self.links and self.kconn is not None:
-            kconn, self.kconn = self.kconn, None
-            asyncio.get_running_loop().create_task(kconn.close())
+        """Forget this connection's federation once its last link is gone."""
+        if self.control is None and not self.links:
+            if _PEERS.get(self.key) is self:
+                del _PEERS[self.key]
+            if self.kconn is not None:
+                kconn, self.kconn = self.kconn, None
+                asyncio.get_running_loop().create_task(kconn.close())
 
 
-_PEERS: weakref.WeakKeyDictionary[Any, PeerState] = weakref.WeakKeyDictionary()
+#: by the AMQP connection's id (a compiled connection takes no weak reference);
+#: an entry lives as long as one of its links (the connection detaches them all
+#: when it goes away)
+_PEERS: dict[int, PeerState] = {}
 
 
 def peer_state(conn: Any) -> PeerState:
-    state = _PEERS.get(conn)
+    state = _PEERS.get(id(conn))
     if state is None:
-        state = _PEERS[conn] = PeerState()
+        state = _PEERS[id(conn)] = PeerState()
+        state.key = id(conn)
     return state
 
 
@@ -107,15 +115,16 @@ class ControlLink:
 
     def attach(self) -> None:
         link = self.link
+        refusal = None
         if not link.peer_sends:
-            link.refuse("amqp:invalid-field", "a federation control link is the peer's sender")
-            return
-        if not link.remote_target.dynamic:
-            link.refuse("amqp:invalid-field", "a federation control link needs a dynamic target")
-            return
-        if self.state.control is not None:
-            link.refuse("amqp:resource-locked",
-                        "this connection already has a federation control link")
+            refusal = ("amqp:invalid-field", "a federation control link is the peer's sender")
+        elif not link.remote_target.dynamic:
+            refusal = ("amqp:invalid-field", "a federation control link needs a dynamic target")
+        elif self.state.control is not None:
+            refusal = ("amqp:resource-locked", "this connection already has a federation control link")
+        if refusal is not None:
+            link.refuse(*refusal)
+            self.state.release()
             return
         config = link.remote_properties.get(wire.CONFIGURATION)
         self.state.configuration = dict(config) if isinstance(config, dict) else {}
@@ -184,8 +193,10 @@ class EventLink:
 
     def attach(self) -> None:
         link = self.link
-        if peer_state(link.conn).control is None:
+        state = peer_state(link.conn)
+        if state.control is None:
             link.refuse(PRECONDITION, "no federation control link on this connection")
+            state.release()
             return
         if link.peer_sends:
             target = Terminus(kind=2, address=link.name, dynamic=True,
@@ -231,10 +242,12 @@ class _FederationSender:
         link = self.link
         if link.peer_sends:
             link.refuse("amqp:invalid-field", f"a {self.capability} link receives from this broker")
+            self.state.release()
             return
         if self.state.control is None:
             link.refuse(PRECONDITION, "no federation control link on this connection: attach "
                         f"{wire.CONTROL_LINK} before a {self.capability} link")
+            self.state.release()
             return
         self.state.links.add(self)
         asyncio.get_running_loop().create_task(self._attach())
@@ -256,6 +269,7 @@ class _FederationSender:
             if not link.closed:
                 link.refuse(cond.name, cond.description or str(exc))
             self.state.links.discard(self)
+            self.state.release()
             return
         if link.closed:
             kconn.close_consumer(consumer)
