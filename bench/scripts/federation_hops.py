@@ -36,7 +36,7 @@ from pathlib import Path
 
 from relaymq_amqp.encode import section
 from relaymq_amqp.outgoing import AmqpConnection
-from relaymq_amqp.scanner import decode
+from relaymq_amqp.scanner import decode, scan
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 TOPIC = "news.bench"
@@ -109,7 +109,8 @@ async def run(producer_at: Broker, consumer_at: Broker, count: int, rate: float 
 
     def on_message(m: object) -> None:
         nonlocal expected
-        value = decode(m.data)[0].value  # type: ignore[attr-defined]
+        data = m.data  # type: ignore[attr-defined]
+        value = decode(data, scan(data).body_start)[0].value  # after the hops annotation
         n_text, sent = value.split()
         n = int(n_text)
         if n < 0:
