@@ -14,50 +14,38 @@ A test that needs a peer whose package is absent is skipped with the reason
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from relaymq.testing.net import free_port_below_ephemeral, wait_listening
+
 #: the `relaymq` command of the running interpreter's environment
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 
 
-def free_port() -> int:
-    """A free port below the ephemeral range: a broker restarted on it after a
-    kill -9 must not find it taken by some client connection's local port."""
-    for _ in range(200):
-        port = random.randint(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port between 20000 and 32000")
+#: a port below the ephemeral range: a peer restarted on it after a kill -9 must
+#: not find it taken by some client connection's local port
+free_port = free_port_below_ephemeral
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            if proc is not None and proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise RuntimeError(f"process exited: {err[-2000:]}") from None
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port} after {timeout}s")
+    """`net.wait_listening`, raising RuntimeError (with the process's stderr when
+    it exits first): what the peers' start-up turns into a clear failure."""
 
+    def output() -> str:
+        return proc.stderr.read().decode()[-2000:] if proc is not None and proc.stderr else ""
+
+    try:
+        wait_listening(port, proc, timeout, output)
+    except AssertionError as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
