@@ -101,15 +101,14 @@ async def test_artemis_control_link_address_and_queue_receivers(brokers: Brokers
             properties={wire.ADDRESS_SOURCE_PROPERTIES: {"auto-delete": False},
                         wire.POLICY_NAME: "p"})
         assert receiver.remote_offered_capabilities == [wire.ADDRESS_RECEIVER]
-        with_hops = [Message(body=f"h{n}") for n in range(3)]
-        for n, m in enumerate(with_hops):
-            if n:
-                m.annotations = {HOPS: n}
+        with_hops = [Message(body=f"h{n}") for n in range(3)] + [Message(body="marker")]
+        for n, m in enumerate(with_hops[1:3], start=1):
+            m.annotations = {HOPS: n}
         await asyncio.to_thread(_send_messages, brokers.url("b"), "topic://news.eu", with_hops)
-        await until(lambda: len(got) >= 2, "two messages on the address receiver")
-        await asyncio.sleep(0.5)
-        # hops 0 and 1 pass max-hops=2, hops 2 does not
-        assert sorted(hops_of(d) for d in got) == [0, 1]
+        await until(lambda: "marker" in _bodies(got), "the marker sent last")
+        # hops 0 and 1 pass max-hops=2, hops 2 does not (the marker came after it)
+        assert _bodies(got) == ["h0", "h1", "marker"]
+        assert [hops_of(d) for d in got] == [0, 1, 0]
 
         qgot: list[bytes] = []
         qreceiver = await conn.attach_receiver(
@@ -123,14 +122,18 @@ async def test_artemis_control_link_address_and_queue_receivers(brokers: Brokers
         assert qreceiver.remote_offered_capabilities == [wire.QUEUE_RECEIVER]
         await asyncio.to_thread(send, brokers.url("b"), "queue://work.1", ["w1", "w2"])
         await until(lambda: len(qgot) == 2, "two messages on the queue receiver")
-        bodies = []
-        for data in qgot:
-            m = Message()
-            m.decode(data)
-            bodies.append(m.body)
-        assert bodies == ["w1", "w2"]
+        assert _bodies(qgot) == ["w1", "w2"]
     finally:
         await conn.close()
+
+
+def _bodies(datas: list[bytes]) -> list[Any]:
+    out = []
+    for data in datas:
+        m = Message()
+        m.decode(data)
+        out.append(m.body)
+    return out
 
 
 def _send_messages(url: str, address: str, messages: list[Message]) -> None:
