@@ -7,12 +7,6 @@ stored with their messages, so a duplicate sent after a crash is still dropped.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,9 +18,9 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 from proton import Delivery, Message  # noqa: E402 (after the skips)
 from proton.utils import BlockingConnection, SendException  # noqa: E402
 from relaymq.testing import free_port
+from relaymq.testing.processes import RelaymqProcess
 from relaymq_stomp.testing import BlockingStomp  # noqa: E402
 
-RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 DUP = "_AMQ_DUPL_ID"
 
 
@@ -39,7 +33,7 @@ STORES = {
 }
 
 
-class Broker:
+class Broker(RelaymqProcess):
     """`relaymq run` on kahaDB (or JDBC on SQLite) with STOMP and AMQP connectors."""
 
     def __init__(self, tmp: Path, store: str = "kahadb") -> None:
@@ -57,38 +51,11 @@ class Broker:
     <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.amqp}"/>
   </transportConnectors>
 </broker></beans>""")
-        self.log = tmp / "broker.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(self.config, tmp / "broker.log", [self.stomp, self.amqp])
 
-    def start(self) -> Broker:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(self.config)],
-                                         stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        for port in (self.stomp, self.amqp):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError as exc:
-                    if self.proc.poll() is not None or time.monotonic() > deadline:
-                        self.kill()
-                        raise RuntimeError(f"broker did not start:\n{self.output()}") from exc
-                    time.sleep(0.05)
+    def start(self) -> Broker:  # type: ignore[override]
+        super().start(timeout=60)
         return self
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(30)
 
 
 @pytest.fixture(params=["kahadb", "jdbc"])

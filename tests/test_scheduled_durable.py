@@ -6,11 +6,6 @@ one is delivered exactly as often as it asked."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,10 +18,8 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 from proton import Delivery, Message, symbol  # noqa: E402 (after the skips)
 from proton.utils import BlockingConnection  # noqa: E402
 from relaymq.testing import free_port
+from relaymq.testing.processes import RelaymqProcess
 from relaymq_stomp.testing import BlockingStomp  # noqa: E402
-
-RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
 
 STORES = {
     "kahadb": '<kahaDB directory="{tmp}/kahadb" checkpointInterval="600000"/>',
@@ -37,7 +30,7 @@ STORES = {
 }
 
 
-class Broker:
+class Broker(RelaymqProcess):
     def __init__(self, tmp: Path, store: str = "kahadb") -> None:
         self.stomp = free_port()
         self.amqp = free_port()
@@ -51,33 +44,11 @@ class Broker:
     <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.amqp}"/>
   </transportConnectors>
 </broker></beans>""")
-        self.log = tmp / "broker.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(self.config, tmp / "broker.log", [self.stomp, self.amqp])
 
-    def start(self) -> Broker:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(self.config)],
-                                         stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        for port in (self.stomp, self.amqp):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError as exc:
-                    if self.proc.poll() is not None or time.monotonic() > deadline:
-                        self.kill()
-                        raise RuntimeError(f"broker did not start:\n{self.output()}") from exc
-                    time.sleep(0.05)
+    def start(self) -> Broker:  # type: ignore[override]
+        super().start(timeout=60)
         return self
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
 
 
 @pytest.fixture(params=["kahadb", "jdbc"])

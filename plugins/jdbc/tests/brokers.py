@@ -4,11 +4,6 @@ record what the broker acknowledged."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -16,9 +11,8 @@ from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from relaymq.testing import free_port
+from relaymq.testing.processes import RelaymqProcess
 from relaymq_stomp.testing import BlockingStomp
-
-RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 
 
 def wait_until(what: str, cond: Callable[[], bool], timeout: float, detail: Callable[[], str]) -> None:
@@ -29,7 +23,7 @@ def wait_until(what: str, cond: Callable[[], bool], timeout: float, detail: Call
         time.sleep(0.05)
 
 
-class BrokerProcess:
+class BrokerProcess(RelaymqProcess):
     """One `relaymq run` with a jdbcPersistenceAdapter on `url`."""
 
     def __init__(self, tmp: Path, url: str, name: str, *, keep_alive: int = 500,
@@ -52,48 +46,14 @@ class BrokerProcess:
     <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.amqp_port}"/>
   </transportConnectors>
 </broker></beans>""")
-        self.log = tmp / f"{name}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(self.config, tmp / f"{name}.log", [self.stomp_port, self.amqp_port])
 
     def start(self, *, wait: bool = True, timeout: float = 60) -> BrokerProcess:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(self.config)],
-                                         stdout=out, stderr=subprocess.STDOUT)
-        if wait:
-            self.wait_listening(timeout)
+        super().start(wait=wait, timeout=timeout)
         return self
 
-    def listening(self) -> bool:
-        for port in (self.stomp_port, self.amqp_port):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-            except OSError:
-                return False
-        return True
-
-    def wait_listening(self, timeout: float) -> None:
-        def ready() -> bool:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"broker {self.name} exited:\n{self.output()}")
-            return self.listening()
-
-        wait_until(f"broker {self.name} to listen", ready, timeout, self.output)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+    def stop(self, timeout: float = 30.0, must_stop: bool = False) -> None:
+        super().stop(timeout, must_stop)  # killed past the timeout, as a crash
 
 
 class Producers:

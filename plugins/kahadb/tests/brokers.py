@@ -4,21 +4,14 @@ STOMP client that shows every frame."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from relaymq.testing import free_port
+from relaymq.testing.processes import RelaymqProcess
 from relaymq_stomp.testing import BlockingStomp
 
-RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 
-
-class BrokerProcess:
+class BrokerProcess(RelaymqProcess):
     """One `relaymq run` on `tmp/kahadb` with a STOMP connector; its log in a file."""
 
     def __init__(self, tmp: Path, kahadb: str = "", extra: str = "", name: str = "kaha",
@@ -34,39 +27,11 @@ class BrokerProcess:
     <transportConnector name="stomp" uri="stomp://127.0.0.1:{self.port}"/>
   </transportConnectors>
 </broker></beans>""")
-        self.log = tmp / f"{name}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(self.config, tmp / f"{name}.log", [self.port])
 
-    def start(self, *, wait: bool = True) -> BrokerProcess:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(self.config)],
-                                         stdout=out, stderr=subprocess.STDOUT)
-        if not wait:
-            return self
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return self
-            except OSError as exc:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"broker exited:\n{self.output()}") from exc
-                time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"broker did not start listening:\n{self.output()}")
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(30)
+    def start(self, *, wait: bool = True, timeout: float = 30.0) -> BrokerProcess:
+        super().start(wait=wait, timeout=timeout)
+        return self
 
 
 # the blocking STOMP client the process tests use
