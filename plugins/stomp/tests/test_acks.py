@@ -278,3 +278,20 @@ def test_disconnect_returns_unacked_to_other_consumer(client) -> None:
     got = colb.wait_messages(3)
     assert [m.body for m in got] == ["m0", "m1", "m2"]
     assert all(m.headers["redelivered"] == "true" for m in got)
+
+
+def test_client_individual_acks_without_receipts(server: BrokerThread, raw) -> None:
+    """The common consumer pattern (one ACK per message, no receipt) takes the session's
+    quick path; what it acknowledges is gone, and a second ACK of it is still an ERROR."""
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/quick\nid:1\nack:client-individual\n\n\x00")
+    for i in range(3):
+        c.send(f"SEND\ndestination:/queue/quick\n\nq{i}\x00")
+    acks = [c.read()[1]["ack"] for _ in range(3)]
+    c.send(f"ACK\nid:{acks[0]}\n\n\x00")
+    c.send(f"ACK\nid:{acks[2]}\n\n\x00")
+    assert server.wait_queue_size("quick", 1) == 1
+    c.send(f"ACK\nid:{acks[2]}\n\n\x00")
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and acks[2] in h["message"]

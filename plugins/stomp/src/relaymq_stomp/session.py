@@ -40,7 +40,7 @@ from .destinations import DestinationMapper
 from .errors import ProtocolError, StompError
 from .frames import V10, V12, Frame, encode_frame, escape, unescape_headers
 from .mapping import SendCache, message_from_send, stamp_user
-from .subscription import ACK_MODES, AUTO, CLIENT, Subscription, SubscriptionHost
+from .subscription import ACK_MODES, AUTO, CLIENT, CLIENT_INDIVIDUAL, Subscription, SubscriptionHost
 
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
@@ -141,6 +141,8 @@ class StompSession(SubscriptionHost):
                 self._unstored += 1
             elif receipt is not None and not self.closing:
                 self.write(_receipt(receipt, self.version))
+            return
+        if cmd == "ACK" and conn is not None and not self._store_waits and self._quick_ack(frame):
             return
         if self._store_waits:
             await self.stored()  # frames are answered in order
@@ -559,6 +561,31 @@ class StompSession(SubscriptionHost):
         raise StompError(f"Unknown ack id {what!r}",
                          "the message was already acknowledged, or never delivered on this "
                          "connection")
+
+    def _quick_ack(self, frame: Frame) -> bool:
+        """The consumer's hot path: a STOMP 1.2 ACK of one held client-individual
+        delivery, with no receipt and no transaction, applied without the generic
+        dispatch. False (nothing done) for anything else, which `_ack` handles."""
+        if frame.escaped:
+            return False
+        h = frame.headers
+        if "receipt" in h or "transaction" in h:
+            return False
+        ack_id = h.get("id")
+        if ack_id is None:
+            return False
+        num, sep, did_text = ack_id.partition("-")
+        if not sep or not num.isdigit() or not did_text.isdigit():
+            return False
+        sub = self._by_num.get(int(num))
+        if sub is None or sub.ack_mode != CLIENT_INDIVIDUAL or sub.browser or sub.msgids:
+            return False
+        consumer = sub.consumer
+        did = int(did_text)
+        if consumer is None or not consumer.holds(did):
+            return False
+        consumer.ack(did)  # stored in the background; no receipt promised
+        return True
 
     async def _ack(self, frame: Frame) -> None:
         conn = self.conn
