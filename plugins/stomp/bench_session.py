@@ -4,7 +4,9 @@
 
 A real broker and two `StompProtocol`s wired to fake transports: one producer
 fed batches of SEND frames (as one socket read would deliver them), one
-consumer (ack:client, one cumulative ACK per batch). Reports CPU per message
+consumer (``--ack client``: one cumulative ACK per batch, the default;
+``client-individual``: one ACK frame per message, sent together; ``auto``: none).
+Reports CPU per message
 for parse -> session -> kernel -> MESSAGE frame -> ACK, i.e. everything the
 broker does except the socket system calls and the event loop's polling.
 """
@@ -49,7 +51,8 @@ class FakeTransport:
         asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
 
 
-async def run(n: int, size: int, batch: int, kahadb: str | None = None) -> None:
+async def run(n: int, size: int, batch: int, kahadb: str | None = None,
+              ack: str = "client") -> None:
     config = broker_config("stomp://127.0.0.1:0")
     if kahadb:  # persistent SENDs stored in a kahaDB in this directory
         shutil.rmtree(kahadb, ignore_errors=True)
@@ -67,8 +70,8 @@ async def run(n: int, size: int, batch: int, kahadb: str | None = None) -> None:
         connect = b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00"
         prod.data_received(connect)
         cons.data_received(connect)
-        cons.data_received(b"SUBSCRIBE\ndestination:/queue/bench\nid:0\nack:client\n"
-                           b"activemq.prefetchSize:1000\n\n\x00")
+        cons.data_received(b"SUBSCRIBE\ndestination:/queue/bench\nid:0\nack:" + ack.encode()
+                           + b"\nactivemq.prefetchSize:1000\n\n\x00")
         for _ in range(5):
             await asyncio.sleep(0)
         tc.out.clear()
@@ -94,12 +97,21 @@ async def run(n: int, size: int, batch: int, kahadb: str | None = None) -> None:
                 await asyncio.sleep(0.0002)  # waiting for the store: idle, not spinning
             if data:
                 received += data.count(b"\nsubscription:")
-                a = data.rfind(b"\nack:")
-                e = data.find(b"\n", a + 5)
-                cons.data_received(b"ACK\nid:" + data[a + 5:e] + b"\n\n\x00")
+                if ack == "client":
+                    a = data.rfind(b"\nack:")
+                    e = data.find(b"\n", a + 5)
+                    cons.data_received(b"ACK\nid:" + data[a + 5:e] + b"\n\n\x00")
+                elif ack == "client-individual":
+                    acks = []
+                    a = data.find(b"\nack:")
+                    while a >= 0:
+                        e = data.find(b"\n", a + 5)
+                        acks.append(b"ACK\nid:" + data[a + 5:e] + b"\n\n\x00")
+                        a = data.find(b"\nack:", e)
+                    cons.data_received(b"".join(acks))
         cpu = time.process_time() - cpu0
         wall = time.perf_counter() - t0
-        print(f"{received} x {size} B through one queue, {batch} frames per read")
+        print(f"{received} x {size} B through one queue, {batch} frames per read, ack:{ack}")
         print(f"  {cpu / received * 1e6:.1f} us CPU per message ({received / wall:,.0f} msg/s)")
 
 
@@ -110,15 +122,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--profile", help="write cProfile stats to this file")
     ap.add_argument("--kahadb", metavar="DIR", help="persistent SENDs, stored in a kahaDB in DIR")
+    ap.add_argument("--ack", choices=("auto", "client", "client-individual"), default="client")
     args = ap.parse_args()
     if args.profile:
         import cProfile
 
         prof = cProfile.Profile()
-        prof.runcall(asyncio.run, run(args.n, args.size, args.batch, args.kahadb))
+        prof.runcall(asyncio.run, run(args.n, args.size, args.batch, args.kahadb, args.ack))
         prof.dump_stats(args.profile)
     else:
-        asyncio.run(run(args.n, args.size, args.batch, args.kahadb))
+        asyncio.run(run(args.n, args.size, args.batch, args.kahadb, args.ack))
 
 
 if __name__ == "__main__":
