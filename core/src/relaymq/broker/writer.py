@@ -20,7 +20,21 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from relaymq.feed.events import ChangeEvent, added, removed
+from relaymq.feed.events import (
+    ChangeEvent,
+    MessageAdded,
+    MessageRemoved,
+    _a_destination,
+    _a_message,
+    _a_origin,
+    _a_placements,
+    _r_destination,
+    _r_key,
+    _r_message,
+    _r_origin,
+    _r_reason,
+    _r_seq,
+)
 from relaymq.feed.feed import ChangeFeed
 from relaymq.model.message import Message
 from relaymq.spi.persistence import AddMessage, PersistenceAdapter, RemoveMessage, StoreOp
@@ -85,6 +99,33 @@ def _chunks(batches: list[Batch]) -> list[list[StoreOp]]:
     if cur:
         out.append(cur)
     return out
+
+
+# The per-message events, built here rather than through `feed.events.added` /
+# `removed` so that the compiled build makes them without a Python frame each.
+_new = object.__new__
+
+
+def added(message: Message, destination: Any, placements: tuple[tuple[str, int], ...],
+          origin: str | None) -> Any:
+    ev = _new(MessageAdded)
+    _a_message(ev, message)
+    _a_destination(ev, destination)
+    _a_placements(ev, placements)
+    _a_origin(ev, origin)
+    return ev
+
+
+def removed(message: Message, destination: Any, key: str, seq: int, reason: str,
+            origin: str | None) -> Any:
+    ev = _new(MessageRemoved)
+    _r_message(ev, message)
+    _r_destination(ev, destination)
+    _r_key(ev, key)
+    _r_seq(ev, seq)
+    _r_reason(ev, reason)
+    _r_origin(ev, origin)
+    return ev
 
 
 def added_events(placed: list[tuple[Any, Any]], out: list[ChangeEvent]) -> None:

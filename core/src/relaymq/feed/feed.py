@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from relaymq.feed.events import EVENT_TYPES, ChangeEvent, MessageAdded, MessageRemoved
@@ -153,8 +153,8 @@ class ChangeFeed:
         self.capture_added = False
         #: durable cursors that capture into the store with each commit
         self.capturing: list[DurableSubscription] = []
-        #: the one in-memory subscriber's `_push` when it takes every kind (fast path)
-        self._single: Callable[[ChangeEvent], None] | None = None
+        #: event class -> the in-memory subscribers that take it (publishing looks once)
+        self._by_kind: dict[type[Any], list[FeedSubscription]] = {}
 
     # -- subscribing ------------------------------------------------------------------
     def subscribe(self, kinds: Iterable[type[Any]] | None = None, *,
@@ -207,8 +207,7 @@ class ChangeFeed:
         self._recompute()
 
     def _recompute(self) -> None:
-        one = self._subs[0] if len(self._subs) == 1 else None
-        self._single = one._push if one is not None and one.kinds is None else None
+        self._by_kind = {cls: [s for s in self._subs if s.wants_kind(cls)] for cls in EVENT_TYPES}
         subs: list[Any] = list(self._subs)
         capturing = [c for c in self._cursors.values() if c.opened]
         self.capturing = capturing
@@ -237,22 +236,15 @@ class ChangeFeed:
 
     def publish(self, events: Sequence[ChangeEvent]) -> None:
         """Hand committed events to the in-memory subscribers, in order."""
-        push = self._single
-        if push is not None:
-            for ev in events:
-                push(ev)
-            return
-        subs = self._subs
+        by_kind = self._by_kind
         for ev in events:
-            for s in subs:
-                if s.kinds is None or ev.__class__ in s.kinds:
+            subs = by_kind.get(ev.__class__)
+            if subs:
+                for s in subs:
                     s._push(ev)
 
     def publish_one(self, event: ChangeEvent) -> None:
-        push = self._single
-        if push is not None:
-            push(event)
-            return
-        for s in self._subs:
-            if s.kinds is None or event.__class__ in s.kinds:
+        subs = self._by_kind.get(event.__class__)
+        if subs:
+            for s in subs:
                 s._push(event)

@@ -80,6 +80,7 @@ class AmqpConnection(LinkHost):
         self._pumping = False
         self._closing = False  # a close was sent after an error: drop the socket once written
         self.flush_scheduled = False
+        self.transactional = False
         self._timer: asyncio.TimerHandle | None = None
         #: transfers (message, link, delivery, txn-id or None) and discharges (None,
         #: None, (coordinator, delivery), (txn-id, fail)) in arrival order
@@ -443,6 +444,7 @@ class AmqpConnection(LinkHost):
             self.spawn(consumer.attach())
         elif pn.remote_target(link).kind == 3:  # a transaction coordinator
             if link not in self.coordinators:
+                self.transactional = True
                 coordinator = CoordinatorLink(self, link)
                 self.coordinators[link] = coordinator
                 coordinator.attach()

@@ -69,6 +69,8 @@ _pending = pn.delivery_pending
 _partial = pn.delivery_partial
 _advance = pn.link_advance
 _ACCEPTED = pn.ACCEPTED
+_SND_SETTLED = pn.SND_SETTLED
+_SND_UNSETTLED = pn.SND_UNSETTLED
 
 SELECTOR_FILTER_CODE = 0x0000468C00000004
 SELECTOR_FILTER_NAME = "apache.org:selector-filter:string"
@@ -110,6 +112,9 @@ class LinkHost:
     transactions: dict[bytes, CoordinatorLink]
     #: output is already due to be flushed in this loop turn
     flush_scheduled: bool
+    #: a transaction controller was attached at some point: transfers may then name
+    #: transactions (before that, no transfer's state needs looking at)
+    transactional: bool
 
     def submit(self, message: Message, link: ProducerLink, delivery: Any,
                txn: bytes | None = None) -> None:
@@ -205,6 +210,9 @@ class ProducerLink(Link):
         #: with `schedulerSupport`, messages are looked at for scheduling properties
         self.scheduling = conn.broker.scheduler is not None
         self._producer: Destination | None = None  # counted with kconn.add_producer
+        #: the producer's sender settle mode: only with "mixed" does each transfer
+        #: say whether it is settled (one engine call per message saved otherwise)
+        self.snd_settle_mode = pn.SND_MIXED
 
     def attach(self) -> None:
         target = pn.remote_target(self.link)
@@ -230,7 +238,8 @@ class ProducerLink(Link):
         pn.set_source(self.link, pn.remote_source(self.link))
         # The client's sender settle mode is honoured as asked (settled, unsettled or
         # mixed) and stated so in our attach (AMQP 1.0 §2.6.3); we settle first.
-        pn.link_open(self.link, snd_settle_mode=pn.link_remote_snd_settle_mode(self.link),
+        mode = self.snd_settle_mode = pn.link_remote_snd_settle_mode(self.link)
+        pn.link_open(self.link, snd_settle_mode=mode,
                      rcv_settle_mode=pn.RCV_FIRST, max_message_size=self.max_message_size)
         pn.link_flow(self.link, self.window)
         self.credit = self.window
@@ -283,12 +292,13 @@ class ProducerLink(Link):
         if self.max_message_size and len(data) > self.max_message_size:
             self._too_large()
             return
-        settled = _is_settled(d)
+        mode = self.snd_settle_mode
+        settled = mode == _SND_SETTLED or (mode != _SND_UNSETTLED and bool(_is_settled(d)))
         _advance(link)
         self.credit -= 1
         txn = None
         try:
-            if _remote_state(d) == TRANSACTIONAL_STATE:
+            if self.conn.transactional and _remote_state(d) == TRANSACTIONAL_STATE:
                 txn = self._transaction(d)
             message, sections = to_kernel(data, self.destination)
             if message.user_id is not None:
