@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -163,7 +164,7 @@ def _wait_alive(bp: BrokerProcess) -> None:
     if bp.proc is not None:
         try:
             bp.proc.wait(0.3)
-        except Exception:  # noqa: BLE001 - still running: the expected case
+        except subprocess.TimeoutExpired:  # still running: the expected case
             pass
     assert bp.alive(), bp.describe_death()
 

@@ -246,6 +246,10 @@ def test_jms_header_selectors_match_across_protocols(both: Any, stomp_client: An
         "JMSXGroupID": "g", "JMSXGroupSeq": "4", "color": "red"})
     assert r.receive(timeout=5).body == "hit"
     r.accept()
+    # a barrier: a second match sent last arrives next, so "miss" never came
+    s.send(Message(body="marker", priority=7, subject="Kind", correlation_id="c-1", durable=True,
+                   group_id="g", group_sequence=4, properties={"color": "red"}))
+    assert frames.q.get(timeout=5).body == "marker"
     assert frames.q.empty()
 
 
