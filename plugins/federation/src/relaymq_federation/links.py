@@ -109,25 +109,36 @@ class _QueueLinks:
                                         self.conn.remote_container)
         for dest in list(self.broker.management.queues):
             if not dest.is_temporary and self.selects(dest.name):
-                await self._serve(dest.name)
+                self.served.add(dest.name)
         while True:
-            event = await self._feed.get()
+            for queue in sorted(self.served):  # new ones, and links the peer closed
+                await self._ensure(queue)
+            try:
+                event = await asyncio.wait_for(self._feed.get(), RETRY_DELAY)
+            except TimeoutError:
+                continue
             dest = event.destination
             if dest.is_queue and not dest.is_temporary and self.selects(dest.name):
-                await self._serve(dest.name)
+                self.served.add(dest.name)
 
-    async def _serve(self, queue: str) -> None:
-        if queue in self.served:
-            return
-        self.served.add(queue)
+    async def _ensure(self, queue: str) -> None:
+        """Attach what `queue` needs and does not have (again, after the peer
+        closed a link or refused it)."""
         try:
             if self.sends:
-                await self._start_sender(queue)
+                link = self.senders.get(queue)
+                if link is None or link.closed:
+                    self.senders[queue] = await self.conn.attach_sender(
+                        f"{queue}:{uuid.uuid4()}", Terminus(kind=1, address=queue),
+                        Terminus(kind=2, address=queue, capabilities=self._caps(), durable=1))
+                if queue not in self.consumers:
+                    await self._start_sender(queue)
             if self.receives:
-                await self._start_receiver(queue)
-        except Exception as exc:  # noqa: BLE001 - one queue failing does not stop the others
-            log.warning("<%s> %s: %s not served: %s", self.role, self.conn.name, queue, exc)
-            self.served.discard(queue)
+                link = self.receivers.get(queue)
+                if link is None or link.closed:
+                    await self._start_receiver(queue)
+        except Exception as exc:  # noqa: BLE001 - tried again in RETRY_DELAY seconds
+            log.warning("<%s> %s: %s not served yet: %s", self.role, self.conn.name, queue, exc)
 
     def _caps(self) -> list[str]:
         return [wire.WAYPOINT] if self.role == "peer" else []
@@ -135,12 +146,9 @@ class _QueueLinks:
     # -- sending: local queue -> remote address ---------------------------------------
     async def _start_sender(self, queue: str) -> None:
         assert self.publisher is not None
-        link = await self.conn.attach_sender(
-            f"{queue}:{uuid.uuid4()}", Terminus(kind=1, address=queue),
-            Terminus(kind=2, address=queue, capabilities=self._caps(), durable=1))
-        self.senders[queue] = link
         kconn = await self.publisher.connection()
         holder: dict[str, Any] = {}
+        senders = self.senders
 
         def on_message(delivery: Any) -> None:
             msg = delivery.message
@@ -151,7 +159,7 @@ class _QueueLinks:
                 data = with_delivery_count(data, delivery.delivery_count)
             did = delivery.id
             try:
-                sent = link.send(data)
+                sent = senders[queue].send(data)
             except Exception as exc:  # noqa: BLE001 - the peer closed the link: try later
                 log.warning("<%s> %s: %s", self.role, self.conn.name, exc)
                 asyncio.get_running_loop().call_later(
