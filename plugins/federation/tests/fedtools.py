@@ -13,7 +13,8 @@ from typing import Any
 from proton import Message, Terminus
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection
-from relaymq.testing.peers import BrokerProcess, free_port
+from relaymq.testing.peers import free_port
+from relaymq.testing.processes import RelaymqProcess
 
 
 class DurableNode(LinkOption):
@@ -32,7 +33,7 @@ class Brokers:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.ports: dict[str, int] = {}
-        self.procs: dict[str, BrokerProcess] = {}
+        self.procs: dict[str, RelaymqProcess] = {}
 
     def port(self, name: str) -> int:
         if name not in self.ports:
@@ -61,9 +62,9 @@ class Brokers:
         return cfg
 
     def start(self, name: str, connections: str = "", persistent: bool = False,
-              queues: tuple[str, ...] = ()) -> BrokerProcess:
+              queues: tuple[str, ...] = ()) -> RelaymqProcess:
         cfg = self.configure(name, connections, persistent, queues)
-        proc = BrokerProcess(cfg, self.port(name))
+        proc = RelaymqProcess(cfg, cfg.with_suffix(".log"), [self.port(name)])
         self.procs[name] = proc
         return proc.start()
 
@@ -72,7 +73,7 @@ class Brokers:
             proc.kill()
 
     def logs(self) -> str:
-        return "\n".join(f"--- {n}\n{p.log_tail(4000)}" for n, p in self.procs.items())
+        return "\n".join(f"--- {n}\n{p.output()[-4000:]}" for n, p in self.procs.items())
 
 
 def connection_xml(to: str, port: int, body: str, name: str | None = None,

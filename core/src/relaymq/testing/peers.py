@@ -1,7 +1,7 @@
 """Real peer brokers for tests: ActiveMQ 5.17 and RabbitMQ 3.10 (Debian's
 `activemq` and `rabbitmq-server` packages) on private ports and data
 directories, started once per test session, never the system services; and
-`relaymq run` broker processes that a test can kill -9 and start again.
+(`relaymq run` processes: `relaymq.testing.processes.RelaymqProcess`).
 
 Use the session fixtures from a conftest::
 
@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +24,6 @@ from pathlib import Path
 import pytest
 
 from relaymq.testing.net import free_port_below_ephemeral, wait_listening
-
-#: the `relaymq` command of the running interpreter's environment
-RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
 
 #: a port below the ephemeral range: a peer restarted on it after a kill -9 must
 #: not find it taken by some client connection's local port
@@ -183,49 +178,3 @@ def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
     yield peer
     peer.close()
 
-
-class BrokerProcess:
-    """One `relaymq run --config FILE` process; `kill()` is kill -9, `start()`
-    runs it again on the same configuration (and store)."""
-
-    def __init__(self, config: Path, port: int, log: Path | None = None) -> None:
-        self.config = config
-        self.port = port
-        self.log = log or config.with_suffix(".log")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 60) -> BrokerProcess:
-        out = open(self.log, "ab")
-        self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(self.config)],
-                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        out.close()
-        try:
-            wait_port(self.port, None, timeout)
-        except RuntimeError as exc:
-            self.kill()
-            tail = self.log.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"relaymq run {self.config} did not start: {exc}\n{tail}") from None
-        return self
-
-    def kill(self) -> None:
-        """kill -9, and wait until it is gone."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
-
-    def stop(self) -> None:
-        """SIGTERM (a clean stop), kill -9 past 30 s."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_tail(self, n: int = 3000) -> str:
-        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
