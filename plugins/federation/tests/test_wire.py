@@ -198,3 +198,40 @@ async def test_queue_receiver_for_a_missing_queue_is_refused_alone(brokers: Brok
         await plain_send_works(conn, "work.1")
     finally:
         await conn.close()
+
+
+async def test_missing_queue_is_announced_on_the_events_link_when_created(brokers: Brokers) -> None:
+    brokers.start("b")
+    conn = await artemis(brokers)
+    try:
+        await control_link(conn)
+        events: list[bytes] = []
+        link = await conn.attach_receiver(
+            f"{wire.EVENTS_RECEIVER_PREFIX}fed:{NODE}:{uuid.uuid4()}",
+            Terminus(kind=1, dynamic=True, capabilities=["temporary-topic"],
+                     expiry_policy=pn.EXPIRE_WITH_LINK,
+                     dynamic_node_properties={Symbol("lifetime-policy"): DELETE_ON_CLOSE}),
+            Terminus(kind=2), on_message=lambda m: (events.append(m.data), m.accept()), credit=10,
+            desired_capabilities=[wire.EVENT_LINK])
+        assert link.remote_offered_capabilities == [wire.EVENT_LINK]
+        assert link.remote_source.address == f"{wire.FEDERATION_PREFIX}.events.{link.name}"
+
+        def queue_receiver() -> Any:
+            return conn.attach_receiver(
+                f"federation-fed-policy-q-queue-receiver-late.1::late.1-{NODE}:{uuid.uuid4()}",
+                Terminus(kind=1, address="late.1::late.1", capabilities=["queue"]),
+                Terminus(kind=2, address="late.1::late.1"), on_message=lambda m: m.accept(),
+                desired_capabilities=[wire.QUEUE_RECEIVER], properties={wire.PRIORITY: -1})
+
+        with pytest.raises(LinkRefused, match="not-found"):
+            await queue_receiver()
+        assert events == []
+        await asyncio.to_thread(send, brokers.url("b"), "queue://late.1", ["creates it"])
+        await until(lambda: len(events) == 1, "the queue-added event")
+        event = Message()
+        event.decode(events[0])
+        assert event.annotations == {wire.EVENT_TYPE: "REQUESTED_QUEUE_ADDED_EVENT"}
+        assert event.body == {"REQUESTED_ADDRESS_NAME": "late.1", "REQUESTED_QUEUE_NAME": "late.1"}
+        assert (await queue_receiver()).remote_offered_capabilities == [wire.QUEUE_RECEIVER]
+    finally:
+        await conn.close()

@@ -13,7 +13,7 @@ the handler named after a capability its attach desires):
   (messages that came from that source).
 * ``AMQ_FEDERATION_QUEUE_RECEIVER`` -- `QueueSender`: a consumer on an existing
   queue with the consumer priority of the link property ``priority``.
-* ``AMQ_FEDERATION_EVENT_LINK`` -- `EventLink`: accepted (events are not sent yet).
+* ``AMQ_FEDERATION_EVENT_LINK`` -- `relaymq_federation.events.EventLink`.
 
 Address and queue receivers are refused on a connection without a control link,
 as Artemis does. Every refusal closes that link only.
@@ -25,7 +25,6 @@ import asyncio
 import logging
 from typing import Any, ClassVar
 
-from relaymq.broker.security import ConnectRequest
 from relaymq.dispatch.consumer import NackMode
 from relaymq.errors import UnknownDelivery
 from relaymq.model.destination import Destination
@@ -37,57 +36,13 @@ from relaymq_amqp.scanner import decode, scan
 
 from relaymq_federation import wire
 from relaymq_federation.config import AddressPolicy, QueuePolicy
+from relaymq_federation.events import missing_queue
 from relaymq_federation.hops import hops_of, split_selector
+from relaymq_federation.state import CONTROL_CREDIT, PRECONDITION, peer_state
 
 log = logging.getLogger("relaymq.federation")
 
-CONTROL_CREDIT = 10
 CONTROL_LOW_CREDIT = 3
-PRECONDITION = "amqp:precondition-failed"
-
-
-class PeerState:
-    """What one incoming connection's federation holds: its control link, the
-    policies it sent, and the network kernel connection its links consume with."""
-
-    def __init__(self) -> None:
-        self.control: ControlLink | None = None
-        self.configuration: dict[str, Any] = {}
-        self.address_policies: list[AddressPolicy] = []
-        self.queue_policies: list[QueuePolicy] = []
-        self.kconn: Any = None
-        self.links: set[Any] = set()
-        self.key = 0
-
-    async def kernel(self, broker: Any, remote: str | None, label: str) -> Any:
-        if self.kconn is None or self.kconn.closed:
-            self.kconn = await broker.connect(
-                ConnectRequest(transport="amqp-federation", remote_address=label),
-                network=True, origin=remote)
-        return self.kconn
-
-    def release(self) -> None:
-        """Forget this connection's federation once its last link is gone."""
-        if self.control is None and not self.links:
-            if _PEERS.get(self.key) is self:
-                del _PEERS[self.key]
-            if self.kconn is not None:
-                kconn, self.kconn = self.kconn, None
-                asyncio.get_running_loop().create_task(kconn.close())
-
-
-#: by the AMQP connection's id (a compiled connection takes no weak reference);
-#: an entry lives as long as one of its links (the connection detaches them all
-#: when it goes away)
-_PEERS: dict[int, PeerState] = {}
-
-
-def peer_state(conn: Any) -> PeerState:
-    state = _PEERS.get(id(conn))
-    if state is None:
-        state = _PEERS[id(conn)] = PeerState()
-        state.key = id(conn)
-    return state
 
 
 def _filters(source: Terminus) -> tuple[str | None, bool]:
@@ -180,46 +135,6 @@ class ControlLink:
         if self.state.control is self:
             self.state.control = None
         self.state.release()
-
-
-class EventLink:
-    """``AMQ_FEDERATION_EVENT_LINK``: accepted both ways; RelayMQ sends no
-    events yet (a refused receiver is tried again by its source)."""
-
-    address_prefixes: ClassVar[tuple[str, ...]] = ()
-
-    def __init__(self, link: Any) -> None:
-        self.link = link
-
-    def attach(self) -> None:
-        link = self.link
-        state = peer_state(link.conn)
-        if state.control is None:
-            link.refuse(PRECONDITION, "no federation control link on this connection")
-            state.release()
-            return
-        if link.peer_sends:
-            target = Terminus(kind=2, address=link.name, dynamic=True,
-                              capabilities=list(link.remote_target.capabilities))
-            link.open(target=target, offered_capabilities=[wire.EVENT_LINK], credit=CONTROL_CREDIT)
-        else:
-            source = Terminus(kind=1, address=f"{wire.FEDERATION_PREFIX}.events.{link.name}",
-                              dynamic=True, capabilities=list(link.remote_source.capabilities))
-            link.open(source=source, offered_capabilities=[wire.EVENT_LINK])
-
-    def on_delivery(self, delivery: Any) -> None:
-        if self.link.peer_sends:
-            if self.link.receive(delivery) is not None:
-                self.link.accept(delivery)
-                self.link.flow(1)
-        else:
-            pn.delivery_settle(delivery)
-
-    def on_flow(self) -> None:
-        pass
-
-    def on_detach(self, closed: bool) -> None:
-        pass
 
 
 class _FederationSender:
@@ -398,6 +313,7 @@ class QueueSender(_FederationSender):
         name = queue or address
         dest = Destination.queue(name)
         if self.link.broker.management.queue(dest) is None:
+            missing_queue(self.state, self.link.broker, address, name)
             raise DestinationError(f"queue {name} does not exist")
         if queue is not None and address != queue:
             raise DestinationError(f"queue {name} is not bound to address {address}")
