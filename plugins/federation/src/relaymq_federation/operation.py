@@ -110,6 +110,7 @@ class Federation:
                 log.warning("federation %s: control link not attached: %s", cfg.name, exc)
                 await asyncio.sleep(max(conn.options.retry_interval, 0.5))
         self.publisher = LocalPublisher(self.broker, f"federation {cfg.name}", self.remote_id)
+        conn.add_listener(self._reconnected)
         credit = int(cfg.setting("amqpCredits"))
         label = f"federation {cfg.name}"
         management = self.broker.management
@@ -133,6 +134,17 @@ class Federation:
             for receivers in (self.addresses, self.queues):
                 if receivers is not None:
                     receivers.reconcile()
+
+    def _reconnected(self, conn: Any, state: Any) -> None:
+        """A failover host is another broker: what came from it carries its id."""
+        remote = getattr(conn, "remote_container", None)
+        if getattr(state, "value", state) == "open" and remote and remote != self.remote_id:
+            log.info("federation %s: now connected to node %s (was %s)", self.config.name, remote,
+                     self.remote_id)
+            self.remote_id = remote
+            if self.publisher is not None:
+                self.publisher.origin = remote
+                self.publisher.reset()
 
     @staticmethod
     def _changed(receivers: Receivers) -> Any:

@@ -39,6 +39,12 @@ class LocalPublisher:
                 network=True, origin=self.origin)
         return self._kconn
 
+    def reset(self) -> None:
+        """Use a new kernel connection (with the current `origin`) from the next message."""
+        old, self._kconn = self._kconn, None
+        if old is not None and not old.closed:
+            asyncio.get_running_loop().create_task(old.close())
+
     def publish(self, message: Message, done: Done) -> None:
         self._backlog.append((message, done))
         if self._task is None or self._task.done():
