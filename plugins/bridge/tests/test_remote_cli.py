@@ -192,7 +192,7 @@ def test_the_console_page_pauses_and_resumes_a_bridge(broker, tmp_path) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("chromium (Debian package chromium) is not installed")
-    wait_until(lambda: state(broker, "fwd") == "running", 30, "fwd running")
+    wait_until(lambda: state(broker, "fwd") == "running", "fwd running", 30)
     shots = Path(os.environ.get("RELAYMQ_ARTIFACTS") or tmp_path)
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium,
