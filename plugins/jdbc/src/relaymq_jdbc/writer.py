@@ -174,13 +174,11 @@ class GroupWriter:
         self._thread = threading.Thread(target=self._run, name="relaymq-jdbc-writer", daemon=True)
         t = schema.msgs
         k = schema.keys
-        self._key_update = k.update().where(k.c.CONTAINER == sa.bindparam("k_container")).values(
-            DECLARED=sa.bindparam("k_declared"), LAST_SEQ=sa.bindparam("k_last_seq"),
-            MSG_COUNT=sa.bindparam("k_count"), MSG_BYTES=sa.bindparam("k_bytes"),
-            SUB_OPTIONS=sa.bindparam("k_options"))
         self._msg_len = sa.func.length(t.c.MSG)
-        self._pg_delete = _pg_delete(engine, t) if engine.dialect.name == "postgresql" else None
+        # the per-commit statements as driver SQL: no SQLAlchemy compilation per commit
         self._insert_sql = _insert_sql(engine, t)
+        self._key_update_sql = _key_update_sql(engine, k)
+        self._delete_sql = _DeleteSQL(engine, t)
 
     # -- loop side --------------------------------------------------------------
 
@@ -308,20 +306,11 @@ class GroupWriter:
                 conn.exec_driver_sql(self._insert_sql, rows)
             adds.clear()
             added.clear()
+            delete = self._delete_sql
             for dest, seqs in removes.items():
                 st = key(dest)
-                if self._pg_delete is not None:  # one index lookup per sequence
-                    res = conn.execute(self._pg_delete, {"c": dest, "seqs": seqs})
-                    for (n,) in res:
-                        st.count -= 1
-                        st.nbytes -= int(n or 0)
-                    continue
-                for i in range(0, len(seqs), DELETE_CHUNK):
-                    chunk = seqs[i:i + DELETE_CHUNK]
-                    res = conn.execute(msgs.delete()
-                                       .where(msgs.c.CONTAINER == dest, msgs.c.SEQ.in_(chunk))
-                                       .returning(self._msg_len))
-                    for (n,) in res:
+                for sql, params in delete.statements(dest, seqs):
+                    for (n,) in conn.exec_driver_sql(sql, params):
                         st.count -= 1
                         st.nbytes -= int(n or 0)
             removes.clear()
@@ -404,16 +393,14 @@ class GroupWriter:
         inserts = []
         for name, st in pending.items():
             if st.in_db:
-                updates.append({"k_container": name, "k_declared": st.declared,
-                                "k_last_seq": st.last_seq, "k_count": st.count,
-                                "k_bytes": st.nbytes, "k_options": st.options})
+                updates.append((st.declared, st.last_seq, st.count, st.nbytes, st.options, name))
             else:
                 inserts.append({"CONTAINER": name, "DECLARED": st.declared,
                                 "LAST_SEQ": st.last_seq, "MSG_COUNT": st.count,
                                 "MSG_BYTES": st.nbytes, "SUB_OPTIONS": st.options})
                 st.in_db = True
         if updates:
-            conn.execute(self._key_update, updates)
+            conn.exec_driver_sql(self._key_update_sql, updates)
         if inserts:
             conn.execute(s.keys.insert(), inserts)
         return pending, next_id
@@ -427,18 +414,51 @@ def _insert_sql(engine: sa.Engine, msgs: sa.Table) -> str:
             f"VALUES ({', '.join([mark] * len(MSG_COLUMNS))})")
 
 
-def _pg_delete(engine: sa.Engine, msgs: sa.Table) -> sa.TextClause:
-    """PostgreSQL plans `SEQ IN (...)` as a scan of the whole destination filtered by
-    the list; joining an unnested array makes it one index lookup per sequence."""
-    from sqlalchemy.dialects.postgresql import ARRAY
-
+def _key_update_sql(engine: sa.Engine, keys: sa.Table) -> str:
+    """`UPDATE RELAYMQ_KEYS SET ... WHERE CONTAINER = ?` in the driver's parameter style;
+    parameters (declared, last_seq, count, bytes, options, container)."""
     q = engine.dialect.identifier_preparer
-    table = q.format_table(msgs)
-    return sa.text(
-        f"DELETE FROM {table} AS m USING unnest(:seqs) AS u(s) "
-        f"WHERE m.{q.quote('CONTAINER')} = :c AND m.{q.quote('SEQ')} = u.s "
-        f"RETURNING length(m.{q.quote('MSG')})"
-    ).bindparams(sa.bindparam("seqs", type_=ARRAY(sa.BigInteger)))
+    mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+    sets = ", ".join(f"{q.quote(c)} = {mark}"
+                     for c in ("DECLARED", "LAST_SEQ", "MSG_COUNT", "MSG_BYTES", "SUB_OPTIONS"))
+    return f"UPDATE {q.format_table(keys)} SET {sets} WHERE {q.quote('CONTAINER')} = {mark}"
+
+
+class _DeleteSQL:
+    """Deleting acknowledged messages of one destination, returning their sizes.
+
+    PostgreSQL plans `SEQ IN (...)` as a scan of the whole destination filtered by
+    the list; joining an unnested array makes it one index lookup per sequence
+    (one statement whatever the count). Elsewhere `SEQ IN (?, ...)` in chunks of
+    at most DELETE_CHUNK, the statement text cached per chunk length."""
+
+    def __init__(self, engine: sa.Engine, msgs: sa.Table) -> None:
+        q = engine.dialect.identifier_preparer
+        self.table = q.format_table(msgs)
+        self.container = q.quote("CONTAINER")
+        self.seq = q.quote("SEQ")
+        self.msg = q.quote("MSG")
+        self.pg = engine.dialect.name == "postgresql"
+        self.mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+        self._by_len: dict[int, str] = {}
+        self.pg_sql = (f"DELETE FROM {self.table} AS m USING unnest(%s::bigint[]) AS u(s) "
+                       f"WHERE m.{self.container} = %s AND m.{self.seq} = u.s "
+                       f"RETURNING length(m.{self.msg})")
+
+    def statements(self, dest: str, seqs: list[int]) -> list[tuple[str, tuple[Any, ...]]]:
+        if self.pg:
+            return [(self.pg_sql, (seqs, dest))]
+        out = []
+        for i in range(0, len(seqs), DELETE_CHUNK):
+            chunk = seqs[i:i + DELETE_CHUNK]
+            sql = self._by_len.get(len(chunk))
+            if sql is None:
+                marks = ", ".join([self.mark] * len(chunk))
+                sql = self._by_len[len(chunk)] = (
+                    f"DELETE FROM {self.table} WHERE {self.container} = {self.mark} "
+                    f"AND {self.seq} IN ({marks}) RETURNING length({self.msg})")
+            out.append((sql, (dest, *chunk)))
+        return out
 
 
 def _complete(futures: list[asyncio.Future[None]], view: dict[str, KeyState] | None,
