@@ -253,3 +253,20 @@ def test_the_admin_cli_against_a_running_broker(console) -> None:
                               "--user", VIEWER[0], "--password", VIEWER[1]],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1 and "403" in refused.stderr
+
+
+def test_the_broker_summary_counts_every_queue(console) -> None:
+    c = console.client()
+
+    def matches() -> bool:
+        summary = c.get("/api/v1/broker").json()
+        listed = c.get("/api/v1/queues", params={"size": 1000}).json()
+        # the summary's totals are rescanned at most once a second below 2,000 queues
+        return (summary["queues"] == listed["total"]
+                and summary["messages"] == sum(q["depth"] for q in listed["items"]))
+
+    send(console, "/queue/api.summary", ["a", "b", "c"])
+    wait_until(matches, "the summary to count the new messages", 10)
+    summary = c.get("/api/v1/broker").json()
+    assert summary["messages"] >= 3 and summary["enqueue_rate"] >= 0
+    assert summary["dequeue_rate"] >= 0
