@@ -6,9 +6,10 @@ helpers therefore define the semantics for *all* inputs, and must never raise:
 a selector runs inside the dispatch loop on values chosen by producers.
 
 Conventions: SQL NULL / UNKNOWN is ``None``; booleans are ``True``/``False``;
-exact numerics are ``int`` (Java long), approximate numerics ``float``
-(Java double). Values of any other Python type are "unsupported": they compare
-as non-like to everything and are unknown to every other operator.
+numbers carry their Java class (`relaymq.model.jtypes`): a plain ``int`` is a
+long, ``Int32`` an int, a plain ``float`` a double, ``Float32`` a float.
+Values of any other Python type are "unsupported": they compare as non-like to
+everything and are unknown to every other operator.
 """
 
 from __future__ import annotations
