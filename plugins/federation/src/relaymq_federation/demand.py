@@ -31,15 +31,15 @@ def origin_of(consumer: Any) -> str | None:
 
 
 class Demand:
-    """Counts the consumers each key (`key_of(consumer)`, None: not ours) has,
-    and calls `changed(key, count)` when a key gains its first or loses its
-    last one."""
+    """The consumers each key (`key_of(consumer)`, None: not ours) has, with the
+    origin of each (the peer whose federation made it, None for a local one);
+    `changed(key, origins)` is called at every change."""
 
     def __init__(self, key_of: Callable[[Any], str | None],
-                 changed: Callable[[str, int], Any]) -> None:
+                 changed: Callable[[str, list[str | None]], Any]) -> None:
         self.key_of = key_of
         self.changed = changed
-        self.counts: dict[str, set[int | str]] = {}
+        self.counts: dict[str, dict[int | str, str | None]] = {}
         self._unlisten: Callable[[], Any] | None = None
 
     def start(self, management: Any) -> None:
@@ -59,21 +59,16 @@ class Demand:
         key = self.key_of(consumer)
         if key is None:
             return
-        self.count(key, consumer.id, event.kind == "consumer-opened")
+        self.count(key, consumer.id, event.kind == "consumer-opened", origin_of(consumer))
 
-    def count(self, key: str, token: int | str, present: bool) -> None:
+    def count(self, key: str, token: int | str, present: bool, origin: str | None) -> None:
         """Add (or remove) one reason for demand on `key`: a consumer id, or a
         durable subscription's key (it keeps its messages while offline)."""
-        ids = self.counts.setdefault(key, set())
-        before = len(ids)
+        tokens = self.counts.setdefault(key, {})
         if present:
-            ids.add(token)
+            tokens[token] = origin
         else:
-            ids.discard(token)
-        if not ids:
+            tokens.pop(token, None)
+        if not tokens:
             del self.counts[key]
-        if (before == 0) != (len(ids) == 0):
-            self.changed(key, len(ids))
-
-    def has(self, key: str) -> bool:
-        return bool(self.counts.get(key))
+        self.changed(key, list(tokens.values()))

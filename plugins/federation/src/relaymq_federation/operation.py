@@ -28,7 +28,7 @@ from relaymq_amqp.types import Described, Long, Symbol, ULong
 
 from relaymq_federation import wire
 from relaymq_federation.config import FederationConfig, federation_config
-from relaymq_federation.demand import Demand, is_federation_consumer, origin_of
+from relaymq_federation.demand import Demand, is_federation_consumer
 from relaymq_federation.hops import max_hops_selector
 from relaymq_federation.publisher import LocalPublisher
 from relaymq_federation.receivers import Receivers, ReceiverSpec
@@ -73,9 +73,32 @@ class Federation:
         if not hasattr(connection, "attach_receiver"):
             raise TypeError(f"<federation> needs an AMQP connection, not {type(connection).__name__}")
         self.conn = connection
-        if not self.config.name:
-            self.config.name = connection.name
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"federation {self.config.name}")
+        cfg = self.config
+        if not cfg.name:
+            cfg.name = connection.name
+        # Demand is tracked from the start: consumers that come while the peer is
+        # still unreachable are served once the control link is up.
+        self.publisher = LocalPublisher(self.broker, f"federation {cfg.name}", None)
+        credit = int(cfg.setting("amqpCredits"))
+        label = f"federation {cfg.name}"
+        management = self.broker.management
+        loop = asyncio.get_running_loop()
+        if cfg.local_address_policies:
+            self.addresses = Receivers(connection, self.publisher, self._address_spec,
+                                       int(cfg.setting("addressReceiverIdleTimeout")) / 1000.0,
+                                       credit, label)
+            demand = Demand(self._address_key, self._changed(self.addresses))
+            self._demands.append(demand)
+            demand.start(management)
+            self._durable_task = loop.create_task(self._durable_demand(demand))
+        if cfg.local_queue_policies:
+            self.queues = Receivers(connection, self.publisher, self._queue_spec,
+                                    int(cfg.setting("queueReceiverIdleTimeout")) / 1000.0,
+                                    credit, label)
+            demand = Demand(self._queue_key, self._changed(self.queues))
+            self._demands.append(demand)
+            demand.start(management)
+        self._task = loop.create_task(self._run(), name=f"federation {cfg.name}")
 
     async def stop(self) -> None:
         for demand in self._demands:
@@ -109,26 +132,14 @@ class Federation:
             except Exception as exc:  # noqa: BLE001 - retried: the peer may come later
                 log.warning("federation %s: control link not attached: %s", cfg.name, exc)
                 await asyncio.sleep(max(conn.options.retry_interval, 0.5))
-        self.publisher = LocalPublisher(self.broker, f"federation {cfg.name}", self.remote_id)
+        assert self.publisher is not None
+        self.publisher.origin = self.remote_id
+        self.publisher.reset()
         conn.add_listener(self._reconnected)
-        credit = int(cfg.setting("amqpCredits"))
-        label = f"federation {cfg.name}"
-        management = self.broker.management
-        if cfg.local_address_policies:
-            self.addresses = Receivers(conn, self.publisher, self._address_spec,
-                                       int(cfg.setting("addressReceiverIdleTimeout")) / 1000.0,
-                                       credit, label)
-            demand = Demand(self._address_key, self._changed(self.addresses))
-            demand.start(management)
-            self._demands.append(demand)
-            self._durable_task = asyncio.get_running_loop().create_task(self._durable_demand(demand))
-        if cfg.local_queue_policies:
-            self.queues = Receivers(conn, self.publisher, self._queue_spec,
-                                    int(cfg.setting("queueReceiverIdleTimeout")) / 1000.0,
-                                    credit, label)
-            demand = Demand(self._queue_key, self._changed(self.queues))
-            demand.start(management)
-            self._demands.append(demand)
+        for receivers in (self.addresses, self.queues):
+            if receivers is not None:
+                receivers.enabled = True
+        self._reevaluate()
         while True:
             await asyncio.sleep(RECONCILE_EVERY)
             for receivers in (self.addresses, self.queues):
@@ -145,15 +156,25 @@ class Federation:
             if self.publisher is not None:
                 self.publisher.origin = remote
                 self.publisher.reset()
+            self._reevaluate()
 
-    @staticmethod
-    def _changed(receivers: Receivers) -> Any:
-        def changed(key: str, count: int) -> None:
-            if count:
+    def _changed(self, receivers: Receivers) -> Any:
+        def changed(key: str, origins: list[str | None]) -> None:
+            # consumers the peer's own federation made here are not demand: they
+            # would pull its messages back to it
+            if any(o is None or o != self.remote_id for o in origins):
                 receivers.want(key)
             else:
                 receivers.unwant(key)
         return changed
+
+    def _reevaluate(self) -> None:
+        """Judge every key again (the peer's node id is known now, or changed)."""
+        for demand, receivers in zip(self._demands, [r for r in (self.addresses, self.queues)
+                                                     if r is not None], strict=True):
+            changed = self._changed(receivers)
+            for key, tokens in list(demand.counts.items()):
+                changed(key, list(tokens.values()))
 
     # -- control link -----------------------------------------------------------------
     async def _open_control_link(self) -> None:
@@ -191,26 +212,25 @@ class Federation:
                                                  name=f"federation {self.config.name} subscriptions")
         try:
             for sub in self.broker.management.durable_subscriptions():
-                address = self._address_of(Destination.parse(sub.topic), None)
+                address = self._address_of(Destination.parse(sub.topic))
                 if address is not None:
-                    demand.count(address, sub.key, True)
+                    demand.count(address, sub.key, True, None)
             while True:
                 event = await feed.get()
-                address = self._address_of(event.topic, event.origin)
+                address = self._address_of(event.topic)
                 if address is not None:
-                    demand.count(address, event.key, isinstance(event, SubscriptionCreated))
+                    demand.count(address, event.key, isinstance(event, SubscriptionCreated),
+                                 event.origin)
         finally:
             feed.close()
 
     # -- address policies -------------------------------------------------------------
     def _address_key(self, consumer: Any) -> str | None:
-        return self._address_of(consumer.destination, origin_of(consumer))
+        return self._address_of(consumer.destination)
 
-    def _address_of(self, dest: Destination, origin: str | None) -> str | None:
+    def _address_of(self, dest: Destination) -> str | None:
         if not dest.is_topic or dest.is_temporary or dest.is_wildcard:
             return None
-        if self.remote_id is not None and origin == self.remote_id:
-            return None  # the opposing peer's own federation
         if any(p.selects(dest.name) for p in self.config.local_address_policies):
             return dest.name
         return None

@@ -58,6 +58,8 @@ class Receivers:
         self._opening: set[str] = set()
         self._refused_at: dict[str, float] = {}
         self.received = 0
+        #: False until the control link is attached (the peer refuses receivers before)
+        self.enabled = False
 
     # -- demand -------------------------------------------------------------------------
     def want(self, key: str) -> None:
@@ -69,7 +71,7 @@ class Receivers:
 
     def unwant(self, key: str) -> None:
         self.wanted.discard(key)
-        if key in self._idle:
+        if key in self._idle or key not in self.links:
             return
         loop = asyncio.get_running_loop()
         self._idle[key] = loop.call_later(self.idle_timeout, self._idle_expired, key)
@@ -85,7 +87,7 @@ class Receivers:
 
     def reconcile(self) -> None:
         """Open what is wanted and not open (a refused link is retried later)."""
-        if self.conn.state.value != "open":
+        if not self.enabled or self.conn.state.value != "open":
             return  # links are attached again on the next connection
         loop = asyncio.get_running_loop()
         now = loop.time()
