@@ -23,8 +23,6 @@ async def snapshot(source: Any) -> dict[str, Any]:
     if source.state != "connected" or source.conn is None:
         raise RuntimeError(f"mirror {source.name} is not connected to its target ({source.state}); "
                            "a sync needs the target")
-    from relaymq_mirror.source import _raw
-
     session = await source.conn.session()
     sender = await session.open_sender(
         source.snf, name=f"{source.snf}:sync:{uuid.uuid4()}", source_address=source.snf,
@@ -35,7 +33,7 @@ async def snapshot(source: Any) -> dict[str, Any]:
     region = broker.region
 
     def send(data: bytes) -> None:
-        futures.append(sender.send(_raw(data)))
+        futures.append(sender.send(wire.raw_message(data)))
 
     try:
         for dest in list(region.queues):

@@ -234,7 +234,7 @@ class MirrorSource:
                 if not lost.done() and (isinstance(result, BaseException) or (
                         result.state in ("released", "modified"))):
                     lost.set_result(None)
-            sender.send(_raw(data), on_settled=settled)
+            sender.send(wire.raw_message(data), on_settled=settled)
 
         for position, msgs in list(self._unacked.items()):  # what the last link left unsettled
             self._outstanding[position] = len(msgs)
@@ -410,8 +410,3 @@ class MirrorSource:
                               wire.REASONS.get(ev.reason, wire.NORMAL))]
 
 
-def _raw(data: bytes) -> Any:
-    """A kernel message that carries already encoded AMQP bytes (sent as they are)."""
-    from relaymq.model.message import Message
-
-    return Message(b"", encoded=data, encoding=ENCODING)

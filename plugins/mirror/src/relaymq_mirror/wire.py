@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from relaymq_amqp.encode import header_section, section
+from relaymq_amqp.mapping import ENCODING
 from relaymq_amqp.scanner import DecodeError, decode, skip
 from relaymq_amqp.types import Byte, Long, Symbol
 
@@ -316,3 +317,8 @@ class Incoming:
         raise BadEvent(f"{self.event}: the body must be a JSON object string")
 
 
+def raw_message(data: bytes) -> Any:
+    """A kernel message that carries already encoded AMQP bytes (sent as they are)."""
+    from relaymq.model.message import Message
+
+    return Message(b"", encoded=data, encoding=ENCODING)
