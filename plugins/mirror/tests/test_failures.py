@@ -78,3 +78,13 @@ def test_sync_send_waits_for_the_target(brokers: Any, tmp_path: Any) -> None:
     wait_until(done.is_set, "the send completes once B accepted it")
     assert b.depth("queue://sync") == 1
     t.join(10)
+
+
+def test_failover_list_mirrors_to_the_second_host(brokers: Any) -> None:
+    dead = free_port()
+    b2 = brokers()
+    a = brokers(mirrors=[mirror_element(f"tcp://127.0.0.1:{dead}#tcp://{b2.address}", "DR")])
+    wait_until(lambda: a.mirror_status("DR").get("state") == "connected", "mirroring to B2")
+    assert a.connection_status("DR").detail["target"] == f"tcp://{b2.address}"
+    send(a.url, "queue://f", ["x", "y"])
+    wait_until(lambda: b2.depth("queue://f") == 2, "on B2")
