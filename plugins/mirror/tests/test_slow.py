@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from relaymq.testing.waits import wait_until
-
 from mirrortools import mirror_element, receive, send
+from relaymq.testing.waits import wait_until
 
 TOTAL = 10_000
 

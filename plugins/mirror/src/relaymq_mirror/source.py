@@ -226,6 +226,9 @@ class MirrorSource:
         wake = self._wake
         assert wake is not None
 
+        raw_link = getattr(sender, "link", None)
+        raw_send = getattr(raw_link, "send", None)  # the AMQP link: bytes in, no wrapper
+
         def send(position: int, data: bytes) -> None:
             self.sent += 1
 
@@ -234,7 +237,17 @@ class MirrorSource:
                 if not lost.done() and (isinstance(result, BaseException) or (
                         result.state in ("released", "modified"))):
                     lost.set_result(None)
-            sender.send(wire.raw_message(data), on_settled=settled)
+
+            if raw_send is not None:
+                def done(f: asyncio.Future[Any]) -> None:
+                    if f.cancelled():
+                        settled(ConnectionError("cancelled"))
+                    else:
+                        exc = f.exception()
+                        settled(exc if exc is not None else f.result())
+                raw_send(data).add_done_callback(done)
+            else:
+                sender.send(wire.raw_message(data), on_settled=settled)
 
         for position, msgs in list(self._unacked.items()):  # what the last link left unsettled
             self._outstanding[position] = len(msgs)
@@ -249,13 +262,17 @@ class MirrorSource:
                     await asyncio.wait([lost, waker], return_when=asyncio.FIRST_COMPLETED)
                     waker.cancel()
                     continue
-                if getter is None:
-                    getter = loop.create_task(self.cursor.get())
-                await asyncio.wait([getter, lost], return_when=asyncio.FIRST_COMPLETED)
-                if not getter.done():
-                    continue
-                event = getter.result()
-                getter = None
+                cursor = self.cursor
+                if getter is None and cursor.pending > 0:
+                    event = await cursor.get()  # waiting events: no task, no wait
+                else:
+                    if getter is None:
+                        getter = loop.create_task(cursor.get())
+                    await asyncio.wait([getter, lost], return_when=asyncio.FIRST_COMPLETED)
+                    if not getter.done():
+                        continue
+                    event = getter.result()
+                    getter = None
                 position = self.cursor.position
                 msgs = self.encode(event)
                 self._read_upto = position
@@ -291,7 +308,8 @@ class MirrorSource:
         if state != "accepted":
             self.rejected += 1
             log.warning("mirror %s: the target refused event %d: %s", self.name, position,
-                        result.description or state)
+                        getattr(result, "description", None) or getattr(result, "condition", None)
+                        or state)
         left = self._outstanding.get(position, 1) - 1
         if left > 0:
             self._outstanding[position] = left

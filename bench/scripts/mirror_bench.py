@@ -1,0 +1,248 @@
+"""Mirroring cost and speed (relaymq-mirror), with `relaymq run` processes.
+
+    .venv/bin/python bench/scripts/mirror_bench.py [--messages 20000] [--rate 2000]
+        [--seconds 10] [--backlog 100000] [--store kahadb|memory] [--json]
+
+Whatever build the venv has runs (compiled .so files if `make compile` ran;
+RELAYMQ_PURE_PYTHON=1 for the interpreted one). Clients are the outgoing AMQP
+client (pipelined, proton's engine) in this process. Four measurements:
+
+1. source CPU per message: broker A's CPU (utime+stime from /proc) for
+   --messages persistent 1 KiB messages sent to a queue and consumed, with a
+   mirror to B, minus the same on a broker without a mirror, per message;
+2. target CPU per message: B's CPU over the same run, per message (B applies
+   the send and the acknowledgement of each);
+3. replication lag at a steady --rate msg/s for --seconds: a consumer on B
+   notes when each message arrives; lag = arrival - the producer's send time
+   (p50, p99);
+4. SnF drain rate: --backlog messages sent to A while B is down (they wait in
+   A's store-and-forward cursor), then B starts; the rate at which they arrive
+   on B between 10 % and 90 % of the backlog.
+
+Targets (issue 18): source <= 10 us/msg, target <= 15 us/msg, lag p99 < 50 ms
+at 2,000 msg/s, drain >= 20k events/s (for 1M events).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+from relaymq.outgoing import OutgoingConnections
+
+RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
+TICK = os.sysconf("SC_CLK_TCK")
+BODY = b"x" * 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Proc:
+    def __init__(self, root: Path, name: str, store: str, mirror_to: int | None = None) -> None:
+        self.name = name
+        self.port = free_port()
+        self.dir = root / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        persistence = (f'<persistenceAdapter><kahaDB directory="{self.dir / "kahadb"}"/></persistenceAdapter>'
+                       if store == "kahadb" else
+                       "<persistenceAdapter><memoryPersistenceAdapter/></persistenceAdapter>")
+        mirror = ""
+        if mirror_to is not None:
+            mirror = f"""<broker-connections><amqp-connection uri="tcp://127.0.0.1:{mirror_to}"
+                name="B" retry-interval="100"><mirror/></amqp-connection></broker-connections>"""
+        self.cfg = self.dir / "activemq.xml"
+        self.cfg.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
+  brokerName="{name}" dataDirectory="{self.dir}">{persistence}
+  <transportConnectors><transportConnector name="amqp" uri="amqp://127.0.0.1:{self.port}"/>
+  </transportConnectors>{mirror}</broker></beans>""")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Proc:
+        log = open(self.dir / "broker.log", "ab")  # noqa: SIM115
+        cmd = [RELAYMQ, "run", "--config", str(self.cfg)]
+        profile = os.environ.get(f"MIRROR_BENCH_PROFILE_{self.name.upper()}")
+        if profile:  # a cProfile of this broker, written when it stops
+            cmd = [sys.executable, "-m", "cProfile", "-o", profile, *cmd]
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited: {(self.dir / 'broker.log').read_text()[-2000:]}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} did not start")
+
+    def cpu(self) -> float:
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    @property
+    def uri(self) -> str:
+        return f"amqp://127.0.0.1:{self.port}"
+
+
+def message(i: int, dest: str = "queue://bench") -> Message:
+    return Message(BODY, destination=Destination.parse(dest), message_id=f"ID:bench-{i}",
+                   durable=True, timestamp=int(time.time() * 1000), properties={"n": i})
+
+
+async def produce(uri: str, count: int, rate: float = 0.0, start: int = 0) -> None:
+    reg = OutgoingConnections()
+    conn = await reg.connect(uri)
+    try:
+        sender = await (await conn.session()).open_sender("queue://bench")
+        futures = []
+        t0 = time.monotonic()
+        for i in range(start, start + count):
+            if rate:
+                due = t0 + (i - start) / rate
+                delay = due - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            futures.append(sender.send(message(i)))
+            if len(futures) >= 500:
+                await asyncio.gather(*futures)
+                futures.clear()
+        await asyncio.gather(*futures)
+    finally:
+        await conn.close()
+
+
+class Consumer:
+    def __init__(self) -> None:
+        self.arrivals: list[tuple[float, int]] = []  # (arrival s, producer timestamp ms)
+        self.conn: Any = None
+
+    async def start(self, uri: str) -> Consumer:
+        self.conn = await OutgoingConnections().connect(uri)
+
+        def got(d: Any) -> None:
+            self.arrivals.append((time.time(), d.message.timestamp))
+            d.accept()
+
+        await (await self.conn.session()).open_receiver("queue://bench", got, credit=1000)
+        return self
+
+    async def wait_for(self, n: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.arrivals) < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.arrivals)} of {n} arrived")
+            await asyncio.sleep(0.02)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+async def through(broker: Proc, n: int, others: list[Proc]) -> tuple[float, list[float]]:
+    """Send n messages to `broker` and consume them there; CPU seconds of each."""
+    before = [p.cpu() for p in [broker, *others]]
+    consumer = await Consumer().start(broker.uri)
+    await produce(broker.uri, n)
+    await consumer.wait_for(n, 600)
+    await consumer.close()
+    await asyncio.sleep(1.0)  # let the mirror settle what is in flight
+    after = [p.cpu() for p in [broker, *others]]
+    return after[0] - before[0], [a - b for a, b in zip(after[1:], before[1:], strict=True)]
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
+    out: dict[str, Any] = {"store": args.store, "messages": args.messages,
+                           "build": "pure" if os.environ.get("RELAYMQ_PURE_PYTHON") else "as built"}
+    procs: list[Proc] = []
+    try:
+        # 1-2: CPU per message
+        plain = Proc(root, "plain", args.store).start()
+        procs.append(plain)
+        b = Proc(root, "b", args.store).start()
+        procs.append(b)
+        a = Proc(root, "a", args.store, mirror_to=b.port).start()
+        procs.append(a)
+        await asyncio.sleep(2)
+        n = args.messages
+        await through(plain, 2000, [])  # warm-up
+        await through(a, 2000, [b])
+        base, _ = await through(plain, n, [])
+        mirrored, (target_cpu,) = await through(a, n, [b])
+        out["source_cpu_us_per_msg_without_mirror"] = round(base / n * 1e6, 1)
+        out["source_cpu_us_per_msg_with_mirror"] = round(mirrored / n * 1e6, 1)
+        out["source_overhead_us_per_msg"] = round((mirrored - base) / n * 1e6, 1)
+        out["target_cpu_us_per_msg"] = round(target_cpu / n * 1e6, 1)
+        plain.stop()
+        # 3: lag at a steady rate
+        consumer = await Consumer().start(b.uri)
+        total = int(args.rate * args.seconds)
+        await produce(a.uri, total, rate=args.rate, start=10**7)
+        await consumer.wait_for(total, 120)
+        lags = sorted(max(0.0, t * 1000 - ts) for t, ts in consumer.arrivals)
+        out["lag_rate_msg_per_s"] = args.rate
+        out["lag_p50_ms"] = round(lags[len(lags) // 2], 1)
+        out["lag_p99_ms"] = round(lags[int(len(lags) * 0.99)], 1)
+        await consumer.close()
+        # 4: SnF drain
+        b.stop()
+        await produce(a.uri, args.backlog, start=2 * 10**7)
+        drain = Consumer()
+        b.start()
+        await drain.start(b.uri)
+        await drain.wait_for(args.backlog, 3600)
+        times = sorted(t for t, _ in drain.arrivals)
+        lo, hi = times[int(len(times) * 0.1)], times[int(len(times) * 0.9)]
+        out["snf_backlog"] = args.backlog
+        out["snf_drain_events_per_s"] = round(0.8 * len(times) / max(hi - lo, 1e-9))
+        await drain.close()
+    finally:
+        for p in procs:
+            p.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--messages", type=int, default=20000)
+    ap.add_argument("--rate", type=float, default=2000)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--backlog", type=int, default=100000)
+    ap.add_argument("--store", choices=["kahadb", "memory"], default="kahadb")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    out = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for k, v in out.items():
+            print(f"{k:45} {v}")
+
+
+if __name__ == "__main__":
+    main()
