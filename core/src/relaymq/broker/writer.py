@@ -173,6 +173,10 @@ class StoreWriter:
         self._future: asyncio.Future[None] | None = None
         self._tail: asyncio.Future[None] | None = None  # the last write started
         self.writes = 0  # store writes made (monitoring, tests)
+        #: None, or ``hold(batch, future) -> future``: what client work waits on may
+        #: be extended (a ``sync`` mirror holds sends until its target accepted
+        #: them); `batch` is None for an acknowledgement's removal
+        self.hold: Any = None
 
     def _pending(self) -> asyncio.Future[None]:
         fut = self._future
@@ -195,7 +199,8 @@ class StoreWriter:
                 self._events.extend(batch.events)
             if feed.watch_added and batch.placed:
                 added_events(batch.placed, self._events)
-        return fut
+        hold = self.hold
+        return fut if hold is None else hold(batch, fut)
 
     async def commit(self, batch: Batch) -> None:
         await self.commit_soon(batch)
@@ -232,7 +237,8 @@ class StoreWriter:
         if feed.watch_removed:
             self._events.append(removed(entry.message, queue.destination, queue.key, entry.seq,
                                         reason, removal_origin(entry)))
-        return fut
+        hold = self.hold
+        return fut if hold is None else hold(None, fut)
 
     def remove_stored(self, queue: Any, seq: int, reason: str,
                       message: Message | None) -> asyncio.Future[None]:

@@ -3,11 +3,11 @@ once the target accepted the mirror events it caused (Artemis holds the
 client's blocking operation the same way). While the target is unreachable
 such operations wait; clients of a ``sync`` mirror need the target up.
 
-The broker's store writer is wrapped: the future a client's store write
-returns completes when the write is stored *and* the mirror's accepted
-position has reached the cursor's last event at that moment. Only client
-work waits (send batches, acknowledgements); the writes of the cursor itself
-and of management do not.
+The mirror sets the store writer's `hold` (the kernel's hook for this): the
+future a client's store write returns completes when the write is stored
+*and* the mirror's accepted position has reached the cursor's last event at
+that moment. Only client work waits (send batches, acknowledgements); the
+writes of the cursor itself and of management do not.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class SyncWaiters:
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
         self._source: Any = None
-        self._originals: dict[str, Any] = {}
+        self._previous: Any = None
         self._writer: Any = None
 
     def install(self, broker: Any, source: Any) -> None:
@@ -33,32 +33,23 @@ class SyncWaiters:
             return
         self._writer = writer
         self._source = source
-        commit_soon = writer.commit_soon
-        remove = writer.remove
-        self._originals = {"commit_soon": commit_soon, "remove": remove}
+        previous = writer.hold
+        self._previous = previous
 
-        def wrapped_commit(batch: Any) -> Any:
-            fut = commit_soon(batch)
-            if type(batch).__name__ != "SendBatch":
-                return fut
+        def hold(batch: Any, fut: Any) -> Any:
+            if previous is not None:
+                fut = previous(batch, fut)
+            if batch is not None and type(batch).__name__ != "SendBatch":
+                return fut  # the cursor's own writes, management: never held
             return self._after(fut)
 
-        def wrapped_remove(queue: Any, entry: Any, reason: str) -> Any:
-            fut = remove(queue, entry, reason)
-            return self._after(fut) if fut is not None else None
-
-        writer.commit_soon = wrapped_commit
-        writer.remove = wrapped_remove
+        writer.hold = hold
 
     def uninstall(self, broker: Any) -> None:
         writer = self._writer
         if writer is None:
             return
-        for name in self._originals:
-            try:
-                delattr(writer, name)
-            except AttributeError:
-                pass
+        writer.hold = self._previous
         self._writer = None
         for _, _, fut in self._heap:
             if not fut.done():
