@@ -49,4 +49,18 @@ def test_unreachable_broker_is_a_clear_error() -> None:
     from brokers import free_port
 
     with pytest.raises(RelayMQError, match="127.0.0.1"):
-        Client(Endpoint(f"amqp://127.0.0.1:{free_port()}", timeout=10)).bounds("Q")
+        Client(Endpoint(f"amqp://127.0.0.1:{free_port()}", timeout=10, retry=1)).bounds("Q")
+
+
+def test_reads_ride_out_a_broker_restart(broker) -> None:
+    import threading
+
+    send(broker.url, "R3", 50)
+    broker.kill()
+    restarter = threading.Timer(1.0, broker.start)
+    restarter.start()
+    try:
+        got = Client(Endpoint(broker.url, retry=60)).read("R3", 0, 50)
+    finally:
+        restarter.join()
+    assert [s for s, _ in got] == list(range(1, 51))

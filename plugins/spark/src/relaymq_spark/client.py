@@ -16,6 +16,7 @@ No pyspark import here: the client is usable (and tested) on its own.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,13 @@ INFO_FILTER = "relaymq-seq-info"
 
 
 class RelayMQError(RuntimeError):
-    """The broker refused a request or could not be reached; the message says which."""
+    """The broker refused a request or could not be reached; the message says which.
+    `retryable`: the connection failed or was lost (not a refusal): trying again
+    later may work."""
+
+    def __init__(self, message: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,8 @@ class Endpoint:
     ssl_ca: str | None = None
     ssl_verify: bool = True
     timeout: float = 60.0
+    #: seconds to keep retrying reads while the broker cannot be reached (restarts)
+    retry: float = 60.0
     extra: dict[str, str] = field(default_factory=dict)
 
     def host_url(self) -> str:
@@ -78,6 +87,7 @@ class _Call(MessagingHandler):  # type: ignore[misc]
         self.error: str | None = None
         self.conn: Any = None
         self.done = False
+        self.retryable = False
 
     def on_start(self, event: Any) -> None:
         ep = self.endpoint
@@ -125,9 +135,12 @@ class _Call(MessagingHandler):  # type: ignore[misc]
         why = f"{cond.name}: {cond.description}" if cond else "connection failed"
         if cond is not None and "sasl" in (cond.name or "").lower() or "auth" in why.lower():
             why = f"authentication failed at {self.endpoint.host_url()} ({why})"
+        else:
+            self.retryable = True
         self.fail(f"{self.endpoint.host_url()}: {why}")
 
     def on_connection_error(self, event: Any) -> None:
+        self.retryable = True
         cond = event.connection.remote_condition
         self.fail(f"connection closed by the broker: {cond.name}: {cond.description}"
                   if cond else "connection closed by the broker")
@@ -138,13 +151,14 @@ class _Call(MessagingHandler):  # type: ignore[misc]
 
     def on_disconnected(self, event: Any) -> None:
         if not self.done:
+            self.retryable = True
             self.fail(f"disconnected from {self.endpoint.host_url()}")
 
     def run(self) -> None:
         self.deadline = None
         Container(self).run()
         if self.error is not None:
-            raise RelayMQError(self.error)
+            raise RelayMQError(self.error, self.retryable)
 
 
 def _seq_filter(key: str, descriptor: str, values: list[int | None]) -> Filter:
@@ -204,15 +218,32 @@ class Client:
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
 
+    def _retrying(self, call: Callable[[], Any]) -> Any:
+        """Run `call`, again while the broker cannot be reached, for `endpoint.retry`
+        seconds (a broker restart); refusals are raised at once."""
+        deadline = time.monotonic() + self.endpoint.retry
+        pause = 0.2
+        while True:
+            try:
+                return call()
+            except RelayMQError as exc:
+                if not exc.retryable or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
     def bounds(self, dest: str) -> tuple[int, int]:
         """`(first, last)`: the lowest sequence number `dest` holds, the highest committed."""
-        call = _RangeCall(self.endpoint, dest, _seq_filter(RANGE_FILTER, RANGE_DESCRIPTOR, [0, 0]),
-                          None, 0)
-        call.run()
-        if call.bounds is None:
-            raise RelayMQError(f"{dest}: the broker did not answer with sequence bounds "
-                               "(is it a RelayMQ broker with relaymq-amqp?)")
-        return call.bounds
+        def once() -> tuple[int, int]:
+            call = _RangeCall(self.endpoint, dest,
+                              _seq_filter(RANGE_FILTER, RANGE_DESCRIPTOR, [0, 0]), None, 0)
+            call.run()
+            if call.bounds is None:
+                raise RelayMQError(f"{dest}: the broker did not answer with sequence bounds "
+                                   "(is it a RelayMQ broker with relaymq-amqp?)")
+            return call.bounds
+
+        return self._retrying(once)  # type: ignore[no-any-return]
 
     def read(self, dest: str, after: int, until: int, prefetch: int = 1000
              ) -> list[tuple[int, Message]]:
@@ -223,18 +254,28 @@ class Client:
 
     def read_into(self, dest: str, after: int, until: int,
                   on_message: Callable[[int, Message], None], prefetch: int = 1000) -> None:
-        if until <= after:
-            return
-        call = _RangeCall(self.endpoint, dest,
-                          _seq_filter(RANGE_FILTER, RANGE_DESCRIPTOR, [after, until]),
-                          on_message, prefetch)
-        call.run()
+        """Call `on_message(seq, message)` for each stored message with
+        `after < seq <= until`, in order; a lost connection resumes after the last
+        message delivered."""
+        pos = [after]
+
+        def deliver(seq: int, m: Message) -> None:
+            on_message(seq, m)
+            pos[0] = seq
+
+        def once() -> None:
+            if until > pos[0]:
+                _RangeCall(self.endpoint, dest,
+                           _seq_filter(RANGE_FILTER, RANGE_DESCRIPTOR, [pos[0], until]),
+                           deliver, prefetch).run()
+
+        self._retrying(once)
 
     def release(self, dest: str, through: int) -> None:
         """Remove what `dest` holds up to `through` (a committed position)."""
-        call = _RangeCall(self.endpoint, dest,
-                          _seq_filter(RELEASE_FILTER, RELEASE_DESCRIPTOR, [through]), None, 0)
-        call.run()
+        self._retrying(lambda: _RangeCall(
+            self.endpoint, dest, _seq_filter(RELEASE_FILTER, RELEASE_DESCRIPTOR, [through]),
+            None, 0).run())
 
     def send(self, messages: Iterable[Message], window: int = 500) -> int:
         """Send each message (its `address` says where) persistently; returns how

@@ -23,6 +23,7 @@ def endpoint(options: Mapping[str, str]) -> Endpoint:
         ssl_ca=options.get("sslCaFile") or options.get("ssl.ca"),
         ssl_verify=str(options.get("sslVerify", "true")).lower() != "false",
         timeout=float(options.get("timeout", "60")),
+        retry=float(options.get("retryTimeout", "60")),
     )
 
 

@@ -5,6 +5,7 @@ with ``_AMQ_DUPL_ID = "spark:<query>:<batch>:<partition>:<row>"``: a batch Spark
 runs again (task retry, driver restart on the same checkpoint) sends the same
 ids, and the broker drops the copies (docs/duplicate-detection.md).
 
+Option ``maxRate``: at most that many messages per second per task.
 Row columns: ``body`` (string or binary, required), ``destination`` (else the
 option), ``properties`` (map), ``priority``, ``message_id``, ``correlation_id``,
 ``type``, ``group_id``; any other column becomes an application property.
@@ -12,6 +13,7 @@ option), ``properties`` (map), ``priority``, ``message_id``, ``correlation_id``,
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,12 +46,17 @@ def _scalar(v: Any) -> Any:
 
 
 def to_messages(rows: Iterator[Any], default_dest: str | None, id_prefix: str,
-                names: list[str]) -> Iterator[Message]:
+                names: list[str], rate: float | None = None) -> Iterator[Message]:
     if "body" not in names:
         raise ValueError("the RelayMQ sink needs a column 'body' (string or binary)")
     if default_dest is None and "destination" not in names:
         raise ValueError("the RelayMQ sink needs option 'destination' or a 'destination' column")
+    started = time.monotonic()
     for i, row in enumerate(rows):
+        if rate:  # at most `rate` messages per second from this task
+            ahead = started + i / rate - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
         d = row.asDict() if hasattr(row, "asDict") else dict(zip(names, row, strict=False))
         dest = d.get("destination") or default_dest
         if not dest:
@@ -86,12 +93,14 @@ class _Writer:
         self.names = list(schema.fieldNames())
         self.window = opt.positive_int(options, "sendWindow", 1000) or 1000
         self.write_id = options.get("writeId") or uuid.uuid4().hex
+        raw_rate = options.get("maxRate")
+        self.rate = float(raw_rate) if raw_rate else None
 
     def _send(self, rows: Iterator[Any], prefix: str) -> Sent:
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
         n = Client(self.endpoint).send(
-            to_messages(rows, self.dest, f"{prefix}:{part}", self.names), self.window)
+            to_messages(rows, self.dest, f"{prefix}:{part}", self.names, self.rate), self.window)
         return Sent(part, n)
 
 
