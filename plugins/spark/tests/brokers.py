@@ -22,9 +22,11 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, directory: Path, extra: str = "") -> None:
+    def __init__(self, directory: Path, extra: str = "", persistence: str | None = None) -> None:
         self.directory = directory
         self.extra = extra
+        #: the `<persistenceAdapter>` child (default: kahaDB in DIRECTORY/kahadb)
+        self.persistence = persistence
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = directory / "broker.log"
         self.port = free_port()
@@ -40,7 +42,7 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         cfg = self.directory / "activemq.xml"
         cfg.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core" brokerName="spark-test">
-  <persistenceAdapter><kahaDB directory="{self.data}"/></persistenceAdapter>
+  <persistenceAdapter>{self.persistence or f'<kahaDB directory="{self.data}"/>'}</persistenceAdapter>
   {self.extra}
   <transportConnectors>
     <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.port}"/>

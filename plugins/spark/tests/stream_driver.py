@@ -23,6 +23,7 @@ def main() -> None:
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.driver.host", "127.0.0.1")
+             .config("spark.python.authenticate.socketTimeout", "120s")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     relaymq_spark.register(spark)

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from proton import Message
 from proton.utils import BlockingConnection
-
 from relaymq_spark.client import Client, Endpoint
 from relaymq_spark.jobs.archive import archive
 from relaymq_spark.jobs.dlq_report import dead_letters, report

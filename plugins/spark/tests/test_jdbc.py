@@ -1,0 +1,35 @@
+"""`format("relaymq-jdbc")` over a real JDBC store (SQLite) written by a broker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from brokers import BrokerProcess
+from proton import Message
+from relaymq_spark.client import Client, Endpoint
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+
+
+def test_jdbc_store_in_id_ranges(spark, tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    url = f"sqlite:///{db}"
+    b = BrokerProcess(tmp_path, persistence=f'<jdbcPersistenceAdapter url="{url}"/>').start()
+    try:
+        c = Client(Endpoint(b.url))
+        assert c.send(Message(body=f"j{i}", address="queue://JQ", properties={"n": i})
+                      for i in range(1200)) == 1200
+        assert c.send(Message(body=f"k{i}", address="queue://KQ") for i in range(300)) == 300
+        c.release("JQ", 200)
+    finally:
+        b.stop()
+    df = (spark.read.format("relaymq-jdbc").option("url", url).option("partitions", "3")
+          .option("propertyColumns", "n:long").load())
+    assert df.rdd.getNumPartitions() == 3
+    rows = df.where("destination = 'queue://JQ'").select("sequence", "body_string", "n").collect()
+    assert sorted(r.sequence for r in rows) == list(range(201, 1201))
+    assert all(r.body_string == f"j{r.n}" and r.n == r.sequence - 1 for r in rows)
+    only_k = spark.read.format("relaymq-jdbc").option("url", url).option("destination", "KQ") \
+        .load()
+    assert only_k.count() == 300
