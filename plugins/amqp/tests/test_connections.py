@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proton import ConnectionException, Message, SSLDomain
+from proton import ConnectionException, Endpoint, Message, SSLDomain
 from proton.utils import BlockingConnection
 from relaymq.broker.security import Principal
 from relaymq.errors import SecurityError
@@ -319,3 +319,32 @@ def test_connection_close_is_answered(url: str, amqp_broker: Any) -> None:
     c.close()
     wait_equal(lambda: amqp_broker.call(lambda: len(amqp_broker.broker.connections)), 0,
                "connections the broker holds after the client closed")
+
+
+def test_a_producer_held_by_flow_control_can_still_close(make_broker: Any) -> None:
+    """Transfers queued behind a full memoryUsage do not hold the close reply for
+    ever: past a bound the broker answers the close and releases the connection."""
+    from relaymq.config.model import SystemUsageConfig, UsageLimit
+    from relaymq.testing import broker_config, wait_until
+
+    bt = make_broker(config=broker_config(
+        "amqp://127.0.0.1:0", system_usage=SystemUsageConfig(memory=UsageLimit(limit=100_000))))
+    c = BlockingConnection(bt.url(), timeout=60)
+    sender = c.create_sender("queue://held.close")
+    for _ in range(400):  # unsettled, not awaited: ~400 KB against a 100 KB limit
+        sender.link.send(Message(body="x" * 1024))
+
+    def held() -> bool:  # transfers queued behind a send that waits for memory
+        return bool(bt.call(lambda: bt.broker.usage.memory.full and any(
+            p.conn._sendq for c in bt.broker.connectors for p in c.connections if p.conn)))
+
+    c.wait(held, timeout=30, msg="transfers held by a full memoryUsage")
+    c.conn.close()
+    # answered within the bound, well before the broker's idle time-out (30 s) would
+    # close it (proton raises Timeout), and as a plain close reply
+    c.wait(lambda: not (c.conn.state & Endpoint.REMOTE_ACTIVE), timeout=20,
+           msg="the close answered")
+    assert c.conn.remote_condition is None
+    c.close()
+    wait_until(lambda: bt.call(lambda: not bt.broker.connections), "the connection released")
+    assert 0 < bt.queue_size("held.close") < 400

@@ -50,6 +50,9 @@ _FRAME_HEADER = struct.Struct(">IBBH").pack  # size, data offset, type (AMQP), c
 log = logging.getLogger("relaymq.amqp")
 
 SOLE_CONNECTION = "sole-connection-for-container"
+#: how long a closing connection's queued transfers may take to route (a producer
+#: held by flow control) before the close is answered anyway
+CLOSE_DRAIN_S = 5.0
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
 
 
@@ -401,7 +404,7 @@ class AmqpConnection(LinkHost):
         try:
             task = self._send_task
             if task is not None and not task.done():
-                await task
+                await asyncio.wait({task}, timeout=CLOSE_DRAIN_S)
             await self._release_kernel()
         finally:
             engine = self.engine
