@@ -8,6 +8,7 @@ from relaymq.config.defaults import default_config
 from relaymq.config.model import BrokerConfig, Origin, PluginElement
 from relaymq.errors import ConfigError, PluginHookError, PluginNotFound
 from relaymq.hookspecs import hookimpl
+from relaymq.model.destination import Destination
 from relaymq.plugins import (
     PERSISTENCE,
     TRANSPORTS,
@@ -105,8 +106,14 @@ def test_pm_has_the_hookspecs_and_runs_registered_hooks(registry) -> None:
     name = registry.register(observer)
     assert registry.register(observer) == name  # idempotent
     registry.check()
-    registry.pm.hook.relaymq_destination_added(broker=None, destination="queue://A", recovered=False)
-    assert calls == ["queue://A"]
+    # The registry also holds every installed plugin's hooks (``relaymq.hooks`` entry
+    # points); they are entitled to a real broker, so only the observer is called here,
+    # through the same plugin manager, with a real destination as the hookspec says.
+    others = [plugin for plugin in registry.pm.get_plugins() if plugin is not observer]
+    added = registry.pm.subset_hook_caller("relaymq_destination_added", remove_plugins=others)
+    destination = Destination.queue("A")
+    added(broker=None, destination=destination, recovered=False)
+    assert calls == [destination]
 
 
 def test_check_names_the_plugin_and_the_misspelt_hook(registry) -> None:
