@@ -1,8 +1,8 @@
 """ActiveMQ 5.17's JDBC store and RelayMQ's jdbcPersistenceAdapter, side by side,
 on one private PostgreSQL, over STOMP.
 
-    .venv/bin/python bench/scripts/jdbc_vs_activemq.py [--messages 20000] [--producers 8]
-        [--window 8] [--size 1024] [--runs 1] [--only relaymq|activemq] [--sqlite]
+    .venv/bin/python bench/scripts/jdbc_vs_activemq.py [--messages 20000] [--producers 16]
+        [--window 16] [--size 1024] [--runs 1] [--only relaymq|activemq] [--sqlite]
 
 What runs (everything private: free ports, temporary directories, killed at the end):
 
@@ -250,6 +250,27 @@ def commits(pg_port: int, db: str | None) -> int:
     return int(row[0]) if row else 0
 
 
+def stored_rows(pg_port: int, db: str) -> int:
+    import psycopg
+
+    with psycopg.connect(host="127.0.0.1", port=pg_port, user="relaymq", dbname=db,
+                         autocommit=True) as conn:
+        row = conn.execute('SELECT count(*) FROM "ACTIVEMQ_MSGS"').fetchone()
+    return int(row[0]) if row else 0
+
+
+def wait_empty(pg_port: int, db: str | None, timeout: float = 300) -> None:
+    """Until the broker has deleted every acknowledged row (its acks may still be
+    in flight to the database when the consumer has seen the last message)."""
+    if db is None:
+        return
+    deadline = time.monotonic() + timeout
+    while stored_rows(pg_port, db):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{db}: acknowledged messages still stored after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
 def measure(broker: Running, pg_port: int, args: argparse.Namespace, queue: str) -> dict[str, float]:
     body = (b"x" * args.size)
     per = args.messages // args.producers
@@ -257,6 +278,7 @@ def measure(broker: Running, pg_port: int, args: argparse.Namespace, queue: str)
     # warm up (JIT, connection pools, table pages)
     asyncio.run(produce(broker.port, queue + ".warm", min(2000, per), args.window, body))
     asyncio.run(consume(broker.port, queue + ".warm", min(2000, per)))
+    wait_empty(pg_port, broker.database)
     time.sleep(1.5)  # the statistics collector flushes about every 0.5 s
     c0, cpu0, t0 = commits(pg_port, broker.database), cpu_seconds(broker.proc.pid), time.monotonic()
 
@@ -270,6 +292,7 @@ def measure(broker: Running, pg_port: int, args: argparse.Namespace, queue: str)
     c1 = commits(pg_port, broker.database)
     cpu2, t2 = cpu_seconds(broker.proc.pid), time.monotonic()
     asyncio.run(consume(broker.port, queue, total))
+    wait_empty(pg_port, broker.database)
     t3, cpu3 = time.monotonic(), cpu_seconds(broker.proc.pid)
     return {"messages": total, "send_rate": total / (t1 - t0),
             "send_cpu_us": (cpu1 - cpu0) / total * 1e6,
@@ -277,11 +300,21 @@ def measure(broker: Running, pg_port: int, args: argparse.Namespace, queue: str)
             "drain_rate": total / (t3 - t2), "drain_cpu_us": (cpu3 - cpu2) / total * 1e6}
 
 
+def store_summary(log: Path) -> tuple[float, float] | None:
+    """(transactions, store writes) from RelayMQ's line at stop (`N transactions
+    carried M store writes`), warm-up included; None for ActiveMQ."""
+    import re
+
+    found = re.findall(r"(\d+) transactions carried (\d+) store writes",
+                       log.read_text(errors="replace"))
+    return (float(found[-1][0]), float(found[-1][1])) if found else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=20000)
-    ap.add_argument("--producers", type=int, default=8)
-    ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--producers", type=int, default=16)
+    ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--only", choices=("relaymq", "activemq"))
@@ -319,6 +352,9 @@ def main() -> None:
                     r = measure(broker, cluster.port, args, "bench.jdbc")
                 finally:
                     broker.stop()
+                summary = store_summary(base / "out.log")
+                if summary:
+                    r["tx"], r["writes"] = summary
                 best = results.get(broker.name)
                 if best is None or r["send_cpu_us"] < best["send_cpu_us"]:
                     results[broker.name] = r
@@ -340,6 +376,12 @@ def main() -> None:
         per_commit = f"{r['per_commit']:.1f}" if r["commits"] else "—"
         print(f"| {name} | {r['send_rate']:.0f} | {r['send_cpu_us']:.0f} | {commits_text} | "
               f"{per_commit} | {r['drain_rate']:.0f} | {r['drain_cpu_us']:.0f} |")
+    print()
+    for name, r in results.items():
+        if "tx" in r:
+            print(f"{name}: over the whole run (warm-up included) {r['tx']:.0f} store "
+                  f"transactions carried {r['writes']:.0f} store writes (sends and acks), "
+                  f"{r['writes'] / max(1, r['tx']):.1f} per transaction")
     amq = results.get("ActiveMQ 5.17 JDBC")
     rmq = results.get("RelayMQ JDBC (PostgreSQL)")
     if amq and rmq:

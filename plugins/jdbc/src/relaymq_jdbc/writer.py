@@ -310,9 +310,9 @@ class GroupWriter:
             for dest, seqs in removes.items():
                 st = key(dest)
                 for sql, params in delete.statements(dest, seqs):
-                    for (n,) in conn.exec_driver_sql(sql, params):
-                        st.count -= 1
-                        st.nbytes -= int(n or 0)
+                    sizes = conn.exec_driver_sql(sql, params).scalars().all()
+                    st.count -= len(sizes)
+                    st.nbytes -= sum(n or 0 for n in sizes)
             removes.clear()
             if dup_adds:
                 conn.execute(dups.insert(), [{"ADDRESS": a, "SEQ": q, "DUP_ID": d}
