@@ -255,7 +255,12 @@ def stored_rows(pg_port: int, db: str) -> int:
 
     with psycopg.connect(host="127.0.0.1", port=pg_port, user="relaymq", dbname=db,
                          autocommit=True) as conn:
-        row = conn.execute('SELECT count(*) FROM "ACTIVEMQ_MSGS"').fetchone()
+        # RelayMQ's table is "ACTIVEMQ_MSGS", ActiveMQ's unquoted activemq_msgs
+        name = conn.execute("SELECT table_name FROM information_schema.tables "
+                            "WHERE lower(table_name) = 'activemq_msgs'").fetchone()
+        if name is None:
+            return 0
+        row = conn.execute(f'SELECT count(*) FROM "{name[0]}"').fetchone()
     return int(row[0]) if row else 0
 
 
@@ -301,12 +306,12 @@ def measure(broker: Running, pg_port: int, args: argparse.Namespace, queue: str)
 
 
 def store_summary(log: Path) -> tuple[float, float] | None:
-    """(transactions, store writes) from RelayMQ's line at stop (`N transactions
-    carried M store writes`), warm-up included; None for ActiveMQ."""
+    """(transactions, store operations) from RelayMQ's line at stop (`N transactions
+    carried M store writes (..., K operations)`), warm-up included; None for ActiveMQ."""
     import re
 
-    found = re.findall(r"(\d+) transactions carried (\d+) store writes",
-                       log.read_text(errors="replace"))
+    found = re.findall(r"(\d+) transactions carried \d+ store writes \([\d.]+ per "
+                       r"transaction, (\d+) operations\)", log.read_text(errors="replace"))
     return (float(found[-1][0]), float(found[-1][1])) if found else None
 
 
@@ -380,7 +385,7 @@ def main() -> None:
     for name, r in results.items():
         if "tx" in r:
             print(f"{name}: over the whole run (warm-up included) {r['tx']:.0f} store "
-                  f"transactions carried {r['writes']:.0f} store writes (sends and acks), "
+                  f"transactions carried {r['writes']:.0f} store operations (sends and acks), "
                   f"{r['writes'] / max(1, r['tx']):.1f} per transaction")
     amq = results.get("ActiveMQ 5.17 JDBC")
     rmq = results.get("RelayMQ JDBC (PostgreSQL)")
