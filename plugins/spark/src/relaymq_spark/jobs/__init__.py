@@ -20,8 +20,10 @@ def session(master: str | None, app: str) -> Any:
     active = SparkSession.getActiveSession()
     if active is None:
         builder = SparkSession.builder.appName(app)
-        if master or "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-            builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
+        if master:
+            builder = builder.master(master)
+        elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit (its master wins)
+            builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
         active = builder.getOrCreate()
     relaymq_spark.register(active)
     return active
