@@ -46,6 +46,8 @@ LOW_CREDIT = 300
 ACK_RETRIES = 5
 ACK_RETRY_DELAY = 0.1
 DUPLICATE_ID = "_AMQ_DUPL_ID"
+#: postAcks applied together at most (they wait for one store sync)
+MAX_ACKS = 1000
 
 
 def _to(data: bytes) -> str | None:
@@ -73,6 +75,9 @@ class MirrorTarget:
         self._queue: deque[tuple[Any, bytes]] = deque()
         self._running = False
         self._stores: list[Any] = []  # store writes of routed messages not yet done
+        #: postAcks read and not applied yet: applied together after one wait for the
+        #: store writes of the messages routed before them
+        self._acks: list[tuple[Any, Incoming]] = []
         self._outstanding = 0
         self.applied = 0
         self.rejected = 0
@@ -143,12 +148,19 @@ class MirrorTarget:
     def on_detach(self, closed: bool) -> None:
         log.info("mirror link %s from broker %s detached", self.link.name, self.source_id)
         self._queue.clear()
+        self._acks.clear()
 
     async def _run(self) -> None:
+        queue = self._queue
         try:
-            while self._queue and not self.link.closed:
-                delivery, data = self._queue.popleft()
-                await self._apply(delivery, data)
+            while not self.link.closed:
+                if queue and len(self._acks) < MAX_ACKS:
+                    delivery, data = queue.popleft()
+                    await self._apply(delivery, data)
+                elif self._acks:
+                    await self._apply_acks()
+                else:
+                    break
         except Exception:  # noqa: BLE001 - keep the link alive
             log.exception("mirror link %s failed", self.link.name)
         finally:
@@ -181,11 +193,12 @@ class MirrorTarget:
             if inc.event is None:
                 await self._send(delivery, inc)
                 return
-            await self._drain()  # control events see every message routed before them
             event = inc.event
             if event == wire.POST_ACK:
-                await self._post_ack(delivery, inc)
+                self._acks.append((delivery, inc))  # applied with the next ones
                 return
+            await self._apply_acks()  # in order: the postAcks before this event first
+            await self._drain()  # control events see every message routed before them
             if event == wire.ADD_ADDRESS:
                 await self._add_address(inc)
             elif event == wire.CREATE_QUEUE:
@@ -202,6 +215,25 @@ class MirrorTarget:
         except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
             log.exception("mirror link %s: applying an event failed", self.link.name)
             self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+
+    async def _apply_acks(self) -> None:
+        """Apply the postAcks read so far, after one wait for the store writes of
+        every message routed before them (the store commits those together), so a
+        stream of sends and acks costs a store sync per batch, not per ack."""
+        acks, self._acks = self._acks, []
+        if not acks:
+            return
+        await self._drain()  # a postAck finds every message routed before it
+        for delivery, inc in acks:
+            if self.link.closed:
+                return
+            try:
+                await self._post_ack(delivery, inc)
+            except BadEvent as exc:
+                self._bad(delivery, str(exc))
+            except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
+                log.exception("mirror link %s: applying a postAck failed", self.link.name)
+                self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
 
     async def _drain(self) -> None:
         stores, self._stores = self._stores, []
