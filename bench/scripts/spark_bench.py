@@ -1,0 +1,92 @@
+"""relaymq-spark throughput on local[2]: the streaming source into Parquet, the
+sink into a persistent queue, the kahaDB journal reader, each against the same
+job reading the same data from Parquet (the physical reference).
+
+    .venv/bin/python bench/scripts/spark_bench.py --count 100000
+
+Starts its own broker (`relaymq run`, kahaDB, private port) and Spark session;
+prints one line per measurement (messages/s, wall time)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "spark" / "tests"))
+
+from brokers import BrokerProcess  # noqa: E402
+from proton import Message  # noqa: E402
+from relaymq_spark.client import Client, Endpoint  # noqa: E402
+
+
+def timed(label: str, count: int, fn) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    fn()
+    took = time.perf_counter() - start
+    print(f"{label:<44} {count / took:>10,.0f} msg/s  ({took:.1f} s for {count:,})", flush=True)
+    return took
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=20_000)
+    ap.add_argument("--size", type=int, default=1024)
+    args = ap.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
+    broker = BrokerProcess(work).start()
+    try:
+        import relaymq_spark
+        from pyspark.sql import SparkSession
+
+        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                 .config("spark.python.authenticate.socketTimeout", "120s").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        relaymq_spark.register(spark)
+        body = "x" * args.size
+        n = args.count
+        client = Client(Endpoint(broker.url))
+        timed("fill (AMQP client, persistent)", n, lambda: client.send(
+            Message(body=body, address="queue://BENCH") for _ in range(n)))
+        out = work / "stream-out"
+
+        def stream() -> None:
+            q = (spark.readStream.format("relaymq").option("url", broker.url)
+                 .option("destination", "BENCH").option("releaseOnCommit", "false").load()
+                 .writeStream.format("parquet").option("path", str(out))
+                 .option("checkpointLocation", str(work / "chk")).trigger(availableNow=True)
+                 .start())
+            q.awaitTermination()
+
+        timed("stream source -> Parquet (relaymq)", n, stream)
+        timed("same job from Parquet (reference)", n, lambda: spark.read.parquet(str(out))
+              .write.mode("overwrite").parquet(str(work / "ref-out")))
+        rows = spark.read.parquet(str(out)).select("body_string").withColumnRenamed(
+            "body_string", "body").cache()
+        rows.count()
+        timed("sink -> persistent queue (relaymq)", n, lambda: rows.write.format("relaymq")
+              .option("url", broker.url).option("destination", "SUNK").mode("append").save())
+        timed("same rows -> Parquet (reference)", n, lambda: rows.write.mode("overwrite")
+              .parquet(str(work / "sink-ref")))
+        broker.stop()
+        copy = work / "kahadb-copy"
+        shutil.copytree(broker.data, copy)
+        total = 2 * n
+        timed("journal reader, whole directory (relaymq)", total, lambda: spark.read
+              .format("relaymq-journal").load(str(copy)).write.format("noop").mode("overwrite")
+              .save())
+        timed("Parquet of the same messages (reference)", n, lambda: spark.read.parquet(str(out))
+              .write.format("noop").mode("overwrite").save())
+        spark.stop()
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
