@@ -18,6 +18,7 @@ from relaymq.outgoing.node import node_id
 from relaymq.testing.waits import wait_until, wait_until_async
 from relaymq_amqp import link_handlers
 from relaymq_amqp.outgoing import AmqpConnection, LinkRefused
+from relaymq_mirror import wire
 
 ARTEMIS_NODE = str(uuid.uuid4())
 SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_relaymq"
@@ -228,3 +229,28 @@ async def test_bad_input_on_the_target(brokers: Any) -> None:
         assert b.depth("queue://plain") == 1
     finally:
         await conn.close()
+
+
+@pytest.mark.parametrize("origin", [None, "node-1", "n" * 300])
+@pytest.mark.parametrize("reason", [wire.NORMAL, wire.EXPIRED])
+def test_post_ack_reads_as_the_generic_encoding(origin: str | None, reason: int) -> None:
+    """The hand-written postAck decodes (proton) to what the generic encoder writes."""
+    from proton import Message as PMessage
+    from relaymq_amqp.types import Byte, Long
+
+    ann: dict[str, Any] = {wire.ADDRESS: "queue://orders", wire.QUEUE: "q" * 260,
+                           wire.BROKER_ID: origin}
+    if reason != wire.NORMAL:
+        ann[wire.ACK_REASON] = Byte(reason)
+    generic = wire.control(wire.POST_ACK, ann, Long(2**40 + 7))
+    fast = wire.post_ack("queue://orders", "q" * 260, 2**40 + 7, origin, reason)
+    a, b = PMessage(), PMessage()
+    a.decode(generic)
+    b.decode(fast)
+    assert b.annotations == a.annotations
+    assert b.body == a.body == 2**40 + 7
+    assert b.durable and a.durable
+    inc = wire.Incoming(fast)
+    assert inc.event == wire.POST_ACK and inc.ack_id() == 2**40 + 7
+    assert inc.ack_reason() == reason
+    assert inc.string(wire.QUEUE) == "q" * 260

@@ -18,7 +18,7 @@ from typing import Any
 from relaymq_amqp.encode import encode, header_section, section
 from relaymq_amqp.mapping import ENCODING
 from relaymq_amqp.scanner import DecodeError, decode, skip
-from relaymq_amqp.types import Byte, Long, Symbol
+from relaymq_amqp.types import Symbol
 
 MIRROR_ADDRESS = "$ACTIVEMQ_ARTEMIS_MIRROR"
 MIRROR_CAPABILITY = "amq.mirror"
@@ -126,10 +126,17 @@ def delete_queue(address: str, queue: str) -> bytes:
 
 
 def post_ack(address: str, queue: str, ident: int, origin: str | None, reason: int) -> bytes:
-    ann: dict[str, Any] = {ADDRESS: address, QUEUE: queue, BROKER_ID: origin}
+    """`control(POST_ACK, ...)` written by hand: one runs per mirrored acknowledgement."""
+    body = _POST_ACK_HEAD + _K_ADDRESS + _str(address) + _K_QUEUE + _str(queue)
+    count = 6
+    if origin is not None:
+        body += _K_BROKER + _str(origin)
+        count += 2
     if reason != NORMAL:
-        ann[ACK_REASON] = Byte(reason)
-    return control(POST_ACK, ann, Long(ident))
+        body += _K_REASON + bytes((0x51, reason & 0xFF))
+        count += 2
+    return (_POST_ACK_PREFIX + _MAP32(0xD1, len(body) + 4, count) + body
+            + _VALUE_HEAD + _LONG(0x81, ident))
 
 
 def subscription_queue(client_id: str, name: str) -> str:
@@ -197,6 +204,14 @@ _K_BROKER = encode(Symbol(BROKER_ID))
 _K_DST = encode(Symbol(INTERNAL_DESTINATION))
 _LONG = struct.Struct(">Bq").pack
 _MAP32 = struct.Struct(">BII").pack
+
+
+_K_ADDRESS = encode(Symbol(ADDRESS))
+_K_QUEUE = encode(Symbol(QUEUE))
+_K_REASON = encode(Symbol(ACK_REASON))
+_POST_ACK_HEAD = encode(Symbol(EVENT_TYPE)) + encode(Symbol(POST_ACK))
+_POST_ACK_PREFIX = header_section(durable=True) + b"\x00\x53\x72"
+_VALUE_HEAD = b"\x00\x53\x77"
 
 
 def _str(value: str) -> bytes:
