@@ -70,8 +70,16 @@ def _annotations(data: bytes) -> tuple[dict[Any, Any], int, int]:
     return {}, pos, pos
 
 
-def hops_of(data: bytes) -> int:
+def _exact_bytes(data: bytes | bytearray | memoryview) -> bytes:
+    """`data` as ``bytes``: the AMQP scanner is compiled for ``bytes`` only (its
+    per-message fast path), while proton's ``Message.encode()`` gives a ``bytearray``.
+    Free for ``bytes``, which is what the broker's own AMQP engine hands over."""
+    return data if type(data) is bytes else bytes(data)
+
+
+def hops_of(data: bytes | bytearray | memoryview) -> int:
     """The hop count a message carries (0: none)."""
+    data = _exact_bytes(data)
     s = scan(data)
     if s.message_annotations is None:
         return 0
@@ -82,8 +90,9 @@ def hops_of(data: bytes) -> int:
     return int(hops) if isinstance(hops, int) else 0
 
 
-def add_hop(data: bytes) -> tuple[bytes, int]:
+def add_hop(data: bytes | bytearray | memoryview) -> tuple[bytes, int]:
     """The message with its hop count raised by one, and the new count."""
+    data = _exact_bytes(data)
     annotations, start, end = _annotations(data)
     before = annotations.get(HOPS)
     hops = (int(before) if isinstance(before, int) else 0) + 1
