@@ -177,6 +177,8 @@ class GroupWriter:
         self._msg_len = sa.func.length(t.c.MSG)
         # the per-commit statements as driver SQL: no SQLAlchemy compilation per commit
         self._insert_sql = _insert_sql(engine, t)
+        self._pg_insert_sql = (_pg_insert_sql(engine, t) if engine.dialect.name == "postgresql"
+                               else None)
         self._key_update_sql = _key_update_sql(engine, k)
         self._delete_sql = _DeleteSQL(engine, t)
 
@@ -302,7 +304,12 @@ class GroupWriter:
 
         def flush() -> None:
             rows = [r for r in adds if r is not None]
-            if rows:  # the driver's executemany: no per-row work in SQLAlchemy
+            if rows and self._pg_insert_sql is not None:
+                # one statement whose columns are arrays (dumped by psycopg in C), instead
+                # of one pipelined statement per row
+                columns = tuple(list(c) for c in zip(*rows, strict=True))
+                conn.exec_driver_sql(self._pg_insert_sql, columns)
+            elif rows:  # the driver's executemany: no per-row work in SQLAlchemy
                 conn.exec_driver_sql(self._insert_sql, rows)
             adds.clear()
             added.clear()
@@ -412,6 +419,20 @@ def _insert_sql(engine: sa.Engine, msgs: sa.Table) -> str:
     mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
     return (f"INSERT INTO {q.format_table(msgs)} ({', '.join(q.quote(c) for c in MSG_COLUMNS)}) "
             f"VALUES ({', '.join([mark] * len(MSG_COLUMNS))})")
+
+
+#: PostgreSQL array types of MSG_COLUMNS, in order.
+_PG_ARRAY_TYPES = ("bigint[]", "text[]", "bigint[]", "text[]", "bigint[]", "bigint[]", "bytea[]",
+                   "bigint[]")
+
+
+def _pg_insert_sql(engine: sa.Engine, msgs: sa.Table) -> str:
+    """`INSERT INTO ACTIVEMQ_MSGS (...) SELECT * FROM unnest(%s::bigint[], ...)`: a whole
+    group's messages as one statement with one array parameter per column."""
+    q = engine.dialect.identifier_preparer
+    arrays = ", ".join(f"%b::{t}" for t in _PG_ARRAY_TYPES)  # binary: bytes not hex-escaped
+    return (f"INSERT INTO {q.format_table(msgs)} ({', '.join(q.quote(c) for c in MSG_COLUMNS)}) "
+            f"SELECT * FROM unnest({arrays})")
 
 
 def _key_update_sql(engine: sa.Engine, keys: sa.Table) -> str:
