@@ -158,3 +158,30 @@ def test_get_message_by_id_and_pause_resume(start_broker) -> None:  # type: igno
     broker.call(lambda: m.resume("HELD"))
     wait_until(lambda: inbox.bodies() == ["one", "two"], "delivery after resume")
     conn.disconnect()
+
+
+def test_removal_returns_once_the_store_no_longer_holds_the_message(start_broker) -> None:  # type: ignore[no-untyped-def]
+    """`remove_messages` (and `release_through`, which readers by sequence and the
+    mirror's target use before they acknowledge upstream) returns only once the
+    removal is stored, for messages waiting in memory as for paged-out ones."""
+    broker = start_broker()
+    m = broker.management
+    send_backlog(broker, "HELD", 4)
+    first, last = broker.run(m.sequence_bounds("HELD"))
+    assert last - first == 3
+
+    async def remove_then_look() -> tuple[int, tuple[int, int]]:
+        removed = await m.remove_messages("HELD", selector="n = '0'")
+        return removed, await m.sequence_bounds("HELD")
+
+    removed, bounds = broker.run(remove_then_look())
+    assert removed == 1
+    assert bounds == (first + 1, last)
+
+    async def release_then_look() -> tuple[int, tuple[int, int]]:
+        released = await m.release_through("HELD", first + 2)
+        return released, await m.sequence_bounds("HELD")
+
+    released, bounds = broker.run(release_then_look())
+    assert released == 2
+    assert bounds == (last, last)

@@ -605,11 +605,14 @@ class Queue(QueueBase):
         change feed reports it removed for `reason` (a `RemovalReason`)."""
         self._drop(entry, reason)
 
-    def _drop(self, entry: QueueEntry, reason: str) -> None:
+    def _drop(self, entry: QueueEntry, reason: str) -> Awaitable[None] | None:
+        """Forget `entry`; returns the store write that deletes its record (None
+        when nothing is written)."""
         self._remove_entry(entry)
         self.stats.dequeued += 1
         if entry.stored or self.feed.watch_removed:
-            self.region.writer.remove(self, entry, reason)
+            return self.region.writer.remove(self, entry, reason)
+        return None
 
     def _expire(self, entry: QueueEntry) -> None:
         self.stats.expired += 1
@@ -657,15 +660,20 @@ class Queue(QueueBase):
 
     async def remove_messages(self, seqs: Collection[int], reason: str = KILLED) -> int:
         """Remove the messages with these sequence numbers that no consumer holds,
-        whether waiting in memory or only in the store (paged out). Returns how many.
+        whether waiting in memory or only in the store (paged out). Returns how many,
+        once their removal is stored.
         `reason`: the change feed's `RemovalReason` (`moved` for a move)."""
         wanted = set(seqs)
         n = 0
-        for entry in [e for e in self.pending if e.seq in wanted]:
-            if self.remove_pending(entry, reason):
-                n += 1
-            wanted.discard(entry.seq)
         last: Awaitable[None] | None = None
+        for entry in [e for e in self.pending if e.seq in wanted]:
+            wanted.discard(entry.seq)
+            if entry.removed or entry.consumer is not None or not self.pending.remove(entry):
+                continue
+            written = self._drop(entry, reason)
+            if written is not None:
+                last = written
+            n += 1
         writer = self.region.writer
         for seq in sorted(wanted):
             if seq <= self._loaded_seq or seq in self._unplaced:
