@@ -58,7 +58,11 @@ class BrokerProcess(RelaymqProcess):
 
 class Producers:
     """A STOMP and an AMQP producer of persistent messages on their own threads,
-    each recording the bodies the broker acknowledged (RECEIPT / accepted)."""
+    each recording the bodies the broker acknowledged (RECEIPT / accepted).
+
+    Losing the connection ends a producer quietly (the tests kill the broker);
+    anything else -- an ERROR frame, a refused transfer, an unexpected exception --
+    is recorded in `errors` and fails the test at `join()`."""
 
     def __init__(self, broker: BrokerProcess, queue: str, per_producer: int = 100_000) -> None:
         self.broker = broker
@@ -66,6 +70,7 @@ class Producers:
         self.limit = per_producer
         self.acked: list[str] = []
         self.sent = 0
+        self.errors: list[str] = []
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._stomp, daemon=True),
                          threading.Thread(target=self._amqp, daemon=True)]
@@ -82,6 +87,10 @@ class Producers:
     def join(self) -> None:
         for t in self._threads:
             t.join(30)
+        if any(t.is_alive() for t in self._threads):
+            raise AssertionError("a producer did not stop after the broker went away")
+        if self.errors:
+            raise AssertionError(f"producers failed other than by losing the broker: {self.errors}")
 
     def _record(self, body: str) -> None:
         with self._lock:
@@ -94,15 +103,17 @@ class Producers:
                 body = f"stomp-{i:06d}"
                 with self._lock:
                     self.sent += 1
-                cmd, _h, _b = client.send(f"/queue/{self.queue}", body.encode())
+                cmd, headers, _b = client.send(f"/queue/{self.queue}", body.encode())
                 if cmd != "RECEIPT":
+                    with self._lock:
+                        self.errors.append(f"STOMP SEND answered with {cmd}: {headers.get('message')}")
                     return
                 self._record(body)
         except OSError:  # the broker was killed
             return
 
     def _amqp(self) -> None:
-        from proton import Message
+        from proton import ConnectionException, LinkException, Message, Timeout
         from proton.utils import BlockingConnection
 
         try:
@@ -114,8 +125,11 @@ class Producers:
                     self.sent += 1
                 sender.send(Message(body=body, durable=True))  # returns once accepted
                 self._record(body)
-        except Exception:  # noqa: BLE001 - the broker was killed mid-send
-            return
+        except (ConnectionException, LinkException, Timeout, OSError):
+            return  # the broker was killed mid-send
+        except Exception as exc:  # noqa: BLE001 - a refused transfer or a defect: fail the test
+            with self._lock:
+                self.errors.append(f"AMQP producer: {exc!r}")
 
 
 def drain(port: int, queue: str, expect: Collection[str] = (), *, quiet: float = 2.0,
