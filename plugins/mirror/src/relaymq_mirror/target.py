@@ -224,16 +224,20 @@ class MirrorTarget:
         if not acks:
             return
         await self._drain()  # a postAck finds every message routed before it
-        for delivery, inc in acks:
-            if self.link.closed:
-                return
-            try:
-                await self._post_ack(delivery, inc)
-            except BadEvent as exc:
-                self._bad(delivery, str(exc))
-            except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
-                log.exception("mirror link %s: applying a postAck failed", self.link.name)
-                self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+        # each postAck is settled once its removal is stored; started together,
+        # the removals of one batch share the store's group commit
+        await asyncio.gather(*(self._one_post_ack(delivery, inc) for delivery, inc in acks))
+
+    async def _one_post_ack(self, delivery: Any, inc: Incoming) -> None:
+        if self.link.closed:
+            return
+        try:
+            await self._post_ack(delivery, inc)
+        except BadEvent as exc:
+            self._bad(delivery, str(exc))
+        except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
+            log.exception("mirror link %s: applying a postAck failed", self.link.name)
+            self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
 
     async def _drain(self) -> None:
         stores, self._stores = self._stores, []
