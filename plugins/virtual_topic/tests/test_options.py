@@ -8,6 +8,7 @@ from relaymq.broker.security import ConnectRequest
 from relaymq.client import Connection
 from relaymq.errors import ResourceLimitExceeded
 from relaymq.model.destination import Destination
+from relaymq.testing.barriers import before_marker
 from relaymq_virtual_topic import ORIGINAL_DESTINATION, VirtualDestinationInterceptor
 
 ORDERS = "topic://VirtualTopic.Orders"
@@ -153,7 +154,7 @@ async def test_fan_out_is_all_or_nothing_when_a_queue_is_full(start, connect, te
     with pytest.raises(ResourceLimitExceeded):
         await conn.send(ORDERS, "refused")
     # One atomic store batch per fan-out: B did not get the refused message either.
-    assert await texts(b) == []
+    assert await before_marker(conn, B, b) == []
     assert broker.queue_size("Consumer.A.VirtualTopic.Orders") == 1
 
 
@@ -190,10 +191,12 @@ async def test_concurrent_send_is_still_all_or_nothing(start, connect, texts):
     b = await conn.consumer(B)
     c = await conn.consumer(C)
     await fill_queue_a(broker, conn)
-    await texts(b), await texts(c)
+    assert await before_marker(conn, B, b) == ["fills A"]
+    assert await before_marker(conn, C, c) == ["fills A"]
     with pytest.raises(ResourceLimitExceeded):
         await conn.send(ORDERS, "refused")
-    assert await texts(b) == [] and await texts(c) == []
+    assert await before_marker(conn, B, b) == []
+    assert await before_marker(conn, C, c) == []
 
 
 async def test_concurrent_send_with_drop_on_resource_limit(start, connect, texts):
@@ -214,11 +217,12 @@ async def test_fan_out_commits_and_rolls_back_with_the_client_transaction(start,
     conn = await connect(broker)
     a = await conn.consumer(A)
     b = await conn.consumer(B)
+    outside = await connect(broker)  # markers from outside the transaction
     conn.begin()
     await conn.send(ORDERS, "rolled back")
     conn.rollback()
     async with conn.transaction():
         await conn.send(ORDERS, "committed")
-        assert await texts(a, 0.05) == []  # nothing visible before the commit
-    assert await texts(a) == ["committed"]
-    assert await texts(b) == ["committed"]
+        assert await before_marker(outside, A, a) == []  # nothing visible before the commit
+    assert await before_marker(conn, A, a) == ["committed"]
+    assert await before_marker(conn, B, b) == ["committed"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from relaymq.model.destination import Destination
+from relaymq.testing.barriers import before_marker
 from relaymq_virtual_topic import ORIGINAL_DESTINATION
 
 ORDERS = "topic://VirtualTopic.Orders"
@@ -96,8 +97,8 @@ async def test_default_ignores_other_topics_and_other_queue_names(start, connect
     not_virtual = await conn.consumer("queue://Consumer.A.Plain.Orders")
     await conn.send("topic://Orders", "plain topic")
     await conn.send("topic://Plain.Orders", "plain topic 2")
-    assert await texts(other) == []
-    assert await texts(not_virtual) == []
+    assert await before_marker(conn, "queue://Consumer.A.Orders", other) == []
+    assert await before_marker(conn, "queue://Consumer.A.Plain.Orders", not_virtual) == []
 
 
 @OVER_ALL
@@ -108,9 +109,9 @@ async def test_other_queue_shapes_do_not_match_the_prefix(start, connect, texts)
     prefix_only = await conn.consumer("queue://Consumer.VirtualTopic.Orders")
     right = await conn.consumer(GROUP_A)
     await conn.send(ORDERS, "x")
-    assert await texts(deeper) == []
-    assert await texts(prefix_only) == []
-    assert await texts(right) == ["x"]
+    assert await before_marker(conn, "queue://Consumer.A.B.VirtualTopic.Orders", deeper) == []
+    assert await before_marker(conn, "queue://Consumer.VirtualTopic.Orders", prefix_only) == []
+    assert await before_marker(conn, GROUP_A, right) == ["x"]
 
 
 @OVER_ALL
@@ -121,8 +122,8 @@ async def test_an_empty_interceptor_turns_the_default_off(start, connect, texts)
     a = await conn.consumer(GROUP_A)
     plain = await conn.consumer(ORDERS)
     await conn.send(ORDERS, "x")
-    assert await texts(a) == []
-    assert await texts(plain) == ["x"]
+    assert await before_marker(conn, GROUP_A, a) == []
+    assert await before_marker(conn, ORDERS, plain) == ["x"]
 
 
 @OVER_ALL
@@ -133,7 +134,7 @@ async def test_configured_interceptors_replace_the_default(start, connect, texts
     conn = await connect(broker)
     a = await conn.consumer(GROUP_A)
     await conn.send(ORDERS, "x")
-    assert await texts(a) == []
+    assert await before_marker(conn, GROUP_A, a) == []
 
 
 # -- configured names, prefixes and postfixes ---------------------------------------------------
@@ -151,7 +152,8 @@ async def test_all_topics_virtual_with_a_custom_prefix(start, connect, texts):
     await conn.send("topic://VirtualTopic.Sales", "old")
     assert await texts(a) == ["sale"]
     assert await texts(b) == ["sale"]
-    assert await texts(old_style) == []  # the configured prefix replaces the default
+    # the configured prefix replaces the default
+    assert await before_marker(conn, "queue://Consumer.A.VirtualTopic.Sales", old_style) == []
 
 
 @OVER_ALL
@@ -163,7 +165,7 @@ async def test_name_wildcards_pick_the_virtual_topics(start, connect, texts):
     await conn.send("topic://Events.Order.Created", "c")
     await conn.send("topic://Events.Order.Deleted", "d")
     assert await texts(created) == ["c"]
-    assert await texts(deleted) == []
+    assert await before_marker(conn, "queue://Consumer.X.Events.Order.Deleted", deleted) == []
 
 
 @OVER_ALL
@@ -204,8 +206,8 @@ async def test_queue_sends_are_not_fanned_out(start, connect, texts):
     a = await conn.consumer(GROUP_A)
     q = await conn.consumer("queue://VirtualTopic.Orders")
     await conn.send("queue://VirtualTopic.Orders", "to a queue")
-    assert await texts(q) == ["to a queue"]
-    assert await texts(a) == []
+    assert await before_marker(conn, "queue://VirtualTopic.Orders", q) == ["to a queue"]
+    assert await before_marker(conn, GROUP_A, a) == []
 
 
 async def test_temporary_topics_are_never_virtual(start, connect, texts):
@@ -290,4 +292,4 @@ async def test_advisory_topics_are_never_virtual(start, connect, texts):
     conn = await connect(broker)
     q = await conn.consumer("queue://C.X.ActiveMQ.Advisory.Queue")
     await conn.send("topic://ActiveMQ.Advisory.Queue", "advisory")
-    assert await texts(q) == []
+    assert await before_marker(conn, "queue://C.X.ActiveMQ.Advisory.Queue", q) == []
