@@ -9,65 +9,11 @@ import time
 from typing import Any
 
 import pytest
-from proton import Delivery, Described, Endpoint, Message, Terminus, symbol, ulong
+from proton import Delivery, Described, Endpoint, Message, symbol
 from proton.handlers import MessagingHandler, TransactionHandler
-from proton.reactor import Container, LinkOption
+from proton.reactor import Container
 from proton.utils import LinkDetached
-
-TXN_STATE = 0x34
-
-
-class Coordinator(LinkOption):
-    """Makes a sender link a transaction controller (what Qpid JMS attaches)."""
-
-    def apply(self, link: Any) -> None:
-        link.target.type = Terminus.COORDINATOR
-        link.target.capabilities.put_object(symbol("amqp:local-transactions"))
-
-
-class TxClient:
-    """A blocking transaction controller on one BlockingConnection."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.ctrl = conn.create_sender(None, options=Coordinator())
-
-    def _control(self, descriptor: str, fields: list[Any]) -> Any:
-        d = self.ctrl.link.send(Message(body=Described(symbol(descriptor), fields)))
-        self.conn.wait(lambda: d.remote_state != 0, msg="no answer from the coordinator")
-        return d
-
-    def declare(self) -> bytes:
-        d = self._control("amqp:declare:list", [None])
-        assert d.remote_state == 0x33, d.remote_state  # declared
-        return bytes(d.remote.data[0])
-
-    def discharge(self, txn: bytes, fail: bool = False) -> Any:
-        return self._control("amqp:discharge:list", [txn, fail])
-
-    def commit(self, txn: bytes) -> None:
-        d = self.discharge(txn)
-        assert d.remote_state == Delivery.ACCEPTED, (d.remote_state, d.remote.condition)
-
-    def rollback(self, txn: bytes) -> None:
-        d = self.discharge(txn, fail=True)
-        assert d.remote_state == Delivery.ACCEPTED, (d.remote_state, d.remote.condition)
-
-    def send(self, sender: Any, body: str, txn: bytes, **props: Any) -> Any:
-        """A transfer in `txn`; returns the delivery once the broker answered."""
-        d = sender.link.send(Message(body=body, durable=True, properties=props or None))
-        d.local.data = [txn]
-        d.update(TXN_STATE)
-        self.conn.wait(lambda: d.remote_state != 0, msg="no answer to a transactional transfer")
-        return d
-
-    def accept(self, receiver: Any, txn: bytes, settle: bool = False) -> None:
-        """Accept the oldest received delivery inside `txn` (proton's Transaction.accept)."""
-        d = receiver.fetcher.unsettled.popleft()
-        d.local.data = [txn, Described(ulong(0x24), [])]
-        d.update(TXN_STATE)
-        if settle:
-            d.settle()
+from relaymq_amqp.testing import TXN_STATE, Coordinator, TxClient
 
 
 def wait_for(cond: Any, client: Any, timeout: float = 5.0) -> None:
@@ -270,19 +216,63 @@ def test_unknown_txn_ids_are_clear_errors_on_that_link_only(connect: Any,
     assert receive_bodies(c, "queue://BADTX", 3) == ["kept", "next", "plain"]
 
 
+@pytest.mark.parametrize("txn_state", ["never declared", "committed", "rolled back"])
 def test_acknowledgement_in_an_unknown_transaction_closes_that_consumer_only(
-        connect: Any, amqp_broker: Any) -> None:
+        connect: Any, amqp_broker: Any, txn_state: str) -> None:
     c = connect()
-    fill(c, "queue://BADACK", "m")
+    fill(c, "queue://BADACK", "m", "kept")
     tx = TxClient(c)
+    s = c.create_sender("queue://BADACK.OUT")
+    txn = b"never-declared"
+    if txn_state != "never declared":  # a transaction that existed and was discharged
+        txn = tx.declare()
+        tx.send(s, "sent in it", txn)
+        (tx.rollback if txn_state == "rolled back" else tx.commit)(txn)
     r = c.create_receiver("queue://BADACK", credit=1)
     assert r.receive(timeout=5).body == "m"
-    tx.accept(r, b"never-declared")
-    with pytest.raises(LinkDetached, match="amqp:transaction:unknown-id"):
+    tx.accept(r, txn)
+    with pytest.raises(LinkDetached, match="amqp:transaction:unknown-id") as info:
         wait_for(lambda: False, c)
-    # nothing was lost: the message is back, and the connection still works
+    assert "not active" in str(info.value)
+    # nothing was lost: the message is back, the producer link, the coordinator and the
+    # connection still work
+    t2 = tx.declare()
+    tx.send(s, "after", t2)
+    tx.commit(t2)
     fill(c, "queue://BADACK", "after")
-    assert receive_bodies(connect(), "queue://BADACK", 2) == ["m", "after"]
+    other = connect()
+    assert receive_bodies(other, "queue://BADACK", 3) == ["m", "kept", "after"]
+    out = ["sent in it", "after"] if txn_state == "committed" else ["after"]
+    assert receive_bodies(other, "queue://BADACK.OUT", len(out)) == out  # in order
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_consumer_closed_before_the_discharge(connect: Any, amqp_broker: Any,
+                                              fail: bool) -> None:
+    """Acknowledgements held by a transaction outlive their consumer link, as in a JMS
+    transacted session whose consumer closes before the commit: the commit removes
+    the messages, a rollback puts them back (redelivered)."""
+    c = connect()
+    fill(c, "queue://CLOSED", "m1", "m2", "m3")
+    tx = TxClient(c)
+    r = c.create_receiver("queue://CLOSED", credit=2)
+    t = tx.declare()
+    assert [r.receive(timeout=5).body for _ in range(2)] == ["m1", "m2"]
+    tx.accept(r, t)
+    r.close()  # m2 was not acknowledged: it goes back now
+    wait_for(lambda: amqp_broker.queue_size("CLOSED") == 3, c)  # m1 is still held
+    (tx.rollback if fail else tx.commit)(t)
+    if fail:
+        r = c.create_receiver("queue://CLOSED", credit=3)
+        got = [r.receive(timeout=5) for _ in range(3)]
+        assert [m.body for m in got] == ["m1", "m2", "m3"]
+        assert got[0].delivery_count >= 1  # redelivered after the rollback
+        for _ in got:
+            r.accept()
+    else:
+        wait_for(lambda: amqp_broker.queue_size("CLOSED") == 2, c)
+        assert receive_bodies(c, "queue://CLOSED", 2) == ["m2", "m3"]
+    wait_for(lambda: amqp_broker.queue_size("CLOSED") == 0, c)
 
 
 def test_duplicate_inside_a_transaction_fails_the_commit(connect: Any, amqp_broker: Any) -> None:
