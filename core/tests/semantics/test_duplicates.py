@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from relaymq.config.model import BrokerConfig
 from relaymq.errors import MessageFormatError, TransactionError
+from relaymq.testing.barriers import before_marker
 
 from .conftest import policy
 
@@ -18,11 +19,11 @@ async def test_second_send_with_same_id_is_dropped_and_counted(make_broker, conn
     await p.send("queue://D", "again", properties={DUP: "id-1"})  # acknowledged, dropped
     await p.send("queue://D", "other", properties={DUP: "id-2"})
     c = await p.consumer("queue://D")
-    got = [m.text for m in await c.receive_all(0.3)]
+    got = await before_marker(p, "queue://D", c)
     assert got == ["first", "other"]
     assert b.destination_stats()["queue://D"]["duplicates"] == 1
     info = await b.management.destination("queue://D")
-    assert info.duplicates == 1 and info.enqueued == 2
+    assert info.duplicates == 1 and info.enqueued == 3  # first, other and the marker
 
 
 async def test_ids_are_per_address_and_typed(make_broker, connect):
@@ -34,8 +35,8 @@ async def test_ids_are_per_address_and_typed(make_broker, connect):
     await p.send("queue://A", "bin again", properties={DUP: b"x"})
     ca = await p.consumer("queue://A")
     cb = await p.consumer("queue://B")
-    assert [m.text for m in await ca.receive_all(0.3)] == ["a", "bin"]
-    assert [m.text for m in await cb.receive_all(0.3)] == ["b"]
+    assert await before_marker(p, "queue://A", ca) == ["a", "bin"]
+    assert await before_marker(p, "queue://B", cb) == ["b"]
 
 
 async def test_unsupported_id_type_fails_only_that_send(make_broker, connect):
@@ -45,7 +46,7 @@ async def test_unsupported_id_type_fails_only_that_send(make_broker, connect):
         await p.send("queue://T", "bad", properties={DUP: 42})
     await p.send("queue://T", "good", properties={DUP: "42"})
     c = await p.consumer("queue://T")
-    assert [m.text for m in await c.receive_all(0.3)] == ["good"]
+    assert await before_marker(p, "queue://T", c) == ["good"]
 
 
 async def test_full_cache_forgets_oldest(make_broker, connect):
@@ -57,7 +58,7 @@ async def test_full_cache_forgets_oldest(make_broker, connect):
     await p.send("queue://SMALL", "id-0 again", properties={DUP: "id-0"})  # evicted: accepted
     await p.send("queue://SMALL", "id-3 again", properties={DUP: "id-3"})  # still held: dropped
     c = await p.consumer("queue://SMALL")
-    assert [m.text for m in await c.receive_all(0.3)] == ["m0", "m1", "m2", "m3", "id-0 again"]
+    assert await before_marker(p, "queue://SMALL", c) == ["m0", "m1", "m2", "m3", "id-0 again"]
 
 
 async def test_duplicate_inside_transaction_fails_commit_and_applies_nothing(make_broker, connect):
@@ -72,7 +73,7 @@ async def test_duplicate_inside_transaction_fails_commit_and_applies_nothing(mak
     # nothing of the transaction was applied, and its new id was forgotten
     await p.send("queue://TX", "fresh now", properties={DUP: "fresh"})
     c = await p.consumer("queue://TX")
-    assert [m.text for m in await c.receive_all(0.3)] == ["before", "fresh now"]
+    assert await before_marker(p, "queue://TX", c) == ["before", "fresh now"]
 
 
 async def test_rolled_back_ids_can_be_sent_again(make_broker, connect):
@@ -83,7 +84,7 @@ async def test_rolled_back_ids_can_be_sent_again(make_broker, connect):
     p.rollback()
     await p.send("queue://RB", "kept", properties={DUP: "r"})
     c = await p.consumer("queue://RB")
-    assert [m.text for m in await c.receive_all(0.3)] == ["kept"]
+    assert await before_marker(p, "queue://RB", c) == ["kept"]
 
 
 async def test_topic_address_and_composite_parts(make_broker, connect):
@@ -92,9 +93,9 @@ async def test_topic_address_and_composite_parts(make_broker, connect):
     c = await p.consumer("topic://T")
     await p.send("topic://T", "t1", properties={DUP: "k"})
     await p.send("topic://T", "t2", properties={DUP: "k"})
-    assert [m.text for m in await c.receive_all(0.3)] == ["t1"]
+    assert await before_marker(p, "topic://T", c) == ["t1"]
     await p.send("queue://C1,queue://C2", "both", properties={DUP: "c"})
     await p.send("queue://C2", "c2 dup", properties={DUP: "c"})
     c2 = await p.consumer("queue://C2")
-    assert [m.text for m in await c2.receive_all(0.3)] == ["both"]
+    assert await before_marker(p, "queue://C2", c2) == ["both"]
     assert b.destination_stats()["topic://T"]["duplicates"] == 1

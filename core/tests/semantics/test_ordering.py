@@ -6,6 +6,9 @@ from __future__ import annotations
 import time
 
 from relaymq.config.model import BrokerConfig
+from relaymq.model.destination import Destination
+from relaymq.testing import wait_until_async
+from relaymq.testing.barriers import before_marker
 
 from .conftest import over, policy
 
@@ -32,7 +35,14 @@ async def test_priority_order_when_prioritized(make_broker, connect):
     assert await texts(c, 6) == ["1", "3", "5", "2", "0", "4"]
     plain = await p.consumer("queue://PLAIN")
     assert await texts(plain, 6) == ["0", "1", "2", "3", "4", "5"]
-    assert await c.receive(0.1) is None and await plain.receive(0.1) is None
+    # a priority-0 marker queues behind anything left, whatever its priority
+    assert await before_marker(p, "queue://PRIO", c, priority=0) == []
+    assert await before_marker(p, "queue://PLAIN", plain, priority=0) == []
+
+
+def in_flight(b, key: str) -> list[int]:  # type: ignore[no-untyped-def]
+    """What each consumer of `key` holds unacknowledged, smallest first."""
+    return sorted(i.in_flight for i in b.management.consumers(key))
 
 
 def _group(m) -> str:  # type: ignore[no-untyped-def]
@@ -70,7 +80,7 @@ async def test_message_groups_stick_to_one_consumer_and_move_when_it_leaves(make
         await p.send("queue://G", f"after-{g}", group_id=g)
     moved = await texts(c2, len(groups1))
     assert {t.removeprefix("after-") for t in moved} == groups1
-    assert await c2.receive(0.1) is None
+    assert await before_marker(p, "queue://G", c2, ack=True) == []
 
 
 async def test_group_closes_with_sequence_minus_one(make_broker, connect):
@@ -79,9 +89,8 @@ async def test_group_closes_with_sequence_minus_one(make_broker, connect):
     c1 = await (await connect(b)).consumer("queue://GC", ack_mode="individual")
     await p.send("queue://GC", "a", group_id="G1", group_seq=1)
     await p.send("queue://GC", "end", group_id="G1", group_seq=-1)
-    got = await c1.receive_all(0.05)
-    assert [m.text for m in got] == ["a", "end"]
-    assert "G1" not in b.region.queues[got[0].message.destination].groups
+    assert await before_marker(p, "queue://GC", c1) == ["a", "end"]
+    assert "G1" not in b.region.queues[Destination.queue("GC")].groups
 
 
 @over("vm", "stomp")  # AMQP clients have no exclusive-consumer option
@@ -91,18 +100,20 @@ async def test_exclusive_consumer_receives_and_standby_takes_over_in_order(make_
     conn1 = await connect(b)
     ex1 = await conn1.consumer("queue://EX", exclusive=True, ack_mode="individual")
     ex2 = await (await connect(b)).consumer("queue://EX", exclusive=True, ack_mode="individual")
-    plain = await (await connect(b)).consumer("queue://EX", ack_mode="individual")
+    await (await connect(b)).consumer("queue://EX", ack_mode="individual")  # plain
     for i in range(5):
         await p.send("queue://EX", f"{i}")
     got = [await ex1.receive(10) for _ in range(5)]
     assert [m.text for m in got] == ["0", "1", "2", "3", "4"]  # all five: none went elsewhere
-    assert await ex2.receive(0.05) is None and await plain.receive(0.05) is None
+    # nor twice: the others hold nothing (what they got stays in flight: they do not ack)
+    await wait_until_async(lambda: in_flight(b, "queue://EX") == [0, 0, 5], "five held by ex1")
     got[0].ack()
     await conn1.close()
     assert await texts(ex2, 4) == ["1", "2", "3", "4"]
     await p.send("queue://EX", "5")  # still ex2's: the plain consumer gets nothing
-    assert await texts(ex2, 1) == ["5"]
-    assert await plain.receive(0.05) is None
+    assert await before_marker(p, "queue://EX", ex2, ack=True) == ["5"]
+    await wait_until_async(lambda: in_flight(b, "queue://EX") == [0, 4],  # 1-4, never acked
+                           "nothing held by the plain consumer")
 
 
 async def test_browse_sees_messages_in_order_without_consuming(make_broker, connect):
@@ -116,7 +127,7 @@ async def test_browse_sees_messages_in_order_without_consuming(make_broker, conn
     assert [m.text for m in filtered] == ["0", "2", "4"]
     assert b.queue_size("BR") == 5
     c = await p.consumer("queue://BR")
-    assert len(await c.receive_all(0.05)) == 5
+    assert await before_marker(p, "queue://BR", c) == ["0", "1", "2", "3", "4"]
     assert await p.browse("queue://BR") == []
 
 
@@ -126,13 +137,16 @@ async def test_scheduled_delivery_delay_and_repeat(make_broker, connect):
     c = await p.consumer("queue://SCHED")
     await p.send("queue://SCHED", "later", scheduled_delay=150)
     await p.send("queue://SCHED", "now")
-    assert [m.text for m in await c.receive_all(0.05)] == ["now"]
-    m = await c.receive(1)
-    assert m.text == "later"
+    assert (await c.receive(10)).text == "now"  # "later" waits its turn
+    assert (await c.receive(10)).text == "later"
     await p.send("queue://SCHED", "tick", scheduled_delay=10, scheduled_period=20, scheduled_repeat=2)
-    ticks = await c.receive_all(0.2)
-    assert [m.text for m in ticks] == ["tick", "tick", "tick"]
+    ticks = [await c.receive(10) for _ in range(3)]
+    assert [m.text for m in ticks if m is not None] == ["tick", "tick", "tick"]
     assert len({m.message_id for m in ticks}) == 3
+    # the job is done (no firing pending or running), so a fourth would be queued already
+    await wait_until_async(lambda: b.scheduler.pending == 0 and not b.scheduler._tasks,
+                           "the scheduled job to finish")
+    assert await before_marker(p, "queue://SCHED", c) == []
 
 
 async def test_scheduling_headers_ignored_without_scheduler_support(make_broker, connect):
@@ -184,7 +198,8 @@ async def test_higher_priority_consumers_are_served_first(make_broker, connect):
         await p.send("queue://CP", f"{i}")
     held = await texts(high, 3)
     assert held == ["0", "1", "2"]
-    assert await low.receive(0.2) is None  # the higher one had room for all three
+    # the higher one had room for all three: nothing went to the lower one
+    assert [i.in_flight for i in b.management.consumers("queue://CP") if i.priority == -1] == [0]
     for i in range(3, 5):
         await p.send("queue://CP", f"{i}")
     assert await texts(low, 2) == ["3", "4"]  # the higher one is full (3 unacknowledged)

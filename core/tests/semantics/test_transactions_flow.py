@@ -8,6 +8,7 @@ import pytest
 from relaymq.config.model import BrokerConfig, SystemUsageConfig, UsageLimit
 from relaymq.errors import ResourceLimitExceeded
 from relaymq.testing import wait_until_async
+from relaymq.testing.barriers import before_marker
 
 from .conftest import policy
 
@@ -15,12 +16,13 @@ from .conftest import policy
 async def test_transacted_sends_visible_only_after_commit(make_broker, connect):
     b = await make_broker()
     p = await connect(b)
-    c = await (await connect(b)).consumer("queue://TX")
+    outside = await connect(b)
+    c = await outside.consumer("queue://TX")
     async with p.transaction():
         await p.send("queue://TX", "a")
         await p.send("queue://TX", "b")
-        assert await c.receive(0.05) is None
-    assert [m.text for m in await c.receive_all(0.05)] == ["a", "b"]
+        assert await before_marker(outside, "queue://TX", c) == []
+    assert await before_marker(p, "queue://TX", c) == ["a", "b"]
 
 
 async def test_rolled_back_sends_are_discarded(make_broker, connect):
@@ -31,7 +33,7 @@ async def test_rolled_back_sends_are_discarded(make_broker, connect):
     p.rollback()
     await p.send("queue://TXR", "kept")
     c = await p.consumer("queue://TXR")
-    assert [m.text for m in await c.receive_all(0.05)] == ["kept"]
+    assert await before_marker(p, "queue://TXR", c) == ["kept"]
 
 
 async def test_rolled_back_acks_make_messages_redeliverable(make_broker, connect):
@@ -42,11 +44,11 @@ async def test_rolled_back_acks_make_messages_redeliverable(make_broker, connect
     cons_conn = await connect(b)
     c = await cons_conn.consumer("queue://TXA", ack_mode="individual")
     cons_conn.begin()
-    msgs = await c.receive_all(0.05)
+    msgs = [await c.receive(5) for _ in range(3)]
     for m in msgs:
         m.ack()
     cons_conn.rollback()
-    again = await c.receive_all(0.05)
+    again = [await c.receive(5) for _ in range(3)]
     assert [(m.text, m.redelivered) for m in again] == [("0", True), ("1", True), ("2", True)]
     cons_conn.begin()
     for m in again:
@@ -107,7 +109,9 @@ async def test_send_fail_if_no_space_refuses_with_clear_error(make_broker, conne
             await p.send("queue://FULL", b"x" * 1000)
     assert 0 < b.queue_size("FULL") < 100  # accepted messages are kept
     c = await p.consumer("queue://FULL")
-    assert len(await c.receive_all(0.05)) == b.destination_stats()["queue://FULL"]["enqueued"]
+    accepted = b.destination_stats()["queue://FULL"]["enqueued"]
+    got = [await c.receive(5) for _ in range(accepted)]
+    assert None not in got and b.queue_size("FULL") == 0  # every accepted message, then none
 
 
 async def test_send_fail_after_timeout(make_broker, connect):

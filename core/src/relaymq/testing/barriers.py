@@ -48,15 +48,17 @@ def _text(body: Any) -> str:
 
 async def before_marker(producer: Any, destination: str, consumer: Any, *,
                         properties: dict[str, Any] | None = None, ack: bool = False,
-                        timeout: float = DEFAULT_TIMEOUT) -> list[str]:
+                        timeout: float = DEFAULT_TIMEOUT, **send_options: Any) -> list[str]:
     """Send a marker to `destination` over `producer`; return the texts `consumer`
     receives before the marker (AssertionError when the marker does not come).
 
     `properties` are added to the marker (so it matches the consumer's selector);
-    `ack` acknowledges what arrived, marker included (client acknowledgement)."""
+    `ack` acknowledges what arrived, marker included (client acknowledgement);
+    `send_options` go to `producer.send` (`priority=0` puts the marker behind
+    everything on a prioritized queue)."""
     marker = new_marker()
     await producer.send(destination, marker, properties={**(properties or {}),
-                                                         MARKER_PROPERTY: marker})
+                                                         MARKER_PROPERTY: marker}, **send_options)
     seen: list[str] = []
     deadline = time.monotonic() + timeout
     while True:
@@ -75,11 +77,11 @@ async def before_marker(producer: Any, destination: str, consumer: Any, *,
 
 async def assert_nothing_before_marker(producer: Any, destination: str, consumer: Any, *,
                                        properties: dict[str, Any] | None = None,
-                                       ack: bool = False,
-                                       timeout: float = DEFAULT_TIMEOUT) -> None:
+                                       ack: bool = False, timeout: float = DEFAULT_TIMEOUT,
+                                       **send_options: Any) -> None:
     """`before_marker(...) == []`, with what did arrive in the failure."""
     seen = await before_marker(producer, destination, consumer, properties=properties, ack=ack,
-                               timeout=timeout)
+                               timeout=timeout, **send_options)
     if seen:
         raise AssertionError(f"{len(seen)} message(s) arrived before the marker on "
                              f"{destination}: {seen[:20]!r}")
