@@ -388,35 +388,101 @@ def test_proton_transaction_examples_round_trip(amqp_broker: Any) -> None:
 
 
 
-def test_transactional_acquisition_is_refused_clearly(amqp_broker: Any, connect: Any) -> None:
-    """A flow carrying txn-id (AMQP 1.0 4.4.3) is refused with amqp:not-implemented on that
-    connection only; proton clients have no API to send one, so a raw peer does. Nothing
-    is lost: the queued message is still there for a proton consumer, whose own
-    connection carries on."""
+def _raw_receiver(peer: Any, name: str, handle: int, address: str) -> bytes:
     from relaymq_amqp.encode import frame, performative
     from relaymq_amqp.types import Described as AmqpDescribed
-    from relaymq_amqp.types import Symbol, UInt, ULong
+    from relaymq_amqp.types import UInt, ULong
 
-    from .test_connections import RawPeer, close_condition
+    source = AmqpDescribed(ULong(0x28), [address])
+    target = AmqpDescribed(ULong(0x29), [None])
+    return frame(performative(0x12, [name, UInt(handle), True, None, None, source, target]))
+
+
+def _raw_flow(handle: int, credit: int, txn: bytes | None = None) -> bytes:
+    from relaymq_amqp.encode import frame, performative
+    from relaymq_amqp.types import Symbol, UInt
+
+    props = {Symbol("txn-id"): txn} if txn is not None else None
+    return frame(performative(0x13, [UInt(0), UInt(100), UInt(0), UInt(100), UInt(handle),
+                                     UInt(0), UInt(credit), None, None, None, props]))
+
+
+def _frames_until(peer: Any, descriptor: int) -> list[Any]:
+    """Performatives the broker sends until one with `descriptor` (bounded by the socket
+    timeout; raises when the connection closes first)."""
+    peer.sock.settimeout(5)
+    out = []
+    while not out or out[-1] is None or out[-1].descriptor != descriptor:
+        out.append(peer.read_frame()[1])
+    return [f for f in out if f is not None]
+
+
+@pytest.mark.parametrize("when", ["with its attach", "after deliveries"])
+def test_transactional_acquisition_is_refused_on_that_link_only(amqp_broker: Any, connect: Any,
+                                                                 when: str) -> None:
+    """A flow carrying txn-id (AMQP 1.0 4.4.3) asks for transactional acquisition, which
+    RelayMQ (like Artemis) does not support: that consumer link is closed with
+    amqp:not-implemented before the flow's credit takes effect. Proton clients have no API
+    to send one, so a raw peer does. Nothing is lost (a delivery the link held goes back
+    to its queue, redelivered) and the connection carries on."""
+    from relaymq_amqp.encode import frame, performative
+    from relaymq_amqp.types import UInt
+
+    from .test_connections import RawPeer
 
     other = connect()
-    other.create_sender("queue://txacq").send(Message(body="kept"))
+    fill(other, "queue://txacq", "kept")
     peer = RawPeer(amqp_broker.address())
     try:
         peer.open_amqp()
         peer.send(frame(performative(0x11, [None, UInt(0), UInt(100), UInt(100)])))  # begin
-        source = AmqpDescribed(ULong(0x28), ["queue://txacq"])
-        target = AmqpDescribed(ULong(0x29), [None])
-        peer.send(frame(performative(0x12, ["rx", UInt(0), True, None, None, source, target])))
-        flow = [UInt(0), UInt(100), UInt(0), UInt(100), UInt(0), UInt(0), UInt(10), None, None,
-                None, {Symbol("txn-id"): b"txn:1"}]
-        peer.send(frame(performative(0x13, flow)))
+        attach = _raw_receiver(peer, "rx", 0, "queue://txacq")
+        if when == "with its attach":
+            peer.send(attach + _raw_flow(0, 10, b"txn:1"))  # one write: before it is attached
+        else:
+            peer.send(attach + _raw_flow(0, 1))
+            got = _frames_until(peer, 0x14)  # the message, unsettled
+            peer.send(_raw_flow(0, 10, b"txn:1"))
+        got = _frames_until(peer, 0x16)
+        assert not [f for f in got if f.descriptor == 0x14]  # no delivery on that flow
+        detach = got[-1]
+        assert detach.value[0] == 0 and detach.value[1] is True  # handle 0, closed
+        error = detach.value[2].value
+        assert error[0] == "amqp:not-implemented"
+        assert "transactional acquisition" in error[1]
+        # the connection and its session go on: another receiver gets the message
+        peer.send(frame(performative(0x16, [UInt(0), True])))  # the detach's answer
+        peer.send(_raw_receiver(peer, "rx2", 1, "queue://txacq") + _raw_flow(1, 1))
+        got = _frames_until(peer, 0x14)
+        attached = [f for f in got if f.descriptor == 0x12 and f.value[0] == "rx2"]
+        assert attached and got[-1].value[0] == attached[0].value[1]  # rx2's delivery
+    finally:
+        peer.sock.close()  # its unsettled delivery returns to the queue
+    r = other.create_receiver("queue://txacq", credit=1)
+    m = r.receive(timeout=5)
+    assert m.body == "kept"
+    assert m.delivery_count == (2 if when == "after deliveries" else 1)
+    r.accept()
+
+
+def test_transactional_acquisition_naming_no_link_closes_the_connection(
+        amqp_broker: Any, connect: Any) -> None:
+    """A txn-id flow for a handle that names no attached receiver: the connection is
+    closed with amqp:not-implemented; other connections carry on."""
+    from relaymq_amqp.encode import frame, performative
+    from relaymq_amqp.types import UInt
+
+    from .test_connections import RawPeer, close_condition
+
+    other = connect()
+    fill(other, "queue://txacq2", "kept")
+    peer = RawPeer(amqp_broker.address())
+    try:
+        peer.open_amqp()
+        peer.send(frame(performative(0x11, [None, UInt(0), UInt(100), UInt(100)])))  # begin
+        peer.send(_raw_flow(7, 10, b"txn:1"))
         frames = peer.frames_until_closed()
     finally:
         peer.sock.close()
     assert close_condition(frames) == "amqp:not-implemented"
-    close = [f for f in frames if f is not None and f.descriptor == 0x18][0]
-    assert "transactional acquisition" in close.value[0].value[1]
-    r = other.create_receiver("queue://txacq", credit=1)
-    assert r.receive(timeout=5).body == "kept"
-    r.accept()
+    assert receive_bodies(other, "queue://txacq2", 1) == ["kept"]

@@ -34,7 +34,7 @@ from relaymq_amqp import engine as pn
 from relaymq_amqp import link_handlers
 from relaymq_amqp.encode import encode
 from relaymq_amqp.engine import Condition, Engine
-from relaymq_amqp.frames import FrameGuard
+from relaymq_amqp.frames import ACQUISITION_REFUSED, FrameGuard
 from relaymq_amqp.links import ConsumerLink, Link, LinkHost, ProducerLink
 from relaymq_amqp.options import AmqpOptions
 from relaymq_amqp.ranges import range_link, wants_range
@@ -474,6 +474,8 @@ class AmqpConnection(LinkHost):
         self._forget(handler)
 
     def on_link_flow(self, link: Any) -> None:
+        if self.guard.acquisitions and self._refuse_acquisition(link):
+            return
         handler = self.links.get(link)
         if handler is not None:
             handler.on_flow()
@@ -481,6 +483,28 @@ class AmqpConnection(LinkHost):
             extension = self.extension_links.get(link)
             if extension is not None:
                 extension._on_flow()
+
+    def _refuse_acquisition(self, link: Any) -> bool:
+        """The flow of `link` asked for transactional acquisition (see frames.py):
+        refuse that consumer link with `amqp:not-implemented` before the flow's
+        credit reaches its consumer; its unsettled deliveries return to their queues."""
+        name = pn.link_name(link)
+        if name not in self.guard.acquisitions or not pn.link_is_sender(link):
+            return False
+        self.guard.acquisitions.discard(name)
+        condition = Condition("amqp:not-implemented", ACQUISITION_REFUSED)
+        handler = self.links.get(link)
+        log.info("AMQP client %s: link %s asked for transactional acquisition; refused",
+                 self.remote_address, name)
+        if isinstance(handler, ConsumerLink) and not handler.closed:
+            if handler.consumer is None:  # still attaching
+                handler.refuse(condition, source=True)
+            else:
+                handler.close(condition)
+        elif handler is None:  # not a consumer link of ours: refuse the connection
+            self._fail(condition)
+        self.want_flush()
+        return True
 
     def on_delivery(self, link: Any, delivery: Any) -> None:
         handler = self.links.get(link)

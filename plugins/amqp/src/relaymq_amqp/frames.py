@@ -10,6 +10,10 @@ buffered or decoded: only their performative's prefix is checked.
 `feed` returns how many bytes of the chunk are good; the caller hands those to
 proton and closes the connection with the guard's `error` condition when the
 count falls short.
+
+A flow asking for transactional acquisition (a `txn-id` in its properties) is
+let through with its link's name in `acquisitions`: the connection refuses that
+link before proton's flow event gives it credit (docs/amqp.md, Transactions).
 """
 
 from __future__ import annotations
@@ -29,7 +33,17 @@ ATTACH = 0x12
 #: attaches with capabilities kept until their link is handled (a bound against floods)
 MAX_ATTACHES = 1024
 FLOW = 0x13
+DETACH = 0x16
+END = 0x17
+_FLOW_HANDLE = 4
 _FLOW_PROPERTIES = 10  # the flow performative's properties field
+#: the peer's receiver links kept by (channel, handle), to name the link of a flow
+#: (a bound against floods: the oldest is forgotten past it)
+MAX_RECEIVERS = 65536
+ACQUISITION_REFUSED = (
+    "transactional acquisition (a flow carrying txn-id in its properties, AMQP 1.0 "
+    "section 4.4.3) is not supported; receive normally and settle each delivery "
+    "with a transactional-state disposition naming the transaction")
 
 
 def _asks_transactional_acquisition(fields: Any) -> bool:
@@ -47,7 +61,8 @@ MAX_CONTROL_FRAME = 1024 * 1024
 class FrameGuard:
     """Validates an AMQP frame stream that starts with the 8-byte protocol header."""
 
-    __slots__ = ("max_frame_size", "_skip", "_partial", "error", "attaches")
+    __slots__ = ("max_frame_size", "_skip", "_partial", "error", "attaches", "receivers",
+                 "acquisitions")
 
     def __init__(self, max_frame_size: int) -> None:
         self.max_frame_size = max_frame_size
@@ -57,6 +72,11 @@ class FrameGuard:
         #: (link name, peer's role) -> (offered, desired) capabilities of attaches
         #: that carried some (proton drops them; see `attach`)
         self.attaches: dict[tuple[str, bool], tuple[list[str], list[str]]] = {}
+        #: (channel, handle) -> name of each attached link whose peer end receives
+        self.receivers: dict[tuple[int, int], str] = {}
+        #: names of receiver links whose flow asked for transactional acquisition: the
+        #: connection refuses each such link before that flow takes effect
+        self.acquisitions: set[str] = set()
 
     def feed(self, data: bytes) -> int:
         """Check `data`; return how many of its bytes may go to proton."""
@@ -134,7 +154,7 @@ class FrameGuard:
         more bytes are needed to judge it, or -1 (with `error` set) when it is bad."""
         if n - pos < 8:
             return None
-        size, doff, ftype, _channel = _HEADER.unpack_from(data, pos)
+        size, doff, ftype, channel = _HEADER.unpack_from(data, pos)
         if size < 8 or doff < 2 or doff * 4 > size:
             return self._fail("amqp:connection:framing-error",
                               f"bad frame header (size {size}, data offset {doff})")
@@ -150,9 +170,9 @@ class FrameGuard:
         avail = min(n, end)
         if avail < end and avail - body < 12:
             return None
-        return self._perf(data, body, avail, end)
+        return self._perf(data, body, avail, end, channel)
 
-    def _perf(self, data: bytes, body: int, avail: int, end: int) -> int | None:
+    def _perf(self, data: bytes, body: int, avail: int, end: int, channel: int) -> int | None:
         if end - body < 3:
             return self._fail("amqp:decode-error", "truncated performative")
         if data[body] != 0x00:
@@ -207,12 +227,38 @@ class FrameGuard:
                 if len(attaches) >= MAX_ATTACHES:
                     attaches.pop(next(iter(attaches)))
                 attaches[(found[0], found[1])] = (found[2], found[3])
-        if code == FLOW and _asks_transactional_acquisition(fields):
-            return self._fail(
-                "amqp:not-implemented",
-                "transactional acquisition (a flow carrying txn-id in its properties, AMQP 1.0 "
-                "section 4.4.3) is not supported; receive normally and settle each delivery "
-                "with a transactional-state disposition naming the transaction")
+            self._attached(channel, fields)
+        elif code == FLOW and _asks_transactional_acquisition(fields):
+            return self._acquisition(channel, fields, end)
+        elif code == DETACH and self.receivers:
+            if isinstance(fields, list) and fields and isinstance(fields[0], int):
+                self.receivers.pop((channel, int(fields[0])), None)
+        elif code == END and self.receivers:
+            for key in [k for k in self.receivers if k[0] == channel]:
+                del self.receivers[key]
+        return end
+
+    def _attached(self, channel: int, fields: Any) -> None:
+        """Remember the name of a link whose peer end receives (role true)."""
+        if not isinstance(fields, list) or len(fields) < 3 or fields[2] is not True:
+            return
+        name, handle = fields[0], fields[1]
+        if not isinstance(name, str) or not isinstance(handle, int):
+            return
+        receivers = self.receivers
+        if len(receivers) >= MAX_RECEIVERS:
+            receivers.pop(next(iter(receivers)))
+        receivers[(channel, int(handle))] = name
+
+    def _acquisition(self, channel: int, fields: list[Any], end: int) -> int:
+        """A flow asking for transactional acquisition: its link is named for the
+        connection to refuse; one that names no attached receiver link fails the
+        connection."""
+        handle = fields[_FLOW_HANDLE]
+        name = self.receivers.get((channel, int(handle))) if isinstance(handle, int) else None
+        if name is None:
+            return self._fail("amqp:not-implemented", ACQUISITION_REFUSED)
+        self.acquisitions.add(name)
         return end
 
     def _fail(self, condition: str, description: str) -> int:
