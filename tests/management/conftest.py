@@ -17,6 +17,7 @@ stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 pytest.importorskip("proton", reason="python-qpid-proton is not installed")
 
 from relaymq.config import load_config_text  # noqa: E402
+from relaymq.testing.stomp_collector import Collector  # noqa: E402
 from relaymq.testing.threads import BrokerThread as BaseBrokerThread  # noqa: E402
 from relaymq.testing.waits import wait_until  # noqa: E402
 
@@ -60,25 +61,8 @@ def start_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerThread]]:
             b.stop()
 
 
-class Inbox(stomp.ConnectionListener):
-    """What a stomp.py connection received."""
-
-    def __init__(self) -> None:
-        self.messages: list[Any] = []
-        self.errors: list[Any] = []
-        self.receipts: set[str] = set()
-
-    def on_message(self, frame: Any) -> None:
-        self.messages.append(frame)
-
-    def on_error(self, frame: Any) -> None:
-        self.errors.append(frame)
-
-    def on_receipt(self, frame: Any) -> None:
-        self.receipts.add(frame.headers.get("receipt-id"))
-
-    def bodies(self) -> list[str]:
-        return [m.body for m in self.messages]
+#: what a stomp.py connection received (messages, errors, receipts), with bounded waits
+Inbox = Collector
 
 
 def stomp_client(address: tuple[str, int], **connect: Any) -> tuple[Any, Inbox]:

@@ -13,6 +13,7 @@ from relaymq.client import connect_broker
 from relaymq.config import load_config_text
 from relaymq.model.destination import Destination
 from relaymq.testing import running_broker
+from relaymq.testing.barriers import before_marker
 
 BODY = 1024
 
@@ -52,7 +53,7 @@ async def test_a_backlog_beyond_the_window_is_read_back_from_the_journal(tmp_pat
             m.ack()
             assert queue.stats.memory_used <= 64 * 1024 + 52 * BODY
         assert got == [body(i) for i in range(count)]
-        assert await consumer.receive(timeout=0.2) is None
+        assert await before_marker(conn, "queue://BACKLOG", consumer, ack=True) == []
         await conn.close()
 
 

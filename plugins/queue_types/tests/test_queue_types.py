@@ -315,7 +315,9 @@ def test_a_per_queue_default_makes_messages_eligible_and_a_missing_dmq_discards(
     c.send("/queue/missing.DMQ", "marker")
     c.wait_for("marker")
     assert c.bodies_of("4") == ["marker"]  # the expired message did not go there
-    assert c.bodies_of("2") == []
+    c.send("/queue/nodmq.q", "nodmq marker")  # behind the expired one, had it stayed
+    c.wait_for("nodmq marker")
+    assert c.bodies_of("2") == ["nodmq marker"]  # discarded, not delivered
     c.close()
 
 

@@ -138,7 +138,7 @@ def test_prefetch_bounds_unacked_deliveries(server: BrokerThread, client) -> Non
     assert server.stats("queue://pf")["dispatched"] == 3
 
 
-def test_prefetch_shares_between_consumers(client) -> None:
+def test_prefetch_shares_between_consumers(server: BrokerThread, client) -> None:
     a, cola = client()
     b, colb = client()
     subscribe(a, cola, "/queue/share", id="1", ack="client", headers={"activemq.prefetchSize": "1"})
@@ -146,6 +146,7 @@ def test_prefetch_shares_between_consumers(client) -> None:
     _send_n(a, "/queue/share", 2)
     cola.wait_messages(1)
     colb.wait_messages(1)
+    assert server.stats("queue://share")["dispatched"] == 2  # none twice, none on its way
     assert len(cola.messages) == 1 and len(colb.messages) == 1
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from relaymq.testing import wait_equal, wait_until
+from relaymq.testing.barriers import stomp_before_marker
 
 from .conftest import BrokerThread, connect, subscribe
 
@@ -103,14 +104,16 @@ def test_exclusive_consumer(server: BrokerThread, client) -> None:
     subscribe(b, colb, "/queue/excl", id="1", ack="auto", headers={"activemq.exclusive": "true"})
     for i in range(10):
         b.send("/queue/excl", str(i))
-    # all ten reached the exclusive consumer, in order, so none can still be on its way to b
+    # all ten reached the exclusive consumer, in order, and each was dispatched once,
+    # so none went to b (b's path orders nothing against a's: count instead)
     assert [m.body for m in cola.wait_messages(10)] == [str(i) for i in range(10)]
-    assert colb.messages == []
+    assert server.stats("queue://excl")["dispatched"] == 10
     a.unsubscribe("1", receipt="u")
     assert cola.wait_receipt("u")
     b.send("/queue/excl", "failover")
-    assert [m.body for m in colb.wait_messages(1)] == ["failover"]
-    assert len(cola.messages) == 10
+    assert stomp_before_marker(b, colb, "/queue/excl") == ["failover"]
+    assert len(cola.messages) == 10  # unsubscribed before: nothing more can come
+    assert server.stats("queue://excl")["dispatched"] == 12  # and the marker
     assert server.wait_queue_size("excl", 0) == 0
 
 
@@ -126,6 +129,7 @@ def test_competing_consumers_without_exclusive(server: BrokerThread, client) -> 
     first_b = colb.wait_messages(1)[0]
     assert {first_a.body, first_b.body} == {"0", "1"}
     assert server.wait_queue_size("rr", 4) == 4  # two in flight, two waiting
+    assert server.stats("queue://rr")["dispatched"] == 2  # so each holds only the one
     assert (len(cola.messages), len(colb.messages)) == (1, 1)
     # each ack frees one slot on that consumer only
     a.ack(first_a.headers["ack"], receipt="ra")
@@ -138,6 +142,7 @@ def test_competing_consumers_without_exclusive(server: BrokerThread, client) -> 
         conn.ack(m.headers["ack"], receipt="r" + m.body)
         assert col.wait_receipt("r" + m.body)
     assert server.wait_queue_size("rr", 0) == 0
+    assert server.stats("queue://rr")["dispatched"] == 4  # each message went out once
     assert (len(cola.messages), len(colb.messages)) == (2, 2)
 
 
@@ -277,7 +282,7 @@ def test_unsubscribe_unknown_id(raw) -> None:
     assert c.read()[0] == "RECEIPT"
 
 
-def test_message_groups_stick_to_one_consumer(client) -> None:
+def test_message_groups_stick_to_one_consumer(server: BrokerThread, client) -> None:
     a, cola = client()
     b, colb = client()
     subscribe(a, cola, "/queue/grp", id="1")
@@ -285,6 +290,7 @@ def test_message_groups_stick_to_one_consumer(client) -> None:
     for i in range(10):
         a.send("/queue/grp", f"{i % 2}-{i}", headers={"JMSXGroupID": f"g{i % 2}"})
     wait_until(lambda: len(cola.messages) + len(colb.messages) >= 10, "all ten messages")
+    assert server.stats("queue://grp")["dispatched"] == 10  # none twice, none on its way
     assert len(cola.messages) + len(colb.messages) == 10
     groups_a = {m.body.split("-")[0] for m in cola.messages}
     groups_b = {m.body.split("-")[0] for m in colb.messages}
