@@ -10,22 +10,29 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from relaymq_spark.client import Client, Endpoint
-from test_stream_source import kill_twice_then_finish
+from test_stream_source import kill_twice_then_finish, thirds
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def test_sink_exactly_once_with_driver_killed_twice(spark, broker, tmp_path: Path) -> None:
     files, per_file = 16, 500
-    data = tmp_path / "in"
+    data, staging = tmp_path / "in", tmp_path / "staging"
     data.mkdir()
-    for f in range(files):
-        ns = list(range(f * per_file, (f + 1) * per_file))
-        pq.write_table(pa.table({"n": pa.array(ns, pa.int64()),
-                                 "body": [f"row-{n}" for n in ns]}), data / f"part-{f:03}.parquet")
+    staging.mkdir()
+
+    def feed(stage: int) -> None:  # files appear whole (renamed into the stream's folder)
+        start, n = thirds(files, stage)
+        for f in range(start, start + n):
+            ns = list(range(f * per_file, (f + 1) * per_file))
+            part = staging / f"part-{f:03}.parquet"
+            pq.write_table(pa.table({"n": pa.array(ns, pa.int64()),
+                                     "body": [f"row-{n}" for n in ns]}), part)
+            part.rename(data / part.name)
+
     checkpoint = tmp_path / "checkpoint"
     args = ["sink", broker.url, "SUNK", str(data), str(checkpoint)]
-    kill_twice_then_finish(args, "0", checkpoint, tmp_path / "driver.log")
+    kill_twice_then_finish(args, "0", checkpoint, tmp_path / "driver.log", feed)
 
     client = Client(Endpoint(broker.url))
     first, last = client.bounds("SUNK")

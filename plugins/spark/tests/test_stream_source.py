@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,10 +59,17 @@ def run_to_end(args: list[str], log: Path, timeout: float = 300) -> None:
     assert rc == 0, log.read_text()[-5000:]
 
 
-def kill_twice_then_finish(args: list[str], most: str, checkpoint: Path, log: Path) -> None:
+def kill_twice_then_finish(args: list[str], most: str, checkpoint: Path, log: Path,
+                           feed: Callable[[int], None]) -> None:
     """Start the driver, SIGKILL it after two more committed micro-batches, twice;
-    then run it on the same checkpoint until everything available is done."""
-    for _ in range(2):
+    then run it on the same checkpoint until everything available is done.
+
+    `feed(stage)` adds input before each start (stages 0, 1, 2): each stage must
+    add at least two micro-batches' worth, so the two commits a kill waits for
+    always come, however far a run got before it was killed (a driver that had
+    read everything would otherwise wait for commits that never come)."""
+    for stage in range(2):
+        feed(stage)
         before = committed_batches(checkpoint)
         proc = start_driver(*args, "run", most, log=log)
         try:
@@ -72,15 +80,27 @@ def kill_twice_then_finish(args: list[str], most: str, checkpoint: Path, log: Pa
             assert proc.poll() is None, log.read_text()[-5000:]
         finally:
             kill_driver(proc)
+    feed(2)
     run_to_end([*args, "finish", most], log)
+
+
+def thirds(total: int, stage: int) -> tuple[int, int]:
+    """`(start, count)` of the stage-th of three consecutive parts of range(total)."""
+    bounds = [0, total // 3, 2 * total // 3, total]
+    return bounds[stage], bounds[stage + 1] - bounds[stage]
 
 
 def test_source_exactly_once_with_driver_killed_twice(spark, broker, tmp_path: Path) -> None:
     count = int(os.environ.get("RELAYMQ_SPARK_COUNT", "12000"))
-    fill(broker.url, "EXACT", count)
+    assert count >= 6000, "each of the three runs needs at least two batches of 1000"
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     args = ["source", broker.url, "EXACT", str(out), str(checkpoint)]
-    kill_twice_then_finish(args, "1000", checkpoint, tmp_path / "driver.log")
+
+    def feed(stage: int) -> None:
+        start, n = thirds(count, stage)
+        fill(broker.url, "EXACT", n, start)
+
+    kill_twice_then_finish(args, "1000", checkpoint, tmp_path / "driver.log", feed)
 
     rows = spark.read.parquet(str(out)).collect()  # committed files only (_spark_metadata)
     seqs = sorted(r.sequence for r in rows)

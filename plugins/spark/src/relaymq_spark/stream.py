@@ -6,6 +6,14 @@ straight from the broker (relaymq_amqp.ranges); reading never consumes, so a
 batch re-run after a crash reads the same messages. `commit(end)` releases what
 the query committed (`Management.release_through`): the broker keeps everything
 after the last commit, across broker and driver crashes.
+
+`trigger(availableNow=True)`: the reader implements `SupportsTriggerAvailableNow`.
+Without it Spark does not run an availableNow query to the end: it falls back
+to a single micro-batch (after a crash that is only the re-run of the batch
+that was planned but not committed). `prepareForTriggerAvailableNow` records
+each destination's last sequence number as the target; `latestOffset` never
+goes past it and still takes at most `maxMessagesPerTrigger` per batch, so the
+query reads everything up to the target in several batches, then stops.
 """
 
 from __future__ import annotations
@@ -26,13 +34,18 @@ from relaymq_spark.ranges import (
 )
 from relaymq_spark.rows import property_columns
 
-try:  # pyspark >= 4.2: admission control (maxMessagesPerTrigger)
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+try:  # pyspark >= 4.2: admission control (maxMessagesPerTrigger), Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
 except ImportError:  # pragma: no cover - older pyspark: every trigger reads all
-    ReadAllAvailable = ReadLimit = ReadMaxRows = None
+    ReadAllAvailable = ReadMaxRows = None
+    SupportsTriggerAvailableNow = object
 
 
-class StreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
     def __init__(self, options: dict[str, str]) -> None:
         self.endpoint = opt.endpoint(options)
         self.dests = opt.destinations(options)
@@ -42,6 +55,9 @@ class StreamReader(DataSourceStreamReader):  # type: ignore[misc]
         self.max_per_trigger = opt.positive_int(options, "maxMessagesPerTrigger", None)
         self.starting = opt.starting_offsets(options.get("startingOffsets"), self.dests)
         self.release = str(options.get("releaseOnCommit", "true")).lower() != "false"
+        #: availableNow: the last sequence number of each destination when the query
+        #: started; nothing after it is read
+        self.target: dict[str, int] | None = None
 
     def initialOffset(self) -> dict[str, int]:
         client = Client(self.endpoint)
@@ -52,17 +68,23 @@ class StreamReader(DataSourceStreamReader):  # type: ignore[misc]
             return ReadMaxRows(self.max_per_trigger)
         return ReadAllAvailable() if ReadAllAvailable is not None else None
 
+    def prepareForTriggerAvailableNow(self) -> None:
+        client = Client(self.endpoint)
+        self.target = {d: client.bounds(d)[1] for d in self.dests}
+
     def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None
                      ) -> dict[str, int]:
-        client = Client(self.endpoint)
+        """The end of the next batch: what the broker holds after `start`, at most
+        the read limit's rows (split evenly over the destinations), never past the
+        availableNow target. pyspark without admission control calls it without
+        arguments: then it is everything available."""
         budget: int | None = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             budget = max(1, limit.max_rows // len(self.dests))
-        elif limit is None and self.max_per_trigger is not None:
-            budget = max(1, self.max_per_trigger // len(self.dests))
+        client = Client(self.endpoint) if self.target is None else None
         out: dict[str, int] = {}
         for d in self.dests:
-            _, last = client.bounds(d)
+            last = self.target[d] if self.target is not None else client.bounds(d)[1]
             begin = int((start or {}).get(d, last))
             end = max(begin, last)
             if budget is not None:
