@@ -168,6 +168,22 @@ class Client(stomp.ConnectionListener):
         self.conn.ack(frame.headers["ack"], receipt=rid)
         wait_until(lambda: rid in self.receipts or self.errors, f"receipt {rid}", 10)
 
+    def with_receipt(self, frame: Callable[[str], None]) -> None:
+        """Send a frame (`frame(receipt_id)` sends it) and wait for its RECEIPT."""
+        rid = f"x{time.monotonic_ns()}"
+        frame(rid)
+        wait_until(lambda: rid in self.receipts or self.errors, f"receipt {rid}", 10)
+        assert not self.errors, self.errors[0].body
+
+    def begin(self, txid: str) -> None:
+        self.with_receipt(lambda rid: self.conn.begin(txid, headers={"receipt": rid}))
+
+    def commit(self, txid: str) -> None:
+        self.with_receipt(lambda rid: self.conn.commit(txid, headers={"receipt": rid}))
+
+    def abort(self, txid: str) -> None:
+        self.with_receipt(lambda rid: self.conn.abort(txid, headers={"receipt": rid}))
+
     def bodies(self) -> list[str]:
         return [m.body for m in self.messages]
 

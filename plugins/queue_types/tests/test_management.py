@@ -6,6 +6,7 @@ STOMP and AMQP connectors; a restart is a new broker on the same store."""
 from __future__ import annotations
 
 import time
+import zlib
 
 import pytest
 
@@ -16,6 +17,7 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
 from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
 from relaymq.errors import DestinationError  # noqa: E402
+from relaymq.testing import wait_until  # noqa: E402
 
 from .support import Client, EmbeddedBroker  # noqa: E402
 
@@ -24,6 +26,7 @@ CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="m
   <destinationPolicy><policyMap><policyEntries>
     <policyEntry queue="keyed.>" partitionCount="2" partitionRebalanceDelay="100"/>
     <policyEntry queue="expiring.>" deadMessageQueue="expiring.DMQ" dmqEligible="true"/>
+    <policyEntry queue="excl.>" accessType="exclusive"/>
   </policyEntries></policyMap></destinationPolicy>
   <persistenceAdapter><kahaDB directory="{data}/kahadb"/></persistenceAdapter>
   <transportConnectors>
@@ -139,8 +142,8 @@ def test_a_partition_count_set_by_management_unbinds_consumers_and_is_kept(tmp_p
                 receiver.receive(timeout=10)
         finally:
             amqp.close()
-        with pytest.raises(DestinationError, match="keeps 1 or more partitions"):
-            b.call(lambda br: qt(br).set_partition_count("keyed.book", 0))
+        with pytest.raises(DestinationError, match=r"a count is 0 \(a non-partitioned queue\)"):
+            b.call(lambda br: qt(br).set_partition_count("keyed.book", -1))
         p.close()
     finally:
         b.stop()
@@ -156,6 +159,112 @@ def test_a_partition_count_set_by_management_unbinds_consumers_and_is_kept(tmp_p
         for key in range(3):
             mine = [m for m in got if int(m[1:]) % 3 == key]
             assert mine == sorted(mine)
+        c.close()
+    finally:
+        b.stop()
+
+
+def flow(b: EmbeddedBroker, queue: str) -> dict[str, tuple[bool, tuple[int, ...] | None]]:
+    """Management's view of `queue`'s consumers: client id -> (active, partitions)."""
+    return {c.client_id: (c.active, c.partitions)
+            for c in b.call(lambda br: br.management.consumers(queue))}
+
+
+def test_management_shows_the_active_flow_of_exclusive_and_partitioned_queues(tmp_path) -> None:
+    """Solace's active flow indication: which consumer receives on an exclusive queue,
+    which owns which partition; it changes when the active consumer leaves."""
+    b = EmbeddedBroker(tmp_path, CONFIG)
+    b.start()
+    try:
+        first, second, third = (Client(b, n, client_id=n) for n in ("first", "second", "third"))
+        for c in (first, second, third):
+            c.subscribe("/queue/excl.audit", id="1")
+        assert flow(b, "excl.audit") == {"first": (True, None), "second": (False, None),
+                                         "third": (False, None)}
+        first.close()
+        wait_until(lambda: flow(b, "excl.audit") == {"second": (True, None),
+                                                     "third": (False, None)},
+                   "the second to be the active one", 10)
+        p = Client(b, "p")
+        p.send("/queue/excl.audit", "after failover")
+        assert second.wait_for("after failover") == ["after failover"]
+        assert third.messages == []
+        for c in (second, third):
+            c.conn.unsubscribe("1")
+
+        # a partitioned queue with two partitions: the first consumer owns both, a
+        # second one gets one after the rebalance, a third has none (inactive)
+        first, second, third = (Client(b, n, client_id=f"k{n}") for n in ("first", "second",
+                                                                            "third"))
+        first.subscribe("/queue/keyed.flow", id="1")
+        assert flow(b, "keyed.flow") == {"kfirst": (True, (0, 1))}
+        second.subscribe("/queue/keyed.flow", id="1")
+        wait_until(lambda: flow(b, "keyed.flow") == {"kfirst": (True, (0,)),
+                                                     "ksecond": (True, (1,))},
+                   "one partition each", 10)
+        third.subscribe("/queue/keyed.flow", id="1")
+        wait_until(lambda: b.call(lambda br: br.management.queue("keyed.flow").rebalances) >= 2,
+                   "the rebalance after the third joined", 10)
+        assert flow(b, "keyed.flow") == {"kfirst": (True, (0,)), "ksecond": (True, (1,)),
+                                         "kthird": (False, ())}
+        second.close()  # its partition goes to the consumer that had none
+        wait_until(lambda: flow(b, "keyed.flow") == {"kfirst": (True, (0,)),
+                                                     "kthird": (True, (1,))},
+                   "the third to take the second's partition", 10)
+        # what the view says is where the messages go: a key of partition 1 reaches third
+        key = next(f"k{i}" for i in range(100) if zlib.crc32(f"k{i}".encode()) % 2 == 1)
+        p.send("/queue/keyed.flow", "to partition 1", JMSXGroupID=key)
+        assert third.wait_for("to partition 1") == ["to partition 1"]
+        assert first.messages == []
+        # a paused queue's consumers receive nothing: none is active
+        b.call(lambda br: br.management.pause("keyed.flow"))
+        assert not any(active for active, _ in flow(b, "keyed.flow").values())
+        b.call(lambda br: br.management.resume("keyed.flow"))
+        for c in (p, first, second, third):
+            c.close()
+    finally:
+        b.stop()
+
+
+def test_a_partition_count_of_0_set_by_management_makes_a_plain_queue_across_a_restart(
+        tmp_path) -> None:
+    b = EmbeddedBroker(tmp_path, CONFIG)
+    b.start()
+    try:
+        c = Client(b, "c")
+        c.subscribe("/queue/keyed.zero", id="1", ack="client-individual",
+                    **{"activemq.prefetchSize": "3"})
+        p = Client(b, "p")
+        for i in range(8):
+            p.send("/queue/keyed.zero", f"m{i}", JMSXGroupID=f"k{i % 3}", persistent="true")
+        c.wait(3)  # held, not acknowledged
+        report = b.call(lambda br: qt(br).set_partition_count("keyed.zero", 0))
+        assert report["from"] == 2 and report["to"] == 0 and report["unbound"] == 1
+        assert "partition count changed from 2 to 0" in c.wait_error()
+        assert b.call(lambda br: br.management.queue_settings("keyed.zero")) == {
+            "partitionCount": 0}
+        info = b.call(lambda br: br.management.destination("keyed.zero"))
+        assert info.queue_type == "solace"
+        p.close()
+    finally:
+        b.stop()
+    b = EmbeddedBroker(tmp_path, CONFIG)
+    b.start()
+    try:
+        assert b.call(lambda br: br.management.queue("keyed.zero").partition_count) == 0
+        # a plain queue: a selector is allowed, and the waiting messages come in the
+        # queue's order (the three that were held first, redelivered)
+        c = Client(b, "again", client_id="again")
+        c.subscribe("/queue/keyed.zero", id="1", selector="JMSXGroupID IS NOT NULL")
+        assert c.wait(8) == [f"m{i}" for i in range(8)]
+        assert flow(b, "keyed.zero") == {"again": (True, None)}
+        # and partitioned again with a count above 0
+        report = b.call(lambda br: qt(br).set_partition_count("keyed.zero", 2))
+        assert report["from"] == 0 and report["to"] == 2 and report["unbound"] == 1
+        assert "partition count changed from 0 to 2" in c.wait_error()
+        bad = Client(b, "bad")
+        bad.subscribe("/queue/keyed.zero", id="1", selector="JMSXGroupID IS NOT NULL")
+        assert "a selector is not allowed" in bad.wait_error()
         c.close()
     finally:
         b.stop()

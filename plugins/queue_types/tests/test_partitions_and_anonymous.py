@@ -80,6 +80,45 @@ def test_changing_the_partition_count_unbinds_consumers_and_loses_nothing(broker
         x.close()
 
 
+def test_a_reload_to_partition_count_0_makes_a_plain_queue_and_back(tmp_path) -> None:
+    broker = Broker(tmp_path, config())
+    broker.start()
+    try:
+        c = Client(broker, "holder")
+        c.subscribe("/queue/orders.zero", id="1", ack="client-individual",
+                    **{"activemq.prefetchSize": "5"})
+        p = Client(broker, "p")
+        sent = [f"{i % 4}:{i}" for i in range(20)]
+        for i, body in enumerate(sent):
+            p.send("/queue/orders.zero", body, JMSXGroupID=f"k{i % 4}", persistent="true")
+        c.wait(5)  # holds five, acknowledges nothing
+        broker.reload(config(count=0), "partition count changed from 4 to 0")
+        assert "partition count changed from 4 to 0" in c.wait_error()
+        assert "no longer partitioned; 20 waiting messages keep the queue's order" \
+            in broker.output()
+        # a plain queue now: browsing is allowed and shows the queue's order
+        viewer = Client(broker, "viewer")
+        viewer.subscribe("/queue/orders.zero", id="b", browser="true")
+        wait_until(lambda: viewer.browse_ends, "the end of the browse", 10)
+        assert viewer.bodies() == sent
+        # one consumer gets every waiting message in the queue's order, the five that
+        # were held first, redelivered
+        d = Client(broker, "d")
+        d.subscribe("/queue/orders.zero", id="1", ack="client-individual")
+        assert d.wait(20) == sent
+        assert [m.headers.get("redelivered") for m in d.messages[:6]] == ["true"] * 5 + [None]
+        # partitioned again by the next reload (consumers unbound, browsing refused)
+        broker.reload(config(count=4), "partition count changed from 0 to 4")
+        assert "partition count changed from 0 to 4" in d.wait_error()
+        again = Client(broker, "again")
+        again.subscribe("/queue/orders.zero", id="b", browser="true")
+        assert "browsing is not allowed" in again.wait_error()
+        for x in (p, viewer):
+            x.close()
+    finally:
+        broker.stop()
+
+
 # ---------------------------------------------------------------------------
 # Per-partition last value queues
 # ---------------------------------------------------------------------------

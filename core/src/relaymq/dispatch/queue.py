@@ -301,6 +301,17 @@ class Queue(QueueBase):
                 return [c]  # the first exclusive consumer receives; the others stand by
         return consumers
 
+    def active_consumers(self) -> list[Consumer]:
+        """The consumers that receive now (management's "active" flag; Solace's active
+        flow indication): the first exclusive consumer alone, else every consumer; a
+        paused queue's are none. Queue types with their own choice override it."""
+        return list(self._active_consumers())
+
+    def partitions_of(self, consumer: Consumer) -> list[int] | None:
+        """The partitions `consumer` owns on a partitioned queue type; None on a queue
+        without partitions."""
+        return None
+
     # -- dispatch -----------------------------------------------------------------------
     def dispatch(self) -> None:
         if self._dispatching:

@@ -19,6 +19,7 @@ from relaymq.dispatch.deadletter import (
     ORIGINAL_DESTINATION,
     ORIGINAL_EXPIRATION,
 )
+from relaymq.dispatch.queue import Queue
 from relaymq.errors import DestinationError
 from relaymq.feed.events import DestinationConfigured, RemovalReason, SubscriptionDeleted
 from relaymq.management.browse import browse_page, message_info, scan
@@ -204,14 +205,24 @@ class Management:
         """Consumers (browsers included), all or those on `target`."""
         dest = _destination(target) if target is not None else None
         out = []
+        active: dict[int, set[int]] = {}  # id(queue) -> ids of its active consumers
         for conn in list(self._broker.connections):
             for c in list(conn.consumers.values()):
                 if dest is not None and c.destination != dest:
                     continue
+                on, parts = True, None
+                queue = c.queue
+                if not c.browser and isinstance(queue, Queue):
+                    ids = active.get(id(queue))
+                    if ids is None:
+                        ids = active[id(queue)] = {id(a) for a in queue.active_consumers()}
+                    on = id(c) in ids
+                    owned = queue.partitions_of(c)
+                    parts = tuple(owned) if owned is not None else None
                 out.append(ConsumerInfo(
                     c.id, c.name, conn.id, conn.client_id, c.destination.key, c.selector_text,
                     c.prefetch, len(c.inflight), c.browser, c.durable_name, c.exclusive,
-                    c.priority))
+                    c.priority, on, parts))
         return out
 
     def producers(self, target: Target | None = None) -> list[ProducerInfo]:

@@ -70,6 +70,12 @@ class ConsumerInfo:
     durable_name: str | None
     exclusive: bool
     priority: int
+    #: it receives now (Solace's active flow indication): False for an exclusive
+    #: queue's stand-by consumers and a partitioned queue's consumers without a
+    #: partition, and while the queue is paused; browsers are active
+    active: bool = True
+    #: the partitions it owns on a partitioned queue (None elsewhere)
+    partitions: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

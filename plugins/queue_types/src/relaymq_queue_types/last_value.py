@@ -46,6 +46,9 @@ class PartitionedLastValueQueue(PartitionedQueue):
     """Only the newest waiting message of each partition is kept."""
 
     refuses = "a partitioned last value queue delivers each key's last message to one consumer"
+    #: with a partition count of 0 it is a last value queue of one message
+    unpartitioned_refuses = LastValueQueue.refuses
+    unpartitioned_refuses_browsing = False
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -53,9 +56,9 @@ class PartitionedLastValueQueue(PartitionedQueue):
 
     def enqueue(self, entry: QueueEntry) -> None:
         count = self.partition_count
-        p = partition_of(entry, count)
+        p = partition_of(entry, count) if count else 0
         for older in list(self.pending):
-            if partition_of(older, count) == p and self.remove_pending(older):
+            if (not count or partition_of(older, count) == p) and self.remove_pending(older):
                 self.replaced += 1
         super().enqueue(entry)
 

@@ -16,6 +16,14 @@ it that it holds, or `partitionMaxHandoffTime` ms pass; then the new owner gets
 it. So a key's messages are delivered in order and never to two consumers at once.
 
 Browsing and selectors are refused at subscribe/attach (Solace does the same).
+
+Messages a consumer acknowledged inside a local transaction that is still open
+count as held by it: a hand-off waits for the transaction's commit or rollback
+(a rollback returns them to the partition's consumer, redelivered, in order).
+
+A partition count of 0 (set by a reload or management) makes the queue a plain
+non-partitioned one until a count above 0 is set again: competing consumers,
+message groups by `JMSXGroupID` as on any queue, browsing and selectors allowed.
 """
 
 from __future__ import annotations
@@ -48,8 +56,13 @@ class PartitionedQueue(SolaceQueue):
 
     refuses = "a partitioned queue delivers each key's messages to one consumer in order"
 
+    #: what the queue refuses while its partition count is 0 (a plain queue)
+    unpartitioned_refuses: str | None = None
+    unpartitioned_refuses_browsing = True
+
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
+        #: partitions; 0 once a change made the queue non-partitioned
         self.partition_count = max(1, self.policy.partition_count or 1)
         self.custom_choice = True
         self.exclusive_access = False
@@ -89,14 +102,25 @@ class PartitionedQueue(SolaceQueue):
         return p
 
     def active_consumers(self) -> list[Consumer]:
+        """Consumers owning a partition (during a hand-off: its old owner)."""
+        if not self.partition_count:
+            return super().active_consumers()
         owning = {id(c) for c in self.owners if c is not None}
         return [c for c in self.consumers if id(c) in owning]
 
-    def partitions_of(self, consumer: Consumer) -> list[int]:
+    def partitions_of(self, consumer: Consumer) -> list[int] | None:
+        if not self.partition_count:
+            return None
+        return [p for p, c in enumerate(self.owners) if c is consumer]
+
+    def _owned(self, consumer: Consumer) -> list[int]:
         return [p for p, c in enumerate(self.owners) if c is consumer]
 
     # -- consumers come and go -------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
+        if not self.partition_count:
+            super().add_consumer(consumer)
+            return
         first = not any(c is not None for c in self.owners)
         super().add_consumer(consumer)
         if first:
@@ -106,7 +130,10 @@ class PartitionedQueue(SolaceQueue):
             self._schedule_rebalance()
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        orphaned = self.partitions_of(consumer)
+        if not self.partition_count:
+            super().remove_consumer(consumer)
+            return
+        orphaned = self._owned(consumer)
         for p, (taker, _) in list(self.handoffs.items()):
             if taker is consumer:
                 del self.handoffs[p]  # the old owner keeps it until the next rebalance
@@ -116,7 +143,7 @@ class PartitionedQueue(SolaceQueue):
         remaining = [c for c in self.consumers if c is not consumer and not c.browser]
         if remaining:
             for p in orphaned:  # nothing to hand off: the old owner is gone
-                self.owners[p] = min(remaining, key=lambda c: len(self.partitions_of(c)))
+                self.owners[p] = min(remaining, key=lambda c: len(self._owned(c)))
             self._schedule_rebalance()
         super().remove_consumer(consumer)  # returns its unacknowledged messages
 
@@ -132,7 +159,7 @@ class PartitionedQueue(SolaceQueue):
         a partition leaving a live consumer is handed off."""
         self._rebalance = None
         consumers = [c for c in self.consumers if not c.closed]
-        if not consumers or self.deleted:
+        if not consumers or self.deleted or not self.partition_count:
             return
         self.rebalances += 1
         n, k = self.partition_count, len(consumers)
@@ -170,16 +197,34 @@ class PartitionedQueue(SolaceQueue):
         self.dispatch()
 
     def _finish_handoff(self, p: int) -> bool:
-        """Complete partition `p`'s hand-off if its old owner holds none of it."""
+        """Complete partition `p`'s hand-off if its old owner holds none of it (neither
+        unacknowledged nor acknowledged in a transaction that is still open)."""
         taker, deadline = self.handoffs[p]
         old = self.owners[p]
         if old is not None and not old.closed and asyncio.get_running_loop().time() < deadline:
             count = self.partition_count
             if any(partition_of(e, count) == p for e in old.inflight.values()):
                 return False
+            if self._acked_in_open_transaction(old, p):
+                return False
         del self.handoffs[p]
         self.owners[p] = taker
         return True
+
+    def _acked_in_open_transaction(self, consumer: Consumer, p: int) -> bool:
+        """Whether `consumer` acknowledged a message of partition `p` in a local
+        transaction of its connection that has not ended (a rollback would return it
+        to the queue, so the partition is not free yet)."""
+        transactions = getattr(consumer.connection, "transactions", None)
+        if not transactions:
+            return False
+        count = self.partition_count
+        for txn in list(transactions.values()):
+            for queue, entry in txn.acks:
+                if (queue is self and entry.consumer is consumer and not entry.removed
+                        and partition_of(entry, count) == p):
+                    return True
+        return False
 
     def _arm_handoff_timer(self) -> None:
         if self._handoff_timer is not None:
@@ -205,9 +250,11 @@ class PartitionedQueue(SolaceQueue):
         messages map to `crc32(key) mod count`. Nothing is dropped: the messages of
         removed partitions move with their keys (counted and logged as
         `remapped`). Consumers that bind again get the partitions anew (the first
-        takes all, the others after the rebalance delay)."""
+        takes all, the others after the rebalance delay). A count of 0 makes it a
+        plain queue (its waiting messages are dispatched in the queue's order to
+        competing consumers); a count above 0 makes it partitioned again."""
         old = self.partition_count
-        count = max(1, int(count))
+        count = max(0, int(count))
         if count == old:
             return {"from": old, "to": count, "unbound": 0, "remapped": 0, "waiting": self.size()}
         for timer in (self._rebalance, self._handoff_timer):
@@ -224,19 +271,42 @@ class PartitionedQueue(SolaceQueue):
         self.partition_count = count
         self._keys.clear()
         self.owners = [None] * count
-        remapped = sum(1 for e in self.pending
-                       if partition_of(e, old) != partition_of(e, count))
+        self._set_partitioned(count > 0)
+        remapped = 0 if not old or not count else sum(
+            1 for e in self.pending if partition_of(e, old) != partition_of(e, count))
         for consumer in bound:  # the transport tells its client and closes its side
             if consumer.on_closed is not None:
                 consumer.on_closed(reason)
             consumer.closed = True
+        if count and old:
+            moved = f"{remapped} of {self.size()} waiting messages in memory moved to " \
+                "another partition (none dropped)"
+        elif count:
+            moved = f"partitioned again; {self.size()} waiting messages mapped to partitions"
+        else:
+            moved = f"no longer partitioned; {self.size()} waiting messages keep the " \
+                "queue's order (none dropped)"
         log.log(logging.WARNING if bound else logging.INFO,
-                "%s: partition count changed from %d to %d; %d consumers unbound, "
-                "%d of %d waiting messages in memory moved to another partition "
-                "(none dropped)", self.destination, old, count, len(bound), remapped,
-                self.size())
+                "%s: partition count changed from %d to %d; %d consumers unbound, %s",
+                self.destination, old, count, len(bound), moved)
         return {"from": old, "to": count, "unbound": len(bound), "remapped": remapped,
                 "waiting": self.size()}
+
+    def _set_partitioned(self, partitioned: bool) -> None:
+        """Switch between partitioned and plain (a count of 0) behaviour."""
+        cls = type(self)
+        if partitioned:
+            self.refuses = cls.refuses
+            self.refuses_browsing = cls.refuses_browsing
+            self.custom_choice = True
+            if self.queue_type == "solace":
+                self.queue_type = "partitioned"
+        else:
+            self.refuses = cls.unpartitioned_refuses
+            self.refuses_browsing = cls.unpartitioned_refuses_browsing
+            self.custom_choice = False
+            if self.queue_type == "partitioned":
+                self.queue_type = "solace"
 
     def close_all(self, reason: str) -> None:
         for timer in (self._rebalance, self._handoff_timer):

@@ -12,6 +12,7 @@ await qt.add_subscription("orders.eu", "orders.*.eu")   # topic-to-queue mapping
 qt.subscriptions_of("orders.eu")                        # ['orders.*.eu']
 await qt.remove_subscription("orders.eu", "orders.*.eu")
 await qt.set_partition_count("orders.book", 12)         # consumers are unbound
+await qt.set_partition_count("orders.book", 0)          # a plain queue from now on
 ```
 """
 
@@ -56,6 +57,8 @@ class QueueTypes:
         self.subscriptions = TopicSubscriptions()
         #: `<queue topicSubscriptions>` of the configuration
         self._declared: dict[Destination, list[Destination]] = {}
+        #: partitioned queue -> the `partitionCount` its policy gave when last looked at
+        self._policy_counts: dict[Destination, int] = {}
 
     def configure(self, config: BrokerConfig) -> None:
         declared: dict[Destination, list[Destination]] = {}
@@ -73,8 +76,9 @@ class QueueTypes:
         if isinstance(queue, SolaceQueue):
             queue.management = self.management
             if isinstance(queue, PartitionedQueue) and not dest.is_temporary:
+                self._policy_counts[dest] = queue.policy.partition_count
                 count = self.management.queue_settings(dest).get(PARTITION_COUNT)
-                if isinstance(count, int) and count > 0 and count != queue.partition_count:
+                if isinstance(count, int) and count >= 0 and count != queue.partition_count:
                     queue.change_partition_count(count)  # no consumer yet: nothing moves
         self.refresh(dest)
 
@@ -107,6 +111,7 @@ class QueueTypes:
 
     def queue_removed(self, dest: Destination) -> None:
         self.subscriptions.forget(dest)
+        self._policy_counts.pop(dest, None)
 
     def refresh(self, dest: Destination) -> None:
         """Recompute `dest`'s topic subscriptions from every source."""
@@ -133,14 +138,15 @@ class QueueTypes:
         self.configure(config)
         for dest, queue in list(self.management.queues.items()):
             self.refresh(dest)
-            if isinstance(queue, PartitionedQueue) and not dest.is_temporary \
-                    and PARTITION_COUNT not in self.management.queue_settings(dest):
-                count = queue.policy.partition_count
-                if count > 0 and count != queue.partition_count:
+            if isinstance(queue, PartitionedQueue) and not dest.is_temporary:
+                before = self._policy_counts.get(dest, 0)
+                count = self._policy_counts[dest] = queue.policy.partition_count
+                if PARTITION_COUNT in self.management.queue_settings(dest):
+                    continue  # set through management: that count holds
+                if count <= 0 < before:  # the policy no longer gives it partitions
+                    count = 1 if queue.policy.queue_type == "partitioned" else 0
+                if (count > 0 or before > 0) and count != queue.partition_count:
                     queue.change_partition_count(count)
-                elif count <= 0:
-                    log.warning("%s: its policy no longer makes it partitioned; a queue keeps "
-                                "its type until the next restart", dest)
 
     # -- management: topic subscriptions ----------------------------------------------
     def subscriptions_of(self, queue: Destination | str) -> list[str]:
@@ -183,17 +189,17 @@ class QueueTypes:
     async def set_partition_count(self, queue: Destination | str, count: int) -> dict[str, Any]:
         """Change a partitioned queue's partition count (stored; it overrides the
         policy's from now on, also after a restart). Bound consumers are unbound,
-        as in Solace; no message is dropped. Returns what happened."""
+        as in Solace; no message is dropped. 0 makes it a plain queue, a count above
+        0 partitioned again. Returns what happened."""
         dest = self._existing(queue)
         q = self.management.queue(dest)
         if not isinstance(q, PartitionedQueue):
             raise DestinationError(f"{dest} is not a partitioned queue (its type is "
                                    f"{getattr(q, 'queue_type', '?')}); the type changes with "
                                    "the configuration and a restart")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise DestinationError(f"partition count {count!r}: a partitioned queue keeps 1 or "
-                                   "more partitions (a count of 0 is a non-partitioned queue: "
-                                   "change its policy and restart)")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise DestinationError(f"partition count {count!r}: a count is 0 (a non-partitioned "
+                                   "queue) or more")
         await self.management.set_queue_settings(dest, {PARTITION_COUNT: count})
         return q.change_partition_count(count)
 

@@ -78,8 +78,8 @@ class SolaceQueue(Queue):
     def active_consumers(self) -> list[Consumer]:
         """Consumers that receive now (Solace's "active flow indication")."""
         if self.exclusive_access:
-            return self.consumers[:1]
-        return list(self.consumers)
+            return super().active_consumers()[:1]
+        return super().active_consumers()
 
     def add_consumer(self, consumer: Consumer) -> None:
         if self.refuses is not None and ((consumer.browser and self.refuses_browsing)
