@@ -220,7 +220,7 @@ def test_unknown_txn_ids_are_clear_errors_on_that_link_only(connect: Any,
 def test_acknowledgement_in_an_unknown_transaction_closes_that_consumer_only(
         connect: Any, amqp_broker: Any, txn_state: str) -> None:
     c = connect()
-    fill(c, "queue://BADACK", "m", "kept")
+    fill(c, "queue://BADACK", "first", "m", "kept")
     tx = TxClient(c)
     s = c.create_sender("queue://BADACK.OUT")
     txn = b"never-declared"
@@ -228,17 +228,18 @@ def test_acknowledgement_in_an_unknown_transaction_closes_that_consumer_only(
         txn = tx.declare()
         tx.send(s, "sent in it", txn)
         (tx.rollback if txn_state == "rolled back" else tx.commit)(txn)
-    r = c.create_receiver("queue://BADACK", credit=1)
-    assert r.receive(timeout=5).body == "m"
-    tx.accept(r, txn)
+    good = tx.declare()
+    r = c.create_receiver("queue://BADACK", credit=2)
+    assert [r.receive(timeout=5).body for _ in range(2)] == ["first", "m"]
+    tx.accept(r, good)  # "first", in an active transaction
+    tx.accept(r, txn)  # "m", in one that is not
     with pytest.raises(LinkDetached, match="amqp:transaction:unknown-id") as info:
         wait_for(lambda: False, c)
     assert "not active" in str(info.value)
-    # nothing was lost: the message is back, the producer link, the coordinator and the
-    # connection still work
-    t2 = tx.declare()
-    tx.send(s, "after", t2)
-    tx.commit(t2)
+    # nothing accepted is lost: the good transaction still holds "first" and commits
+    # it; "m" is back; the producer link, the coordinator and the connection work
+    tx.send(s, "after", good)
+    tx.commit(good)
     fill(c, "queue://BADACK", "after")
     other = connect()
     assert receive_bodies(other, "queue://BADACK", 3) == ["m", "kept", "after"]
