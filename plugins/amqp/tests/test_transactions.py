@@ -487,3 +487,27 @@ def test_transactional_acquisition_naming_no_link_closes_the_connection(
         peer.sock.close()
     assert close_condition(frames) == "amqp:not-implemented"
     assert receive_bodies(other, "queue://txacq2", 1) == ["kept"]
+
+
+def test_topic_subscription_acknowledgements_commit_and_roll_back(connect: Any,
+                                                                  amqp_broker: Any) -> None:
+    """A subscription's deliveries take part in transactions as a queue's do: a rollback
+    redelivers on the subscription, a commit removes them."""
+    c = connect()
+    tx = TxClient(c)
+    r = c.create_receiver("topic://TXT", credit=2)
+    fill(c, "topic://TXT", "t1", "t2")
+    t = tx.declare()
+    assert [r.receive(timeout=5).body for _ in range(2)] == ["t1", "t2"]
+    tx.accept(r, t)
+    tx.accept(r, t)
+    tx.rollback(t)
+    again = [r.receive(timeout=5) for _ in range(2)]
+    assert [(m.body, m.delivery_count) for m in again] == [("t1", 1), ("t2", 1)]
+    t = tx.declare()
+    tx.accept(r, t)
+    tx.accept(r, t)
+    tx.commit(t)
+    fill(c, "topic://TXT", "t3")
+    assert r.receive(timeout=5).body == "t3"  # t1 and t2 are not delivered a third time
+    r.accept()
