@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,16 +117,32 @@ def receive_all(receiver: Any, count: int, timeout: float = 20.0) -> list[str]:
     return got
 
 
-def nothing_more(receiver: Any, quiet: float = 1.0) -> list[str]:
-    """What else arrives within `quiet` seconds (expected: nothing)."""
-    extra = []
-    while True:
+def until_markers(receiver: Any, markers: Collection[str], timeout: float = 30.0) -> list[str]:
+    """Everything that arrives (accepted) until each of `markers` has come at
+    least once; raises when one is still missing after `timeout`. A marker sent
+    after the messages under test travels behind them, so what a test must not
+    receive (a duplicate, an excluded message) would be in this list."""
+    want = set(markers)
+    got: list[str] = []
+    deadline = time.monotonic() + timeout
+    while want:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"markers {sorted(want)} did not arrive; got {got}")
         try:
-            m = receiver.receive(timeout=quiet)
-        except Exception:  # noqa: BLE001 - the timeout: nothing more came
-            return extra
-        extra.append(m.body)
+            m = receiver.receive(timeout=min(left, 1.0))
+        except Exception:  # noqa: BLE001 - proton's Timeout: poll again until the deadline
+            continue
         receiver.accept()
+        got.append(m.body)
+        want.discard(m.body)
+    return got
+
+
+def before_marker(receiver: Any, marker: str, timeout: float = 30.0) -> list[str]:
+    """What arrives before `marker` (which must arrive within `timeout`)."""
+    got = until_markers(receiver, [marker], timeout)
+    return got[:got.index(marker)]
 
 
 class Advisories:

@@ -6,7 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fedtools import Advisories, Brokers, client, connection_xml, nothing_more, receive_all, send
+from fedtools import (
+    Advisories,
+    Brokers,
+    before_marker,
+    client,
+    connection_xml,
+    receive_all,
+    send,
+    until_markers,
+)
 
 
 @pytest.fixture
@@ -33,9 +42,13 @@ def test_demand_creates_the_receiver_and_its_end_removes_it(brokers: Brokers) ->
             assert watch_a.wait(lambda n: n == 1) == 1  # B's receiver subscribed on A
             send(brokers.url("a"), "topic://news.eu", [f"n{i}" for i in range(10)])
             assert receive_all(sub, 10) == [f"n{i}" for i in range(10)]
-            assert nothing_more(sub) == []
+            send(brokers.url("a"), "topic://news.eu", ["end"])  # behind them on the same link
+            assert before_marker(sub, "end") == []  # nothing twice
             sub.close()
             assert watch_a.wait(lambda n: n == 0) == 0  # gone after the idle timeout
+            # B closed its receiver: A deleted the subscription behind it, so what is
+            # published now is for nobody (it must not arrive on the next receiver)
+            send(brokers.url("a"), "topic://news.eu", ["gone"])
             # demand again: a new receiver
             sub = cb.create_receiver("topic://news.eu", credit=100)
             assert watch_a.wait(lambda n: n == 1) == 1
@@ -58,7 +71,11 @@ def test_excluded_and_unmatched_addresses_are_not_federated(brokers: Brokers) ->
             send(brokers.url("a"), "topic://news.internal.x", ["secret"])
             send(brokers.url("a"), "topic://news.ok", ["ok"])
             assert receive_all(probe, 1) == ["ok"]
-            assert nothing_more(inner) == []  # ... the excluded one is not
+            # ... the excluded one is not: a receiver for it would have been attached
+            # before the probe's (its demand came first) and carried "secret" (sent
+            # on A before "ok") into B before "ok"; the marker is published on B after
+            send(brokers.url("b"), "topic://news.internal.x", ["end"])
+            assert before_marker(inner, "end") == []
             assert watch.count is None  # no consumer ever appeared on A for it
     finally:
         watch.close()
@@ -86,8 +103,18 @@ def _ring_or_mesh(brokers: Brokers, names: list[str], links: dict[str, list[str]
         for n in names:
             got = receive_all(subs[n], len(everything), timeout=60)
             assert sorted(got) == everything, f"{n} got {sorted(got)}"
+        # Barrier: every broker publishes a marker once all subscribers have every
+        # message. A copy that would reach a subscriber twice was routed, on the broker
+        # it comes from, no later than that broker's own subscriber got it -- so before
+        # that broker's marker, which follows it on the same federation link.
+        markers = [f"end-{n}" for n in names]
         for n in names:
-            assert nothing_more(subs[n], quiet=1.5) == [], f"{n} got a message twice"
+            send(brokers.url(n), f"topic://{topic}", [f"end-{n}"])
+        for n in names:
+            upstream = [f"end-{m}" for m in links[n]] + [f"end-{n}"]
+            got = until_markers(subs[n], upstream, timeout=60)
+            assert [b for b in got if b not in markers] == [], f"{n} got a message twice"
+            assert len(got) == len(set(got)), f"{n} got a marker twice: {got}"
     finally:
         for w in watches.values():
             w.close()
@@ -124,9 +151,11 @@ def test_queue_federation_prefers_local_consumers_and_moves_the_backlog(brokers:
             got = []
             for _ in range(5):
                 got.append(local.receive(timeout=20).body)  # held, not accepted
+            # the local consumer is preferred: it holds all five (unaccepted), so
+            # none went to A's receiver first
             assert got == [f"w{i}" for i in range(5)]
-            assert nothing_more(remote, quiet=1.0) == []  # the local consumer is preferred
             local.close()  # leaves without accepting: the backlog moves to A
-            assert sorted(receive_all(remote, 5)) == [f"w{i}" for i in range(5)]
+            send(brokers.url("b"), "queue://work.1", ["end"])
+            assert sorted(before_marker(remote, "end")) == [f"w{i}" for i in range(5)]
     finally:
         watch_b.close()
