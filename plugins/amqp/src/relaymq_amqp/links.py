@@ -96,6 +96,35 @@ def condition_for(exc: BaseException) -> Condition:
     return Condition("amqp:internal-error", f"{type(exc).__name__}: {exc}")
 
 
+def apply_outcome(consumer: Consumer, did: int, d: Any, state: int) -> Awaitable[None] | None:
+    """Apply the peer's outcome of a delivery it settled (or gave a terminal
+    state) to the kernel consumer's delivery `did`: accepted (or settled without
+    an outcome) = ack, released = release, modified = fail (delivery-failed),
+    poison (undeliverable-here: it must not come back to this link) or release,
+    rejected = reject (the DLQ). Returns the ack's store removal to watch, if
+    any; a delivery the kernel no longer knows (already settled) is ignored.
+    Shared by client consumer links and federation's links to a peer."""
+    try:
+        if state == _ACCEPTED or state == 0:
+            return consumer.ack(did)
+        if state == pn.MODIFIED:
+            failed, undeliverable = pn.remote_modified_flags(d)
+            if undeliverable:
+                # ActiveMQ's poison ack (the redeliveryPlugin's policy, else the DLQ at once)
+                consumer.nack(did, NackMode.POISON)
+            elif failed:
+                consumer.fail(did)
+            else:
+                consumer.release(did)
+        elif state == pn.REJECTED:
+            consumer.reject(did)
+        else:  # released, or an outcome this broker does not know
+            consumer.release(did)
+    except UnknownDelivery:
+        pass
+    return None
+
+
 class LinkHost:
     """What links need of the connection they belong to (`AmqpConnection` is the
     one implementation): its options, engine and kernel connection, its active
@@ -548,27 +577,9 @@ class ConsumerLink(Link):
         if did is None or c is None or self.browser:
             _settle(d)
             return
-        try:
-            if state == 0:
-                self._settle(c.ack, did)  # settled without an outcome: done with it
-            elif state == pn.RELEASED:
-                c.release(did)
-            elif state == pn.MODIFIED:
-                failed, undeliverable = pn.remote_modified_flags(d)
-                if undeliverable:
-                    # It MUST NOT come back to this link: ActiveMQ's poison ack
-                    # (the redeliveryPlugin's policy, else the DLQ at once).
-                    c.nack(did, NackMode.POISON)
-                elif failed:
-                    c.fail(did)
-                else:
-                    c.release(did)
-            elif state == pn.REJECTED:
-                c.reject(did)
-            else:
-                c.release(did)
-        except UnknownDelivery:
-            pass
+        fut = apply_outcome(c, did, d, state)
+        if fut is not None:
+            self.conn.watch(fut)
         if not settled:
             _update(d, state)
         _settle(d)

@@ -8,9 +8,10 @@ the handler named after a capability its attach desires):
   ``federation_version: 2`` and the capability offered; 10 credits. Its
   commands (``ADD_ADDRESS_POLICY``, ``ADD_QUEUE_POLICY``) are checked and
   recorded; a bad one is rejected and the control link closed (only it).
-* ``AMQ_FEDERATION_ADDRESS_RECEIVER`` -- `AddressSender`: a subscription on
-  the address for the source, filtered by the max-hops selector and no-local
-  (messages that came from that source).
+* ``AMQ_FEDERATION_ADDRESS_RECEIVER`` -- `AddressSender`: a durable
+  subscription on the address for the source (`address_queue`: it survives a
+  dropped link, and goes when the source closes it), filtered by the max-hops
+  selector and no-local (messages that came from that source).
 * ``AMQ_FEDERATION_QUEUE_RECEIVER`` -- `QueueSender`: a consumer on an existing
   queue with the consumer priority of the link property ``priority``.
 * ``AMQ_FEDERATION_EVENT_LINK`` -- `relaymq_federation.events.EventLink`.
@@ -25,16 +26,15 @@ import asyncio
 import logging
 from typing import Any, ClassVar
 
-from relaymq.dispatch.consumer import NackMode
 from relaymq.errors import UnknownDelivery
 from relaymq.model.destination import Destination
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Terminus
-from relaymq_amqp.links import condition_for
+from relaymq_amqp.links import apply_outcome, condition_for
 from relaymq_amqp.mapping import from_kernel, with_delivery_count
 from relaymq_amqp.scanner import decode, scan
 
-from relaymq_federation import wire
+from relaymq_federation import address_queue, wire
 from relaymq_federation.config import AddressPolicy, QueuePolicy
 from relaymq_federation.events import missing_queue
 from relaymq_federation.hops import hops_of, split_selector
@@ -151,6 +151,8 @@ class _FederationSender:
         self.unsettled: dict[Any, int] = {}
         self.max_hops = 0
         self.no_local_origin: str | None = None
+        #: (client id, name) of the durable subscription behind an address receiver
+        self.durable: tuple[str, str] | None = None
         self._tag = 0
 
     def attach(self) -> None:
@@ -175,8 +177,13 @@ class _FederationSender:
         try:
             dest, selector, priority = self._destination()
             kconn = await self.state.kernel(link.broker, link.remote_container, link.name)
+            durable = self.durable
+            if durable is not None:
+                address_queue.attached(*durable)
+                kconn.client_id = durable[0]
             consumer = await kconn.subscribe(dest, selector=selector, credit_mode=True,
                                              priority=priority, name=link.name,
+                                             durable_name=durable[1] if durable else None,
                                              on_message=self._on_message)
         except Exception as exc:  # noqa: BLE001 - refuse this link only
             cond = condition_for(exc)
@@ -250,23 +257,7 @@ class _FederationSender:
         did = self.unsettled.pop(d, None)
         c = self.consumer
         if did is not None and c is not None:
-            try:
-                if state == pn.ACCEPTED or state == 0:
-                    c.ack(did)
-                elif state == pn.MODIFIED:
-                    failed, undeliverable = pn.remote_modified_flags(d)
-                    if undeliverable:
-                        c.nack(did, NackMode.POISON)
-                    elif failed:
-                        c.fail(did)
-                    else:
-                        c.release(did)
-                elif state == pn.REJECTED:
-                    c.reject(did)
-                else:
-                    c.release(did)
-            except UnknownDelivery:
-                pass
+            apply_outcome(c, did, d, state)
         pn.delivery_settle(d)
         self.link.flush()
 
@@ -277,6 +268,13 @@ class _FederationSender:
         kconn = self.state.kconn
         if c is not None and kconn is not None and not kconn.closed:
             kconn.close_consumer(c)
+        if c is not None and self.durable is not None:
+            client_id, name = self.durable
+            if closed:
+                address_queue.link_closed(self.link.broker, client_id, name)
+            else:
+                address_queue.link_lost(self.link.broker, client_id, name,
+                                        self.link.remote_properties)
         self.state.links.discard(self)
         self.state.release()
 
@@ -295,6 +293,8 @@ class AddressSender(_FederationSender):
         self.max_hops, rest = split_selector(selector)
         if no_local:
             self.no_local_origin = self.link.remote_container
+        self.durable = (address_queue.client_id_for(self.link.remote_container),
+                        address_queue.subscription_name(self.link.name, source.address))
         return Destination.topic(address), rest, 0
 
 
