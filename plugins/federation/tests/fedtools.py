@@ -145,6 +145,15 @@ def before_marker(receiver: Any, marker: str, timeout: float = 30.0) -> list[str
     return got[:got.index(marker)]
 
 
+def wait_for_log(brokers: Brokers, name: str, text: str, timeout: float = 30.0) -> None:
+    """Until broker `name` has logged `text` (raises after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while text not in brokers.procs[name].output():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} never logged {text!r}:\n{brokers.logs()}")
+        time.sleep(0.1)
+
+
 class Advisories:
     """Consumer counts a broker advises on `ActiveMQ.Advisory.Consumer.Topic.<name>`."""
 

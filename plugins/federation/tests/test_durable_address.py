@@ -4,11 +4,19 @@ reaches it once it is back."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from fedtools import Advisories, Brokers, before_marker, client, connection_xml, receive_all, send
+from fedtools import (
+    Advisories,
+    Brokers,
+    before_marker,
+    client,
+    connection_xml,
+    receive_all,
+    send,
+    wait_for_log,
+)
 
 
 @pytest.fixture
@@ -50,14 +58,6 @@ def test_messages_published_while_the_pulling_broker_was_killed_arrive_after_its
         watch_a.close()
 
 
-def _wait_for_log(brokers: Brokers, name: str, text: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in brokers.procs[name].output():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{name} never logged {text!r}:\n{brokers.logs()}")
-        time.sleep(0.1)
-
-
 @pytest.mark.slow
 def test_auto_delete_removes_the_subscription_a_lost_receiver_left(brokers: Brokers) -> None:
     brokers.start("a")
@@ -71,9 +71,9 @@ def test_auto_delete_removes_the_subscription_a_lost_receiver_left(brokers: Brok
             cb.create_receiver("topic://news.eu", credit=100)
             assert watch_a.wait(lambda n: n == 1) == 1
         brokers.procs["b"].kill()
-        _wait_for_log(brokers, "a", "federation subscription federation.to-a.policy.news."
+        wait_for_log(brokers, "a", "federation subscription federation.to-a.policy.news."
                       "address.news.eu.node.")
-        _wait_for_log(brokers, "a", " deleted")
+        wait_for_log(brokers, "a", " deleted")
         # published after the deletion: for nobody (kept, it would reach B below)
         send(brokers.url("a"), "topic://news.eu", ["gone"])
         brokers.start("b", pulling, persistent=True)

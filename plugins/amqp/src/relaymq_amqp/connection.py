@@ -429,11 +429,15 @@ class AmqpConnection(LinkHost):
         pn.session_close(session)
 
     def on_link_remote_open(self, link: Any) -> None:
-        if link in self.links or link in self.extension_links or self.kconn is None:
+        if link in self.links or self.kconn is None:
             return
         is_sender = bool(pn.link_is_sender(link))
         caps = self.guard.attaches.pop((pn.link_name(link), is_sender), None) \
             if self.guard.attaches else None
+        known = self.extension_links.get(link)
+        if known is not None:  # the peer's answer to a link the broker attached (`initiated`)
+            known._on_remote_open(caps)
+            return
         if is_sender or pn.remote_target(link).kind != 3:
             extension = link_handlers.dispatch(self, link, caps)
             if extension is None and is_sender and wants_range(pn.remote_source(link)):

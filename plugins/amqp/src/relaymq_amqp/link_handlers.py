@@ -204,6 +204,9 @@ class IncomingLink:
             self.flush()
 
     # -- events from the connection ----------------------------------------------------
+    def _on_remote_open(self, caps: Any) -> None:
+        """Nothing: the peer's attach was the open (`initiated` links wait for it)."""
+
     def _on_delivery(self, delivery: Any) -> None:
         if self.handler is not None and not self.closed:
             self.handler.on_delivery(delivery)

@@ -36,6 +36,12 @@ def client_id_for(remote: str | None) -> str:
     return f"{wire.FEDERATION_PREFIX}:{remote or 'unknown'}"
 
 
+def origin_of(client_id: str) -> str | None:
+    """The peer node a subscription made by `client_id_for` is for (None: not one)."""
+    prefix = f"{wire.FEDERATION_PREFIX}:"
+    return client_id[len(prefix):] if client_id.startswith(prefix) else None
+
+
 def subscription_name(link_name: str, source_address: str) -> str:
     """The FQQN's queue part; a version 1 peer (a plain address) gets the link name."""
     _, queue = wire.split_fqqn(source_address)

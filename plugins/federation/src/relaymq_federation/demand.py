@@ -61,6 +61,16 @@ class Demand:
             return
         self.count(key, consumer.id, event.kind == "consumer-opened", origin_of(consumer))
 
+    def scan(self, broker: Any) -> None:
+        """Count the consumers there already are (a policy that starts late)."""
+        for conn in list(broker.connections):
+            for consumer in list(conn.consumers.values()):
+                if consumer.closed or getattr(consumer, "browser", False):
+                    continue
+                key = self.key_of(consumer)
+                if key is not None:
+                    self.count(key, consumer.id, True, origin_of(consumer))
+
     def count(self, key: str, token: int | str, present: bool, origin: str | None) -> None:
         """Add (or remove) one reason for demand on `key`: a consumer id, or a
         durable subscription's key (it keeps its messages while offline)."""

@@ -45,8 +45,10 @@ class Receivers:
     """The receivers of one policy kind (address or queue) of a federation."""
 
     def __init__(self, conn: Any, publisher: LocalPublisher, make: Callable[[str], ReceiverSpec],
-                 idle_timeout: float, credit: int, label: str) -> None:
+                 idle_timeout: float, credit: int, label: str,
+                 is_open: Callable[[], bool] | None = None) -> None:
         self.conn = conn
+        self.is_open = is_open or (lambda: bool(conn.state.value == "open"))
         self.publisher = publisher
         self.make = make
         self.idle_timeout = idle_timeout
@@ -87,7 +89,7 @@ class Receivers:
 
     def reconcile(self) -> None:
         """Open what is wanted and not open (a refused link is retried later)."""
-        if not self.enabled or self.conn.state.value != "open":
+        if not self.enabled or not self.is_open():
             return  # links are attached again on the next connection
         loop = asyncio.get_running_loop()
         now = loop.time()

@@ -7,7 +7,8 @@ the handler named after a capability its attach desires):
   dynamic target. Answered with the target address = the link name,
   ``federation_version: 2`` and the capability offered; 10 credits. Its
   commands (``ADD_ADDRESS_POLICY``, ``ADD_QUEUE_POLICY``) are checked and
-  recorded; a bad one is rejected and the control link closed (only it).
+  applied (`remote.RemotePolicies`: receivers back over this connection); a
+  bad one is rejected and the control link closed (only it).
 * ``AMQ_FEDERATION_ADDRESS_RECEIVER`` -- `AddressSender`: a durable
   subscription on the address for the source (`address_queue`: it survives a
   dropped link, and goes when the source closes it), filtered by the max-hops
@@ -38,6 +39,7 @@ from relaymq_federation import address_queue, wire
 from relaymq_federation.config import AddressPolicy, QueuePolicy
 from relaymq_federation.events import missing_queue
 from relaymq_federation.hops import hops_of, split_selector
+from relaymq_federation.remote import RemotePolicies
 from relaymq_federation.state import CONTROL_CREDIT, PRECONDITION, peer_state
 
 log = logging.getLogger("relaymq.federation")
@@ -67,6 +69,8 @@ class ControlLink:
     def __init__(self, link: Any) -> None:
         self.link = link
         self.state = peer_state(link.conn)
+        #: the remote policies the peer sent, applied here (on the first one)
+        self.remote: RemotePolicies | None = None
 
     def attach(self) -> None:
         link = self.link
@@ -109,6 +113,9 @@ class ControlLink:
             self.state.queue_policies.append(policy)
         log.info("federation %s: peer %s sent %s %r", link.name, link.remote_container, op, policy.name)
         link.accept(delivery)
+        if self.remote is None:
+            self.remote = RemotePolicies(link, self.state.configuration)
+        self.remote.add(policy)
         if link.credit <= CONTROL_LOW_CREDIT:
             link.flow(CONTROL_CREDIT - link.credit)
 
@@ -132,6 +139,9 @@ class ControlLink:
         pass
 
     def on_detach(self, closed: bool) -> None:
+        if self.remote is not None:
+            self.remote.stop()
+            self.remote = None
         if self.state.control is self:
             self.state.control = None
         self.state.release()

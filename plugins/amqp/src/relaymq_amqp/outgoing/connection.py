@@ -48,6 +48,7 @@ from relaymq_amqp.outgoing.common import (
     port_of,
 )
 from relaymq_amqp.outgoing.links import IncomingMessage, Receiver, Sender, _Link
+from relaymq_amqp.outgoing.peer_links import PeerLinks
 from relaymq_amqp.outgoing.session import AmqpSession
 from relaymq_amqp.sasl import SaslClient, SaslError
 from relaymq_amqp.types import Described, Symbol, ULong
@@ -129,6 +130,16 @@ class AmqpConnection(ReconnectingConnection):
         self._flush_scheduled = False
         self._names = 0
         self._close_reason: Exception | None = None
+        #: links the peer attaches (`serve_peer_links`), None: not served
+        self.peer_links: PeerLinks | None = None
+
+    def serve_peer_links(self, broker: Any) -> PeerLinks:
+        """Serve links the peer attaches over this connection with `broker`'s
+        ``relaymq.amqp_link_handlers`` (federation receivers of a peer that applies
+        remote policies); without it they are left unanswered."""
+        if self.peer_links is None:
+            self.peer_links = PeerLinks(self, broker)
+        return self.peer_links
 
     @classmethod
     def provide(cls, uri: str, endpoints: list[Endpoint], options: ConnectOptions,
@@ -304,21 +315,31 @@ class AmqpConnection(ReconnectingConnection):
                 if caps is not None:
                     handler.remote_offered_capabilities, handler.remote_desired_capabilities = caps
             handler._opened()
+        elif self.peer_links is not None:
+            caps = self._guard.attaches.pop((pn.link_name(link), bool(pn.link_is_sender(link))),
+                                            None) if self._guard.attaches else None
+            self.peer_links.opened(link, caps)
 
     def on_link_remote_close(self, link: Any, closed: bool) -> None:
         handler = self._by_pn(link)
         if handler is not None:
             handler._remote_closed()
+        elif self.peer_links is not None:
+            self.peer_links.remote_closed(link, closed)
 
     def on_link_flow(self, link: Any) -> None:
         handler = self._by_pn(link)
         if isinstance(handler, Sender):
             handler._on_flow()
+        elif handler is None and self.peer_links is not None:
+            self.peer_links.flow(link)
 
     def on_delivery(self, link: Any, delivery: Any) -> None:
         handler = self._by_pn(link)
         if handler is not None:
             handler._on_delivery(delivery)  # type: ignore[attr-defined]
+        elif self.peer_links is not None:
+            self.peer_links.delivery(link, delivery)
 
     def on_transport_error(self) -> None:
         assert self._engine is not None
@@ -471,6 +492,8 @@ class AmqpConnection(ReconnectingConnection):
             self._engine = None
         self._session = None
         self._by_ptr.clear()
+        if self.peer_links is not None:
+            self.peer_links.lost()
         if self._socket is not None and self._socket.transport is not None:
             self._socket.transport.abort()
         self._socket = None
