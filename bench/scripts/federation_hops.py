@@ -2,6 +2,7 @@
 latency at a fixed rate, and throughput through a chain of three brokers.
 
     .venv/bin/python bench/scripts/federation_hops.py [--count 20000] [--rate 2000]
+    .venv/bin/python bench/scripts/federation_hops.py --latency [--rates 500,1000,2000] [--repeat 3]
 
 Starts `relaymq run` brokers (memory store, AMQP only) and measures, with
 AMQP clients in this process (relaymq's outgoing AMQP client: a few µs per
@@ -19,6 +20,10 @@ message; the difference is what federation adds). Latency is send-to-receive
 time (the timestamp travels in the body) at `--rate` msg/s; throughput is the
 chain unthrottled with 1000 messages in flight. Nothing may be lost or
 reordered: the run fails otherwise.
+
+``--latency`` compares only end-to-end latency, direct (A to A) against one
+federated hop (A to B), interleaved and repeated at each rate, and prints the
+median p50/p99 and the p99 the hop adds.
 """
 
 from __future__ import annotations
@@ -168,11 +173,47 @@ async def run(producer_at: Broker, consumer_at: Broker, count: int, rate: float 
     }
 
 
+def latency(args: argparse.Namespace) -> int:
+    """End-to-end latency direct (producer and consumer on A) against one
+    federated hop (consumer on B), interleaved, `--repeat` runs per rate; prints
+    each run and the median p50/p99 per rate with the p99 the hop adds."""
+    tmp = Path(tempfile.mkdtemp(prefix="fedbench"))
+    a, b = Broker(tmp, "a"), Broker(tmp, "b")
+    rates = [float(r) for r in args.rates.split(",")]
+    try:
+        a.start(None)
+        b.start(a)
+        print(f"{'rate':>6s} {'set-up':8s} {'p50 ms':>8s} {'p99 ms':>8s}  (per run, then median)")
+        for rate in rates:
+            runs: dict[str, list[dict[str, object]]] = {"direct": [], "one hop": []}
+            for _ in range(args.repeat):
+                for label, cons, watched in (("direct", a, [a]), ("one hop", b, [a, b])):
+                    r = asyncio.run(run(a, cons, args.count, rate, watched, 30))
+                    runs[label].append(r)
+                    print(f"{rate:6.0f} {label:8s} {r['p50']:8.2f} {r['p99']:8.2f}")
+            med = {k: (statistics.median(float(r["p50"]) for r in v),  # type: ignore[arg-type]
+                       statistics.median(float(r["p99"]) for r in v))  # type: ignore[arg-type]
+                   for k, v in runs.items()}
+            print(f"{rate:6.0f} median: direct p50 {med['direct'][0]:.2f} p99 {med['direct'][1]:.2f} ms; "
+                  f"one hop p50 {med['one hop'][0]:.2f} p99 {med['one hop'][1]:.2f} ms; "
+                  f"added p99 {med['one hop'][1] - med['direct'][1]:+.2f} ms")
+    finally:
+        for br in (b, a):
+            br.stop()
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--rate", type=float, default=2000.0)
+    ap.add_argument("--latency", action="store_true",
+                    help="only compare end-to-end latency direct vs one hop (see --rates, --repeat)")
+    ap.add_argument("--rates", default="500,1000,2000", help="msg/s for --latency, comma-separated")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per set-up and rate for --latency")
     args = ap.parse_args()
+    if args.latency:
+        return latency(args)
     tmp = Path(tempfile.mkdtemp(prefix="fedbench"))
     a, b, c = Broker(tmp, "a"), Broker(tmp, "b"), Broker(tmp, "c")
     try:
