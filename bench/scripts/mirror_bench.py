@@ -11,7 +11,10 @@ client (pipelined, proton's engine) in this process. Four measurements:
    --messages persistent 1 KiB messages sent to a queue and consumed, with a
    mirror to B, minus the same on a broker without a mirror, per message;
 2. target CPU per message: B's CPU over the same run, per message (B applies
-   the send and the acknowledgement of each);
+   the send and the acknowledgement of each). Both brokers' CPU is read once
+   the mirror on A reports nothing left to send or settle (`snf_depth` and
+   `unsettled` 0 in its status, polled through A's console every 0.2 s), i.e.
+   once B has stored every event: a target that lags is counted in full;
 3. replication lag at a steady --rate msg/s for --seconds: a consumer on B
    notes when each message arrives; lag = arrival - the producer's send time
    (p50, p99);
@@ -58,35 +61,47 @@ class Proc:
     def __init__(self, root: Path, name: str, store: str, mirror_to: int | None = None) -> None:
         self.name = name
         self.port = free_port()
+        self.http_port = free_port()
         self.dir = root / name
         self.dir.mkdir(parents=True, exist_ok=True)
         persistence = (f'<persistenceAdapter><kahaDB directory="{self.dir / "kahadb"}"/></persistenceAdapter>'
                        if store == "kahadb" else
                        "<persistenceAdapter><memoryPersistenceAdapter/></persistenceAdapter>")
         mirror = ""
+        console = ""
         if mirror_to is not None:
+            console = f'<plugins><console host="127.0.0.1" port="{self.http_port}"/></plugins>'
+
             mirror = f"""<broker-connections><amqp-connection uri="tcp://127.0.0.1:{mirror_to}"
                 name="B" retry-interval="100"><mirror/></amqp-connection></broker-connections>"""
         self.cfg = self.dir / "activemq.xml"
         self.cfg.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
   brokerName="{name}" dataDirectory="{self.dir}">{persistence}
   <transportConnectors><transportConnector name="amqp" uri="amqp://127.0.0.1:{self.port}"/>
-  </transportConnectors>{mirror}</broker></beans>""")
+  </transportConnectors>{mirror}{console}</broker></beans>""")
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Proc:
+        console = "<console" in self.cfg.read_text()
         log = open(self.dir / "broker.log", "ab")  # noqa: SIM115
         cmd = [RELAYMQ, "run", "--config", str(self.cfg)]
         profile = os.environ.get(f"MIRROR_BENCH_PROFILE_{self.name.upper()}")
         if profile:  # a cProfile of this broker, written when it stops
             cmd = [sys.executable, "-m", "cProfile", "-o", profile, *cmd]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        spy = os.environ.get(f"MIRROR_BENCH_PYSPY_{self.name.upper()}")
+        if spy:  # a py-spy sampling profile (compiled code too), written when it stops
+            subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p",
+                              str(self.proc.pid), "-o", spy, "--format", "raw", "-r", "250",
+                              "--nonblocking", "--native"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited: {(self.dir / 'broker.log').read_text()[-2000:]}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+            with socket.socket() as s, socket.socket() as h:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0 and (
+                        not console or h.connect_ex(("127.0.0.1", self.http_port)) == 0):
                     return self
             time.sleep(0.05)
         raise RuntimeError(f"{self.name} did not start")
@@ -104,9 +119,35 @@ class Proc:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
 
+    async def mirror_settled(self, timeout: float) -> None:
+        """Wait until this broker's mirror has nothing left to send or settle."""
+        import httpx
+
+        url = f"http://127.0.0.1:{self.http_port}/api/v1/broker-connections"
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient() as client:
+            while True:
+                ops = _mirror_statuses((await client.get(url)).json())
+                if ops and all(op["snf_depth"] == 0 and op["unsettled"] == 0 for op in ops):
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the mirror of {self.name} did not settle: {ops}")
+                await asyncio.sleep(0.2)
+
     @property
     def uri(self) -> str:
         return f"amqp://127.0.0.1:{self.port}"
+
+
+def _mirror_statuses(tree: Any) -> list[dict[str, Any]]:
+    """Every mirror status (a dict with ``snf_depth``) in a management answer."""
+    if isinstance(tree, dict):
+        if "snf_depth" in tree:
+            return [tree]
+        return [s for v in tree.values() for s in _mirror_statuses(v)]
+    if isinstance(tree, list):
+        return [s for v in tree for s in _mirror_statuses(v)]
+    return []
 
 
 def message(i: int, dest: str = "queue://bench") -> Message:
@@ -169,7 +210,9 @@ async def through(broker: Proc, n: int, others: list[Proc]) -> tuple[float, list
     await produce(broker.uri, n)
     await consumer.wait_for(n, 600)
     await consumer.close()
-    await asyncio.sleep(1.0)  # let the mirror settle what is in flight
+    if others:  # B has applied (stored) every event of the run
+        await broker.mirror_settled(600)
+    await asyncio.sleep(0.2)
     after = [p.cpu() for p in [broker, *others]]
     return after[0] - before[0], [a - b for a, b in zip(after[1:], before[1:], strict=True)]
 
