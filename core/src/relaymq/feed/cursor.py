@@ -10,10 +10,13 @@ The cursor holds a window of events in memory and reads the rest back from the
 store (`read(key, after, limit)`), so a subscriber that stops reading for hours
 costs disk, not memory, and never slows producers down.
 
-A record is a message whose `feed` property holds the event's fields as JSON and
-whose body is the stored form of the event's message (`MessageAdded`) or empty.
-A replayed `MessageRemoved` (read back from the store) carries a message with
-only its id, destination and persistence. Events of recovery (`recovered=True`)
+The record of a `MessageAdded` is the event's message itself (a shallow copy
+sharing its body and encoded bytes, so the store encodes it once, as it does the
+queue's copy) with the event's fields as JSON in the annotation `FEED_FIELD`;
+the record of any other event is an empty message whose `feed` property holds
+its fields (as every record did before: both forms are read back). A replayed
+`MessageRemoved` (read back from the store) carries a message with only its id,
+destination and persistence. Events of recovery (`recovered=True`)
 are not captured: a cursor records changes, not the broker's restarts.
 """
 
@@ -36,7 +39,7 @@ from relaymq.feed.events import (
     added,
     removed,
 )
-from relaymq.model.codec import decode_message, encode_message
+from relaymq.model.codec import decode_message
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from relaymq.spi.persistence import AddDestination, AddMessage, RemoveDestination, RemoveMessage
@@ -46,6 +49,9 @@ CURSOR_PREFIX = "feed://"
 #: events a durable cursor keeps in memory before it reads the rest from the store
 WINDOW = 10_000
 PAGE = 1_000
+#: the annotation that makes a stored message a `MessageAdded` record (its fields as JSON)
+FEED_FIELD = "x-relaymq-feed"
+_to_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def check_name(name: str) -> None:
@@ -202,13 +208,10 @@ class DurableSubscription:
 
 # -- the stored form of an event ---------------------------------------------------------
 def encode_event(ev: ChangeEvent) -> Message:
+    if ev.__class__ is MessageAdded:
+        return _added_record(ev)  # type: ignore[arg-type]
     fields: dict[str, Any] = {"k": ev.kind, "o": ev.origin}
-    body = b""
-    if isinstance(ev, MessageAdded):
-        fields["d"] = ev.destination.key
-        fields["p"] = [list(p) for p in ev.placements]
-        body = encode_message(ev.message)
-    elif isinstance(ev, MessageRemoved):
+    if isinstance(ev, MessageRemoved):
         m = ev.message
         fields.update(d=ev.destination.key, key=ev.key, seq=ev.seq, r=ev.reason,
                       id=m.message_id, durable=m.durable)
@@ -222,14 +225,45 @@ def encode_event(ev: ChangeEvent) -> Message:
         fields["d"] = ev.destination.key
         fields["set"] = {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
                          for k, v in ev.settings.items()}
-    return Message(body, durable=True, properties={"feed": json.dumps(fields)})
+    return Message(b"", durable=True, properties={"feed": json.dumps(fields)})
+
+
+def _added_record(ev: MessageAdded) -> Message:
+    """The message itself, durable, its event's fields in the `FEED_FIELD` annotation
+    (``durable`` keeps the message's own persistence)."""
+    msg = ev.message
+    placements = ev.placements
+    fields = _to_json({"o": ev.origin, "d": ev.destination.key, "durable": msg.durable,
+                       "p": placements[0] if len(placements) == 1 else placements})
+    rec = msg.copy()  # shares body and encoded bytes; the annotations are replaced below
+    ann = msg.annotations
+    rec.annotations = {**ann, FEED_FIELD: fields} if ann else {FEED_FIELD: fields}
+    rec.durable = True
+    return rec
+
+
+def _decode_added(record: Message, fields: str) -> ChangeEvent:
+    f = json.loads(fields)
+    msg = record.copy()  # the store may hand out the record it keeps (memory store)
+    ann = dict(record.annotations or {})
+    ann.pop(FEED_FIELD, None)
+    msg.annotations = ann or None
+    msg.durable = bool(f.get("durable"))
+    p = f["p"]
+    placements = ((p[0], p[1]),) if p and isinstance(p[0], str) else tuple((k, s) for k, s in p)
+    return added(msg, Destination.parse(f["d"]), placements, f.get("o"))
 
 
 def decode_event(record: Message) -> ChangeEvent:
+    ann = record.annotations
+    if ann:
+        fields = ann.get(FEED_FIELD)
+        if isinstance(fields, str):
+            return _decode_added(record, fields)
     f = json.loads(record.properties["feed"])
     kind = f["k"]
     origin = f.get("o")
-    if kind == MessageAdded.kind:
+    if kind == MessageAdded.kind:  # written before records were the message itself
         return added(decode_message(record.body), Destination.parse(f["d"]),
                      tuple((k, s) for k, s in f["p"]), origin)
     if kind == MessageRemoved.kind:

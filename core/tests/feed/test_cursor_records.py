@@ -1,0 +1,60 @@
+"""The stored form of durable-cursor records: a `MessageAdded` record is the
+message itself (stored once, not wrapped), and records written in the earlier
+wrapped form are still read back."""
+
+from __future__ import annotations
+
+import json
+
+from relaymq.feed import MessageAdded, MessageRemoved
+from relaymq.feed.cursor import FEED_FIELD, decode_event, encode_event
+from relaymq.feed.events import added, removed
+from relaymq.model.codec import decode_message, encode_message
+from relaymq.model.destination import Destination
+from relaymq.model.message import Message
+
+
+def stored(record: Message) -> Message:
+    """What a store gives back: the record through the stored-message codec."""
+    return decode_message(encode_message(record))
+
+
+def test_a_message_added_record_is_the_message_and_reads_back_equal() -> None:
+    q = Destination.queue("rec.q")
+    msg = Message(b"x" * 1024, destination=q, message_id="ID:1", durable=False,
+                  properties={"n": 7}, annotations={"a": "b"}, origin="peer-1")
+    ev = added(msg, q, (("queue://rec.q", 42),), "peer-1")
+    record = encode_event(ev)
+    assert record.body is msg.body  # shared, not copied into a wrapper
+    assert record.durable is True and FEED_FIELD in record.annotations
+    assert msg.annotations == {"a": "b"} and msg.durable is False  # the original is untouched
+    back = decode_event(stored(record))
+    assert type(back) is MessageAdded
+    assert back.placements == (("queue://rec.q", 42),) and back.destination == q
+    assert back.origin == "peer-1"
+    m = back.message
+    assert (m.body, m.message_id, m.durable, m.properties, m.annotations, m.origin) == (
+        msg.body, "ID:1", False, {"n": 7}, {"a": "b"}, "peer-1")
+
+
+def test_several_placements_and_none() -> None:
+    t = Destination.topic("rec.t")
+    msg = Message(b"t", destination=t, message_id="ID:2", durable=True)
+    many = (("durable://c:a", 3), ("durable://c:b", 9))
+    for placements in (many, ()):
+        record = stored(encode_event(added(msg, t, placements, None)))
+        back = decode_event(record)
+        assert back.placements == placements and back.message.annotations is None
+        assert decode_event(record).placements == placements  # the record itself is unchanged
+
+
+def test_records_of_the_earlier_wrapped_form_are_read() -> None:
+    q = Destination.queue("rec.old")
+    msg = Message(b"old", destination=q, message_id="ID:3", durable=True)
+    fields = {"k": MessageAdded.kind, "o": None, "d": q.key, "p": [["queue://rec.old", 5]]}
+    legacy = Message(encode_message(msg), durable=True, properties={"feed": json.dumps(fields)})
+    back = decode_event(stored(legacy))
+    assert type(back) is MessageAdded and back.placements == (("queue://rec.old", 5),)
+    assert back.message.body == b"old" and back.message.message_id == "ID:3"
+    rem = decode_event(stored(encode_event(removed(msg, q, "queue://rec.old", 5, "acked", "p"))))
+    assert type(rem) is MessageRemoved and (rem.seq, rem.reason, rem.origin) == (5, "acked", "p")
