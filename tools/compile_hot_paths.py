@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["core", "plugins/amqp", "plugins/stomp", "plugins/kahadb", "plugins/virtual_topic",
-            "plugins/queue_types"]
+            "plugins/queue_types", "plugins/mirror"]
 STAMP = ".compiled-stamp"
 MANIFEST = "_compiled_sources.json"  # read by relaymq.compiled
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
