@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from relaymq.broker.connection import ClientConnection
 from relaymq.errors import SecurityError
@@ -65,7 +65,8 @@ def _to(data: bytes) -> str | None:
 class MirrorTarget:
     """`relaymq.amqp_link_handlers` entry point for ``amq.mirror``."""
 
-    address_prefixes = (wire.MIRROR_ADDRESS,)
+    #: a ClassVar: compiled (mypyc), a plain class attribute would be a per-instance slot
+    address_prefixes: ClassVar[tuple[str, ...]] = (wire.MIRROR_ADDRESS,)
 
     def __init__(self, link: Any) -> None:
         self.link = link
