@@ -58,3 +58,47 @@ def test_records_of_the_earlier_wrapped_form_are_read() -> None:
     assert back.message.body == b"old" and back.message.message_id == "ID:3"
     rem = decode_event(stored(encode_event(removed(msg, q, "queue://rec.old", 5, "acked", "p"))))
     assert type(rem) is MessageRemoved and (rem.seq, rem.reason, rem.origin) == (5, "acked", "p")
+
+
+async def test_a_spilled_cursor_reads_ahead_and_keeps_order_while_more_arrives(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Small window and pages: the backlog spills to the store; the next page is
+    read ahead while the reader works and more events keep coming. Every event
+    arrives once, in order; acknowledged ones are gone."""
+    import asyncio
+
+    from relaymq.broker.broker import Broker
+    from relaymq.broker.security import ConnectRequest
+    from relaymq.config.model import BrokerConfig
+    from relaymq.feed import cursor as cursor_mod
+
+    monkeypatch.setattr(cursor_mod, "WINDOW", 40)
+    monkeypatch.setattr(cursor_mod, "PAGE", 16)
+    monkeypatch.setattr(cursor_mod, "PREFETCH_AT", 8)
+    broker = Broker(BrokerConfig(persistent=False))
+    await broker.start()
+    try:
+        cur = await broker.change_feed.subscribe_durable("spill", {MessageAdded})
+        conn = await broker.connect(ConnectRequest())
+        q = Destination.queue("rec.spill")
+        for i in range(300):
+            await conn.send(Message(f"{i}".encode(), destination=q, durable=True))
+        deadline = asyncio.get_running_loop().time() + 5
+        while cur.pending < 300:  # stored, mostly only in the store (window 40)
+            assert asyncio.get_running_loop().time() < deadline, cur.pending
+            await asyncio.sleep(0.01)
+        got: list[int] = []
+        nxt = 300
+        while len(got) < 600:
+            ev = await asyncio.wait_for(cur.get(), 5)
+            got.append(int(ev.message.body))
+            if nxt < 600:  # more arrive while the backlog drains
+                await conn.send(Message(f"{nxt}".encode(), destination=q, durable=True))
+                nxt += 1
+            if len(got) % 50 == 0:
+                await cur.ack()
+        assert got == list(range(600))
+        await cur.ack()
+        assert cur.pending == 0 and cur.unacknowledged == 0
+        assert await broker.store.read(cur.key, 0, 10) == []
+    finally:
+        await broker.stop()

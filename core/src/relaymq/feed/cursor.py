@@ -49,6 +49,8 @@ CURSOR_PREFIX = "feed://"
 #: events a durable cursor keeps in memory before it reads the rest from the store
 WINDOW = 10_000
 PAGE = 1_000
+#: while events wait only in the store, the next page is read once the buffer is this short
+PREFETCH_AT = PAGE // 2
 #: the annotation that makes a stored message a `MessageAdded` record (its fields as JSON)
 FEED_FIELD = "x-relaymq-feed"
 _to_json = json.JSONEncoder(separators=(",", ":")).encode
@@ -83,6 +85,7 @@ class DurableSubscription:
         self._spilled = False  # events after the buffer are only in the store
         self._delivered: deque[int] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        self._prefetch: asyncio.Task[Any] | None = None  # the next page, being read
 
     def wants_kind(self, cls: type[Any]) -> bool:
         return self.kinds is None or cls in self.kinds
@@ -151,6 +154,8 @@ class DurableSubscription:
         """The next event, waiting for one."""
         while True:
             buf = self._buffer
+            if self._spilled and len(buf) <= PREFETCH_AT:
+                self._prefetch_page()
             while buf:
                 seq, ev = buf.popleft()
                 if seq <= self.position:
@@ -171,15 +176,34 @@ class DurableSubscription:
     async def __anext__(self) -> ChangeEvent:
         return await self.get()
 
+    def _prefetch_page(self) -> None:
+        """Start reading the page after the buffer from the store, unless under way:
+        a reader that drains a long backlog finds the next page read already."""
+        if self._prefetch is None and self._buffered_max < self._committed:
+            self._prefetch = asyncio.get_running_loop().create_task(
+                self._store.read(self.key, self._buffered_max, PAGE))
+
     async def _page(self) -> None:
-        records = await self._store.read(self.key, self.position, PAGE)
-        top = self.position
+        self._prefetch_page()
+        task = self._prefetch
+        if task is None:
+            self._spilled = False
+            return
+        try:
+            records = await task
+        finally:
+            if self._prefetch is task:
+                self._prefetch = None
+        committed = self._committed
+        top = self._buffered_max
         for rec in records:
-            if rec.seq > self._buffered_max:
+            if rec.seq > committed:
+                break  # its write is still under way: `committed` buffers it
+            if rec.seq > top:
                 self._buffer.append((rec.seq, decode_event(rec.message)))
-                self._buffered_max = rec.seq
-            top = rec.seq
-        if not records or top >= self._committed:
+                top = rec.seq
+        self._buffered_max = top
+        if top >= committed or not records:
             self._spilled = False
 
     async def ack(self, position: int | None = None) -> int:
@@ -196,6 +220,9 @@ class DurableSubscription:
 
     async def destroy(self) -> None:
         self.opened = False
+        if self._prefetch is not None:
+            self._prefetch.cancel()
+            self._prefetch = None
         self._buffer.clear()
         self._delivered.clear()
         if self._writer is not None:
