@@ -89,12 +89,6 @@ class Proc:
         if profile:  # a cProfile of this broker, written when it stops
             cmd = [sys.executable, "-m", "cProfile", "-o", profile, *cmd]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        spy = os.environ.get(f"MIRROR_BENCH_PYSPY_{self.name.upper()}")
-        if spy:  # a py-spy sampling profile (compiled code too), written when it stops
-            subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p",
-                              str(self.proc.pid), "-o", spy, "--format", "raw", "-r", "250",
-                              "--nonblocking", "--native"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -18,7 +18,7 @@ class MirrorConfig:
     sync: bool = False
     address_filter: str | None = None
     #: events sent and not yet accepted by the target (the link's window)
-    window: int = 1000
+    window: int = 5000
     origin: Origin | None = None
 
 

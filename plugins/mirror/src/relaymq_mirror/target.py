@@ -39,9 +39,11 @@ from relaymq_mirror.wire import BadEvent, Incoming
 
 log = logging.getLogger("relaymq.mirror")
 
-#: credit granted to a source (Artemis' amqpCredits) and when it is topped up
-CREDIT = 1000
-LOW_CREDIT = 300
+#: credit granted to a source and when it is topped up (Artemis' amqpCredits and
+#: amqpLowCredits are 1000 and 300; more in flight keeps a source that waits for
+#: this broker's store syncs busy: a backlog drains in bigger store batches)
+CREDIT = 5000
+LOW_CREDIT = 2500
 #: a postAck whose message is not found is tried again this often (Artemis: 5 x 100 ms)
 ACK_RETRIES = 5
 ACK_RETRY_DELAY = 0.1
