@@ -29,6 +29,7 @@ from relaymq.testing import broker_config, plugin_element, running_broker
 from relaymq_amqp import engine as pn
 from relaymq_amqp.connection import AmqpConnection, AmqpOptions
 from relaymq_amqp.engine import Engine, Terminus
+from relaymq_bench.amqp_codec import disposition_frame
 
 SORT = "tottime"  # the profile order (--profile)
 
@@ -48,9 +49,15 @@ class _Events:
         return out
 
 
-def _record(n: int, body: bytes, consume: bool, batch: int) -> tuple[list[bytes], list[bytes]]:
+def _record(n: int, body: bytes, consume: bool, batch: int,
+            ack: str = "ranged") -> tuple[list[bytes], list[bytes]]:
     """What a proton client writes to produce (or consume and accept) `n`
-    messages: the set-up bytes, then one chunk per `batch` messages."""
+    messages: the set-up bytes, then one chunk per `batch` messages.
+
+    A consumer's outcomes are proton's (`ack="ranged"`: consecutive accepted
+    settlements become one first..last disposition), one disposition frame per
+    delivery (`"individual"`, as relaymq-bench's client-individual mode writes
+    them), or none (`"presettled"`: the link asks for settled deliveries)."""
     client, server = Engine(server=False), Engine(server=True)
     ce, se = _Events(), _Events()
 
@@ -84,7 +91,7 @@ def _record(n: int, body: bytes, consume: bool, batch: int) -> tuple[list[bytes]
         link = pn.sender(ssn, "s")
         pn.set_source(link, Terminus(kind=1))
         pn.set_target(link, Terminus(address="queue://bench", kind=2))
-    pn.link_open(link)
+    pn.link_open(link, snd_settle_mode=pn.SND_SETTLED if consume and ack == "presettled" else None)
     setup = [pump()]
     server.open(container_id="s")
     (s_ssn,), = se.take("on_session_remote_open")
@@ -104,8 +111,12 @@ def _record(n: int, body: bytes, consume: bool, batch: int) -> tuple[list[bytes]
         for start in range(0, n, batch):
             for d in deliveries[start:start + batch]:
                 pn.link_advance(link)
-                pn.settle_with(d, pn.ACCEPTED)
-            batches.append(pump())
+                if ack != "presettled":
+                    pn.settle_with(d, pn.ACCEPTED)
+            chunk = pump()
+            if ack == "individual":
+                chunk = b"".join(disposition_frame(i, i) for i in range(start, min(start + batch, n)))
+            batches.append(chunk)
     else:
         pn.link_flow(s_link, n)
         setup.append(pump())
@@ -150,9 +161,9 @@ def _load(path: str) -> list[list[bytes]]:
     return streams
 
 
-def _streams(n: int, batch: int, durable: bool = False) -> list[list[bytes]]:
+def _streams(n: int, batch: int, durable: bool = False, ack: str = "ranged") -> list[list[bytes]]:
     body = bytes(Message(body=b"x" * 1024, durable=durable).encode())
-    return [*_record(n, body, False, batch), *_record(n, body, True, batch)]
+    return [*_record(n, body, False, batch), *_record(n, body, True, batch, ack)]
 
 
 async def _run(n: int, batch: int, profile: bool, streams: list[list[bytes]],
@@ -191,7 +202,8 @@ async def _run(n: int, batch: int, profile: bool, streams: list[list[bytes]],
                 while queue.stats.dispatched < min((i + 1) * batch, n):
                     await asyncio.sleep(0.0002)
                 await _settle_loop()  # the consumer connection writes the transfers
-            consumer.feed(c_chunk)
+            if c_chunk:
+                consumer.feed(c_chunk)
             await _settle_loop(2)
         elapsed = time.process_time() - t0
         if prof:
@@ -216,12 +228,15 @@ def main() -> None:
     p.add_argument("--replay", metavar="FILE", help="replay streams saved with --save")
     p.add_argument("--kahadb", metavar="DIR", help="durable messages, stored in a kahaDB in DIR "
                    "(record with the same option)")
+    p.add_argument("--ack", choices=("ranged", "individual", "presettled"), default="ranged",
+                   help="the consumer's outcomes: proton's coalesced first..last dispositions "
+                   "(default), one disposition frame per delivery, or a pre-settled link")
     args = p.parse_args()
     if args.save:
-        _save(args.save, _streams(args.messages, args.batch, bool(args.kahadb)))
+        _save(args.save, _streams(args.messages, args.batch, bool(args.kahadb), args.ack))
         return
     streams = (_load(args.replay) if args.replay
-               else _streams(args.messages, args.batch, bool(args.kahadb)))
+               else _streams(args.messages, args.batch, bool(args.kahadb), args.ack))
     n = len(streams[1]) * args.batch if args.replay else args.messages
     results = [asyncio.run(_run(n, args.batch, args.profile, streams, args.kahadb))
                for _ in range(args.runs)]

@@ -16,8 +16,9 @@ from proton import Message
 from relaymq_amqp import engine as pn
 from relaymq_amqp.encode import frame, performative
 from relaymq_amqp.engine import Condition, Engine, Terminus
-from relaymq_amqp.frames import FrameGuard
-from relaymq_amqp.types import Described, Symbol, ULong
+from relaymq_amqp.frames import FrameGuard, plain_disposition
+from relaymq_amqp.scanner import DecodeError, decode
+from relaymq_amqp.types import Described, Symbol, UInt, ULong
 
 
 class Recorder:
@@ -279,6 +280,127 @@ def test_guard_stops_at_the_bad_frame(bad: bytes, condition: str) -> None:
     byte_by_byte = FrameGuard(512)
     accepted = sum(byte_by_byte.feed(bytes([b])) for b in good + bad)
     assert accepted <= len(good + bad) and byte_by_byte.error is not None
+
+
+def consumer_stream() -> bytes:
+    """What a proton consumer writes when it settles six deliveries one by one,
+    out of order (so proton cannot merge them into ranges), with every outcome."""
+    p = Pair()
+    try:
+        p.client.open(container_id="c")
+        p.pump()
+        p.server.open(container_id="s")
+        ssn = p.client.session()
+        pn.session_open(ssn)
+        link = pn.receiver(ssn, "r")
+        pn.set_source(link, Terminus(address="q", kind=1))
+        pn.link_open(link)
+        pn.link_flow(link, 10)
+        p.pump()
+        (s_ssn,), = p.s_events.take("on_session_remote_open")
+        pn.session_open(s_ssn)
+        (s_link,), = p.s_events.take("on_link_remote_open")
+        pn.link_open(s_link)
+        p.pump()
+        for i in range(6):
+            pn.send(s_link, bytes([i]), bytes(Message(body="m").encode()))
+        p.pump()
+        deliveries = [d for _, (_lk, d) in [e for e in p.c_events.events if e[0] == "on_delivery"]]
+        assert len(deliveries) == 6
+        for _ in deliveries:
+            pn.link_advance(link)
+        outcomes = [(0, pn.ACCEPTED), (2, pn.RELEASED), (4, pn.REJECTED), (1, pn.MODIFIED),
+                    (5, pn.ACCEPTED), (3, pn.ACCEPTED)]
+        for i, state in outcomes:
+            if state == pn.REJECTED:
+                pn.settle_with(deliveries[i], state, Condition("amqp:internal-error", "no"))
+            elif state == pn.MODIFIED:
+                pn.settle_with(deliveries[i], state, None, True, False)
+            else:
+                pn.settle_with(deliveries[i], state)
+            p.pump()
+        return b"".join(p.wire)
+    finally:
+        p.free()
+
+
+def _frames(stream: bytes) -> list[bytes]:
+    pos, out = 8, []
+    while pos < len(stream):
+        size = int.from_bytes(stream[pos:pos + 4], "big")
+        out.append(stream[pos:pos + size])
+        pos += size
+    return out
+
+
+def _disposition_fields(frame_bytes: bytes) -> int | None:
+    """Where a disposition frame's fields start (None for other frames)."""
+    body = frame_bytes[4] * 4  # the data offset, in 4-byte words
+    if frame_bytes[body:body + 3] == b"\x00\x53\x15":
+        return body + 3
+    return None
+
+
+def test_guard_takes_a_consumers_dispositions_of_every_outcome() -> None:
+    stream = consumer_stream()
+    dispositions = [f for f in _frames(stream) if _disposition_fields(f) is not None]
+    assert len(dispositions) >= 6
+    plain = [f for f in dispositions if plain_disposition(f, _disposition_fields(f), len(f))]
+    # accepted and released are checked in place; rejected and modified carry fields
+    # and are decoded as before
+    assert 0 < len(plain) < len(dispositions)
+    for f in dispositions:
+        fields = _disposition_fields(f)
+        assert fields is not None
+        assert decode(f[fields:])[0][0] is True  # the receiver's role
+    guard = FrameGuard(512)
+    assert guard.feed(stream) == len(stream), guard.error
+    byte_by_byte = FrameGuard(512)
+    assert sum(byte_by_byte.feed(bytes([b])) for b in stream) == len(stream)
+
+
+def test_plain_dispositions_are_never_more_lenient_than_a_full_decode() -> None:
+    """Every disposition the guard passes without decoding also decodes fully, to
+    the end of its frame; a corrupted one it would not decode is left to the full
+    check, which refuses it."""
+    accepted = Described(ULong(0x24), [])
+    samples = [
+        performative(0x15, [True, UInt(first), UInt(last), True, accepted])
+        for first, last in ((0, 0), (7, 7), (300, 300), (5, 70000), (0xFFFFFFFF, 0xFFFFFFFF))
+    ] + [
+        performative(0x15, [True, UInt(3), None, True, Described(ULong(0x26), [])]),
+        performative(0x15, [True, UInt(3)]),
+        performative(0x15, [True, UInt(3), UInt(4), False, accepted, True]),
+    ]
+    for body in samples:
+        data = frame(body)
+        assert plain_disposition(data, 11, len(data)), data.hex()
+        assert FrameGuard(512).feed(b"AMQP\x00\x01\x00\x00" + data) == len(data) + 8
+    rng = random.Random(16)
+    checked = 0
+    for _ in range(3000):
+        data = bytearray(frame(rng.choice(samples)))
+        for _ in range(rng.randint(1, 2)):
+            data[rng.randrange(11, len(data))] = rng.choice(
+                [0x00, 0x40, 0x41, 0x42, 0x43, 0x45, 0x52, 0x53, 0x56, 0x70, 0xA1, 0xC0, 0xD0,
+                 rng.randrange(256)])
+        raw = bytes(data)
+        if not plain_disposition(raw, 11, len(raw)):
+            continue
+        checked += 1
+        try:
+            value, end = decode(raw, 11)
+        except DecodeError as exc:
+            raise AssertionError(f"passed unchecked but does not decode: {raw.hex()}") from exc
+        assert isinstance(value, list) and end == len(raw), raw.hex()
+    assert checked > 100
+    # a list that says five fields but holds four: refused by the full check
+    broken = frame(b"\x00\x53\x15\xc0\x05\x05\x41\x43\x43\x41")
+    assert not plain_disposition(broken, 11, len(broken))
+    guard = FrameGuard(512)
+    preamble = b"AMQP\x00\x01\x00\x00"
+    assert guard.feed(preamble + broken) == len(preamble)
+    assert guard.error is not None and guard.error[0] == "amqp:decode-error"
 
 
 def _rss_kib() -> int:

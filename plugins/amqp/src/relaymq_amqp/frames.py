@@ -29,6 +29,7 @@ _U32 = struct.Struct(">I").unpack_from
 
 PERFORMATIVES = range(0x10, 0x19)  # open .. close
 TRANSFER = 0x14
+DISPOSITION = 0x15
 ATTACH = 0x12
 #: attaches with capabilities kept until their link is handled (a bound against floods)
 MAX_ATTACHES = 1024
@@ -137,6 +138,13 @@ class FrameGuard:
                                 return n
                             pos = end
                             continue
+                    elif (data[body] == 0 and data[body + 1] == 0x53
+                          and data[body + 2] == DISPOSITION and end <= n
+                          and plain_disposition(data, body + 3, end)):
+                        # a consumer's outcome, one per message with individual
+                        # settlement: checked in place instead of decoded
+                        pos = end
+                        continue
             verdict = self._check(data, pos, n)
             if verdict is None:
                 self._partial = data[pos:]
@@ -264,3 +272,48 @@ class FrameGuard:
     def _fail(self, condition: str, description: str) -> int:
         self.error = (condition, description)
         return -1
+
+
+def _plain_field(data: bytes, p: int, end: int) -> int:
+    """The end of one disposition field at `p` in the plain forms clients write
+    (null, true, false, uint0, smalluint, uint), or -1 for anything else."""
+    if p >= end:
+        return -1
+    t = data[p]
+    if t == 0x40 or t == 0x41 or t == 0x42 or t == 0x43:
+        return p + 1
+    if t == 0x52:
+        return p + 2
+    if t == 0x70:
+        return p + 5
+    return -1
+
+
+def plain_disposition(data: bytes, lst: int, end: int) -> bool:
+    """True when the disposition fields at `lst` fill the frame up to `end` and
+    are in the plain form every client writes for an outcome without details:
+    a list8 of role, first, last, settled (null, booleans, uints), an optional
+    state that is null or a described empty list under a small-ulong descriptor
+    (accepted, released), and an optional batchable. Anything else (a rejected
+    or modified outcome with fields, a transactional state, other encodings) is
+    False: the guard then decodes the frame fully, as before."""
+    if end - lst < 3 or data[lst] != 0xC0 or lst + 2 + data[lst + 1] != end:
+        return False
+    count = data[lst + 2]
+    if count < 2 or count > 6:
+        return False
+    p = lst + 3
+    for i in range(count):
+        if i == 4 and p + 2 < end and data[p] == 0 and data[p + 1] == 0x53:
+            p += 3  # a state: small-ulong descriptor, then an empty list
+            if p < end and data[p] == 0x45:
+                p += 1
+            elif p + 2 < end and data[p] == 0xC0 and data[p + 1] == 1 and data[p + 2] == 0:
+                p += 3
+            else:
+                return False
+        else:
+            p = _plain_field(data, p, end)
+            if p < 0:
+                return False
+    return p == end
