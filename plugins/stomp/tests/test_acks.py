@@ -296,3 +296,31 @@ def test_client_individual_acks_without_receipts(server: BrokerThread, raw) -> N
     c.send(f"ACK\nid:{acks[2]}\n\n\x00")
     cmd, h, _ = c.read()
     assert cmd == "ERROR" and acks[2] in h["message"]
+
+
+def test_ack_receipts_answer_in_frame_order_without_holding_later_frames(
+        server: BrokerThread, raw) -> None:
+    """Receipted ACKs of persistent messages are answered once their removal is
+    stored, after the answers of earlier frames and before later ones; the ACKs
+    and the SEND behind them in the same read are applied meanwhile, not after."""
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/rcpt.order\nid:1\nack:client-individual\n\n\x00")
+    c.send("".join(f"SEND\ndestination:/queue/rcpt.order\npersistent:true\n\nm{i}\x00"
+                   for i in range(4)))
+    acks = [c.read()[1]["ack"] for _ in range(4)]
+    c.send(f"ACK\nid:{acks[0]}\nreceipt:r0\n\n\x00"
+           f"ACK\nid:{acks[1]}\n\n\x00"
+           "SEND\ndestination:/queue/rcpt.other\npersistent:true\nreceipt:s\n\nx\x00"
+           f"ACK\nid:{acks[2]}\nreceipt:r2\n\n\x00"
+           f"ACK\nid:{acks[3]}\n\n\x00"
+           "SEND\ndestination:/queue/rcpt.other\nreceipt:t\n\ny\x00")
+    answers = [c.read() for _ in range(4)]
+    assert [(cmd, h.get("receipt-id")) for cmd, h, _ in answers] == [
+        ("RECEIPT", "r0"), ("RECEIPT", "s"), ("RECEIPT", "r2"), ("RECEIPT", "t")]
+    assert server.wait_queue_size("rcpt.order", 0) == 0
+    assert server.wait_queue_size("rcpt.other", 2) == 2
+    # an ACK of a delivery already acknowledged is still an ERROR carrying its receipt
+    c.send(f"ACK\nid:{acks[2]}\nreceipt:again\n\n\x00")
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and h.get("receipt-id") == "again"

@@ -253,11 +253,14 @@ class StompProtocol(asyncio.Protocol):
             if self._closing:
                 return
             item = frames[i]
+            i += 1
             if item.__class__ is FrameError:
                 session.error(item)  # type: ignore[arg-type]
                 return
-            await session.handle(item)  # type: ignore[arg-type]
-            i += 1
+            frame = cast(Frame, item)
+            if frame.command == "ACK" and session.ack_now(frame):
+                continue  # a consumer's ACK: applied without a coroutine
+            await session.handle(frame)
 
     async def _process(self, coro: Coroutine[Any, Any, None], waiting: Any) -> None:
         session = self.session
@@ -270,7 +273,10 @@ class StompProtocol(asyncio.Protocol):
                 if isinstance(item, FrameError):
                     session.error(item)
                     break
-                await session.handle(frames.popleft())  # type: ignore[arg-type]
+                frame = cast(Frame, frames.popleft())
+                if frame.command == "ACK" and session.ack_now(frame):
+                    continue
+                await session.handle(frame)
         finally:
             self._task = None
             if self._lost:

@@ -142,7 +142,7 @@ class StompSession(SubscriptionHost):
             elif receipt is not None and not self.closing:
                 self.write(_receipt(receipt, self.version))
             return
-        if cmd == "ACK" and conn is not None and not self._store_waits and self._quick_ack(frame):
+        if cmd == "ACK" and conn is not None and self.ack_now(frame):
             return
         if self._store_waits:
             await self.stored()  # frames are answered in order
@@ -562,14 +562,17 @@ class StompSession(SubscriptionHost):
                          "the message was already acknowledged, or never delivered on this "
                          "connection")
 
-    def _quick_ack(self, frame: Frame) -> bool:
-        """The consumer's hot path: a STOMP 1.2 ACK of one held client-individual
-        delivery, with no receipt and no transaction, applied without the generic
-        dispatch. False (nothing done) for anything else, which `_ack` handles."""
-        if frame.escaped:
+    def ack_now(self, frame: Frame) -> bool:
+        """The consumer's hot path, called for each ACK frame without a coroutine:
+        a STOMP 1.2 ACK of one held client-individual delivery, outside a
+        transaction, applied at once. Its receipt, if asked for, is answered once
+        the removal is stored (after the answers of earlier frames, in order);
+        later frames are not held up meanwhile. False (nothing done) for anything
+        else, which `handle` takes the general way."""
+        if frame.escaped or self.closing:
             return False
         h = frame.headers
-        if "receipt" in h or "transaction" in h:
+        if "transaction" in h:
             return False
         ack_id = h.get("id")
         if ack_id is None:
@@ -582,9 +585,19 @@ class StompSession(SubscriptionHost):
             return False
         consumer = sub.consumer
         did = int(did_text)
-        if consumer is None or not consumer.holds(did):
+        if consumer is None or self.conn is None or not consumer.holds(did):
             return False
-        consumer.ack(did)  # stored in the background; no receipt promised
+        done = consumer.ack(did)  # stored with this loop turn's other removals
+        receipt = h.get("receipt")
+        if receipt is None:
+            return True  # nothing promised: the removal is stored in the background
+        if done is not None:
+            self._after_store(done, receipt)  # the receipt promises the ack is durable
+        elif self._store_waits:  # nothing to store, but answered after earlier frames
+            self._store_waits[-1][1].append(receipt)
+            self._unstored += 1
+        else:
+            self.write(_receipt(receipt, self.version))
         return True
 
     async def _ack(self, frame: Frame) -> None:
