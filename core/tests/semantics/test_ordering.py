@@ -203,3 +203,33 @@ async def test_higher_priority_consumers_are_served_first(make_broker, connect):
     for i in range(3, 5):
         await p.send("queue://CP", f"{i}")
     assert await texts(low, 2) == ["3", "4"]  # the higher one is full (3 unacknowledged)
+
+
+async def test_ack_many_acknowledges_what_is_held_and_refills_the_window_once(make_broker):
+    """`Consumer.ack_many` (a transport's individual acks of one read): the ids the
+    consumer holds are acknowledged, ids it does not hold are skipped, and the
+    window refills once, in sequence order. Nothing is being stored for
+    non-persistent messages, so there is nothing to wait for."""
+    from relaymq.broker.security import ConnectRequest
+    from relaymq.model.destination import Destination
+    from relaymq.model.message import Message
+
+    b = await make_broker()
+    conn = await b.connect(ConnectRequest())
+    dest = Destination.queue("MANY")
+    got: list[tuple[int, str]] = []
+    consumer = await conn.subscribe(
+        dest, prefetch=3, on_message=lambda d: got.append((d.id, d.message.body.decode())))
+    for i in range(8):
+        await conn.send(Message(f"m{i}".encode(), destination=dest))
+    assert [body for _, body in got] == ["m0", "m1", "m2"]
+    assert consumer.ack_many([got[0][0], got[2][0], 999]) is None
+    assert [body for _, body in got] == ["m0", "m1", "m2", "m3", "m4"]
+    q = b.region.queues[dest]
+    assert q.stats.dequeued == 2 and b.queue_size("MANY") == 6
+    assert sorted(consumer.inflight) == [got[1][0], got[3][0], got[4][0]]
+    assert consumer.ack_many([got[0][0]]) is None  # already acknowledged: nothing happens
+    assert q.stats.dequeued == 2
+    consumer.ack_many([got[1][0], got[3][0], got[4][0]])
+    assert [body for _, body in got][5:] == ["m5", "m6", "m7"]
+    assert q.stats.dequeued == 5 and q.stats.in_flight == 3

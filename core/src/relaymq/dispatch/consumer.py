@@ -212,6 +212,23 @@ class Consumer:
             return None
         return self.queue.acknowledge(entry)
 
+    def ack_many(self, delivery_ids: list[int]) -> Awaitable[None] | None:
+        """Acknowledge several deliveries outside a transaction (a transport's acks
+        of one read or one batch of settlements) in one queue call, with one
+        dispatch into the room they made. Ids this consumer does not hold (already
+        settled) are skipped. Returns an awaitable when removals are being stored
+        (await it before telling the client they are durable)."""
+        inflight = self.inflight
+        entries = []
+        for did in delivery_ids:
+            entry = inflight.pop(did, None)
+            if entry is not None:
+                entries.append(entry)
+        if not entries:
+            return None
+        assert self.queue is not None
+        return self.queue.acknowledge_all(entries)
+
     def ack_cumulative(self, delivery_id: int, txn: Acks | None = None) -> Awaitable[None] | None:
         """Acknowledge `delivery_id` and every earlier delivery still held."""
         if delivery_id not in self.inflight:
