@@ -96,6 +96,8 @@ class AmqpConnection(LinkHost):
         #: durable transfers routed and waiting for their store write, in routing order
         self._store_waits: deque[tuple[asyncio.Future[None], ProducerLink, Any]] = deque()
         self._watched: asyncio.Future[None] | None = None  # the store removal last watched
+        #: consumer links holding accepted outcomes for the kernel (see `acks_due`)
+        self._acking: list[ConsumerLink] = []
         self._sending = False
         self._send_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -283,6 +285,8 @@ class AmqpConnection(LinkHost):
         self._pumping = True
         try:
             engine.pump(self)
+            if self._acking:
+                self._ack_accepted()
         except Exception:  # noqa: BLE001 - a bug in one connection must not stop the broker
             log.exception("AMQP connection %s failed; closing it", self.remote_address)
             self._pumping = False
@@ -298,6 +302,8 @@ class AmqpConnection(LinkHost):
         self._pumping = True
         try:
             engine.pump(self)
+            if self._acking:
+                self._ack_accepted()
         except Exception:  # noqa: BLE001 - a bug in one connection must not stop the broker
             log.exception("AMQP connection %s failed; closing it", self.remote_address)
             self._pumping = False
@@ -313,6 +319,16 @@ class AmqpConnection(LinkHost):
             self._close_now()
         elif self._timer is None and self.opened:
             self._arm_timer()
+
+    def acks_due(self, link: ConsumerLink) -> None:
+        self._acking.append(link)
+
+    def _ack_accepted(self) -> None:
+        """The accepted outcomes of the events just handled go to the kernel, one
+        call per consumer link (a read of many dispositions is one queue call)."""
+        links, self._acking = self._acking, []
+        for link in links:
+            link.flush_acks()
 
     def want_flush(self) -> None:
         """Output is waiting (a delivery, a settlement): write it this loop turn."""

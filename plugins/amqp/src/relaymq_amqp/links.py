@@ -165,6 +165,11 @@ class LinkHost:
         """Log a failed store write of an acknowledgement."""
         raise NotImplementedError
 
+    def acks_due(self, link: ConsumerLink) -> None:
+        """`link` holds accepted outcomes for the kernel: call its `flush_acks`
+        once the events being handled now are done (before anything else runs)."""
+        raise NotImplementedError
+
     def unsubscribe_later(self, name: str) -> None:
         """Remove the durable subscription `name` once its link is gone."""
         raise NotImplementedError
@@ -437,6 +442,9 @@ class ConsumerLink(Link):
         super().__init__(conn, link)
         self.consumer: Consumer | None = None
         self.unsettled: dict[Any, int] = {}
+        #: delivery ids the peer accepted in the events being handled now: the
+        #: kernel acknowledges them together (`flush_acks`), one queue call
+        self._acks: list[int] = []
         self.presettled = False
         self.browser = False
         self.durable_name: str | None = None
@@ -554,18 +562,17 @@ class ConsumerLink(Link):
         state = _remote_state(d)
         if state == _ACCEPTED:  # the common case, kept short
             did = self.unsettled.pop(d, None)
-            c = self.consumer
-            if did is not None and c is not None and not self.browser:
-                try:
-                    fut = c.ack(did)
-                except UnknownDelivery:
-                    fut = None
-                if fut is not None:
-                    self.conn.watch(fut)
+            if did is not None and self.consumer is not None and not self.browser:
+                acks = self._acks
+                if not acks:
+                    self.conn.acks_due(self)
+                acks.append(did)
             if not _is_settled(d):
                 _update(d, state)
             _settle(d)
             return
+        if self._acks:
+            self.flush_acks()  # outcomes reach the kernel in the order they came
         if state == TRANSACTIONAL_STATE:
             self._transactional(d)
             return
@@ -621,6 +628,19 @@ class ConsumerLink(Link):
         else:
             _settle(d)
 
+    def flush_acks(self) -> None:
+        """Acknowledge the deliveries accepted since the last call, in one kernel call."""
+        acks = self._acks
+        if not acks:
+            return
+        self._acks = []
+        c = self.consumer
+        if c is None or self.browser:
+            return
+        fut = c.ack_many(acks)
+        if fut is not None:
+            self.conn.watch(fut)
+
     def _settle(self, ack: Any, did: int) -> None:
         try:
             fut = ack(did)
@@ -630,6 +650,7 @@ class ConsumerLink(Link):
             self.conn.watch(fut)
 
     def detached(self) -> None:
+        self.flush_acks()  # accepted before the detach: acknowledged, not returned
         c = self.consumer
         self.consumer = None
         self.unsettled.clear()
