@@ -249,18 +249,22 @@ class StompProtocol(asyncio.Protocol):
         session = self.session
         assert session is not None
         i, n = 0, len(frames)
-        while i < n:
-            if self._closing:
-                return
-            item = frames[i]
-            i += 1
-            if item.__class__ is FrameError:
-                session.error(item)  # type: ignore[arg-type]
-                return
-            frame = cast(Frame, item)
-            if frame.command == "ACK" and session.ack_now(frame):
-                continue  # a consumer's ACK: applied without a coroutine
-            await session.handle(frame)
+        try:
+            while i < n:
+                if self._closing:
+                    return
+                item = frames[i]
+                i += 1
+                if item.__class__ is FrameError:
+                    session.error(item)  # type: ignore[arg-type]
+                    return
+                frame = cast(Frame, item)
+                if frame.command == "ACK" and session.ack_now(frame):
+                    continue  # a consumer's ACK: taken without a coroutine
+                session.apply_acks()  # the ACKs before this frame come first
+                await session.handle(frame)
+        finally:
+            session.apply_acks()  # the read's ACKs, as one kernel call
 
     async def _process(self, coro: Coroutine[Any, Any, None], waiting: Any) -> None:
         session = self.session
@@ -276,8 +280,10 @@ class StompProtocol(asyncio.Protocol):
                 frame = cast(Frame, frames.popleft())
                 if frame.command == "ACK" and session.ack_now(frame):
                     continue
+                session.apply_acks()
                 await session.handle(frame)
         finally:
+            session.apply_acks()
             self._task = None
             if self._lost:
                 await self._teardown()

@@ -22,13 +22,12 @@ from time import time_ns  # inline on the SEND path: epoch ms without a call
 from typing import TYPE_CHECKING
 
 from relaymq.broker.security import ConnectRequest
-from relaymq.dispatch.consumer import NackMode
+from relaymq.dispatch.consumer import Consumer, NackMode
 from relaymq.errors import (
     ClientIdInUse,
     RelayMQError,
     SecurityError,
     SubscriptionInUse,
-    UnknownDelivery,
 )
 from relaymq.model.destination import Destination, InvalidDestination
 from relaymq.model.message import now_millis
@@ -97,6 +96,10 @@ class StompSession(SubscriptionHost):
         self._closed = False
         self._id_prefix_escaped = ""
         self._send_cache = SendCache()  # the last SEND's headers and what they made
+        #: client-individual ACKs taken by `ack_now` and not yet applied (`apply_acks`),
+        #: all of `_ack_consumer`, ascending: a read's ACKs become one kernel call
+        self._acks: list[int] = []
+        self._ack_consumer: Consumer | None = None
         #: SENDs waiting for their store write: (write, receipts of its SENDs), in order
         self._store_waits: deque[tuple[asyncio.Future[None], list[str | None]]] = deque()
         self._unstored = 0
@@ -143,6 +146,7 @@ class StompSession(SubscriptionHost):
                 self.write(_receipt(receipt, self.version))
             return
         if cmd == "ACK" and conn is not None and self.ack_now(frame):
+            self.apply_acks()
             return
         if self._store_waits:
             await self.stored()  # frames are answered in order
@@ -243,19 +247,24 @@ class StompSession(SubscriptionHost):
         if not acks or self.closing or self._held is not None:
             return  # (held deliveries are not written yet)
         self.auto_acks = []
-        for sub, did in acks:
+        # one kernel call per run of one subscription's deliveries (usually all of them)
+        i, n = 0, len(acks)
+        while i < n:
+            sub, did = acks[i]
+            i += 1
+            ids = [did]
+            while i < n and acks[i][0] is sub:
+                ids.append(acks[i][1])
+                i += 1
             consumer = sub.consumer
-            if consumer is None or consumer.closed:
-                continue
-            try:
-                consumer.ack(did)
-            except UnknownDelivery:
-                pass
+            if consumer is not None and not consumer.closed:
+                consumer.ack_many(ids)  # (ids it no longer holds are skipped)
 
     def detach_consumers(self) -> None:
         """The client is gone: close every subscription (unacknowledged deliveries
         return to their destinations); SUBSCRIBEs still queued are ignored."""
         self.detached = True
+        self.apply_acks()  # ACKs already read are applied, not returned with the rest
         conn = self.conn
         subs, self.subs = self.subs, {}
         self._by_num.clear()
@@ -565,10 +574,12 @@ class StompSession(SubscriptionHost):
     def ack_now(self, frame: Frame) -> bool:
         """The consumer's hot path, called for each ACK frame without a coroutine:
         a STOMP 1.2 ACK of one held client-individual delivery, outside a
-        transaction, applied at once. Its receipt, if asked for, is answered once
-        the removal is stored (after the answers of earlier frames, in order);
-        later frames are not held up meanwhile. False (nothing done) for anything
-        else, which `handle` takes the general way."""
+        transaction. Without a receipt it is taken at once and applied with the
+        other ACKs of the same read: the caller calls `apply_acks` before it
+        handles any other frame and when the read is done. A receipt is answered
+        once the removal is stored (after the answers of earlier frames, in
+        order); later frames are not held up meanwhile. False (nothing done) for
+        anything else, which `handle` takes the general way."""
         if frame.escaped or self.closing:
             return False
         h = frame.headers
@@ -584,13 +595,21 @@ class StompSession(SubscriptionHost):
         if sub is None or sub.ack_mode != CLIENT_INDIVIDUAL or sub.browser or sub.msgids:
             return False
         consumer = sub.consumer
-        did = int(did_text)
-        if consumer is None or self.conn is None or not consumer.holds(did):
+        if consumer is None or self.conn is None:
             return False
-        done = consumer.ack(did)  # stored with this loop turn's other removals
+        did = int(did_text)
+        acks = self._acks
+        if acks and (consumer is not self._ack_consumer or did <= acks[-1]):
+            self.apply_acks()  # another consumer, or not ascending (maybe a repeat)
+            acks = self._acks
+        if not consumer.holds(did):
+            return False
+        acks.append(did)
+        self._ack_consumer = consumer
         receipt = h.get("receipt")
         if receipt is None:
             return True  # nothing promised: the removal is stored in the background
+        done = self.apply_acks()
         if done is not None:
             self._after_store(done, receipt)  # the receipt promises the ack is durable
         elif self._store_waits:  # nothing to store, but answered after earlier frames
@@ -599,6 +618,19 @@ class StompSession(SubscriptionHost):
         else:
             self.write(_receipt(receipt, self.version))
         return True
+
+    def apply_acks(self) -> Awaitable[None] | None:
+        """Apply the ACKs `ack_now` took (one kernel call); returns their store
+        removal when one is being written."""
+        acks = self._acks
+        if not acks:
+            return None
+        consumer = self._ack_consumer
+        self._acks = []
+        self._ack_consumer = None
+        if consumer is None or consumer.closed:
+            return None
+        return consumer.ack_many(acks)
 
     async def _ack(self, frame: Frame) -> None:
         conn = self.conn
