@@ -291,3 +291,28 @@ def test_deleting_the_queue_detaches_its_consumers(connect: Any, amqp_broker: An
     amqp_broker.run(amqp_broker.broker.delete_destination(Destination.queue("doomed")))
     with pytest.raises(LinkDetached, match="resource-deleted"):
         r.receive(timeout=5)
+
+
+def test_outcomes_written_together_with_a_detach_keep_their_order(connect: Any, amqp_broker: Any) -> None:
+    """A client that settles several deliveries and closes its link in one write:
+    the accepted ones are acknowledged (never redelivered); the released one and
+    those never settled come back."""
+    c = connect()
+    s = c.create_sender("queue://together")
+    for i in range(6):
+        s.send(Message(body=f"t{i}"))
+    r = c.create_receiver("queue://together", credit=6)
+    for _ in range(6):
+        r.receive(timeout=5)
+    for state in (Delivery.ACCEPTED, Delivery.ACCEPTED, Delivery.RELEASED, Delivery.ACCEPTED):
+        settle(r, state)
+    r.close()  # t4 and t5 were never settled
+    wait_for(lambda: amqp_broker.queue_size("together") == 3, c)
+    r2 = c.create_receiver("queue://together", credit=10)
+    got = []
+    for _ in range(3):
+        m = r2.receive(timeout=5)
+        got.append(m.body)
+        r2.accept()
+    assert sorted(got) == ["t2", "t4", "t5"]
+    wait_for(lambda: amqp_broker.queue_size("together") == 0, c)

@@ -324,3 +324,22 @@ def test_ack_receipts_answer_in_frame_order_without_holding_later_frames(
     c.send(f"ACK\nid:{acks[2]}\nreceipt:again\n\n\x00")
     cmd, h, _ = c.read()
     assert cmd == "ERROR" and h.get("receipt-id") == "again"
+
+
+def test_acks_of_one_read_in_any_order_and_a_repeat_among_them(server: BrokerThread, raw) -> None:
+    """The ACKs of one read are applied together: out of order they all count, and
+    a repeated one among them is still an ERROR (after the others were applied)."""
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/burst\nid:1\nack:client-individual\n\n\x00")
+    c.send("".join(f"SEND\ndestination:/queue/burst\n\nb{i}\x00" for i in range(5)))
+    acks = [c.read()[1]["ack"] for _ in range(5)]
+    c.send(f"ACK\nid:{acks[3]}\n\n\x00ACK\nid:{acks[0]}\n\n\x00ACK\nid:{acks[1]}\n\n\x00"
+           f"ACK\nid:{acks[1]}\n\n\x00ACK\nid:{acks[4]}\n\n\x00")
+    cmd, h, _ = c.read()
+    assert cmd == "ERROR" and acks[1] in h["message"]
+    assert server.wait_queue_size("burst", 1) == 1  # b2 alone is left, still held
+    c.send(f"ACK\nid:{acks[2]}\nreceipt:last\n\n\x00")
+    cmd, h, _ = c.read()
+    assert (cmd, h.get("receipt-id")) == ("RECEIPT", "last")
+    assert server.wait_queue_size("burst", 0) == 0
