@@ -1,6 +1,7 @@
 """SQLAlchemy engines for the store: one for the writer (and the lease), one for reads.
 
-SQLite: WAL journal (readers never wait for the writer), ``synchronous=FULL``
+SQLite: 16 KiB pages for a new database, WAL journal (readers never wait for
+the writer), ``synchronous=FULL``
 (a commit is on disk before the producer hears "stored"), a busy timeout for
 the second broker of a master/slave pair, and explicit ``BEGIN`` statements
 (``BEGIN IMMEDIATE`` on the writer engine) so that a transaction's first
@@ -18,6 +19,9 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL
 
+#: SQLite page size of a database the store creates
+PAGE_SIZE = 16384
+
 
 def _sqlite(url: URL, begin: str, pool_size: int) -> sa.Engine:
     db = url.database
@@ -30,6 +34,9 @@ def _sqlite(url: URL, begin: str, pool_size: int) -> sa.Engine:
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we say BEGIN ourselves (below)
         cur = dbapi_conn.cursor()
+        # a new database's page size (ignored once it has tables): 16 KiB pages hold
+        # ~14 stored 1 KiB messages, so a group commit touches fewer pages
+        cur.execute(f"PRAGMA page_size={PAGE_SIZE}")
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=FULL")
         cur.execute("PRAGMA busy_timeout=30000")

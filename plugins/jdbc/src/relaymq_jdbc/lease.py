@@ -23,6 +23,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 import sqlalchemy as sa
 from relaymq.errors import RelayMQError
@@ -56,6 +57,7 @@ class LeaseLocker:
         self.acquire_ms = acquire_ms
         self.max_diff_ms = max_diff_ms
         self.now = db_now_ms(engine.dialect.name)
+        self._check_sql: tuple[str, Any] | None = None
         #: local monotonic time until which our lease is certainly valid
         self.valid_until = 0.0
         self.held = False
@@ -136,10 +138,14 @@ class LeaseLocker:
         The share lock keeps a slave from taking the row until this transaction ends."""
         if self.lost is not None:
             raise LeaseLost(self.lost)
-        q = (sa.select(self.t.c.ID)
-             .where(self.t.c.ID == 1, self.t.c.BROKER_NAME == self.holder, self.t.c.TIME > self.now)
-             .with_for_update(read=True))
-        if conn.execute(q).first() is None:
+        check = self._check_sql
+        if check is None:  # compiled once: it runs at the start of every store transaction
+            q = (sa.select(self.t.c.ID)
+                 .where(self.t.c.ID == 1, self.t.c.BROKER_NAME == self.holder,
+                        self.t.c.TIME > self.now)
+                 .with_for_update(read=True))
+            check = self._check_sql = driver_sql(q, conn.dialect)
+        if conn.exec_driver_sql(*check).first() is None:
             raise LeaseLost("the lease expired or was taken by another broker")
 
     # -- asyncio parts ---------------------------------------------------------
@@ -198,3 +204,14 @@ class LeaseLocker:
         self.lost = reason
         self.held = False
         on_lost(reason)
+
+
+def driver_sql(statement: sa.Select[Any], dialect: sa.Dialect) -> tuple[str, Any]:
+    """`statement` compiled once for `dialect`: (SQL text, parameters) in the driver's
+    own parameter style, for `Connection.exec_driver_sql` (no SQLAlchemy compilation
+    or cache lookup per execution)."""
+    compiled = statement.compile(dialect=dialect)
+    params = compiled.params
+    if compiled.positiontup is not None:
+        return compiled.string, tuple(params[k] for k in compiled.positiontup)
+    return compiled.string, dict(params)

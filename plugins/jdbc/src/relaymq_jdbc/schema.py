@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 1
+#: 1: the first; 2: the EXPIRATION index is partial (rows that expire only)
+SCHEMA_VERSION = 2
 NAME_LEN = 250
 
 #: An INTEGER PRIMARY KEY is SQLite's rowid (no second index); BIGINT elsewhere.
@@ -62,8 +63,13 @@ def make_schema(prefix: str = "") -> Schema:
         sa.Column("PRIORITY", sa.BigInteger),
         sa.Column("XID", sa.String(NAME_LEN)),
         sa.Index(f"{p}ACTIVEMQ_MSGS_CSEQ", "CONTAINER", "SEQ", unique=True),
-        sa.Index(f"{p}ACTIVEMQ_MSGS_EIDX", "EXPIRATION"),
     )
+    # Only rows that expire are in the EXPIRATION index (the expiry sweep asks for
+    # `EXPIRATION > 0`): most messages never expire, and each of them would cost an
+    # index entry written and deleted for nothing.
+    expires = msgs.c.EXPIRATION > 0
+    sa.Index(f"{p}ACTIVEMQ_MSGS_EIDX", msgs.c.EXPIRATION, sqlite_where=expires,
+             postgresql_where=expires)
     acks = sa.Table(
         f"{p}ACTIVEMQ_ACKS", md,
         sa.Column("CONTAINER", sa.String(NAME_LEN), nullable=False),
@@ -140,6 +146,15 @@ def prepare(engine: sa.Engine, schema: Schema, create: bool) -> None:
             raise SchemaError(
                 f"the tables were written by a newer RelayMQ (schema version {v}; this one "
                 f"knows {SCHEMA_VERSION}); upgrade relaymq-jdbc")
-        elif v < SCHEMA_VERSION:  # pragma: no cover - the first version has no upgrades yet
+        elif v < SCHEMA_VERSION:
+            upgrade(conn, schema, v)
             conn.execute(schema.version.update().where(schema.version.c.NAME == "relaymq")
                          .values(VERSION=SCHEMA_VERSION))
+
+
+def upgrade(conn: sa.Connection, schema: Schema, version: int) -> None:
+    """Bring tables of schema `version` to SCHEMA_VERSION (in the start's transaction)."""
+    if version < 2:  # the EXPIRATION index becomes partial
+        (index,) = [i for i in schema.msgs.indexes if i.name and i.name.endswith("_EIDX")]
+        index.drop(conn, checkfirst=True)
+        index.create(conn)

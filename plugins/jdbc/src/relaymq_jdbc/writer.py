@@ -87,40 +87,53 @@ def _msgid_parts(message_id: str | None) -> tuple[str | None, int]:
     return message_id[:250], 0
 
 
+def _add(dest: str, seq: int, m: Any) -> Prepared:
+    """A message's operation; its row is a list in MSG_COLUMNS order whose ID the
+    writer fills in (so the writer builds no second tuple per row)."""
+    prod, pseq = _msgid_parts(m.message_id)
+    return (ADD, dest, seq, [0, dest, seq, prod, pseq, m.expiration, encode_message(m),
+                             m.priority])
+
+
 def prepare(ops: Sequence[StoreOp]) -> list[Prepared]:
     """Kernel operations -> rows, on the event loop (the message is encoded here,
     where it is owned)."""
     out: list[Prepared] = []
+    append = out.append
     for op in ops:
-        if isinstance(op, AddMessage):
-            m = op.message
-            prod, pseq = _msgid_parts(m.message_id)
-            data = encode_message(m)
-            # the columns of MSG_COLUMNS after ID, in order
-            out.append((ADD, op.dest, op.seq,
-                        (op.dest, op.seq, prod, pseq, m.expiration, data, m.priority)))
-        elif isinstance(op, RemoveMessage):
-            out.append((REMOVE, op.dest, op.seq))
-        elif isinstance(op, AddDestination):
-            out.append((DECLARE, op.dest))
-        elif isinstance(op, RemoveDestination):
-            out.append((DROP, op.dest))
-        elif isinstance(op, AddSubscription):
-            r = op.record
-            options = json.dumps({"no_local": r.no_local, "extra": r.extra}, sort_keys=True)
-            out.append((SUBSCRIBE, r.key, {
-                "CONTAINER": r.topic, "SUB_DEST": r.key, "CLIENT_ID": r.client_id,
-                "SUB_NAME": r.name, "SELECTOR": r.selector, "LAST_ACKED_ID": 0, "PRIORITY": 5},
-                options))
-        elif isinstance(op, RemoveSubscription):
-            out.append((UNSUBSCRIBE, op.key))
-        elif isinstance(op, AddDuplicateId):
-            out.append((ADD_DUP, op.address, op.seq, op.dup_id))
-        elif isinstance(op, RemoveDuplicateId):
-            out.append((REMOVE_DUP, op.address, op.seq))
-        else:  # pragma: no cover - a new op type must be handled explicitly
-            raise TypeError(f"unknown store operation {op!r}")
+        kind = type(op)  # the two per-message operations first, without isinstance
+        if kind is AddMessage:
+            append(_add(op.dest, op.seq, op.message))  # type: ignore[union-attr]
+        elif kind is RemoveMessage:
+            append((REMOVE, op.dest, op.seq))  # type: ignore[union-attr]
+        else:
+            append(_prepare_other(op))
     return out
+
+
+def _prepare_other(op: StoreOp) -> Prepared:
+    if isinstance(op, AddMessage):
+        return _add(op.dest, op.seq, op.message)
+    if isinstance(op, RemoveMessage):
+        return (REMOVE, op.dest, op.seq)
+    if isinstance(op, AddDestination):
+        return (DECLARE, op.dest)
+    if isinstance(op, RemoveDestination):
+        return (DROP, op.dest)
+    if isinstance(op, AddSubscription):
+        r = op.record
+        options = json.dumps({"no_local": r.no_local, "extra": r.extra}, sort_keys=True)
+        return (SUBSCRIBE, r.key, {
+            "CONTAINER": r.topic, "SUB_DEST": r.key, "CLIENT_ID": r.client_id,
+            "SUB_NAME": r.name, "SELECTOR": r.selector, "LAST_ACKED_ID": 0, "PRIORITY": 5},
+            options)
+    if isinstance(op, RemoveSubscription):
+        return (UNSUBSCRIBE, op.key)
+    if isinstance(op, AddDuplicateId):
+        return (ADD_DUP, op.address, op.seq, op.dup_id)
+    if isinstance(op, RemoveDuplicateId):
+        return (REMOVE_DUP, op.address, op.seq)
+    raise TypeError(f"unknown store operation {op!r}")  # pragma: no cover - a new op type
 
 
 class StoreWriteError(RelayMQError):
@@ -288,7 +301,7 @@ class GroupWriter:
         pending: dict[str, KeyState] = {}
         state = self.state
         next_id = self.next_id
-        adds: list[tuple[Any, ...] | None] = []
+        adds: list[list[Any] | None] = []
         added: dict[tuple[str, int], int] = {}
         removes: dict[str, list[int]] = {}
         dup_adds: dict[tuple[str, int], bytes] = {}
@@ -309,8 +322,13 @@ class GroupWriter:
                 # of one pipelined statement per row
                 columns = tuple(list(c) for c in zip(*rows, strict=True))
                 conn.exec_driver_sql(self._pg_insert_sql, columns)
-            elif rows:  # the driver's executemany: no per-row work in SQLAlchemy
-                conn.exec_driver_sql(self._insert_sql, rows)
+            elif rows:  # the driver's own executemany on the transaction's connection:
+                # no per-row (or per-call) work in SQLAlchemy, and the rows stay lists
+                cur = conn.connection.cursor()
+                try:
+                    cur.executemany(self._insert_sql, rows)
+                finally:
+                    cur.close()
             adds.clear()
             added.clear()
             delete = self._delete_sql
@@ -331,12 +349,22 @@ class GroupWriter:
                                                      dups.c.SEQ.in_(seqs[i:i + DELETE_CHUNK])))
             dup_removes.clear()
 
+        # the state of the destination of the previous ADD: messages come in runs of one
+        # destination, so most ADDs skip the lookup
+        last_dest: str | None = None
+        last_st = KeyState()
         for op in ops:
             kind = op[0]
             if kind == ADD:
                 _, dest, seq, row = op
-                st = key(dest)
-                row = (next_id, *row)
+                if dest is last_dest:
+                    st = last_st
+                else:
+                    st = last_st = key(dest)
+                    last_dest = dest
+                    if not st.declared and not dest.startswith("durable://"):
+                        st.declared = True
+                row[0] = next_id
                 next_id += 1
                 added[(dest, seq)] = len(adds)
                 adds.append(row)
@@ -344,8 +372,6 @@ class GroupWriter:
                     st.last_seq = seq
                 st.count += 1
                 st.nbytes += len(row[_MSG])
-                if not st.declared and not dest.startswith("durable://"):
-                    st.declared = True
             elif kind == REMOVE:
                 _, dest, seq = op
                 i = added.pop((dest, seq), None)
@@ -360,6 +386,7 @@ class GroupWriter:
                 key(op[1]).declared = True
             elif kind == DROP:
                 flush()
+                last_dest = None  # a later ADD declares it again
                 dest = op[1]
                 if dest in state or dest in pending:
                     conn.execute(msgs.delete().where(msgs.c.CONTAINER == dest))
