@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from relaymq.feed.events import (
     ChangeEvent,
@@ -67,7 +67,7 @@ class DurableSubscription:
     `async for`), then `ack()` what was handled; unacknowledged events are read
     again after a restart (at-least-once)."""
 
-    durable = True
+    durable: ClassVar[bool] = True
 
     def __init__(self, name: str, kinds: frozenset[type[Any]] | None) -> None:
         self.name = name
