@@ -63,6 +63,31 @@ async def test_send_receive_and_outcomes(amqp_broker: Any) -> None:
         await conn.close()
 
 
+async def test_send_with_calls_back_with_each_outcome(amqp_broker: Any) -> None:
+    conn = AmqpConnection(f"tcp://{amqp_broker.address()}", retry_interval=0.1)
+    await conn.connect()
+    try:
+        results: list[Any] = []
+        sender = await conn.open_sender("queue://with")
+        for i in range(50):
+            sender.send_with(encoded(i), results.append)
+        relay = await conn.open_sender(None)
+        relay.send_with(encoded("no to"), results.append)
+        await wait_until_async(lambda: len(results) == 51, timeout=10)
+        assert all(r.accepted for r in results[:50])
+        assert results[50].state == "rejected" and results[50].condition is not None
+        got: asyncio.Queue[IncomingMessage] = asyncio.Queue()
+        await conn.open_receiver("queue://with", credit=50, on_message=got.put_nowait)
+        bodies = []
+        for _ in range(50):
+            m = await asyncio.wait_for(got.get(), 5)
+            bodies.append(decoded(m.data).body)
+            m.accept()
+        assert bodies == list(range(50))  # in order, each once
+    finally:
+        await conn.close()
+
+
 async def test_encoded_bytes_arrive_unchanged(amqp_broker: Any) -> None:
     conn = AmqpConnection(f"amqp://{amqp_broker.address()}")
     await conn.connect()

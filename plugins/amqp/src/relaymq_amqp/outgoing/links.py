@@ -19,6 +19,9 @@ AmqpConnection = Any
 
 log = logging.getLogger("relaymq.amqp.outgoing")
 
+#: who waits for a transfer's settlement: `send`'s future or `send_with`'s callback
+_Waiter = asyncio.Future[Outcome] | Callable[[Outcome | BaseException], None]
+
 
 class _Link:
     def __init__(self, conn: AmqpConnection, name: str, source: Terminus, target: Terminus) -> None:
@@ -99,8 +102,8 @@ class Sender(_Link):
         super().__init__(conn, name, source, target)
         self.presettled = presettled
         self.rcv_settle_first = False
-        self._backlog: deque[tuple[bytes, asyncio.Future[Outcome] | None]] = deque()
-        self._unsettled: dict[Any, asyncio.Future[Outcome]] = {}
+        self._backlog: deque[tuple[bytes, _Waiter | None]] = deque()
+        self._unsettled: dict[Any, _Waiter] = {}
         self._tag = 0
 
     def _attach(self, session: Any) -> None:
@@ -125,6 +128,16 @@ class Sender(_Link):
         self._pump()
         return fut
 
+    def send_with(self, data: bytes, on_settled: Callable[[Outcome | BaseException], None]) -> None:
+        """`send` without a future: `on_settled` is called with the `Outcome` when
+        the peer settles `data`, or with the exception when the link or connection
+        is lost first (a sender that keeps many transfers in flight saves a future
+        and a loop callback per transfer)."""
+        if self.closed:
+            raise LinkRefused(f"sender {self.name} is closed")
+        self._backlog.append((data, on_settled))
+        self._pump()
+
     def _pump(self) -> None:
         if self.pn is None or not self.attached.done() or self.conn._engine is None:
             return
@@ -137,8 +150,8 @@ class Sender(_Link):
             sent = True
             if self.presettled:
                 pn.delivery_settle(d)
-                if fut is not None and not fut.done():
-                    fut.set_result(Outcome("accepted"))
+                if fut is not None:
+                    _resolve(fut, Outcome("accepted"))
             elif fut is not None:
                 self._unsettled[d] = fut
         if sent:
@@ -160,20 +173,34 @@ class Sender(_Link):
         else:
             outcome = Outcome(_STATES.get(state, "settled"))
         pn.delivery_settle(d)
-        if fut is not None and not fut.done():
-            fut.set_result(outcome)
+        if fut is not None:
+            _resolve(fut, outcome)
 
     def _lost(self, error: Exception) -> None:
-        for unsettled in self._unsettled.values():
-            if not unsettled.done():
-                unsettled.set_exception(
-                    ConnectionLost(f"connection lost before {self.name}'s send was settled"))
-        self._unsettled.clear()
+        unsettled, self._unsettled = self._unsettled, {}
+        for waiter in unsettled.values():
+            _resolve(waiter, ConnectionLost(f"connection lost before {self.name}'s send was settled"))
         if self.closed:
-            for _, waiting in self._backlog:
-                if waiting is not None and not waiting.done():
-                    waiting.set_exception(error)
+            backlog = list(self._backlog)
             self._backlog.clear()
+            for _, waiting in backlog:
+                if waiting is not None:
+                    _resolve(waiting, error)
+
+
+
+def _resolve(waiter: _Waiter, result: Outcome | BaseException) -> None:
+    if isinstance(waiter, asyncio.Future):
+        if not waiter.done():
+            if isinstance(result, BaseException):
+                waiter.set_exception(result)
+            else:
+                waiter.set_result(result)
+        return
+    try:
+        waiter(result)
+    except Exception:  # noqa: BLE001 - a settlement callback must not break the connection
+        log.exception("a settlement callback failed")
 
 
 class IncomingMessage:
