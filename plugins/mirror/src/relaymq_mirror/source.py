@@ -228,6 +228,8 @@ class MirrorSource:
 
         raw_link = getattr(sender, "link", None)
         raw_send = getattr(raw_link, "send", None)  # the AMQP link: bytes in, no wrapper
+        # bytes in, a callback out: no future and no loop callback per event
+        raw_send_with = getattr(raw_link, "send_with", None)
 
         def send(position: int, data: bytes) -> None:
             self.sent += 1
@@ -238,7 +240,9 @@ class MirrorSource:
                         result.state in ("released", "modified"))):
                     lost.set_result(None)
 
-            if raw_send is not None:
+            if raw_send_with is not None:
+                raw_send_with(data, settled)
+            elif raw_send is not None:
                 def done(f: asyncio.Future[Any]) -> None:
                     if f.cancelled():
                         settled(ConnectionError("cancelled"))
