@@ -39,6 +39,8 @@ from relaymq_mirror.sync import SyncWaiters
 log = logging.getLogger("relaymq.mirror")
 
 LAG_SAMPLES = 2048
+#: events sent before the pump gives the loop a turn (socket writes, settlements)
+YIELD_EVERY = 200
 
 
 class LinkRefusal(Exception):
@@ -258,8 +260,15 @@ class MirrorSource:
             for data in msgs:
                 send(position, data)
         getter: asyncio.Task[Any] | None = None
+        turn = 0
         try:
             while not lost.done() and not self._stopping:
+                turn += 1
+                if turn >= YIELD_EVERY:
+                    # events waiting in the cursor come without a pause: give the loop
+                    # a turn, so what is encoded so far goes out while more is read
+                    turn = 0
+                    await asyncio.sleep(0)
                 if len(self._unacked) >= window:
                     wake.clear()
                     waker: asyncio.Future[Any] = loop.create_task(wake.wait())

@@ -50,6 +50,8 @@ ACK_RETRY_DELAY = 0.1
 DUPLICATE_ID = "_AMQ_DUPL_ID"
 #: postAcks applied together at most (they wait for one store sync)
 MAX_ACKS = 1000
+#: events applied before giving the loop a turn (store writes, settlements, reads)
+YIELD_EVERY = 200
 
 
 def _to(data: bytes) -> str | None:
@@ -155,11 +157,18 @@ class MirrorTarget:
 
     async def _run(self) -> None:
         queue = self._queue
+        turn = 0
         try:
             while not self.link.closed:
                 if queue and len(self._acks) < MAX_ACKS:
                     delivery, data = queue.popleft()
                     await self._apply(delivery, data)
+                    turn += 1
+                    if turn >= YIELD_EVERY:
+                        # let the store write what is routed so far, settle what is
+                        # stored and read more: a long run of events is pipelined
+                        turn = 0
+                        await asyncio.sleep(0)
                 elif self._acks:
                     await self._apply_acks()
                 else:
