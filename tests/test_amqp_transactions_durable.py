@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# four `relaymq run` processes, each killed and started again: 15-20 s a test
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
 pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
