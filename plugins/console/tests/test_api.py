@@ -199,6 +199,22 @@ def test_metrics_match_the_broker_counts(console) -> None:
     assert families["relaymq_connections"].samples[0].value >= 0
     assert families["process_resident_memory_bytes"].samples[0].value > 0
     assert console.client(None).get("/metrics").status_code == 401
+    # the next scrape shows what changed since (lines are kept between scrapes) and a
+    # queue created meanwhile
+    def scrape() -> tuple[dict[str, float], dict[str, float]]:
+        text = console.client().get("/metrics").text
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        return ({s.labels["queue"]: s.value for s in families["relaymq_queue_messages"].samples},
+                {s.labels["queue"]: s.value for s in families["relaymq_queue_enqueued"].samples
+                 if s.name.endswith("_total")})
+
+    send(console, "/queue/api.metrics", ["d", "e"])
+    depth, enq = scrape()
+    assert depth["api.metrics"] == 5 and enq["api.metrics"] == 5
+    send(console, "/queue/api.metrics.new", ["f"])
+    depth, enq = scrape()
+    assert depth["api.metrics.new"] == 1 and enq["api.metrics.new"] == 1
+    assert depth["api.metrics"] == 5
 
 
 def test_queues_jsp_and_jolokia_reads(console) -> None:

@@ -58,6 +58,7 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
     api = Api(broker, access, started)
     bridges = BridgesApi(broker, access, api)
     pages = Pages(broker, access, started, secure=bool(config.tls_cert_file), totals=api.totals)
+    queue_lines = metrics.QueueLines()
 
     async def metrics_endpoint(request: Request) -> Response:
         try:
@@ -65,7 +66,7 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
         except Denied as exc:
             return PlainTextResponse(exc.message, status_code=exc.status,
                                      headers={"www-authenticate": 'Basic realm="relaymq"'})
-        return PlainTextResponse(await metrics.render(broker, started),
+        return PlainTextResponse(await metrics.render(broker, started, queue_lines),
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def queues_jsp(request: Request) -> Response:
