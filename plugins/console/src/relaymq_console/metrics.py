@@ -61,8 +61,8 @@ class QueueLines:
 
     def __init__(self) -> None:
         self._names: list[str] = []
-        self._prefixes: list[list[str]] = []
-        self._blocks: list[dict[int, tuple[list[Any], str]]] = []
+        self._prefixes: list[list[str]] = [[] for _ in QUEUE_FAMILIES]
+        self._blocks: list[dict[int, tuple[list[Any], str]]] = [{} for _ in QUEUE_FAMILIES]
 
     def _labels(self, names: list[str]) -> list[list[str]]:
         if names != self._names:
@@ -78,7 +78,7 @@ class QueueLines:
         stats = list(map(attrgetter("stats"), queues.values()))
         prefixes = self._labels(list(map(attrgetter("name"), dests)))
         for (name, kind, help_text, attr), family, blocks in zip(
-                QUEUE_FAMILIES, prefixes, self._blocks):
+                QUEUE_FAMILIES, prefixes, self._blocks, strict=True):
             lines.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}")
             values = list(map(attrgetter("pending" if attr == "depth" else attr), stats))
             for start in range(0, len(values), BLOCK):
