@@ -199,3 +199,27 @@ def test_the_destination_chart_follows_depth_and_rates(console, page) -> None:
     assert "depth 6" in page.text_content("#destination-chart")
     assert chart.screenshot() != before  # what is drawn changed, not only the attributes
     shot(page, "destination-chart")
+
+
+def test_a_hidden_dashboard_stops_polling_until_it_is_shown(console, page) -> None:
+    def poll(request) -> bool:  # type: ignore[no-untyped-def]
+        return request.url.endswith("/api/v1/broker")
+
+    with page.expect_request(poll, timeout=10_000):
+        page.goto(f"{console.url}/")
+    page.wait_for_selector("[data-source][data-polling=on]")
+    # the tab goes to the background: what the browser does for a hidden tab
+    page.evaluate("""() => {
+        Object.defineProperty(document, "hidden", {configurable: true, get: () => true});
+        document.dispatchEvent(new Event("visibilitychange"));
+    }""")
+    page.wait_for_selector("[data-source][data-polling=paused]")
+    # shown again: it asks at once, and keeps polling
+    with page.expect_request(poll, timeout=10_000):
+        page.evaluate("""() => {
+            Object.defineProperty(document, "hidden", {configurable: true, get: () => false});
+            document.dispatchEvent(new Event("visibilitychange"));
+        }""")
+    page.wait_for_selector("[data-source][data-polling=on]")
+    with page.expect_request(poll, timeout=10_000):
+        pass

@@ -42,7 +42,21 @@ document.addEventListener("DOMContentLoaded", function () {
       if (chart && "depth" in data) { chart.add(data); }
     }).catch(function () {});
   }
-  setInterval(refresh, 1000);
+  // Poll once a second while the page is visible; a hidden page (a background tab,
+  // a minimised window) asks the broker for nothing until it is shown again.
+  var timer = null;
+  function schedule() {
+    if (document.hidden) {
+      if (timer !== null) { clearInterval(timer); timer = null; }
+      live.setAttribute("data-polling", "paused");
+    } else if (timer === null) {
+      refresh();
+      timer = setInterval(refresh, 1000);
+      live.setAttribute("data-polling", "on");
+    }
+  }
+  document.addEventListener("visibilitychange", schedule);
+  schedule();
 });
 
 // A destination's depth (top) and enqueue/dequeue rates (bottom) over the last
