@@ -32,6 +32,17 @@ async def host_with(bridges: str, *uris: str) -> Broker:
     return broker
 
 
+async def host_serves_clients(host: Broker) -> None:
+    """The broker hosting a failed bridge still takes and delivers its clients' messages."""
+    await produce(url(host, "amqp"), "queue://host.own", 3)
+    drain = await Drain().start(url(host, "amqp"), "queue://host.own")
+    try:
+        await until(lambda: sorted(drain.bodies) == ["m-0", "m-1", "m-2"],
+                    what="the hosting broker to deliver its own messages")
+    finally:
+        await drain.close()
+
+
 @pytest.mark.parametrize("qos", QOS)
 @pytest.mark.parametrize("scheme", ["amqp", "stomp"])
 async def test_bridge_between_relaymq_brokers(scheme: str, qos: str) -> None:
@@ -135,16 +146,15 @@ async def test_unreachable_endpoint_is_retried_then_the_bridge_stops_and_says_wh
   <bridge name="nowhere" source-uri="{url(broker, 'amqp')}" source-destination="queue://a"
           target-uri="amqp://127.0.0.1:{dead}" target-destination="queue://b"
           failure-retry-interval="20" max-retries="2"/>
-</bridges>""")
+</bridges>""", "amqp://127.0.0.1:0")
         try:
             bridge = manager_of(host).get("nowhere")
             await until(lambda: bridge.state is BridgeState.FAILED, what="the bridge to give up")
             info = bridge.info()
             assert info["failures"] == 3 and info["retries"] == 2
             assert f"127.0.0.1:{dead}" in info["last_error"]
-            # the hosting broker is unaffected
-            await produce(url(host, "amqp") if host.connectors else url(broker, "amqp"), "queue://a", 1)
-            assert broker.queue_size("a") == 1
+            # the broker hosting the bridge still serves its own clients
+            await host_serves_clients(host)
         finally:
             await host.stop()
 
@@ -173,11 +183,12 @@ async def test_wrong_credentials_and_a_refused_target_are_clear_errors() -> None
           source-user="bob" source-password="wrong"
           target-uri="{url(secured, 'stomp')}" target-destination="/queue/b"
           target-user="bob" target-password="pw" failure-retry-interval="10" max-retries="1"/>
-</bridges>""")
+</bridges>""", "amqp://127.0.0.1:0")
         try:
             bridge = manager_of(host).get("creds")
             await until(lambda: bridge.state is BridgeState.FAILED, what="the bridge to give up")
             assert "credentials" in (bridge.last_error or "") or "refused" in (bridge.last_error or "")
+            await host_serves_clients(host)
         finally:
             await host.stop()
     finally:
@@ -255,7 +266,7 @@ async def test_a_target_that_refuses_the_messages_is_retried_then_reported() -> 
   <bridge name="refused" source-uri="{url(source, 'amqp')}" source-destination="queue://a"
           target-uri="{url(target, 'amqp')}" target-destination="queue://secret"
           failure-retry-interval="20" max-retries="2"/>
-</bridges>""")
+</bridges>""", "amqp://127.0.0.1:0")
             try:
                 bridge = manager_of(host).get("refused")
                 await produce(url(source, "amqp"), "queue://a", 1)
@@ -263,6 +274,7 @@ async def test_a_target_that_refuses_the_messages_is_retried_then_reported() -> 
                 assert bridge.info()["failures"] == 3 and bridge.forwarded == 0
                 assert "secret" in (bridge.last_error or ""), bridge.last_error
                 await until(lambda: source.queue_size("a") == 1, what="the message kept on the source")
+                await host_serves_clients(host)
             finally:
                 await host.stop()
     finally:
