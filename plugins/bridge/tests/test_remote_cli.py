@@ -222,3 +222,25 @@ def test_the_console_page_pauses_and_resumes_a_bridge(broker, tmp_path) -> None:
             assert state(broker, "fwd") == "running"
         finally:
             browser.close()
+
+
+def test_metrics_show_a_paused_bridges_waiting_messages(broker) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def pending() -> dict[str, float]:
+        text = httpx.get(f"{broker.url}/metrics", auth=ADMIN, timeout=10).text
+        family = next(f for f in text_string_to_metric_families(text)
+                      if f.name == "relaymq_broker_connection_pending_messages")
+        return {s.labels["connection"]: s.value for s in family.samples
+                if s.labels["kind"] == "bridge"}
+
+    wait_until(lambda: state(broker, "fwd") == "running", "fwd running", 30)
+    before = broker.depth("cli.dst")
+    assert cli(broker, "pause", "fwd").returncode == 0
+    try:
+        broker.send("cli.src", 2)
+        wait_until(lambda: pending().get("fwd") == 2, "two messages waiting in the bridge", 30)
+    finally:
+        assert cli(broker, "resume", "fwd").returncode == 0
+    wait_until(lambda: pending().get("fwd") == 0 and broker.depth("cli.dst") == before + 2,
+               "the waiting messages forwarded", 30)

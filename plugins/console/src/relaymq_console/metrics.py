@@ -114,10 +114,27 @@ async def render(broker: Any, started: float, queue_lines: QueueLines | None = N
     out.sample("relaymq_store_used_bytes", m.store_size())
     out.family("relaymq_store_limit_bytes", "gauge", "systemUsage store limit")
     out.sample("relaymq_store_limit_bytes", m.store_limit())
+    links = m.broker_connections()
     out.family("relaymq_broker_connection_up", "gauge", "1 when a broker connection is started")
-    for bc in m.broker_connections():
+    for bc in links:
         out.sample("relaymq_broker_connection_up", 1 if bc.state == "started" else 0,
                    connection=bc.name, kind=bc.kind)
+    # what a broker connection reports of its lag: a mirror's last replication lag and
+    # store-and-forward depth, a bridge's consumed messages waiting to be forwarded
+    out.family("relaymq_broker_connection_lag_seconds", "gauge",
+               "last measured delay between a message's arrival and its copy's acceptance")
+    for bc in links:
+        lag = bc.detail.get("lag_ms")
+        if _number(lag):
+            out.sample("relaymq_broker_connection_lag_seconds", lag / 1000.0,
+                       connection=bc.name, kind=bc.kind)
+    out.family("relaymq_broker_connection_pending_messages", "gauge",
+               "messages taken on but not yet forwarded by a broker connection")
+    for bc in links:
+        pending = bc.detail.get("snf_depth", bc.detail.get("pending"))
+        if _number(pending):
+            out.sample("relaymq_broker_connection_pending_messages", pending,
+                       connection=bc.name, kind=bc.kind)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out.family("process_cpu_seconds_total", "counter", "CPU time of the broker process")
     out.sample("process_cpu_seconds_total", round(usage.ru_utime + usage.ru_stime, 3))
@@ -126,6 +143,10 @@ async def render(broker: Any, started: float, queue_lines: QueueLines | None = N
     out.family("relaymq_uptime_seconds", "gauge", "seconds since the console started")
     out.sample("relaymq_uptime_seconds", round(time.monotonic() - started, 3))
     return "\n".join(out.lines) + "\n"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _rss() -> int:
