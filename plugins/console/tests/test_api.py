@@ -4,6 +4,7 @@ against a real broker process fed by a real STOMP client."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -269,6 +270,40 @@ def test_the_admin_cli_against_a_running_broker(console) -> None:
                               "--user", VIEWER[0], "--password", VIEWER[1]],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1 and "403" in refused.stderr
+
+
+def test_the_cli_reads_the_console_and_credentials_from_a_config_file(console, tmp_path) -> None:
+    send(console, "/queue/api.cli.cfg", ["1"])
+    cfg = tmp_path / "cli.toml"
+    cfg.write_text(f'url = "{console.url}"\nuser = "{VIEWER[0]}"\npassword = "{VIEWER[1]}"\n')
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RELAYMQ_CONSOLE_URL", "RELAYMQ_USER", "RELAYMQ_PASSWORD")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "none")  # no default file
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([RELAYMQ, *args], capture_output=True, text=True, timeout=60,
+                              env={**env, **extra})
+
+    listed = run("queue", "list", "--json", "--config", str(cfg))
+    assert listed.returncode == 0, listed.stderr
+    assert {q["name"]: q["depth"] for q in json.loads(listed.stdout)}["api.cli.cfg"] == 1
+    # the file's viewer may look, not purge; the same file named by the environment
+    refused = run("queue", "purge", "api.cli.cfg", RELAYMQ_CLI_CONFIG=str(cfg))
+    assert refused.returncode == 1 and "403" in refused.stderr, refused.stderr
+    # options and environment variables win over the file
+    purged = run("queue", "purge", "api.cli.cfg", "--config", str(cfg), "--user", ADMIN[0],
+                 RELAYMQ_PASSWORD=ADMIN[1])
+    assert purged.stdout.strip() == "purged 1 messages", purged.stderr
+    # ~/.config/relaymq/cli.toml when nothing names a file
+    (tmp_path / "home" / "relaymq").mkdir(parents=True)
+    (tmp_path / "home" / "relaymq" / "cli.toml").write_text(cfg.read_text())
+    assert run("queue", "stat", "api.cli.cfg", XDG_CONFIG_HOME=str(tmp_path / "home")).returncode == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text('url = "x"\ntoken = "y"\n')
+    r = run("queue", "list", "--config", str(bad))
+    assert r.returncode == 1 and "unknown setting(s) token" in r.stderr, r.stderr
+    r = run("queue", "list", "--config", str(tmp_path / "missing.toml"))
+    assert r.returncode == 1 and "cannot read" in r.stderr, r.stderr
 
 
 def test_the_broker_summary_counts_every_queue(console) -> None:

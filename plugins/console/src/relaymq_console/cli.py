@@ -7,7 +7,8 @@ relaymq connection list|close ID
 relaymq dstat
 ```
 Every command takes `--url` (default http://127.0.0.1:8161, env RELAYMQ_CONSOLE_URL),
-`--user`/`--password` (env RELAYMQ_USER / RELAYMQ_PASSWORD) and `--json`.
+`--user`/`--password` (env RELAYMQ_USER / RELAYMQ_PASSWORD), `--config FILE` (TOML with
+url, user, password; see cli_config) and `--json`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from urllib.parse import quote
 
 import click
 import httpx
+
+from relaymq_console.cli_config import DEFAULT_URL, config_option, resolve
 
 
 class ConsoleClient:
@@ -44,13 +47,13 @@ def _options(f: Any) -> Any:
     f = click.option("--json", "as_json", is_flag=True, help="JSON output.")(f)
     f = click.option("--password", envvar="RELAYMQ_PASSWORD", help="Console password.")(f)
     f = click.option("--user", envvar="RELAYMQ_USER", help="Console user (relaymq-auth).")(f)
-    f = click.option("--url", envvar="RELAYMQ_CONSOLE_URL", default="http://127.0.0.1:8161",
-                     show_default=True, help="The broker's console.")(f)
-    return f
+    f = click.option("--url", envvar="RELAYMQ_CONSOLE_URL",
+                     help=f"The broker's console (default {DEFAULT_URL}).")(f)
+    return config_option(f)
 
 
-def _client(url: str, user: str | None, password: str | None) -> ConsoleClient:
-    return ConsoleClient(url, user, password)
+def _client(url: str | None, user: str | None, password: str | None) -> ConsoleClient:
+    return ConsoleClient(*resolve(url, user, password))
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
