@@ -34,8 +34,9 @@ RECONCILE_EVERY = 1.0
 class _PeerConnection:
     """Receivers on the connection the peer opened, beside its control link."""
 
-    def __init__(self, link: Any) -> None:
+    def __init__(self, link: Any, setting: Any) -> None:
         self.link = link  # the control link (`relaymq_amqp.link_handlers.IncomingLink`)
+        self.setting = setting
 
     def is_open(self) -> bool:
         conn = self.link.conn
@@ -44,13 +45,10 @@ class _PeerConnection:
     async def attach_receiver(self, name: str, source: Terminus, target: Terminus, *,
                               on_message: Any, credit: int, properties: dict[str, Any],
                               desired_capabilities: list[str]) -> Any:
-        timeout = float(self._setting("attach-timeout"))
+        timeout = float(self.setting("attach-timeout"))  # seconds, as Artemis
         return await attach_receiver(self.link.conn, self.link.pn, name, source, target,
                                      on_message=on_message, credit=credit, properties=properties,
                                      desired_capabilities=desired_capabilities, timeout=timeout)
-
-    def _setting(self, key: str) -> Any:
-        return DEFAULTS.get(key, 30)
 
 
 class RemotePolicies:
@@ -64,7 +62,7 @@ class RemotePolicies:
         self.remote_id: str | None = link.remote_container
         label = f"federation {self.name} (remote policies of {self.remote_id})"
         self.publisher = LocalPublisher(broker, label, self.remote_id)
-        peer = _PeerConnection(link)
+        peer = _PeerConnection(link, self.setting)
         self.runner = PolicyRunner(broker, peer, name=self.name, node_id=node_id(broker),
                                    setting=self.setting, publisher=self.publisher,
                                    is_open=peer.is_open)
