@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import signal
 import sys
@@ -89,6 +90,7 @@ def main() -> None:
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="relaymq-jdbc-backlog-"))
+    os.chmod(work, 0o755)  # PostgreSQL runs as its own user when this runs as root
     cluster = None
     broker = None
     try:
