@@ -4,90 +4,25 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from relaymq.broker.broker import Broker
 from relaymq.config.model import BrokerConfig
 from relaymq.testing import broker_config
+from relaymq.testing.threads import BrokerThread as BaseBrokerThread
 
 
-class BrokerThread:
-    """A started broker whose event loop runs on a background thread."""
+class BrokerThread(BaseBrokerThread):
+    """A started broker whose event loop runs on a background thread; its
+    connectors as `host:port` and URLs (AMQP by default)."""
 
-    def __init__(self, config: BrokerConfig, setup: Callable[[Broker], Any] | None = None) -> None:
-        self.config = config
-        self.setup = setup
-        self.broker: Broker | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, name="relaymq-broker", daemon=True)
-
-    def start(self) -> BrokerThread:
-        self._thread.start()
-        self._ready.wait(30)
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def _run(self) -> None:
-        asyncio.run(self._main())
-
-    async def _main(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        try:
-            broker = Broker(self.config, strict=True)
-            if self.setup is not None:
-                self.setup(broker)
-            await broker.start()
-            self.broker = broker
-        except BaseException as exc:  # noqa: BLE001 - reported to the test thread
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            await broker.stop()
-
-    def stop(self) -> None:
-        if self.loop is not None and self._stop is not None and self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
-
-    def address(self, scheme: str = "amqp") -> str:
-        assert self.broker is not None
-        return self.broker.connector_address(scheme)
+    def address(self, scheme: str = "amqp") -> str:  # type: ignore[override]
+        return self.connector(scheme)
 
     def url(self, scheme: str = "amqp") -> str:
         return f"{scheme}://{self.address(scheme)}"
-
-    def run(self, fn: Callable[[], Coroutine[Any, Any, Any]] | Coroutine[Any, Any, Any],
-            timeout: float = 10) -> Any:
-        """Run a coroutine on the broker's loop and return its result."""
-        assert self.loop is not None
-        coro = fn() if callable(fn) else fn
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def call(self, fn: Callable[[], Any], timeout: float = 10) -> Any:
-        """Call a plain function on the broker's loop (to read kernel state safely)."""
-
-        async def wrapper() -> Any:
-            return fn()
-
-        return self.run(wrapper(), timeout)
-
-    def queue_size(self, name: str) -> int:
-        assert self.broker is not None
-        broker = self.broker
-        return self.call(lambda: broker.queue_size(name))
 
 
 @pytest.fixture

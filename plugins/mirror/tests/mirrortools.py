@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from relaymq.broker.broker import Broker
 from relaymq.config.model import BrokerConfig, PluginElement
-from relaymq.testing import broker_config
-from relaymq.testing.waits import wait_until
-
-RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from relaymq.testing import broker_config, free_port
+from relaymq.testing.processes import RelaymqProcess
+from relaymq.testing.threads import BrokerThread as BaseBrokerThread
 
 
 def mirror_element(uri: str, name: str, **mirror: str) -> PluginElement:
@@ -49,67 +33,16 @@ def make_config(port: int = 0, mirrors: list[PluginElement] | None = None,
     return cfg
 
 
-class BrokerThread:
-    """A started broker whose event loop runs on a background thread."""
+class BrokerThread(BaseBrokerThread):
+    """A started broker whose event loop runs on a background thread (AMQP connector)."""
 
-    def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
-        self.broker: Broker | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-
-    def start(self) -> BrokerThread:
-        self._thread.start()
-        self._ready.wait(30)
-        if self._error is not None:
-            raise self._error
-        return self
-
-    async def _main(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        try:
-            broker = Broker(self.config, strict=True)
-            await broker.start()
-            self.broker = broker
-        except BaseException as exc:  # noqa: BLE001
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            await broker.stop()
-
-    def stop(self) -> None:
-        if self.loop is not None and self._stop is not None and self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
-
-    @property
+    @property  # type: ignore[override]
     def address(self) -> str:
-        assert self.broker is not None
-        return self.broker.connector_address("amqp")
+        return self.connector("amqp")
 
     @property
     def url(self) -> str:
         return f"amqp://{self.address}"
-
-    def run(self, coro: Coroutine[Any, Any, Any] | Callable[[], Coroutine[Any, Any, Any]],
-            timeout: float = 30) -> Any:
-        assert self.loop is not None
-        c = coro() if callable(coro) else coro
-        return asyncio.run_coroutine_threadsafe(c, self.loop).result(timeout)
-
-    def call(self, fn: Callable[[], Any], timeout: float = 30) -> Any:
-        async def wrapper() -> Any:
-            return fn()
-
-        return self.run(wrapper(), timeout)
 
     def depth(self, key: str) -> int:
         """Messages on a queue or durable subscription (0 when it does not exist)."""
@@ -200,7 +133,7 @@ def receive(url: str, address: str, count: int, *, container: str | None = None,
 
 
 # -- broker processes ----------------------------------------------------------------------------
-class BrokerProcess:
+class BrokerProcess(RelaymqProcess):
     """`relaymq run` with an activemq.xml of its own (kahaDB, one AMQP port)."""
 
     def __init__(self, tmp: Path, name: str, mirrors: str = "") -> None:
@@ -210,16 +143,14 @@ class BrokerProcess:
         self.dir = tmp / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.mirrors = mirrors
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = self.dir / "broker.log"
+        super().__init__(self.dir / "activemq.xml", self.dir / "broker.log", [self.port])
 
     @property
     def url(self) -> str:
         return f"amqp://127.0.0.1:{self.port}"
 
     def write(self) -> Path:
-        cfg = self.dir / "activemq.xml"
-        cfg.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
+        self.config.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
         brokerName="{self.name}" dataDirectory="{self.dir}">
   <persistenceAdapter><kahaDB directory="{self.dir / 'kahadb'}"/></persistenceAdapter>
   <transportConnectors>
@@ -227,36 +158,15 @@ class BrokerProcess:
   </transportConnectors>
   {self.mirrors}
 </broker></beans>""")
-        return cfg
+        return self.config
 
-    def start(self) -> BrokerProcess:
-        cfg = self.write()
-        out = open(self.log, "ab")  # noqa: SIM115 - kept by the process
-        env = dict(os.environ)
-        self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(cfg)], stdout=out,
-                                     stderr=subprocess.STDOUT, env=env)
-        port = self.port
-
-        def up() -> bool:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"broker {self.name} exited: {self.log.read_text()[-3000:]}")
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_until(up, f"broker {self.name} listening", timeout=60)
+    def start(self, *, wait: bool = True, timeout: float = 60.0) -> BrokerProcess:
+        self.write()
+        super().start(wait=wait, timeout=timeout)
         return self
 
     def kill9(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
+        self.kill()
 
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+    def stop(self, timeout: float = 30.0, must_stop: bool = False) -> None:
+        super().stop(timeout, must_stop)
