@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,35 +14,22 @@ import httpx
 import pytest
 from bridge_helpers import RELAYMQ, free_port
 from relaymq.testing import wait_until
+from relaymq.testing.console_broker import ADMIN, APP, VIEWER, ConsoleBrokerProcess
 
 pytest.importorskip("relaymq_console", reason="relaymq-console is not installed")
 pytest.importorskip("relaymq_auth", reason="relaymq-auth is not installed")
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 
-ADMIN = ("ops", "ops-secret")
-VIEWER = ("watcher", "watch-secret")
-APP = ("app", "app-secret")
 
 
-class BridgeBroker:
+class BridgeBroker(ConsoleBrokerProcess):
+    """Two bridges between local queues, through its own vm:// connector."""
+
     def __init__(self, tmp: Path) -> None:
-        self.stomp_port, self.amqp_port, self.http_port = free_port(), free_port(), free_port()
-        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.stomp_port, self.amqp_port = free_port(), free_port()
         creds = f'source-user="{APP[0]}" source-password="{APP[1]}" ' \
                 f'target-user="{APP[0]}" target-password="{APP[1]}"'
-        config = tmp / "activemq.xml"
-        config.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core"
-        brokerName="bridge-cli" persistent="false">
-  <plugins>
-    <simpleAuthenticationPlugin>
-      <users>
-        <authenticationUser username="{ADMIN[0]}" password="{ADMIN[1]}" groups="admins"/>
-        <authenticationUser username="{VIEWER[0]}" password="{VIEWER[1]}" groups="users"/>
-        <authenticationUser username="{APP[0]}" password="{APP[1]}" groups="apps"/>
-      </users>
-    </simpleAuthenticationPlugin>
-    <console host="127.0.0.1" port="{self.http_port}" adminGroup="admins" viewerGroup="users"/>
-  </plugins>
+        super().__init__(tmp, "bridge-cli", attributes='persistent="false"', body=f"""
   <transportConnectors>
     <transportConnector name="stomp" uri="stomp://127.0.0.1:{self.stomp_port}"/>
     <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.amqp_port}"/>
@@ -55,21 +41,8 @@ class BridgeBroker:
     <bridge name="idle" source-uri="vm://localhost" source-destination="queue://cli.src2"
             target-uri="vm://localhost" target-destination="queue://cli.dst2" {creds}
             auto-start="false" failure-retry-interval="200"/>
-  </bridges>
-</broker>""")
-        self.log = tmp / "broker.log"
-        with open(self.log, "w") as out:
-            self.proc = subprocess.Popen([RELAYMQ, "run", "-c", str(config)], stdout=out,
-                                         stderr=subprocess.STDOUT)
-
-        def up() -> bool:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                return httpx.get(f"{self.url}/login", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(up, "the console", 40)
+  </bridges>""")
+        self.start()
 
     def depth(self, queue: str) -> int:
         r = httpx.get(f"{self.url}/api/v1/queues/{queue}", auth=ADMIN, timeout=10)
@@ -89,10 +62,6 @@ class BridgeBroker:
             conn.send(f"/queue/{queue}", f"m{i}", headers={"receipt": f"r{i}"})
         wait_until(lambda: len(receipts) == count, "receipts", 10)
         conn.disconnect()
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(30) == 0, self.log.read_text()
 
 
 @pytest.fixture(scope="module")
