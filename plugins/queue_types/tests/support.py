@@ -6,30 +6,37 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import stomp
 from relaymq.testing import free_port, wait_until
-
-RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), 0.2).close()
-        return True
-    except OSError:
-        return False
+from relaymq.testing.processes import RelaymqProcess
+from relaymq.testing.threads import BrokerThread
 
 
-class Broker:
+def broker_xml(name: str, policies: str, extra: str = "") -> str:
+    """The tests' broker: `policies` (policy entries), kahaDB in {data}, STOMP and AMQP
+    on {stomp} and {amqp} (the template `Broker` and `EmbeddedBroker` format), `extra`
+    (other <broker> children) verbatim."""
+    return f"""<broker xmlns="http://activemq.apache.org/schema/core" brokerName="{name}"
+        dataDirectory="{{data}}">
+  <destinationPolicy><policyMap><policyEntries>
+    {policies}
+  </policyEntries></policyMap></destinationPolicy>
+  <persistenceAdapter><kahaDB directory="{{data}}/kahadb"/></persistenceAdapter>
+  {extra}
+  <transportConnectors>
+    <transportConnector name="stomp" uri="stomp://127.0.0.1:{{stomp}}"/>
+    <transportConnector name="amqp" uri="amqp://127.0.0.1:{{amqp}}"/>
+  </transportConnectors>
+</broker>"""
+
+
+class Broker(RelaymqProcess):
     """A `relaymq run` process with the configuration `template` (formatted with
     `data`, `stomp` and `amqp`)."""
 
@@ -37,24 +44,16 @@ class Broker:
         self.tmp = tmp
         self.template = template
         self.stomp_port, self.amqp_port = free_port(), free_port()
-        self.config = tmp / "activemq.xml"
+        super().__init__(tmp / "activemq.xml", tmp / "broker.log", [self.stomp_port])
         self.write_config(template)
-        self.proc: subprocess.Popen | None = None
 
     def write_config(self, template: str) -> None:
         self.config.write_text(template.format(data=self.tmp / "data", stomp=self.stomp_port,
                                                amqp=self.amqp_port))
 
-    def start(self) -> None:
-        self.log = open(self.tmp / "broker.log", "a")  # noqa: SIM115
-        self.proc = subprocess.Popen([RELAYMQ, "run", "-c", str(self.config)], stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-
-        def listening() -> bool:
-            assert self.proc is not None and self.proc.poll() is None, self.output()
-            return _listening(self.stomp_port)
-
-        wait_until(listening, "the broker to listen", 30)
+    def start(self, *, wait: bool = True, timeout: float = 30.0) -> Broker:
+        super().start(wait=wait, timeout=timeout)
+        return self
 
     def reload(self, template: str, expect: str) -> None:
         """Rewrite the configuration and SIGHUP the broker; wait for `expect` in its log."""
@@ -63,14 +62,10 @@ class Broker:
         self.proc.send_signal(signal.SIGHUP)
         wait_until(lambda: expect in self.output(), f"{expect!r} in the broker log", 20)
 
-    def stop(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(30) == 0, self.output()
-        self.log.close()
-
-    def output(self) -> str:
-        return (self.tmp / "broker.log").read_text()
+    def stop(self, timeout: float = 30.0, must_stop: bool = True) -> None:
+        """SIGTERM; AssertionError unless it exits 0 (a clean stop)."""
+        super().stop(timeout, must_stop)
+        assert self.proc is not None and self.proc.returncode == 0, self.output()
 
 
 class EmbeddedBroker:
@@ -81,39 +76,31 @@ class EmbeddedBroker:
         self.tmp = tmp
         self.template = template
         self.stomp_port, self.amqp_port = free_port(), free_port()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.thread: threading.Thread | None = None
-        self.broker: Any = None
+        self.thread: BrokerThread | None = None
+
+    @property
+    def broker(self) -> Any:
+        assert self.thread is not None
+        return self.thread.broker
 
     def start(self) -> None:
-        from relaymq.broker.broker import Broker as KernelBroker
         from relaymq.config import load_config_text
 
         text = self.template.format(data=self.tmp / "data", stomp=self.stomp_port,
                                     amqp=self.amqp_port)
-        config = load_config_text(text)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.broker = KernelBroker(config)
-        self._run(self.broker.start())
-
-    def _run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+        self.thread = BrokerThread(load_config_text(text))
 
     def call(self, fn: Callable[[Any], Any]) -> Any:
         async def run() -> Any:
             result = fn(self.broker)
             return await result if asyncio.iscoroutine(result) else result
-        return self._run(run())
+
+        assert self.thread is not None
+        return self.thread.run(run())
 
     def stop(self) -> None:
-        assert self.loop is not None and self.thread is not None
-        self._run(self.broker.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+        assert self.thread is not None
+        self.thread.stop()
 
 
 class Client(stomp.ConnectionListener):

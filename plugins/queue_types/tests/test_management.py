@@ -19,21 +19,12 @@ from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
 from relaymq.errors import DestinationError  # noqa: E402
 from relaymq.testing import wait_until  # noqa: E402
 
-from .support import Client, EmbeddedBroker  # noqa: E402
+from .support import Client, EmbeddedBroker, broker_xml  # noqa: E402
 
-CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="mgmt"
-        dataDirectory="{data}">
-  <destinationPolicy><policyMap><policyEntries>
+CONFIG = broker_xml("mgmt", """
     <policyEntry queue="keyed.>" partitionCount="2" partitionRebalanceDelay="100"/>
     <policyEntry queue="expiring.>" deadMessageQueue="expiring.DMQ" dmqEligible="true"/>
-    <policyEntry queue="excl.>" accessType="exclusive"/>
-  </policyEntries></policyMap></destinationPolicy>
-  <persistenceAdapter><kahaDB directory="{data}/kahadb"/></persistenceAdapter>
-  <transportConnectors>
-    <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>
-    <transportConnector name="amqp" uri="amqp://127.0.0.1:{amqp}"/>
-  </transportConnectors>
-</broker>"""
+    <policyEntry queue="excl.>" accessType="exclusive"/>""")
 
 
 def qt(broker):  # type: ignore[no-untyped-def]

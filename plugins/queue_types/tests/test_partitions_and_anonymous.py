@@ -16,21 +16,12 @@ from proton.reactor import Container, DynamicNodeProperties  # noqa: E402
 from proton.utils import BlockingConnection  # noqa: E402
 from relaymq.testing import wait_until  # noqa: E402
 
-from .support import Broker, Client  # noqa: E402
+from .support import Broker, Client, broker_xml  # noqa: E402
 
-CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="parts"
-        dataDirectory="{data}">
-  <destinationPolicy><policyMap><policyEntries>
+CONFIG = broker_xml("parts", """
     <policyEntry queue="orders.>" partitionCount="{count}" partitionRebalanceDelay="100"/>
     <policyEntry queue="last.>" queueType="lastValue" partitionCount="4"/>
-    <policyEntry tempQueue="true" queueType="anonymous" anonymousQueueGrace="{grace}"/>
-  </policyEntries></policyMap></destinationPolicy>
-  <persistenceAdapter><kahaDB directory="{data}/kahadb"/></persistenceAdapter>
-  <transportConnectors>
-    <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>
-    <transportConnector name="amqp" uri="amqp://127.0.0.1:{amqp}"/>
-  </transportConnectors>
-</broker>"""
+    <policyEntry tempQueue="true" queueType="anonymous" anonymousQueueGrace="{grace}"/>""")
 
 
 def config(count: int = 4, grace: int = 60000) -> str:

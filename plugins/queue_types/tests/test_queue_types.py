@@ -18,11 +18,9 @@ from proton.reactor import Selector  # noqa: E402
 from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
 from relaymq.testing import wait_until  # noqa: E402
 
-from .support import Broker, Client  # noqa: E402
+from .support import Broker, Client, broker_xml  # noqa: E402
 
-CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="solace"
-        dataDirectory="{data}">
-  <destinationPolicy><policyMap><policyEntries>
+CONFIG = broker_xml("solace", """
     <policyEntry queue="orders.>" queueType="partitioned" partitionCount="8"
                  partitionRebalanceDelay="300" partitionMaxHandoffTime="10000"
                  deadMessageQueue="orders.DMQ" maxRedelivery="2"/>
@@ -31,15 +29,9 @@ CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="s
     <policyEntry queue="ttl.on.>" deadMessageQueue="ttl.DMQ"/>
     <policyEntry queue="ttl.off.>" respectTtl="false" deadMessageQueue="ttl.DMQ"/>
     <policyEntry queue="dmq.default.>" deadMessageQueue="ttl.DMQ" dmqEligible="true"/>
-    <policyEntry queue="nodmq.>" deadMessageQueue="missing.DMQ" dmqEligible="true"/>
-  </policyEntries></policyMap></destinationPolicy>
-  <persistenceAdapter><kahaDB directory="{data}/kahadb"/></persistenceAdapter>
-  <destinations><queue physicalName="orders.DMQ"/><queue physicalName="ttl.DMQ"/></destinations>
-  <transportConnectors>
-    <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>
-    <transportConnector name="amqp" uri="amqp://127.0.0.1:{amqp}"/>
-  </transportConnectors>
-</broker>"""
+    <policyEntry queue="nodmq.>" deadMessageQueue="missing.DMQ" dmqEligible="true"/>""",
+                    extra='<destinations><queue physicalName="orders.DMQ"/>'
+                          '<queue physicalName="ttl.DMQ"/></destinations>')
 
 
 @pytest.fixture(scope="module")

@@ -12,23 +12,14 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
 from proton.utils import BlockingConnection  # noqa: E402
 
-from .support import Broker, Client  # noqa: E402
+from .support import Broker, Client, broker_xml  # noqa: E402
 
-CONFIG = """<broker xmlns="http://activemq.apache.org/schema/core" brokerName="subs"
-        dataDirectory="{data}">
-  <destinationPolicy><policyMap><policyEntries>
-    <policyEntry queue="lvq.>" queueType="lastValue" topicSubscriptions="pub1.>"/>
-  </policyEntries></policyMap></destinationPolicy>
-  <persistenceAdapter><kahaDB directory="{data}/kahadb"/></persistenceAdapter>
+CONFIG = broker_xml("subs", """
+    <policyEntry queue="lvq.>" queueType="lastValue" topicSubscriptions="pub1.>"/>""", extra="""
   <destinations>
     <queue physicalName="fanin" topicSubscriptions="prices.*, alerts"/>
     <queue physicalName="lvq.pub1"/>
-  </destinations>
-  <transportConnectors>
-    <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>
-    <transportConnector name="amqp" uri="amqp://127.0.0.1:{amqp}"/>
-  </transportConnectors>
-</broker>"""
+  </destinations>""")
 
 
 def test_a_declared_queue_receives_what_is_published_to_its_topics(tmp_path) -> None:
