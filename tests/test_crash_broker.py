@@ -42,7 +42,7 @@ pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 
 from relaymq.testing import free_port
-from relaymq_stomp.testing import BlockingStomp  # noqa: E402 (after the skips)
+from relaymq_stomp.testing import BlockingStomp, drain_queue  # noqa: E402 (after the skips)
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 QUEUE = "/queue/CRASH"
@@ -198,25 +198,6 @@ def consume(port: int, who: str, mode: str, prefetch: int, run: Run) -> None:
             return
 
 
-def drain(port: int, who: str) -> Counter[str]:
-    """Everything left on the queue, counted: consume until a marker sent after
-    the restart comes back (the queue is FIFO, so nothing is still behind it)."""
-    marker = f"end-of-drain-{who}"
-    c = BlockingStomp(port, timeout=60)
-    cmd, headers, _ = c.send(QUEUE, marker.encode(), receipt="marker")
-    assert (cmd, headers.get("receipt-id")) == ("RECEIPT", "marker"), (cmd, headers)
-    c.frame("SUBSCRIBE", {"destination": QUEUE, "id": "drain", "ack": "auto"})
-    out: Counter[str] = Counter()
-    while True:
-        cmd, headers, body = c.read()
-        assert cmd == "MESSAGE", (cmd, headers, body[:200])
-        if body.decode() == marker:
-            break
-        out[body.decode()] += 1
-    c.close()
-    return out
-
-
 def crash_cycle(tmp: Path, seed: int, store: str = "kahadb") -> tuple[int, int]:
     rnd = random.Random(seed)
     port, amqp_port = free_port(), free_port()
@@ -260,7 +241,7 @@ def crash_cycle(tmp: Path, seed: int, store: str = "kahadb") -> tuple[int, int]:
     assert not run.failures, f"seed {seed}: clients failed before the kill: {run.failures}"
     broker = start_broker(cfg, port, amqp_port)
     try:
-        after = drain(port, str(seed))
+        after = Counter(drain_queue(port, QUEUE.removeprefix("/queue/")))
     finally:
         broker.send_signal(signal.SIGTERM)
         broker.wait(30)

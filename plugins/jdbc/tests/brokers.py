@@ -5,22 +5,12 @@ record what the broker acknowledged."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Collection
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from relaymq.testing import free_port
 from relaymq.testing.processes import RelaymqProcess
 from relaymq_stomp.testing import BlockingStomp
-
-
-def wait_until(what: str, cond: Callable[[], bool], timeout: float, detail: Callable[[], str]) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{detail()}")
-        time.sleep(0.05)
 
 
 class BrokerProcess(RelaymqProcess):
@@ -130,31 +120,3 @@ class Producers:
         except Exception as exc:  # noqa: BLE001 - a refused transfer or a defect: fail the test
             with self._lock:
                 self.errors.append(f"AMQP producer: {exc!r}")
-
-
-def drain(port: int, queue: str, expect: Collection[str] = (), *, quiet: float = 2.0,
-          timeout: float = 120.0) -> list[str]:
-    """Every message on the queue (auto ack): at least until everything in `expect`
-    arrived (or `timeout`), then until nothing more comes for `quiet` seconds, so
-    duplicates arriving late are counted too."""
-    client = BlockingStomp(port)
-    want = set(expect)
-    out: list[str] = []
-    try:
-        client.frame("SUBSCRIBE", {"destination": f"/queue/{queue}", "id": "1", "ack": "auto"})
-        client.sock.settimeout(0.5)
-        deadline = time.monotonic() + timeout
-        last = time.monotonic()
-        while time.monotonic() < deadline:
-            try:
-                cmd, _h, body = client.read()
-            except TimeoutError:
-                if not (want - set(out)) and time.monotonic() - last >= quiet:
-                    break
-                continue
-            if cmd == "MESSAGE":
-                out.append(body.decode())
-                last = time.monotonic()
-        return out
-    finally:
-        client.close()

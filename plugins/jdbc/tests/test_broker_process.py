@@ -7,10 +7,11 @@ import collections
 from pathlib import Path
 
 import pytest
+from relaymq.testing.blocking_stomp import BlockingStomp, drain_queue
+from relaymq.testing.waits import wait_until
 from relaymq_jdbc.testing import PostgresCluster
-from relaymq_stomp.testing import BlockingStomp
 
-from .brokers import BrokerProcess, Producers, drain, wait_until
+from .brokers import BrokerProcess, Producers
 
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
@@ -37,15 +38,14 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path: Path, store_url: str) -> None:
     broker = BrokerProcess(tmp_path, store_url, "crash").start()
     producers = Producers(broker, "CRASH").start()
-    wait_until("both producers to get messages stored", lambda: producers.count() >= 300, 60,
-               broker.output)
+    wait_until(lambda: producers.count() >= 300, "both producers to get messages stored", 60, detail=broker.output)
     broker.kill()
     producers.join()
     acked = list(producers.acked)
     assert any(b.startswith("stomp-") for b in acked) and any(b.startswith("amqp-") for b in acked)
     broker.start()
     try:
-        got = drain(broker.stomp_port, "CRASH", acked)
+        got = drain_queue(broker.stomp_port, "CRASH")
     finally:
         broker.stop()
     check_exactly_once(acked, got)
@@ -58,26 +58,22 @@ def test_master_slave_failover_on_postgres(tmp_path: Path, postgres: PostgresClu
     master = BrokerProcess(tmp_path, url, "master").start()
     slave = BrokerProcess(tmp_path, url, "slave").start(wait=False)
     try:
-        wait_until("the slave to say it waits for the lease",
-                   lambda: "this broker is a slave" in slave.output(), 60, slave.output)
+        wait_until(lambda: "this broker is a slave" in slave.output(), "the slave to say it waits for the lease", 60, detail=slave.output)
         assert "master@" in slave.output()  # it names the holder
         assert not slave.listening()  # a slave opens no connectors
         producers = Producers(master, "HA").start()
-        wait_until("messages stored on the master", lambda: producers.count() >= 200, 60,
-                   master.output)
+        wait_until(lambda: producers.count() >= 200, "messages stored on the master", 60, detail=master.output)
         master.kill()
         producers.join()
         acked = list(producers.acked)
         # lease (3 s) + one acquire interval (3 s), with room for a slow machine
         slave.wait_listening(timeout=30)
         assert "this broker is now the master" in slave.output()
-        got = drain(slave.stomp_port, "HA", acked)
+        got = drain_queue(slave.stomp_port, "HA")
         check_exactly_once(acked, got)
         # the old master, restarted, is now the slave
         master.start(wait=False)
-        wait_until("the restarted master to wait as a slave",
-                   lambda: master.output().count("this broker is a slave") >= 1, 60,
-                   master.output)
+        wait_until(lambda: master.output().count("this broker is a slave") >= 1, "the restarted master to wait as a slave", 60, detail=master.output)
         assert "slave@" in master.output().split("this broker is a slave")[0].rsplit("\n", 1)[-1]
         assert not master.listening()
     finally:
@@ -90,8 +86,7 @@ def test_a_clean_stop_hands_the_lease_over_at_once(tmp_path: Path, postgres: Pos
     first = BrokerProcess(tmp_path, url, "first", lease=60000, keep_alive=1000).start()
     second = BrokerProcess(tmp_path, url, "second", lease=1000, keep_alive=300).start(wait=False)
     try:
-        wait_until("the second broker to wait", lambda: "is a slave" in second.output(), 60,
-                   second.output)
+        wait_until(lambda: "is a slave" in second.output(), "the second broker to wait", 60, detail=second.output)
         first.stop()  # releases the 60 s lease: no need to wait for it to expire
         second.wait_listening(timeout=30)
     finally:
@@ -117,7 +112,7 @@ def test_a_master_that_loses_its_lease_stops_serving(tmp_path: Path,
             conn.execute("UPDATE \"ACTIVEMQ_LOCK\" SET \"BROKER_NAME\" = 'thief', "
                          "\"TIME\" = 9999999999999 WHERE \"ID\" = 1")
         assert master.proc is not None
-        wait_until("the master to stop", lambda: master.proc.poll() is not None, 30, master.output)
+        wait_until(lambda: master.proc.poll() is not None, "the master to stop", 30, detail=master.output)
         assert master.proc.returncode == 1
         out = master.output()
         assert "lost the lease on the JDBC store" in out and "thief" in out
@@ -150,7 +145,7 @@ def test_duplicate_ids_survive_kill_9(tmp_path: Path, store_url: str) -> None:
         sender.send(Message(body="amqp again", durable=True, properties={"_AMQ_DUPL_ID": "order-2"}))
         sender.send(Message(body="new", durable=True, properties={"_AMQ_DUPL_ID": "order-3"}))
         conn.close()
-        got = drain(broker.stomp_port, "D", ["first", "second", "new"])
+        got = drain_queue(broker.stomp_port, "D")
     finally:
         broker.stop()
     assert sorted(got) == ["first", "new", "second"]

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from proton import Delivery, Message
 from proton.utils import BlockingConnection, SendException
+from relaymq.testing.blocking_stomp import BlockingStomp, drain_queue
 from relaymq_jdbc.testing import PostgresCluster, PostgresUnavailable
-from relaymq_stomp.testing import BlockingStomp
 
-from .brokers import BrokerProcess, drain
+from .brokers import BrokerProcess
 
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 
@@ -53,7 +53,7 @@ def test_sends_fail_while_the_database_is_down_and_work_again_after(
             if cmd == "RECEIPT":
                 break
         assert cmd == "RECEIPT", (cmd, headers)
-        got = drain(broker.stomp_port, "O", ["before", "after"])
+        got = drain_queue(broker.stomp_port, "O")
     finally:
         broker.stop()
     assert got == ["before", "after"]

@@ -9,25 +9,17 @@ import collections
 import socket
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from relaymq_stomp.testing import BlockingStomp
+from relaymq.testing.blocking_stomp import BlockingStomp, drain_queue
+from relaymq.testing.waits import wait_until
 
 from .brokers import BrokerProcess
 
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 
 LOCKER = '<locker><shared-file-locker lockAcquireSleepInterval="200"/></locker>'
-
-
-def wait_until(what: str, cond: Callable[[], bool], timeout: float, detail: Callable[[], str]) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{detail()}")
-        time.sleep(0.05)
 
 
 def listening(broker: BrokerProcess) -> bool:
@@ -96,54 +88,28 @@ class FailoverProducer:
             client.close()
 
 
-def drain(port: int, queue: str, expect: set[str], timeout: float = 120) -> list[str]:
-    client = BlockingStomp(port)
-    out: list[str] = []
-    try:
-        client.frame("SUBSCRIBE", {"destination": f"/queue/{queue}", "id": "1", "ack": "auto"})
-        client.sock.settimeout(0.5)
-        deadline = time.monotonic() + timeout
-        last = time.monotonic()
-        while time.monotonic() < deadline:
-            try:
-                cmd, _h, body = client.read()
-            except TimeoutError:
-                if not (expect - set(out)) and time.monotonic() - last >= 2:
-                    break
-                continue
-            if cmd == "MESSAGE":
-                out.append(body.decode())
-                last = time.monotonic()
-        return out
-    finally:
-        client.close()
-
-
 @pytest.mark.slow
 def test_shared_directory_failover_under_load(tmp_path: Path) -> None:
     master = BrokerProcess(tmp_path, name="master", locker=LOCKER).start()
     slave = BrokerProcess(tmp_path, name="slave", locker=LOCKER).start(wait=False)
     producers: list[FailoverProducer] = []
     try:
-        wait_until("the slave to say it waits for the lock",
-                   lambda: "this broker is a slave" in slave.output(), 60, slave.output)
+        wait_until(lambda: "this broker is a slave" in slave.output(), "the slave to say it waits for the lock", 60, detail=slave.output)
         assert "broker=master" in slave.output()  # it names the holder
         assert slave.proc is not None and slave.proc.poll() is None
         assert not listening(slave)  # a slave opens no connectors
         producers = [FailoverProducer(f"p{n}", [master, slave], "HA").start() for n in range(3)]
-        wait_until("messages stored on the master", lambda: sum(p.count() for p in producers) >= 300,
-                   60, master.output)
+        wait_until(lambda: sum(p.count() for p in producers) >= 300, "messages stored on the master", 60, detail=master.output)
         master.kill()
-        wait_until("the slave to take over", lambda: listening(slave), 30, slave.output)
+        wait_until(lambda: listening(slave), "the slave to take over", 30, detail=slave.output)
         assert "this broker is now the master" in slave.output()
         before = sum(p.count() for p in producers)
-        wait_until("producers to go on storing on the new master",
-                   lambda: sum(p.count() for p in producers) >= before + 100, 60, slave.output)
+        wait_until(lambda: sum(p.count() for p in producers) >= before + 100, "producers to go on storing on the new master", 60, detail=slave.output)
         for p in producers:
             p.join()
         assert all(p.reconnected >= 1 for p in producers)
         acked = [b for p in producers for b in p.acked]
-        got = drain(slave.port, "HA", set(acked))
+        got = drain_queue(slave.port, "HA")
         counts = collections.Counter(got)
         duplicates = {b: n for b, n in counts.items() if n > 1}
         assert not duplicates, f"delivered more than once: {list(duplicates.items())[:10]}"
@@ -151,8 +117,7 @@ def test_shared_directory_failover_under_load(tmp_path: Path) -> None:
         assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {missing[:10]}"
         # the old master, restarted on the same directory, is now the slave
         master.start(wait=False)
-        wait_until("the restarted master to wait as a slave",
-                   lambda: "this broker is a slave" in master.output(), 60, master.output)
+        wait_until(lambda: "this broker is a slave" in master.output(), "the restarted master to wait as a slave", 60, detail=master.output)
         assert "broker=slave" in master.output().split("this broker is a slave")[0].rsplit("\n", 1)[-1]
         assert not listening(master)
     finally:

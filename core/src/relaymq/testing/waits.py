@@ -18,20 +18,25 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT = 20.0  # generous: two loaded cores shared with other jobs
 
 
-def _fail(what: str, timeout: float, last: Any) -> AssertionError:
-    return AssertionError(f"timed out after {timeout:g} s waiting for {what}; last seen: {last!r}")
+def _fail(what: str, timeout: float, last: Any, detail: Callable[[], str] | None = None
+          ) -> AssertionError:
+    more = f"\n{detail()}" if detail is not None else ""
+    return AssertionError(f"timed out after {timeout:g} s waiting for {what}; last seen: "
+                          f"{last!r}{more}")
 
 
 def wait_until(probe: Callable[[], T], what: str = "the condition",
-               timeout: float = DEFAULT_TIMEOUT, interval: float = 0.02) -> T:
-    """Call `probe` until it returns something true; return that, or raise AssertionError."""
+               timeout: float = DEFAULT_TIMEOUT, interval: float = 0.02,
+               detail: Callable[[], str] | None = None) -> T:
+    """Call `probe` until it returns something true; return that, or raise AssertionError
+    (with what `detail()` says, e.g. a broker process's output, appended)."""
     deadline = time.monotonic() + timeout
     while True:
         last = probe()
         if last:
             return last
         if time.monotonic() >= deadline:
-            raise _fail(what, timeout, last)
+            raise _fail(what, timeout, last, detail)
         time.sleep(interval)
 
 
