@@ -22,47 +22,23 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
 from proton import Message  # noqa: E402 (after the skips)
 from proton.utils import BlockingConnection  # noqa: E402
-from relaymq.testing import free_port  # noqa: E402
-from relaymq.testing.processes import RelaymqProcess  # noqa: E402
+from relaymq.testing.store_brokers import STORES, StoreBrokerProcess, needs_store  # noqa: E402
 from relaymq_amqp.testing import TxClient  # noqa: E402
 
-STORES = {
-    "kahadb": '<kahaDB directory="{tmp}/kahadb" checkpointInterval="600000"/>',
-    # a short lease: the restarted broker waits for the killed one's lease to expire
-    "jdbc": '<jdbcPersistenceAdapter url="sqlite:///{tmp}/store.sqlite" lockKeepAlivePeriod="300">'
-            '<locker><lease-database-locker lockAcquireSleepInterval="1000"/></locker>'
-            '</jdbcPersistenceAdapter>',
-}
 
-
-class Broker(RelaymqProcess):
-    """`relaymq run` with one AMQP connector on a persistent store."""
+class Broker(StoreBrokerProcess):
+    """kahaDB or JDBC (SQLite), reached over AMQP."""
 
     def __init__(self, tmp: Path, store: str) -> None:
-        self.amqp = free_port()
-        config = tmp / "activemq.xml"
-        config.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
-    brokerName="txd" dataDirectory="{tmp}">
-  <persistenceAdapter>{STORES[store].format(tmp=tmp)}</persistenceAdapter>
-  <transportConnectors>
-    <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.amqp}"/>
-  </transportConnectors>
-</broker></beans>""")
-        super().__init__(config, tmp / "broker.log", [self.amqp])
-
-    def start(self) -> Broker:  # type: ignore[override]
-        super().start(timeout=60)
-        return self
+        super().__init__(tmp, store, "txd")
 
     def connect(self) -> BlockingConnection:
         return BlockingConnection(f"amqp://127.0.0.1:{self.amqp}", timeout=10)
 
 
-@pytest.fixture(params=["kahadb", "jdbc"])
+@pytest.fixture(params=STORES)
 def broker(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    if request.param == "jdbc":
-        pytest.importorskip("relaymq_jdbc", reason="relaymq-jdbc is not installed")
-    b = Broker(tmp_path, request.param).start()
+    b = Broker(tmp_path, needs_store(request.param)).start()
     yield b
     b.kill()
 

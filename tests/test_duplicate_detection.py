@@ -17,52 +17,24 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
 from proton import Delivery, Message  # noqa: E402 (after the skips)
 from proton.utils import BlockingConnection, SendException  # noqa: E402
-from relaymq.testing import free_port
-from relaymq.testing.processes import RelaymqProcess
+from relaymq.testing.store_brokers import STORES, StoreBrokerProcess, needs_store  # noqa: E402
 from relaymq_stomp.testing import BlockingStomp  # noqa: E402
 
 DUP = "_AMQ_DUPL_ID"
 
 
-STORES = {
-    "kahadb": '<kahaDB directory="{tmp}/kahadb" checkpointInterval="600000"/>',
-    # a short lease: the restarted broker waits for the killed one's lease to expire
-    "jdbc": '<jdbcPersistenceAdapter url="sqlite:///{tmp}/store.sqlite" lockKeepAlivePeriod="300">'
-            '<locker><lease-database-locker lockAcquireSleepInterval="1000"/></locker>'
-            '</jdbcPersistenceAdapter>',
-}
-
-
-class Broker(RelaymqProcess):
-    """`relaymq run` on kahaDB (or JDBC on SQLite) with STOMP and AMQP connectors."""
+class Broker(StoreBrokerProcess):
+    """kahaDB or JDBC (SQLite), STOMP and AMQP; queue SMALL remembers three ids."""
 
     def __init__(self, tmp: Path, store: str = "kahadb") -> None:
-        self.stomp = free_port()
-        self.amqp = free_port()
-        self.config = tmp / "activemq.xml"
-        self.config.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
-    brokerName="dups" dataDirectory="{tmp}">
-  <destinationPolicy><policyMap><policyEntries>
+        super().__init__(tmp, store, "dups", body="""<destinationPolicy><policyMap><policyEntries>
     <policyEntry queue="SMALL" idCacheSize="3"/>
-  </policyEntries></policyMap></destinationPolicy>
-  <persistenceAdapter>{STORES[store].format(tmp=tmp)}</persistenceAdapter>
-  <transportConnectors>
-    <transportConnector name="stomp" uri="stomp://127.0.0.1:{self.stomp}"/>
-    <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.amqp}"/>
-  </transportConnectors>
-</broker></beans>""")
-        super().__init__(self.config, tmp / "broker.log", [self.stomp, self.amqp])
-
-    def start(self) -> Broker:  # type: ignore[override]
-        super().start(timeout=60)
-        return self
+  </policyEntries></policyMap></destinationPolicy>""")
 
 
-@pytest.fixture(params=["kahadb", "jdbc"])
+@pytest.fixture(params=STORES)
 def broker(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    if request.param == "jdbc":
-        pytest.importorskip("relaymq_jdbc", reason="relaymq-jdbc is not installed")
-    b = Broker(tmp_path, request.param).start()
+    b = Broker(tmp_path, needs_store(request.param)).start()
     yield b
     b.kill()
 
