@@ -4,12 +4,15 @@ record what the broker acknowledged."""
 
 from __future__ import annotations
 
+import collections
 import threading
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from relaymq.testing import free_port
+from relaymq.testing.blocking_stomp import drain_queue
 from relaymq.testing.processes import RelaymqProcess
+from relaymq.testing.waits import wait_until
 from relaymq_stomp.testing import BlockingStomp
 
 
@@ -120,3 +123,26 @@ class Producers:
         except Exception as exc:  # noqa: BLE001 - a refused transfer or a defect: fail the test
             with self._lock:
                 self.errors.append(f"AMQP producer: {exc!r}")
+
+
+def check_exactly_once(acked: list[str], got: list[str]) -> None:
+    counts = collections.Counter(got)
+    duplicates = {b: n for b, n in counts.items() if n > 1}
+    assert not duplicates, f"delivered more than once: {list(duplicates.items())[:10]}"
+    missing = sorted(set(acked) - set(counts))
+    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {missing[:10]}"
+
+
+def fail_over_under_load(master: BrokerProcess, slave: BrokerProcess, queue: str) -> None:
+    """Producers on `master` until 200 messages are stored, then kill -9 it: `slave`
+    takes over (within 30 s: a lease and an acquire interval, with room for a slow
+    machine) and holds every acknowledged message exactly once."""
+    producers = Producers(master, queue).start()
+    wait_until(lambda: producers.count() >= 200, "messages stored on the master", 60,
+               detail=master.output)
+    master.kill()
+    producers.join()
+    acked = list(producers.acked)
+    slave.wait_listening(timeout=30)
+    assert "this broker is now the master" in slave.output()
+    check_exactly_once(acked, drain_queue(slave.stomp_port, queue))

@@ -3,7 +3,6 @@ producers, kill -9, restarts, and a master/slave pair on one PostgreSQL."""
 
 from __future__ import annotations
 
-import collections
 from pathlib import Path
 
 import pytest
@@ -11,19 +10,11 @@ from relaymq.testing.blocking_stomp import BlockingStomp, drain_queue
 from relaymq.testing.waits import wait_until
 from relaymq_jdbc.testing import PostgresCluster
 
-from .brokers import BrokerProcess, Producers
+from .brokers import BrokerProcess, Producers, check_exactly_once, fail_over_under_load
 
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 pytest.importorskip("proton", reason="python-qpid-proton is not installed")
-
-
-def check_exactly_once(acked: list[str], got: list[str]) -> None:
-    counts = collections.Counter(got)
-    duplicates = {b: n for b, n in counts.items() if n > 1}
-    assert not duplicates, f"delivered more than once: {list(duplicates.items())[:10]}"
-    missing = sorted(set(acked) - set(counts))
-    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {missing[:10]}"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -38,7 +29,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path: Path, store_url: str) -> None:
     broker = BrokerProcess(tmp_path, store_url, "crash").start()
     producers = Producers(broker, "CRASH").start()
-    wait_until(lambda: producers.count() >= 300, "both producers to get messages stored", 60, detail=broker.output)
+    wait_until(lambda: producers.count() >= 300, "both producers to get messages stored", 60,
+               detail=broker.output)
     broker.kill()
     producers.join()
     acked = list(producers.acked)
@@ -58,22 +50,17 @@ def test_master_slave_failover_on_postgres(tmp_path: Path, postgres: PostgresClu
     master = BrokerProcess(tmp_path, url, "master").start()
     slave = BrokerProcess(tmp_path, url, "slave").start(wait=False)
     try:
-        wait_until(lambda: "this broker is a slave" in slave.output(), "the slave to say it waits for the lease", 60, detail=slave.output)
+        wait_until(lambda: "this broker is a slave" in slave.output(),
+                   "the slave to say it waits for the lease", 60,
+                   detail=slave.output)
         assert "master@" in slave.output()  # it names the holder
         assert not slave.listening()  # a slave opens no connectors
-        producers = Producers(master, "HA").start()
-        wait_until(lambda: producers.count() >= 200, "messages stored on the master", 60, detail=master.output)
-        master.kill()
-        producers.join()
-        acked = list(producers.acked)
-        # lease (3 s) + one acquire interval (3 s), with room for a slow machine
-        slave.wait_listening(timeout=30)
-        assert "this broker is now the master" in slave.output()
-        got = drain_queue(slave.stomp_port, "HA")
-        check_exactly_once(acked, got)
+        fail_over_under_load(master, slave, "HA")  # lease (3 s) + one acquire interval (3 s)
         # the old master, restarted, is now the slave
         master.start(wait=False)
-        wait_until(lambda: master.output().count("this broker is a slave") >= 1, "the restarted master to wait as a slave", 60, detail=master.output)
+        wait_until(lambda: master.output().count("this broker is a slave") >= 1,
+                   "the restarted master to wait as a slave", 60,
+                   detail=master.output)
         assert "slave@" in master.output().split("this broker is a slave")[0].rsplit("\n", 1)[-1]
         assert not master.listening()
     finally:
@@ -86,7 +73,8 @@ def test_a_clean_stop_hands_the_lease_over_at_once(tmp_path: Path, postgres: Pos
     first = BrokerProcess(tmp_path, url, "first", lease=60000, keep_alive=1000).start()
     second = BrokerProcess(tmp_path, url, "second", lease=1000, keep_alive=300).start(wait=False)
     try:
-        wait_until(lambda: "is a slave" in second.output(), "the second broker to wait", 60, detail=second.output)
+        wait_until(lambda: "is a slave" in second.output(), "the second broker to wait", 60,
+                   detail=second.output)
         first.stop()  # releases the 60 s lease: no need to wait for it to expire
         second.wait_listening(timeout=30)
     finally:
@@ -112,7 +100,8 @@ def test_a_master_that_loses_its_lease_stops_serving(tmp_path: Path,
             conn.execute("UPDATE \"ACTIVEMQ_LOCK\" SET \"BROKER_NAME\" = 'thief', "
                          "\"TIME\" = 9999999999999 WHERE \"ID\" = 1")
         assert master.proc is not None
-        wait_until(lambda: master.proc.poll() is not None, "the master to stop", 30, detail=master.output)
+        wait_until(lambda: master.proc.poll() is not None, "the master to stop", 30,
+                   detail=master.output)
         assert master.proc.returncode == 1
         out = master.output()
         assert "lost the lease on the JDBC store" in out and "thief" in out

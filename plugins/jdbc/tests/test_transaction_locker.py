@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 from relaymq.errors import ConfigError
-from relaymq.testing.blocking_stomp import BlockingStomp, drain_queue
+from relaymq.testing.blocking_stomp import BlockingStomp
 from relaymq.testing.waits import wait_until
 from relaymq_jdbc import JDBCPersistenceAdapter
 from relaymq_jdbc.testing import PostgresCluster
 
-from .brokers import BrokerProcess, Producers
-from .test_broker_process import check_exactly_once
+from .brokers import BrokerProcess, fail_over_under_load
 
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 pytest.importorskip("proton", reason="python-qpid-proton is not installed")
@@ -40,24 +39,20 @@ def test_row_lock_failover_on_postgres(tmp_path: Path, postgres: PostgresCluster
     slave = BrokerProcess(tmp_path, url, "slave", kind=KIND, lease=300, keep_alive=1000)
     slave.start(wait=False)
     try:
-        wait_until(lambda: "this broker is a slave" in slave.output(), "the slave to say it waits for the row lock", 60, detail=slave.output)
+        wait_until(lambda: "this broker is a slave" in slave.output(),
+                   "the slave to say it waits for the row lock", 60,
+                   detail=slave.output)
         assert "locked by master@" in slave.output()  # named from pg_stat_activity
         backends = lock_backends(postgres, db)
         assert len(backends) == 1 and backends[0][1].startswith("relaymq-lock:master@")
         assert backends[0][2] == "idle in transaction"  # the held transaction
         assert not slave.listening()
-        producers = Producers(master, "TX").start()
-        wait_until(lambda: producers.count() >= 200, "messages stored on the master", 60, detail=master.output)
-        master.kill()
-        producers.join()
-        acked = list(producers.acked)
         # no lease to wait out: the row lock goes with the master's connection
-        slave.wait_listening(timeout=30)
-        assert "this broker is now the master" in slave.output()
-        got = drain_queue(slave.stomp_port, "TX")
-        check_exactly_once(acked, got)
+        fail_over_under_load(master, slave, "TX")
         master.start(wait=False)
-        wait_until(lambda: "this broker is a slave" in master.output(), "the restarted master to wait as a slave", 60, detail=master.output)
+        wait_until(lambda: "this broker is a slave" in master.output(),
+                   "the restarted master to wait as a slave", 60,
+                   detail=master.output)
         line = master.output().split("this broker is a slave")[0].rsplit("\n", 1)[-1]
         assert "locked by slave@" in line
         assert not master.listening()
@@ -82,7 +77,8 @@ def test_a_master_whose_lock_connection_ends_stops_serving(tmp_path: Path,
                              dbname="postgres", autocommit=True) as conn:
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
         assert master.proc is not None
-        wait_until(lambda: master.proc.poll() is not None, "the master to stop", 30, detail=master.output)
+        wait_until(lambda: master.proc.poll() is not None, "the master to stop", 30,
+                   detail=master.output)
         assert master.proc.returncode == 1
         out = master.output()
         assert "lost the lease on the JDBC store" in out and "row lock" in out
@@ -109,7 +105,8 @@ def test_a_clean_stop_frees_the_row_lock(tmp_path: Path, postgres: PostgresClust
     second = BrokerProcess(tmp_path, postgres.url(db), "second", kind=KIND, lease=200)
     second.start(wait=False)
     try:
-        wait_until(lambda: "is a slave" in second.output(), "the second broker to wait", 60, detail=second.output)
+        wait_until(lambda: "is a slave" in second.output(), "the second broker to wait", 60,
+                   detail=second.output)
         first.stop()
         second.wait_listening(timeout=30)
         names = [b[1] for b in lock_backends(postgres, db)]

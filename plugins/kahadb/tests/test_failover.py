@@ -94,17 +94,23 @@ def test_shared_directory_failover_under_load(tmp_path: Path) -> None:
     slave = BrokerProcess(tmp_path, name="slave", locker=LOCKER).start(wait=False)
     producers: list[FailoverProducer] = []
     try:
-        wait_until(lambda: "this broker is a slave" in slave.output(), "the slave to say it waits for the lock", 60, detail=slave.output)
+        wait_until(lambda: "this broker is a slave" in slave.output(),
+                   "the slave to say it waits for the lock", 60,
+                   detail=slave.output)
         assert "broker=master" in slave.output()  # it names the holder
         assert slave.proc is not None and slave.proc.poll() is None
         assert not listening(slave)  # a slave opens no connectors
         producers = [FailoverProducer(f"p{n}", [master, slave], "HA").start() for n in range(3)]
-        wait_until(lambda: sum(p.count() for p in producers) >= 300, "messages stored on the master", 60, detail=master.output)
+        wait_until(lambda: sum(p.count() for p in producers) >= 300,
+                   "messages stored on the master", 60,
+                   detail=master.output)
         master.kill()
         wait_until(lambda: listening(slave), "the slave to take over", 30, detail=slave.output)
         assert "this broker is now the master" in slave.output()
         before = sum(p.count() for p in producers)
-        wait_until(lambda: sum(p.count() for p in producers) >= before + 100, "producers to go on storing on the new master", 60, detail=slave.output)
+        wait_until(lambda: sum(p.count() for p in producers) >= before + 100,
+                   "producers to go on storing on the new master", 60,
+                   detail=slave.output)
         for p in producers:
             p.join()
         assert all(p.reconnected >= 1 for p in producers)
@@ -117,7 +123,9 @@ def test_shared_directory_failover_under_load(tmp_path: Path) -> None:
         assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {missing[:10]}"
         # the old master, restarted on the same directory, is now the slave
         master.start(wait=False)
-        wait_until(lambda: "this broker is a slave" in master.output(), "the restarted master to wait as a slave", 60, detail=master.output)
+        wait_until(lambda: "this broker is a slave" in master.output(),
+                   "the restarted master to wait as a slave", 60,
+                   detail=master.output)
         assert "broker=slave" in master.output().split("this broker is a slave")[0].rsplit("\n", 1)[-1]
         assert not listening(master)
     finally:
