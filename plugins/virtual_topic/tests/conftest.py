@@ -20,6 +20,7 @@ from relaymq.broker.broker import Broker
 from relaymq.client import ClientConsumer, Connection
 from relaymq.config.loader import load_config_text
 from relaymq.config.model import BrokerConfig
+from relaymq.testing.barriers import MARKER_PROPERTY, before_marker
 from relaymq.testing.transports import connect_over, with_connector
 
 BROKER = ('<broker xmlns="http://activemq.apache.org/schema/core" brokerName="vt" '
@@ -63,7 +64,15 @@ async def start(transport: str) -> AsyncIterator[StartBroker]:
 
 
 @pytest.fixture
-async def connect(transport: str) -> AsyncIterator[Callable[..., Awaitable[Connection]]]:
+def paths() -> dict[int, tuple[Any, Any, str | None]]:
+    """What each consumer made through `connect` consumes: id(consumer) ->
+    (its client, its destination, its selector)."""
+    return {}
+
+
+@pytest.fixture
+async def connect(transport: str, paths: dict[int, tuple[Any, Any, str | None]],
+                  ) -> AsyncIterator[Callable[..., Awaitable[Connection]]]:
     """``await connect(broker)``: a client of the test's transport (closed at the end)."""
     if transport != "vm":
         pytest.importorskip({"stomp": "stomp", "amqp": "proton"}[transport],
@@ -73,6 +82,14 @@ async def connect(transport: str) -> AsyncIterator[Callable[..., Awaitable[Conne
     async def _connect(broker: Broker, **kw: Any) -> Any:
         c = await connect_over(transport, broker, **kw)
         opened.append(c)
+        make = c.consumer
+
+        async def consumer(destination: Any, *args: Any, **options: Any) -> Any:
+            made = await make(destination, *args, **options)
+            paths[id(made)] = (c, destination, options.get("selector"))
+            return made
+
+        c.consumer = consumer
         return c
 
     yield _connect
@@ -81,12 +98,33 @@ async def connect(transport: str) -> AsyncIterator[Callable[..., Awaitable[Conne
 
 
 @pytest.fixture
-def texts(transport: str) -> Callable[[ClientConsumer], Awaitable[list[str]]]:
-    """``await texts(consumer)``: the bodies that arrive until it goes quiet (longer
-    over a socket: the client's own thread hands them over)."""
+def texts(transport: str, paths: dict[int, tuple[Any, Any, str | None]],
+          ) -> Callable[..., Awaitable[list[str]]]:
+    """``await texts(consumer)``: the bodies the consumer received, up to a marker its
+    client sends to its destination (``relaymq.testing.barriers``), so a copy that
+    comes late, or twice, is counted. A consumer the marker cannot be aimed at (one
+    with a selector, on a wildcard, or sharing its queue with another consumer, which
+    might take the marker) collects until it goes quiet instead (longer over a
+    socket: the client's own thread hands messages over)."""
     quiet = 0.1 if transport == "vm" else 0.5
 
+    def aimable(consumer: ClientConsumer) -> tuple[Any, Any] | None:
+        found = paths.get(id(consumer))
+        if found is None:
+            return None
+        client, destination, selector = found
+        key = str(destination)
+        shared = [p for p in paths.values() if str(p[1]) == key]
+        if selector is not None or "*" in key or ">" in key or (
+                key.startswith("queue://") and len(shared) > 1):
+            return None
+        return client, destination
+
     async def _texts(consumer: ClientConsumer, timeout: float = quiet) -> list[str]:
-        return [m.text for m in await consumer.receive_all(timeout)]
+        aim = aimable(consumer)
+        if aim is not None:
+            return await before_marker(aim[0], aim[1], consumer)
+        return [m.text for m in await consumer.receive_all(timeout)
+                if MARKER_PROPERTY not in (m.properties or {})]
 
     return _texts
