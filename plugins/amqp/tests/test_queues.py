@@ -316,3 +316,14 @@ def test_outcomes_written_together_with_a_detach_keep_their_order(connect: Any, 
         r2.accept()
     assert sorted(got) == ["t2", "t4", "t5"]
     wait_for(lambda: amqp_broker.queue_size("together") == 0, c)
+
+
+def test_the_amqp_barrier_returns_what_came_before_its_marker(connect: Any) -> None:
+    from relaymq.testing.barriers import amqp_before_marker
+
+    conn = connect()
+    receiver = conn.create_receiver("queue://barrier", credit=10)
+    sender = conn.create_sender("queue://barrier")
+    sender.send(Message(body="before"))
+    assert amqp_before_marker(conn, "queue://barrier", receiver) == ["before"]
+    assert amqp_before_marker(conn, "queue://barrier", receiver) == []

@@ -378,3 +378,12 @@ def test_wildcard_queue_subscription_consumes_matching_queues(server: BrokerThre
     assert p.read()[0] == "RECEIPT"
     assert server.wait_queue_size("orders.asia", 1) == 1
     assert server.wait_queue_size("orders.eu", 1) == 1  # unacknowledged: returned
+
+
+def test_the_stomp_barrier_returns_what_came_before_its_marker(client) -> None:
+    conn, col = client()
+    subscribe(conn, col, "/queue/barrier", id="b")
+    conn.send("/queue/barrier", "before")
+    assert stomp_before_marker(conn, col, "/queue/barrier", subscription="b") == ["before"]
+    seen = len(col.messages)
+    assert stomp_before_marker(conn, col, "/queue/barrier", since=seen) == []

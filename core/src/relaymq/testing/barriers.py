@@ -126,7 +126,7 @@ def amqp_before_marker(connection: Any, address: str, receiver: Any, *,
     from proton.utils import LinkDetached
 
     marker = new_marker()
-    sender = connection.create_sender(address)
+    sender = connection.create_sender(address, name=marker)  # its own link name
     try:
         sender.send(Message(body=marker, properties={**(properties or {}),
                                                      MARKER_PROPERTY: marker}))
