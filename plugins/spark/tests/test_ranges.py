@@ -64,3 +64,49 @@ def test_reads_ride_out_a_broker_restart(broker) -> None:
     finally:
         restarter.join()
     assert [s for s, _ in got] == list(range(1, 51))
+
+
+def test_encoded_reads_come_in_batches_with_every_message(broker) -> None:
+    c = Client(Endpoint(broker.url))
+    send(broker.url, "R4", 1234)
+    calls: list[list[int]] = []
+    c.read_encoded("R4", 100, 1200, lambda recs: calls.append([s for s, _, _ in recs]),
+                   batch=300)
+    assert [s for call in calls for s in call] == list(range(101, 1201))
+    assert max(len(call) for call in calls) == 300 and len(calls) == 4  # batched transfers
+    got: list[tuple[int, int, bytes]] = []
+    c.read_encoded("R4", 0, 3, got.extend, batch=300)
+    decoded = [Message() for _ in got]
+    for m, (_, _, data) in zip(decoded, got, strict=True):
+        m.decode(data)  # the stored AMQP bytes, as sent
+    assert [m.body for m in decoded] == ["m0", "m1", "m2"]
+    assert [m.properties for m in decoded] == [{"i": 0}, {"i": 1}, {"i": 2}]
+    assert all(stamp > 0 for _, stamp, _ in got)  # the broker's timestamp
+
+
+def test_encoded_reads_ride_out_a_broker_restart(broker) -> None:
+    import threading
+
+    send(broker.url, "R5", 700)
+    broker.kill()
+    restarter = threading.Timer(1.0, broker.start)
+    restarter.start()
+    got: list[int] = []
+    try:
+        Client(Endpoint(broker.url, retry=60)).read_encoded(
+            "R5", 0, 700, lambda recs: got.extend(s for s, _, _ in recs), batch=64)
+    finally:
+        restarter.join()
+    assert got == list(range(1, 701))
+
+
+def test_partitions_split_for_parallel_reads() -> None:
+    from relaymq_spark.ranges import split
+
+    parts = split("queue://Q", 0, 20_000, per_partition=10_000, min_partitions=4)
+    assert [(p.after, p.until) for p in parts] == [(0, 5000), (5000, 10_000), (10_000, 15_000),
+                                                   (15_000, 20_000)]
+    # never partitions of fewer than 1000 messages only to reach min_partitions
+    assert [(p.after, p.until) for p in split("queue://Q", 10, 1510, 10_000, 4)] == [(10, 1510)]
+    assert len(split("queue://Q", 0, 25_000, per_partition=10_000, min_partitions=2)) == 3
+    assert split("queue://Q", 5, 5, 10_000, 2) == []

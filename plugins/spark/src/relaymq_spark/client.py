@@ -7,14 +7,18 @@ connection (Spark tasks come and go; nothing is shared between them):
   ``relaymq-seq-range`` link, see relaymq_amqp.ranges);
 * `read(dest, after, until)` — the stored messages with ``after < seq <= until``
   as `(seq, proton.Message)`; the broker closes the link at the range's end;
+* `read_encoded(dest, after, until, on_batch)` — the same as encoded AMQP bytes,
+  many messages per transfer (``relaymq-seq-batch``): what executors use;
 * `release(dest, through)` — what a query committed is removed on the broker;
-* `send(messages)` — persistent sends, each settled `accepted` only once stored.
+* `send(messages)` — persistent sends, each settled `accepted` only once stored;
+  `send_encoded(data)` the same for messages already encoded (the sink).
 
 No pyspark import here: the client is usable (and tested) on its own.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -22,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from proton import Described, Message, SSLDomain, symbol, ulong
-from proton.handlers import MessagingHandler
+from proton import Delivery, Described, Message, SSLDomain, symbol, ulong
+from proton.handlers import IncomingMessageHandler, MessagingHandler, OutgoingMessageHandler
 from proton.reactor import Container, Copy, Filter
 
 RANGE_FILTER = "relaymq-seq-range"
@@ -31,6 +35,13 @@ RANGE_DESCRIPTOR = "relaymq:seq-range:list"
 RELEASE_FILTER = "relaymq-seq-release"
 RELEASE_DESCRIPTOR = "relaymq:seq-release:list"
 INFO_FILTER = "relaymq-seq-info"
+BATCH_FILTER = "relaymq-seq-batch"
+BATCH_DESCRIPTOR = "relaymq:seq-batch:list"
+BATCH_HEAD = struct.Struct(">QQI")
+_DATA_SECTION = b"\x00\x53\x75\xb0"
+
+#: one stored message as read: (sequence number, broker timestamp in ms, AMQP bytes)
+Encoded = tuple[int, int, bytes]
 
 
 
@@ -212,6 +223,75 @@ class _RangeCall(_Call):
             self.on_link_error(event)
 
 
+class _EncodedRangeCall(_RangeCall):
+    """A range read that hands over the messages' AMQP bytes, many per transfer
+    when the broker batches (no `proton.Message` per message)."""
+
+    def __init__(self, endpoint: Endpoint, dest: str, after: int, until: int, batch: int,
+                 on_batch: Callable[[list[Encoded]], None], prefetch: int) -> None:
+        flt = _seq_filter(RANGE_FILTER, RANGE_DESCRIPTOR, [after, until])
+        flt.filter_set[symbol(BATCH_FILTER)] = Described(symbol(BATCH_DESCRIPTOR), [ulong(batch)])
+        super().__init__(endpoint, dest, flt, None, prefetch)
+        # deliveries are read here (on_delivery), not decoded into proton Messages
+        self.handlers = [h for h in self.handlers if not isinstance(h, IncomingMessageHandler)]
+        self.on_batch = on_batch
+        self.batched: bool | None = None
+        self.partial = bytearray()
+
+    def _read_info(self, link: Any) -> None:
+        super()._read_info(link)
+        src = link.remote_source
+        if self.batched is None and src is not None and src.filter is not None:
+            data = src.filter
+            data.rewind()
+            info = data.get_object() if data.next() is not None else None
+            self.batched = symbol(BATCH_FILTER) in (info or {})
+
+    def on_delivery(self, event: Any) -> None:
+        dlv = event.delivery
+        link = dlv.link
+        if not link.is_receiver:
+            return
+        chunk = link.recv(dlv.pending)
+        if dlv.partial:
+            if chunk:
+                self.partial += chunk
+            return
+        data = bytes(self.partial + chunk) if self.partial else bytes(chunk)
+        self.partial = bytearray()
+        tag = dlv.tag
+        dlv.settle()
+        if self.deadline is not None:  # the timeout is for a quiet broker, not the whole read
+            self.deadline.cancel()
+            self.deadline = event.container.schedule(self.endpoint.timeout, self)
+        if self.batched:
+            self.on_batch(split_batch(data))
+        else:
+            seq, _, stamp = str(tag.decode() if isinstance(tag, bytes) else tag).partition(":")
+            self.on_batch([(int(seq), int(stamp or 0), data)])
+
+
+def split_batch(data: bytes) -> list[Encoded]:
+    """The messages of one batched transfer (relaymq_amqp.ranges)."""
+    if not data.startswith(_DATA_SECTION):
+        raise RelayMQError("a batched range transfer is not one data section")
+    end = 8 + int.from_bytes(data[4:8], "big")
+    if end != len(data):
+        raise RelayMQError("a batched range transfer has a wrong length")
+    out: list[Encoded] = []
+    pos = 8
+    head = BATCH_HEAD.unpack_from
+    size = BATCH_HEAD.size
+    while pos < end:
+        seq, stamp, n = head(data, pos)
+        pos += size
+        out.append((seq, stamp, data[pos:pos + n]))
+        pos += n
+    if pos != end:
+        raise RelayMQError("a batched range transfer ends inside a message")
+    return out
+
+
 class Client:
     """Requests to one broker (see the module doc)."""
 
@@ -271,6 +351,27 @@ class Client:
 
         self._retrying(once)
 
+    def read_encoded(self, dest: str, after: int, until: int,
+                     on_batch: Callable[[list[Encoded]], None], batch: int = 1000,
+                     prefetch: int = 4) -> None:
+        """Call `on_batch([(seq, timestamp ms, AMQP bytes), ...])` for the stored
+        messages of `dest` with `after < seq <= until`, in order, up to `batch` per
+        call; `prefetch` batches in flight. A lost connection resumes after the
+        last message delivered."""
+        pos = [after]
+
+        def deliver(records: list[Encoded]) -> None:
+            if records:
+                on_batch(records)
+                pos[0] = records[-1][0]
+
+        def once() -> None:
+            if until > pos[0]:
+                _EncodedRangeCall(self.endpoint, dest, pos[0], until, batch, deliver,
+                                  prefetch).run()
+
+        self._retrying(once)
+
     def release(self, dest: str, through: int) -> None:
         """Remove what `dest` holds up to `through` (a committed position)."""
         self._retrying(lambda: _RangeCall(
@@ -283,6 +384,74 @@ class Client:
         call = _SendCall(self.endpoint, iter(messages), window)
         call.run()
         return call.accepted
+
+    def send_encoded(self, messages: Iterable[bytes], window: int = 1000) -> int:
+        """`send` for encoded AMQP messages: how many the broker accepted; a
+        rejection fails the call."""
+        call = _SendEncodedCall(self.endpoint, iter(messages), window)
+        call.run()
+        return call.accepted
+
+
+class _SendEncodedCall(_Call):
+    """Sends encoded messages (their `to` says where) with up to `window`
+    unsettled; refills when half the window is settled."""
+
+    def __init__(self, endpoint: Endpoint, messages: Iterator[bytes], window: int) -> None:
+        super().__init__(endpoint)
+        self.messages = messages
+        self.window = window
+        self.low = max(1, window // 2)
+        self.sent = 0
+        self.accepted = 0
+        self.exhausted = False
+        # outcomes are read here (on_delivery), without proton's per-delivery dispatch
+        self.handlers = [h for h in self.handlers
+                         if not isinstance(h, (IncomingMessageHandler, OutgoingMessageHandler))]
+
+    def opened(self, event: Any) -> None:
+        self.sender = event.container.create_sender(self.conn, None)  # anonymous relay
+
+    def on_link_flow(self, event: Any) -> None:
+        link = event.link
+        if link.is_sender and link.credit > 0 and link.state & link.LOCAL_ACTIVE:
+            self._fill(link)
+
+    def _fill(self, sender: Any) -> None:
+        while not self.exhausted and sender.credit > 0 and self.sent - self.accepted < self.window:
+            data = next(self.messages, None)
+            if data is None:
+                self.exhausted = True
+                break
+            self.sent += 1
+            sender.delivery(str(self.sent))
+            sender.stream(data)
+            sender.advance()
+        self._maybe_done()
+
+    def on_delivery(self, event: Any) -> None:
+        dlv = event.delivery
+        state = dlv.remote_state
+        if not state:
+            return
+        if state == Delivery.ACCEPTED:
+            dlv.settle()
+            self.accepted += 1
+            if not self.exhausted and self.sent - self.accepted <= self.low:
+                self._fill(dlv.link)
+            self._maybe_done()
+        elif state == Delivery.REJECTED:
+            cond = dlv.remote.condition
+            dlv.settle()
+            self.fail(f"send rejected: {cond.name}: {cond.description}" if cond
+                      else "send rejected")
+        elif state in (Delivery.RELEASED, Delivery.MODIFIED):
+            dlv.settle()
+            self.fail("send released by the broker (not stored)")
+
+    def _maybe_done(self) -> None:
+        if self.exhausted and self.accepted == self.sent and not self.done:
+            self.finish()
 
 
 class _SendCall(_Call):

@@ -18,7 +18,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from relaymq_spark.client import address_of
-from relaymq_spark.rows import kernel_row, property_columns, schema_for
+from relaymq_spark.rows import arrow_schema, kernel_row, property_columns, record_batch, schema_for
 
 PAGE = 5000
 
@@ -39,7 +39,7 @@ class JdbcDataSource(DataSource):  # type: ignore[misc]
         return schema_for(property_columns(self.options.get("propertyColumns"))) + ", id long"
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return JdbcReader(self.options)
+        return JdbcReader(self.options, schema)
 
 
 def _table(prefix: str) -> str:
@@ -49,7 +49,8 @@ def _table(prefix: str) -> str:
 
 
 class JdbcReader(DataSourceReader):  # type: ignore[misc]
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.schema = schema
         self.url = options.get("url") or ""
         if not self.url:
             raise ValueError("relaymq-jdbc needs option 'url' (sqlite:///path or "
@@ -76,14 +77,17 @@ class JdbcReader(DataSourceReader):  # type: ignore[misc]
         step = -(-(high - low) // n)
         return [IdRange(a, min(high, a + step)) for a in range(low, high, step)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, IdRange)
-        return read_ids(self.url, self.table, self.keys, partition.low, partition.high,
-                        self.columns)
+        schema = arrow_schema(self.schema)
+        for page in read_ids(self.url, self.table, self.keys, partition.low, partition.high,
+                             self.columns):
+            yield record_batch(page, schema)
 
 
 def read_ids(url: str, table: str, keys: list[str], low: int, high: int,
-             columns: list[tuple[str, str]]) -> Iterator[tuple[Any, ...]]:
+             columns: list[tuple[str, str]]) -> Iterator[list[list[Any]]]:
+    """The rows of `low < ID <= high`, a page (at most `PAGE` rows) at a time."""
     import relaymq_amqp.hooks  # noqa: F401 - AMQP-encoded messages' properties and bodies
     from relaymq.model.codec import decode_message
     from sqlalchemy import bindparam, create_engine, text
@@ -107,9 +111,11 @@ def read_ids(url: str, table: str, keys: list[str], low: int, high: int,
                 rows = c.execute(query, {**params, "lo": pos}).all()
             if not rows:
                 break
+            page = []
             for rid, container, seq, msg in rows:
                 m = decode_message(bytes(msg))
-                yield tuple(kernel_row(str(container), int(seq), m, columns) + [int(rid)])
+                page.append(kernel_row(str(container), int(seq), m, columns) + [int(rid)])
+            yield page
             pos = int(rows[-1][0])
     finally:
         engine.dispose()

@@ -30,9 +30,17 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from relaymq_spark.client import address_of
-from relaymq_spark.rows import kernel_row, property_columns, schema_for
+from relaymq_spark.rows import (
+    arrow_schema,
+    kernel_row,
+    property_columns,
+    record_batch,
+    schema_for,
+)
 
 JOURNAL_COLUMNS = ", journal_file int, journal_offset long, op string"
+#: rows per Arrow record batch handed to Spark
+ROWS_PER_BATCH = 2000
 REMOVALS_SCHEMA = ("destination string, sequence long, upto long, journal_file int, "
                    "journal_offset long, op string")
 
@@ -55,11 +63,12 @@ class JournalDataSource(DataSource):  # type: ignore[misc]
         return schema_for(property_columns(self.options.get("propertyColumns"))) + JOURNAL_COLUMNS
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return JournalReader(self.options)
+        return JournalReader(self.options, schema)
 
 
 class JournalReader(DataSourceReader):  # type: ignore[misc]
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.schema = schema
         path = options.get("path")
         if not path:
             raise ValueError("relaymq-journal needs the kahaDB directory: .load(path) or "
@@ -82,10 +91,18 @@ class JournalReader(DataSourceReader):  # type: ignore[misc]
             raise ValueError(f"relaymq-journal: no journal files (db-N.log) in {self.directory}")
         return [FilePartition(fid, str(p)) for fid, p in sorted(files.items())]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, FilePartition)
-        return read_file(partition.file_id, Path(partition.path), self.what, self.keys,
-                         self.columns)
+        schema = arrow_schema(self.schema)
+        rows: list[Any] = []
+        for row in read_file(partition.file_id, Path(partition.path), self.what, self.keys,
+                             self.columns):
+            rows.append(row)
+            if len(rows) >= ROWS_PER_BATCH:
+                yield record_batch(rows, schema)
+                rows = []
+        if rows:
+            yield record_batch(rows, schema)
 
 
 def read_file(file_id: int, path: Path, what: str, keys: set[str] | None,

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
+import queue
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
 from relaymq_spark.client import Client, Endpoint, RelayMQError
-from relaymq_spark.rows import message_row
+from relaymq_spark.rows import encoded_row, record_batch
 
-DEFAULT_PER_PARTITION = 20_000
-#: messages per connection inside one partition (bounded executor memory)
-CHUNK = 5000
+DEFAULT_PER_PARTITION = 10_000
+#: a micro-batch or batch read is split into at least this many partitions when
+#: it has enough messages (option minPartitions): local[2] and a cluster's cores
+#: read in parallel
+DEFAULT_MIN_PARTITIONS = 2
+#: the fewest messages worth a partition of their own
+MIN_PER_PARTITION = 1000
+#: messages per transfer the broker is asked for (relaymq-seq-batch)
+BATCH = 500
+#: transfers read ahead of the rows being built
+DEPTH = 8
+#: rows per Arrow record batch handed to Spark
+ROWS_PER_BATCH = 2000
 
 
 class RangePartition(InputPartition):  # type: ignore[misc]
@@ -25,33 +38,80 @@ class RangePartition(InputPartition):  # type: ignore[misc]
         self.until = until
 
 
-def split(dest: str, after: int, until: int, per_partition: int) -> list[RangePartition]:
+def split(dest: str, after: int, until: int, per_partition: int,
+          min_partitions: int = 1) -> list[RangePartition]:
+    """`(after, until]` in partitions of at most `per_partition` sequence numbers,
+    at least `min_partitions` of them when each still gets `MIN_PER_PARTITION`."""
+    total = until - after
+    if total <= 0:
+        return []
+    parts = max(-(-total // per_partition), min(min_partitions, total // MIN_PER_PARTITION), 1)
+    step = -(-total // parts)
     out = []
     lo = after
     while lo < until:
-        hi = min(until, lo + per_partition)
+        hi = min(until, lo + step)
         out.append(RangePartition(dest, lo, hi))
         lo = hi
     return out
 
 
-def read_range(endpoint: Endpoint, part: RangePartition,
-               columns: list[tuple[str, str]]) -> Iterator[tuple[Any, ...]]:
-    """The rows of one partition, read from the broker in chunks."""
-    client = Client(endpoint)
-    lo = part.after
-    while lo < part.until:
-        hi = min(part.until, lo + CHUNK)
-        rows: list[tuple[Any, ...]] = []
-        add = rows.append
-        dest = part.dest
+class _Stopped(Exception):
+    """The partition's consumer went away: the reading thread ends."""
 
-        def collect(seq: int, m: Any, add: Any = add, dest: str = dest) -> None:
-            add(message_row(dest, seq, m, columns))
 
-        client.read_into(dest, lo, hi, collect, prefetch=1000)
-        yield from rows
-        lo = hi
+_END = object()
+
+
+def read_range(endpoint: Endpoint, part: RangePartition, columns: list[tuple[str, str]],
+               schema: Any) -> Iterator[Any]:
+    """The rows of one partition as Arrow record batches (`schema`: the Arrow
+    schema). One connection reads the whole partition, `BATCH` messages per
+    transfer, in a thread that stays at most `DEPTH` transfers ahead of the
+    rows built here (bounded executor memory)."""
+    feed: queue.Queue[Any] = queue.Queue(maxsize=DEPTH)
+    stop = threading.Event()
+
+    def put(item: Any) -> None:
+        while not stop.is_set():
+            try:
+                feed.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+        raise _Stopped
+
+    def fetch() -> None:
+        try:
+            Client(endpoint).read_encoded(part.dest, part.after, part.until, put, batch=BATCH)
+            put(_END)
+        except _Stopped:
+            return
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            with contextlib.suppress(_Stopped):
+                put(exc)
+
+    reader = threading.Thread(target=fetch, name=f"relaymq-read-{part.dest}", daemon=True)
+    reader.start()
+    dest = part.dest
+    try:
+        rows: list[list[Any]] = []
+        while True:
+            item = feed.get()
+            if item is _END:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            for seq, stamp, data in item:
+                rows.append(encoded_row(dest, seq, stamp, data, columns))
+            if len(rows) >= ROWS_PER_BATCH:
+                yield record_batch(rows, schema)
+                rows = []
+        if rows:
+            yield record_batch(rows, schema)
+    finally:
+        stop.set()
+        reader.join(5)
 
 
 def resolve_start(client: Client, dest: str, wanted: str | int) -> int:

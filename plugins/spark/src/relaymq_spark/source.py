@@ -18,13 +18,14 @@ from pyspark.sql.types import StructType
 import relaymq_spark.options as opt
 from relaymq_spark.client import Client
 from relaymq_spark.ranges import (
+    DEFAULT_MIN_PARTITIONS,
     DEFAULT_PER_PARTITION,
     RangePartition,
     read_range,
     resolve_start,
     split,
 )
-from relaymq_spark.rows import property_columns, schema_for
+from relaymq_spark.rows import arrow_schema, property_columns, schema_for
 
 
 class RelayMQDataSource(DataSource):  # type: ignore[misc]
@@ -38,12 +39,12 @@ class RelayMQDataSource(DataSource):  # type: ignore[misc]
         return schema_for(property_columns(self.options.get("propertyColumns")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BatchReader(self.options)
+        return BatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from relaymq_spark.stream import StreamReader
 
-        return StreamReader(self.options)
+        return StreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from relaymq_spark.sink import BatchWriter
@@ -60,12 +61,15 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
     """`spark.read.format("relaymq")`: a live destination by sequence range
     (`startingOffsets`, `endingOffsets`: earliest/latest or per destination)."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.endpoint = opt.endpoint(options)
         self.dests = opt.destinations(options)
         self.columns = property_columns(options.get("propertyColumns"))
         self.per_partition = opt.positive_int(options, "messagesPerPartition",
                                               DEFAULT_PER_PARTITION) or DEFAULT_PER_PARTITION
+        self.min_partitions = opt.positive_int(options, "minPartitions",
+                                               DEFAULT_MIN_PARTITIONS) or 1
+        self.schema = schema  # a StructType: pickled to executors with the reader
         self.starting = opt.starting_offsets(options.get("startingOffsets"), self.dests)
         self.ending = opt.starting_offsets(options.get("endingOffsets", "latest"), self.dests)
 
@@ -76,9 +80,10 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
             after = resolve_start(client, d, self.starting[d])
             until = resolve_start(client, d, self.ending[d]) if self.ending[d] != "earliest" \
                 else after
-            parts.extend(split(d, after, until, self.per_partition))
+            parts.extend(split(d, after, until, self.per_partition,
+                               self.min_partitions))
         return parts or [RangePartition(self.dests[0], 0, 0)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
-        return read_range(self.endpoint, partition, self.columns)
+        return read_range(self.endpoint, partition, self.columns, arrow_schema(self.schema))

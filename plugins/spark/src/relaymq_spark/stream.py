@@ -22,17 +22,19 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
 
 import relaymq_spark.options as opt
 from relaymq_spark.client import Client
 from relaymq_spark.ranges import (
+    DEFAULT_MIN_PARTITIONS,
     DEFAULT_PER_PARTITION,
     RangePartition,
     read_range,
     resolve_start,
     split,
 )
-from relaymq_spark.rows import property_columns
+from relaymq_spark.rows import arrow_schema, property_columns
 
 try:  # pyspark >= 4.2: admission control (maxMessagesPerTrigger), Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -46,12 +48,15 @@ except ImportError:  # pragma: no cover - older pyspark: every trigger reads all
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.endpoint = opt.endpoint(options)
         self.dests = opt.destinations(options)
         self.columns = property_columns(options.get("propertyColumns"))
         self.per_partition = opt.positive_int(options, "messagesPerPartition",
                                               DEFAULT_PER_PARTITION) or DEFAULT_PER_PARTITION
+        self.min_partitions = opt.positive_int(options, "minPartitions",
+                                               DEFAULT_MIN_PARTITIONS) or 1
+        self.schema = schema  # a StructType: pickled to executors with the reader
         self.max_per_trigger = opt.positive_int(options, "maxMessagesPerTrigger", None)
         self.starting = opt.starting_offsets(options.get("startingOffsets"), self.dests)
         self.release = str(options.get("releaseOnCommit", "true")).lower() != "false"
@@ -96,12 +101,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         parts: list[InputPartition] = []
         for d in self.dests:
             lo = int(start.get(d, end.get(d, 0)))
-            parts.extend(split(d, lo, int(end.get(d, lo)), self.per_partition))
+            parts.extend(split(d, lo, int(end.get(d, lo)), self.per_partition,
+                               self.min_partitions))
         return parts
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
-        return read_range(self.endpoint, partition, self.columns)
+        return read_range(self.endpoint, partition, self.columns, arrow_schema(self.schema))
 
     def commit(self, end: dict[str, int]) -> None:
         if not self.release:
