@@ -5,7 +5,10 @@ job reading the same data from Parquet (the physical reference).
     .venv/bin/python bench/scripts/spark_bench.py --count 100000
 
 Starts its own broker (`relaymq run`, kahaDB, private port) and Spark session;
-prints one line per measurement (messages/s, wall time)."""
+prints one line per measurement (messages/s, wall time). Before measuring, each
+path runs once untimed on `--warmup` messages of another queue: the first job
+of a session pays for starting Python workers and loading pyarrow (seconds on
+a loaded machine), which is not throughput."""
 
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=20_000)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--warmup", type=int, default=2000)
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
@@ -55,14 +59,20 @@ def main() -> None:
             Message(body=body, address="queue://BENCH") for _ in range(n)))
         out = work / "stream-out"
 
-        def stream() -> None:
+        def stream(queue: str = "BENCH", to: Path = out, chk: str = "chk") -> None:
             q = (spark.readStream.format("relaymq").option("url", broker.url)
-                 .option("destination", "BENCH").option("releaseOnCommit", "false").load()
-                 .writeStream.format("parquet").option("path", str(out))
-                 .option("checkpointLocation", str(work / "chk")).trigger(availableNow=True)
+                 .option("destination", queue).option("releaseOnCommit", "false").load()
+                 .writeStream.format("parquet").option("path", str(to))
+                 .option("checkpointLocation", str(work / chk)).trigger(availableNow=True)
                  .start())
             q.awaitTermination()
 
+        if args.warmup:
+            client.send(Message(body=body, address="queue://WARM") for _ in range(args.warmup))
+            stream("WARM", work / "warm-out", "warm-chk")
+            spark.read.parquet(str(work / "warm-out")).select("body_string").withColumnRenamed(
+                "body_string", "body").write.format("relaymq").option("url", broker.url) \
+                .option("destination", "WARM-SUNK").mode("append").save()
         timed("stream source -> Parquet (relaymq)", n, stream)
         timed("same job from Parquet (reference)", n, lambda: spark.read.parquet(str(out))
               .write.mode("overwrite").parquet(str(work / "ref-out")))
@@ -76,7 +86,7 @@ def main() -> None:
         broker.stop()
         copy = work / "kahadb-copy"
         shutil.copytree(broker.data, copy)
-        total = 2 * n
+        total = 2 * (n + args.warmup)  # message records: BENCH, SUNK, WARM, WARM-SUNK
         timed("journal reader, whole directory (relaymq)", total, lambda: spark.read
               .format("relaymq-journal").load(str(copy)).write.format("noop").mode("overwrite")
               .save())
