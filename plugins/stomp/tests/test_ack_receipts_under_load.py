@@ -113,6 +113,8 @@ def test_individual_acks_with_receipts_from_concurrent_consumers(start_broker, t
         assert col.errors == [], f"{col.name}: {[e.body for e in col.errors]}"
         assert not col.disconnected, f"{col.name} was disconnected by the broker"
     assert deadline_ok, f"received {received()} of {total}"
+    # each dispatched once (a copy still on its way would be counted here already)
+    assert bt.stats("queue://load.acks")["dispatched"] == total
     bodies = [m.body for _, col in consumers for m in col.messages]
     assert len(bodies) == total and set(bodies) == {f"{p}-{i}" for p in range(PRODUCERS)
                                                      for i in range(PER_PRODUCER)}
