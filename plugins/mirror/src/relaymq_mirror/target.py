@@ -230,26 +230,68 @@ class MirrorTarget:
 
     async def _apply_acks(self) -> None:
         """Apply the postAcks read so far, after one wait for the store writes of
-        every message routed before them (the store commits those together), so a
-        stream of sends and acks costs a store sync per batch, not per ack."""
+        every message routed before them (the store commits those together). The
+        messages found are removed with one `remove_messages` per queue and
+        reason, so a stream of sends and acks costs a store sync and a pass over
+        each queue per batch, not per ack; each postAck is settled once its
+        removal is stored."""
         acks, self._acks = self._acks, []
         if not acks:
             return
         await self._drain()  # a postAck finds every message routed before it
-        # each postAck is settled once its removal is stored; started together,
-        # the removals of one batch share the store's group commit
-        await asyncio.gather(*(self._one_post_ack(delivery, inc) for delivery, inc in acks))
+        index = target_index(self.broker)
+        groups: dict[tuple[str, str], tuple[Any, list[int], list[Any]]] = {}
+        for delivery, inc in acks:
+            if self.link.closed:
+                return
+            try:
+                address = inc.string(wire.ADDRESS) or ""
+                queue_name = inc.string(wire.QUEUE) or ""
+                ident = inc.ack_id()
+                reason = wire.REMOVALS[inc.ack_reason()]
+                holder = self._holder(address, queue_name)
+                if holder is None:
+                    if f"queue {queue_name}" not in self._warned:
+                        self._warned.add(f"queue {queue_name}")
+                        log.warning("mirror link %s: postAck for queue %r of %r, which does not "
+                                    "exist here; ignored", self.link.name, queue_name, address)
+                    self._settled(delivery)
+                    continue
+                seq = await index.find(holder, ident)
+                if seq is None:  # not here (yet): tried again in the background
+                    asyncio.get_running_loop().create_task(self._retry(holder, ident, reason))
+                    self._settled(delivery)
+                    continue
+                index.forget(holder.key, ident)
+                applied(self.broker).ack(holder.key, seq, self.source_id)
+                group = groups.get((holder.key, reason))
+                if group is None:
+                    group = groups[(holder.key, reason)] = (holder, [], [])
+                group[1].append(seq)
+                group[2].append(delivery)
+            except BadEvent as exc:
+                self._bad(delivery, str(exc))
+            except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
+                log.exception("mirror link %s: applying a postAck failed", self.link.name)
+                self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+        if groups:
+            await asyncio.gather(*(self._remove_group(reason, holder, seqs, deliveries)
+                                   for (_key, reason), (holder, seqs, deliveries)
+                                   in groups.items()))
 
-    async def _one_post_ack(self, delivery: Any, inc: Incoming) -> None:
+    async def _remove_group(self, reason: str, holder: Any, seqs: list[int],
+                            deliveries: list[Any]) -> None:
+        """Remove `seqs` from `holder` (one pass, one store write), then settle."""
+        error = None
+        try:
+            await holder.remove_messages(seqs, reason)
+        except Exception as exc:  # noqa: BLE001 - refuse these events, keep the link
+            log.exception("mirror link %s: removing acknowledged messages failed", self.link.name)
+            error = f"{type(exc).__name__}: {exc}"
         if self.link.closed:
             return
-        try:
-            await self._post_ack(delivery, inc)
-        except BadEvent as exc:
-            self._bad(delivery, str(exc))
-        except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
-            log.exception("mirror link %s: applying a postAck failed", self.link.name)
-            self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+        for delivery in deliveries:
+            self._settled(delivery, error, "amqp:internal-error")
 
     async def _drain(self) -> None:
         stores, self._stores = self._stores, []
@@ -336,23 +378,6 @@ class MirrorTarget:
         if split is not None:
             return region.subscriptions.get(f"durable://{split[0]}:{split[1]}")
         return None
-
-    async def _post_ack(self, delivery: Any, inc: Incoming) -> None:
-        address = inc.string(wire.ADDRESS) or ""
-        queue_name = inc.string(wire.QUEUE) or ""
-        ident = inc.ack_id()
-        reason = wire.REMOVALS[inc.ack_reason()]
-        holder = self._holder(address, queue_name)
-        if holder is None:
-            if f"queue {queue_name}" not in self._warned:
-                self._warned.add(f"queue {queue_name}")
-                log.warning("mirror link %s: postAck for queue %r of %r, which does not exist "
-                            "here; ignored", self.link.name, queue_name, address)
-            self._settled(delivery)
-            return
-        if not await self._remove(holder, ident, reason):
-            asyncio.get_running_loop().create_task(self._retry(holder, ident, reason))
-        self._settled(delivery)
 
     async def _remove(self, holder: Any, ident: int, reason: str) -> bool:
         index = target_index(self.broker)
