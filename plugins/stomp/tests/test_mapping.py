@@ -27,10 +27,10 @@ SPECIAL = sorted(RESERVED | _GENERATED | {AMQ_MSG_TYPE, "extra", "body", "proper
 random_name = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
                       min_size=1, max_size=24)
 name = st.one_of(st.sampled_from(SPECIAL), random_name)
-#: what a SEND header can be to become a property (and be echoed as one): not a reserved
-#: header, not a header the broker generates (a SEND's `original-destination` is not
-#: echoed), not `amq-msg-type` (whose value must be text or bytes)
-NOT_PROPERTIES = RESERVED | _GENERATED | {AMQ_MSG_TYPE}
+#: what a SEND header can be to become a property: not a reserved header, not
+#: `amq-msg-type` (whose value must be text or bytes); broker-generated names a SEND does
+#: not consume (`original-destination`, ...) are drawn: they stay properties, not echoed
+NOT_PROPERTIES = RESERVED | {AMQ_MSG_TYPE}
 property_name = name.filter(lambda k: k not in NOT_PROPERTIES)
 value = st.one_of(text, st.integers(), st.floats(allow_nan=False), st.booleans(), st.none())
 

@@ -292,3 +292,26 @@ def test_invalid_numeric_headers_are_errors_not_fatal(raw) -> None:
         assert cmd == "ERROR" and h["receipt-id"] == "r", (hdr, h)
     c.send("SEND\ndestination:/queue/n\nreceipt:ok\n\nx\x00")
     assert c.read()[0] == "RECEIPT"
+
+
+def test_client_cannot_set_the_broker_dead_letter_headers(raw) -> None:
+    """`original-destination`, `originalExpiration` and `dlqDeliveryFailureCause` are
+    written by the broker on a dead-lettered copy; the same names on a SEND are not
+    echoed as if the broker had set them -- on the first SEND, on a repeat with the same
+    headers (the per-connection header cache) and on one that needs unescaping."""
+    c = raw()
+    c.connect()
+    c.send("SUBSCRIBE\ndestination:/queue/forged\nid:1\n\n\x00")
+    forged = ("SEND\ndestination:/queue/forged\noriginal-destination:/queue/elsewhere\n"
+              "originalExpiration:5\ndlqDeliveryFailureCause:made up\ncolor:red\n")
+    c.send(forged + "\none\x00")
+    c.send(forged + "\ntwo\x00")
+    c.send(forged + "shape:a\\cb\n\nthree\x00")  # escaped: the general path
+    for body in (b"one", b"two", b"three"):
+        cmd, h, got = c.read()
+        assert (cmd, got) == ("MESSAGE", body)
+        assert h["color"] == "red"
+        assert h["expires"] == "0"
+        for name in ("original-destination", "originalExpiration", "dlqDeliveryFailureCause"):
+            assert name not in h, (body, name, h[name])
+    assert h["shape"] == "a:b"

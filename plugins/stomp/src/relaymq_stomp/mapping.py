@@ -8,7 +8,9 @@ body with `content-length` is bytes, one without is text (ActiveMQ:
 BytesMessage vs TextMessage) unless `amq-msg-type:text|bytes` says which (that
 header stays a property, as in ActiveMQ). `JMSXUserID` is dropped (a client
 cannot claim a user). Every other header becomes a string property, which is
-why selectors on STOMP subscriptions convert strings.
+why selectors on STOMP subscriptions convert strings; the ones named like a
+header the broker writes on a dead-lettered copy (`original-destination`,
+`originalExpiration`, `dlqDeliveryFailureCause`) are not echoed on MESSAGE.
 
 Message -> MESSAGE: the headers that do not depend on the subscription are
 rendered once per message into a block (`render_block`). A message that entered
@@ -53,6 +55,9 @@ _GENERATED = frozenset({
     "content-length", "original-destination", "originalExpiration", "receipt",
     "transaction", "JMSXUserID", DLQ_CAUSE_HEADER,
 })
+#: the generated headers a SEND does not consume: a client's header of one of these names
+#: stays a property but is never echoed, as if the broker had set it (dead-lettering does)
+_NOT_ECHOED = _GENERATED - RESERVED
 
 
 def _int(name: str, raw: str) -> int:
@@ -164,9 +169,15 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
         intended = headers.get(AMQ_MSG_TYPE)
         if intended is not None:
             m.body_type = _intended_body_type(intended)
-    for name, value in headers.items():  # the properties (a loop is the cheapest join)
-        text += name + ":" + value + "\n"
-    nlines += len(headers)
+    if headers and not _NOT_ECHOED.isdisjoint(headers):
+        for name, value in headers.items():
+            if name not in _NOT_ECHOED:
+                text += name + ":" + value + "\n"
+                nlines += 1
+    else:
+        for name, value in headers.items():  # the properties (a loop is the cheapest join)
+            text += name + ":" + value + "\n"
+        nlines += len(headers)
     durable = "persistent:true\n" if m.durable else ""
     eid = escaped_id or _escape_id(message_id)
     if nlines and (text.count(":") != nlines or not clean and (
@@ -220,7 +231,8 @@ def render_block(m: Message, version: str = V12, trusted: bool = False) -> bytes
     shape (escaped once per id prefix), string properties, and names and values
     with nothing to escape, which one count of colons and newlines over the
     joined lines proves. `trusted` says the properties cannot collide with the
-    headers written here (they came from a SEND, which consumed those)."""
+    headers written here (they came from a SEND, which consumed those, all but
+    `_NOT_ECHOED`)."""
     if version != V12:
         return _render(m, version)
     fields: list[str] = []
@@ -245,7 +257,7 @@ def render_block(m: Message, version: str = V12, trusted: bool = False) -> bytes
     nlines = len(fields)
     props = m.properties
     if props:
-        if not trusted and not _GENERATED.isdisjoint(props):
+        if not (_NOT_ECHOED if trusted else _GENERATED).isdisjoint(props):
             return _render(m, V12)
         try:
             fields.append("\n".join(map(":".join, props.items())))
