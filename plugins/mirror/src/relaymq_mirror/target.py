@@ -88,6 +88,8 @@ class MirrorTarget:
         self.rejected = 0
         self.acks_not_found = 0
         self._warned: set[str] = set()
+        #: postAck retries not done yet: cancelled when the link goes (the broker stops)
+        self._retries: set[asyncio.Task[None]] = set()
 
     # -- attach ----------------------------------------------------------------------
     def attach(self) -> None:
@@ -154,6 +156,9 @@ class MirrorTarget:
         log.info("mirror link %s from broker %s detached", self.link.name, self.source_id)
         self._queue.clear()
         self._acks.clear()
+        for task in self._retries:
+            task.cancel()
+        self._retries.clear()
 
     async def _run(self) -> None:
         queue = self._queue
@@ -259,7 +264,7 @@ class MirrorTarget:
                     continue
                 seq = await index.find(holder, ident)
                 if seq is None:  # not here (yet): tried again in the background
-                    asyncio.get_running_loop().create_task(self._retry(holder, ident, reason))
+                    self._retry_later(holder, ident, reason)
                     self._settled(delivery)
                     continue
                 index.forget(holder.key, ident)
@@ -388,6 +393,11 @@ class MirrorTarget:
         applied(self.broker).ack(holder.key, seq, self.source_id)
         await holder.remove_messages([seq], reason)
         return True
+
+    def _retry_later(self, holder: Any, ident: int, reason: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._retry(holder, ident, reason))
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
 
     async def _retry(self, holder: Any, ident: int, reason: str) -> None:
         for _ in range(ACK_RETRIES):
