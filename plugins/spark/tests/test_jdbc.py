@@ -1,4 +1,5 @@
-"""`format("relaymq-jdbc")` over a real JDBC store (SQLite) written by a broker."""
+"""`format("relaymq-jdbc")` over a real JDBC store written by a broker: SQLite,
+and PostgreSQL (relaymq-jdbc's session server, `postgres_url`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,15 @@ from relaymq_spark.client import Client, Endpoint
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 
-def test_jdbc_store_in_id_ranges(spark, tmp_path: Path) -> None:
-    db = tmp_path / "store.db"
-    url = f"sqlite:///{db}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def test_jdbc_store_in_id_ranges(spark, store_url: str, tmp_path: Path) -> None:
+    url = store_url
     b = BrokerProcess(tmp_path, persistence=f'<jdbcPersistenceAdapter url="{url}"/>').start()
     try:
         c = Client(Endpoint(b.url))

@@ -43,9 +43,18 @@ class JdbcDataSource(DataSource):  # type: ignore[misc]
 
 
 def _table(prefix: str) -> str:
+    """The store's messages table prefix, checked (the table is relaymq-jdbc's
+    own definition, `make_schema`, so each database quotes its names as the
+    broker created them: upper case, which PostgreSQL keeps only when quoted)."""
     if not prefix.replace("_", "").isalnum() and prefix:
         raise ValueError(f"tablePrefix {prefix!r}: letters, digits and _ only")
-    return f"{prefix}ACTIVEMQ_MSGS"
+    return prefix
+
+
+def _msgs(prefix: str) -> Any:
+    from relaymq_jdbc.schema import make_schema
+
+    return make_schema(prefix).msgs
 
 
 class JdbcReader(DataSourceReader):  # type: ignore[misc]
@@ -55,19 +64,20 @@ class JdbcReader(DataSourceReader):  # type: ignore[misc]
         if not self.url:
             raise ValueError("relaymq-jdbc needs option 'url' (sqlite:///path or "
                              "postgresql+psycopg://user:pw@host/db)")
-        self.table = _table(options.get("tablePrefix", ""))
+        self.table = _table(options.get("tablePrefix", ""))  # the prefix of the store tables
         raw = options.get("destination") or ""
         self.keys = sorted({address_of(d.strip()) for d in raw.split(",") if d.strip()})
         self.columns = property_columns(options.get("propertyColumns"))
         self.partitions_wanted = int(options.get("partitions", "4"))
 
     def partitions(self) -> Sequence[InputPartition]:
-        from sqlalchemy import create_engine, text
+        from sqlalchemy import create_engine, func, select
 
+        msgs = _msgs(self.table)
         engine = create_engine(self.url)
         try:
             with engine.connect() as c:
-                low, high = c.execute(text(f"SELECT MIN(ID), MAX(ID) FROM {self.table}")).one()
+                low, high = c.execute(select(func.min(msgs.c.ID), func.max(msgs.c.ID))).one()
         finally:
             engine.dispose()
         if low is None:
@@ -90,19 +100,18 @@ def read_ids(url: str, table: str, keys: list[str], low: int, high: int,
     """The rows of `low < ID <= high`, a page (at most `PAGE` rows) at a time."""
     import relaymq_amqp.hooks  # noqa: F401 - AMQP-encoded messages' properties and bodies
     from relaymq.model.codec import decode_message
-    from sqlalchemy import bindparam, create_engine, text
+    from sqlalchemy import bindparam, create_engine, select
 
     if high <= low:
         return
-    where = "ID > :lo AND ID <= :hi"
+    msgs = _msgs(table)
+    query = select(msgs.c.ID, msgs.c.CONTAINER, msgs.c.SEQ, msgs.c.MSG) \
+        .where(msgs.c.ID > bindparam("lo"), msgs.c.ID <= bindparam("hi"))
     params: dict[str, Any] = {"hi": high}
     if keys:
-        where += " AND CONTAINER IN :keys"
+        query = query.where(msgs.c.CONTAINER.in_(bindparam("keys", expanding=True)))
         params["keys"] = keys
-    query = text(f"SELECT ID, CONTAINER, SEQ, MSG FROM {table} WHERE {where} "
-                 f"ORDER BY ID LIMIT {PAGE}")
-    if keys:
-        query = query.bindparams(bindparam("keys", expanding=True))
+    query = query.order_by(msgs.c.ID).limit(PAGE)
     engine = create_engine(url)
     try:
         pos = low
