@@ -41,6 +41,7 @@ from relaymq.spi.outgoing import (
 
 from relaymq_bridge.config import BridgeConfig, QualityOfService
 from relaymq_bridge.marker import MarkerLedger, marker_destination
+from relaymq_bridge.recent import RecentIds
 
 log = logging.getLogger("relaymq.bridge")
 
@@ -80,11 +81,14 @@ class Bridge:
         self.failures = 0
         self.retries = 0
         self.lost = 0  # AT_MOST_ONCE messages acknowledged but not accepted by the target
-        self.skipped = 0  # redelivered, already committed on the target (marker), not resent
+        self.skipped = 0  # redelivered, already on the target (marker, AT_MOST_ONCE), not resent
         #: exactly-once through a transaction and a marker (targets without duplicate detection)
         self.ledger: MarkerLedger | None = None
         self._session: Any = None
         self._in_doubt: set[str] = set()
+        #: AT_MOST_ONCE: what was sent lately, not to be sent again when a source
+        #: that lost its acknowledgements (kill -9) delivers it again
+        self._recent = RecentIds(max(10_000, 20 * config.max_batch_size))
         self.source: OutgoingConnection | None = None
         self.target: OutgoingConnection | None = None
         self._sender: SenderLink | None = None
@@ -330,6 +334,10 @@ class Bridge:
                 ids = [i for i in ids if i not in self._in_doubt]
                 if not batch:
                     return
+        if qos is QualityOfService.AT_MOST_ONCE:
+            batch = self._not_sent_lately(batch)
+            if not batch:
+                return
         messages = [self._prepare(d.message) for d in batch]
         if qos is QualityOfService.AT_MOST_ONCE:
             for d in batch:
@@ -382,6 +390,21 @@ class Bridge:
         if not changes:
             return message
         return message.copy(properties={**message.properties, **changes})
+
+    def _not_sent_lately(self, batch: list[Delivery]) -> list[Delivery]:
+        """AT_MOST_ONCE: acknowledge, without sending, what was sent lately."""
+        recent = self._recent
+        keep: list[Delivery] = []
+        for d in batch:
+            sid = stable_id(d.message)
+            if sid in recent:
+                d.accept()
+                self.acknowledged += 1
+                self.skipped += 1
+            else:
+                recent.add(sid)
+                keep.append(d)
+        return keep
 
 
 def stable_id(message: Message) -> str:
