@@ -127,6 +127,45 @@ def test_purge_asks_for_confirmation(console, page) -> None:
     shot(page, "purged")
 
 
+def test_copy_move_and_delete_ticked_messages_or_by_selector(console, page) -> None:
+    send(console, "/queue/ui.sel", ["s-0", "s-1", "s-2", "s-3"])
+    page.goto(f"{console.url}/queues/ui.sel")
+
+    def tick(body: str) -> None:
+        page.locator("#messages tr", has_text=body).locator("input[type=checkbox]").check()
+
+    def act(button: str) -> str:
+        page.once("dialog", lambda d: d.accept())
+        with page.expect_navigation():
+            page.click(button)
+        return page.text_content("#flash") or ""
+
+    tick("s-0")
+    tick("s-2")
+    page.fill("#selected-to", "ui.sel.copy")
+    assert "copied 2 messages to ui.sel.copy" in act("#copy-selected")
+    assert queue(console, "ui.sel.copy")["depth"] == 2 and queue(console, "ui.sel")["depth"] == 4
+    tick("s-1")
+    assert "deleted 1 messages" in act("#remove-selected")
+    assert queue(console, "ui.sel")["depth"] == 3
+    assert "no message ticked" in act("#remove-selected")  # never "all" by accident
+    tick("s-3")
+    page.fill("#selected-to", "ui.sel.moved")
+    assert "moved 1 messages to ui.sel.moved" in act("#move-selected")
+    assert queue(console, "ui.sel.moved")["depth"] == 1 and queue(console, "ui.sel")["depth"] == 2
+    # by selector: copy everything, then delete everything (after a confirmation)
+    page.fill("#move-form input[name=to]", "ui.sel.all")
+    with page.expect_navigation():
+        page.click("#copy")
+    assert "copied 2 messages to ui.sel.all" in page.text_content("#flash")
+    page.once("dialog", lambda d: d.dismiss())
+    page.click("#remove")
+    assert queue(console, "ui.sel")["depth"] == 2  # dismissed: nothing happened
+    assert "deleted 2 messages" in act("#remove")
+    assert queue(console, "ui.sel")["depth"] == 0 and queue(console, "ui.sel.all")["depth"] == 2
+    shot(page, "ticked")
+
+
 def test_retry_a_dead_lettered_message_from_the_dlq_page(console, page) -> None:
     received: list = []
 

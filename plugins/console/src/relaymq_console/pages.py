@@ -195,12 +195,22 @@ class Pages:
         if action == "retry":
             n = await m.retry_messages(dest, selector=selector or "JMSMessageID IS NOT NULL")
             return f"retried {n} messages"
-        if action == "move":
+        if action in ("move", "copy", "remove"):
+            # the messages ticked in the browse table, else those the selector picks
+            ids = [str(v) for v in form.getlist("message_id") if str(v)]
+            if form.get("ticked") and not ids:
+                return "no message ticked"
+            which: dict[str, Any] = ({"message_ids": ids} if ids else
+                                     {"selector": selector or "JMSMessageID IS NOT NULL"})
+            if action == "remove":
+                return f"deleted {await m.remove_messages(dest, **which)} messages"
             to = str(form.get("to", "")).strip()
             if not to:
-                return "move needs a target queue"
-            n = await m.move_messages(dest, Destination.queue(to),
-                                      selector=selector or "JMSMessageID IS NOT NULL")
+                return f"{action} needs a target queue"
+            if action == "copy":
+                n = await m.copy_messages(dest, Destination.queue(to), **which)
+                return f"copied {n} messages to {to}"
+            n = await m.move_messages(dest, Destination.queue(to), **which)
             return f"moved {n} messages to {to}"
         raise ValueError(f"unknown action {action!r}")
 
