@@ -253,12 +253,15 @@ def test_a_hidden_dashboard_stops_polling_until_it_is_shown(console, page) -> No
         document.dispatchEvent(new Event("visibilitychange"));
     }""")
     page.wait_for_selector("[data-source][data-polling=paused]")
+    assert page.get_attribute("[data-source]", "data-polling") == "paused"
     # shown again: it asks at once, and keeps polling
-    with page.expect_request(poll, timeout=10_000):
+    with page.expect_request(poll, timeout=10_000) as asked:
         page.evaluate("""() => {
             Object.defineProperty(document, "hidden", {configurable: true, get: () => false});
             document.dispatchEvent(new Event("visibilitychange"));
         }""")
+    assert asked.value.method == "GET"
     page.wait_for_selector("[data-source][data-polling=on]")
-    with page.expect_request(poll, timeout=10_000):
+    with page.expect_request(poll, timeout=10_000) as again:
         pass
+    assert again.value.url.endswith("/api/v1/broker")
