@@ -25,13 +25,9 @@ from relaymq.dispatch.redelivery import RedeliveryPolicyMap
 from relaymq.dispatch.services import QueueServices
 from relaymq.dispatch.topic import SubscriptionQueue, Topic, TopicSubscriptions
 from relaymq.errors import DestinationError, ResourceLimitExceeded
+from relaymq.feed.constructors import removed
 from relaymq.feed.cursor import CURSOR_PREFIX
-from relaymq.feed.events import (
-    DestinationCreated,
-    DestinationDeleted,
-    RemovalReason,
-    removed,
-)
+from relaymq.feed.events import DestinationCreated, DestinationDeleted, RemovalReason
 from relaymq.feed.feed import ChangeFeed
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from relaymq.broker.writer import removal_origin
 from relaymq.dispatch.batch import SendBatch
 from relaymq.errors import TransactionError
-from relaymq.feed.events import RemovalReason, removed
+from relaymq.feed.constructors import removed
+from relaymq.feed.events import RemovalReason
 from relaymq.spi.persistence import RemoveMessage
 
 if TYPE_CHECKING:

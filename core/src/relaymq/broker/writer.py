@@ -20,36 +20,27 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from relaymq.feed.events import (
-    ChangeEvent,
-    MessageAdded,
-    MessageRemoved,
-    _a_destination,
-    _a_message,
-    _a_origin,
-    _a_placements,
-    _r_destination,
-    _r_key,
-    _r_message,
-    _r_origin,
-    _r_reason,
-    _r_seq,
-)
+from relaymq.dispatch.batch import SendBatch
+from relaymq.dispatch.consumer import QueueBase
+from relaymq.dispatch.entry import QueueEntry
+from relaymq.feed.constructors import added, removed
+from relaymq.feed.events import ChangeEvent
 from relaymq.feed.feed import ChangeFeed
 from relaymq.model.message import Message
 from relaymq.spi.persistence import AddMessage, PersistenceAdapter, RemoveMessage, StoreOp
 
 log = logging.getLogger("relaymq.store")
 
-# Queues and entries are `dispatch.queue.Queue` / `dispatch.entry.QueueEntry`; this
-# module names them `Any` so it stays below the layers that call it.
+# Queues are named by their base class (`dispatch.consumer.QueueBase`, which every
+# queue type extends) so the compiled writer reads their key and destination and
+# calls `enqueue` natively; this module stays below `dispatch.queue`.
 
 
 class Batch(Protocol):
     """What the writer needs of a unit of work (`router.SendBatch` is one)."""
 
     ops: list[StoreOp]
-    placed: list[tuple[Any, Any]]
+    placed: list[tuple[QueueBase, QueueEntry]]
     events: list[Any] | None
 
     def abandon(self) -> None: ...
@@ -62,7 +53,7 @@ class _Ops:
 
     def __init__(self, ops: list[StoreOp], events: list[Any] | None) -> None:
         self.ops = ops
-        self.placed: list[tuple[Any, Any]] = []
+        self.placed: list[tuple[QueueBase, QueueEntry]] = []
         self.events = events
 
     def abandon(self) -> None:
@@ -101,34 +92,7 @@ def _chunks(batches: list[Batch]) -> list[list[StoreOp]]:
     return out
 
 
-# The per-message events, built here rather than through `feed.events.added` /
-# `removed` so that the compiled build makes them without a Python frame each.
-_new = object.__new__
-
-
-def added(message: Message, destination: Any, placements: tuple[tuple[str, int], ...],
-          origin: str | None) -> Any:
-    ev = _new(MessageAdded)
-    _a_message(ev, message)
-    _a_destination(ev, destination)
-    _a_placements(ev, placements)
-    _a_origin(ev, origin)
-    return ev
-
-
-def removed(message: Message, destination: Any, key: str, seq: int, reason: str,
-            origin: str | None) -> Any:
-    ev = _new(MessageRemoved)
-    _r_message(ev, message)
-    _r_destination(ev, destination)
-    _r_key(ev, key)
-    _r_seq(ev, seq)
-    _r_reason(ev, reason)
-    _r_origin(ev, origin)
-    return ev
-
-
-def added_events(placed: list[tuple[Any, Any]], out: list[ChangeEvent]) -> None:
+def added_events(placed: list[tuple[QueueBase, QueueEntry]], out: list[ChangeEvent]) -> None:
     """One `MessageAdded` per message of `placed` (a topic fan-out's placements of
     one message are consecutive)."""
     n = len(placed)
@@ -151,13 +115,13 @@ def added_events(placed: list[tuple[Any, Any]], out: list[ChangeEvent]) -> None:
         out.append(added(msg, msg.destination or queue.destination, tuple(spots), msg.origin))
 
 
-def removal_origin(entry: Any) -> str | None:
+def removal_origin(entry: QueueEntry) -> str | None:
     """The peer whose connection settled `entry` (None: a local client or the broker)."""
-    consumer = entry.consumer
+    consumer: Any = entry.consumer
     if consumer is None:
         return None
     conn = consumer.connection
-    return conn.origin if conn is not None else None
+    return conn.origin if conn is not None else None  # type: ignore[no-any-return]
 
 
 class StoreWriter:
@@ -216,7 +180,8 @@ class StoreWriter:
         if batch.ops or batch.events or self._future is not None:
             await self.commit_soon(batch)
 
-    def remove(self, queue: Any, entry: Any, reason: str) -> asyncio.Future[None] | None:
+    def remove(self, queue: QueueBase, entry: QueueEntry,
+               reason: str) -> asyncio.Future[None] | None:
         """`entry` left `queue` for `reason` (a `RemovalReason`): its store record
         goes with this turn's write. Returns that write's future (None when the
         message was never stored)."""
@@ -240,7 +205,7 @@ class StoreWriter:
         hold = self.hold
         return fut if hold is None else hold(None, fut)
 
-    def remove_stored(self, queue: Any, seq: int, reason: str,
+    def remove_stored(self, queue: QueueBase, seq: int, reason: str,
                       message: Message | None) -> asyncio.Future[None]:
         """A message only in the store (paged out, never loaded) leaves `queue`.
         Its `MessageRemoved` carries `message` when the caller read it, else a
@@ -266,7 +231,7 @@ class StoreWriter:
         self._pending()
         self._events.append(event)
 
-    def publish_visible(self, batch: Batch) -> None:
+    def publish_visible(self, batch: SendBatch) -> None:
         """A send that needed no store write becomes visible now: its events first
         (a consumer may settle it while it is enqueued)."""
         placed = batch.placed

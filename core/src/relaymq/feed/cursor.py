@@ -27,6 +27,7 @@ import json
 from collections import deque
 from typing import Any, ClassVar
 
+from relaymq.feed.constructors import added, removed
 from relaymq.feed.events import (
     ChangeEvent,
     DestinationConfigured,
@@ -36,8 +37,6 @@ from relaymq.feed.events import (
     MessageRemoved,
     SubscriptionCreated,
     SubscriptionDeleted,
-    added,
-    removed,
 )
 from relaymq.model.codec import decode_message
 from relaymq.model.destination import Destination

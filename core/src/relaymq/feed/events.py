@@ -8,10 +8,11 @@ mirror/federation peer whose connection caused it (`ClientConnection.origin`,
 loops. Work that was rolled back never produces an event.
 
 Events of the per-message kinds (`MessageAdded`, `MessageRemoved`) are made on
-the hot path, so they are built by `added()` / `removed()` (slot setters, about
-half the cost of a frozen dataclass's own `__init__`); they compare, print and
-refuse assignment like any frozen dataclass. Each class is documented in
-docs/change-feed.md (a test keeps that true).
+the hot path, so the broker builds them with `relaymq.feed.constructors`
+(compiled; slot setters, about half the cost of a frozen dataclass's own
+`__init__`); they compare, print and refuse assignment like any frozen
+dataclass. Each class is documented in docs/change-feed.md (a test keeps that
+true).
 """
 
 from __future__ import annotations
@@ -150,40 +151,3 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     MessageAdded, MessageRemoved, DestinationCreated, DestinationDeleted,
     SubscriptionCreated, SubscriptionDeleted, DestinationConfigured,
 )
-
-# -- fast constructors for the per-message kinds ---------------------------------------
-_new = object.__new__
-_a_message = MessageAdded.__dict__["message"].__set__
-_a_destination = MessageAdded.__dict__["destination"].__set__
-_a_placements = MessageAdded.__dict__["placements"].__set__
-_a_origin = MessageAdded.__dict__["origin"].__set__
-_r_message = MessageRemoved.__dict__["message"].__set__
-_r_destination = MessageRemoved.__dict__["destination"].__set__
-_r_key = MessageRemoved.__dict__["key"].__set__
-_r_seq = MessageRemoved.__dict__["seq"].__set__
-_r_reason = MessageRemoved.__dict__["reason"].__set__
-_r_origin = MessageRemoved.__dict__["origin"].__set__
-
-
-def added(message: Message, destination: Destination,
-          placements: tuple[tuple[str, int], ...], origin: str | None) -> MessageAdded:
-    """`MessageAdded(message, destination, placements, origin)`, made faster."""
-    ev = _new(MessageAdded)
-    _a_message(ev, message)
-    _a_destination(ev, destination)
-    _a_placements(ev, placements)
-    _a_origin(ev, origin)
-    return ev  # type: ignore[no-any-return]
-
-
-def removed(message: Message, destination: Destination, key: str, seq: int, reason: str,
-            origin: str | None) -> MessageRemoved:
-    """`MessageRemoved(...)`, made faster."""
-    ev = _new(MessageRemoved)
-    _r_message(ev, message)
-    _r_destination(ev, destination)
-    _r_key(ev, key)
-    _r_seq(ev, seq)
-    _r_reason(ev, reason)
-    _r_origin(ev, origin)
-    return ev  # type: ignore[no-any-return]

@@ -90,8 +90,11 @@ class FeedSubscription:
     def drain(self, limit: int | None = None) -> list[ChangeEvent]:
         """Up to `limit` (default: all) events that are waiting now."""
         events = self._events
-        n = len(events) if limit is None else min(limit, len(events))
-        return [events.popleft() for _ in range(n)]
+        if limit is None or limit >= len(events):
+            out = list(events)
+            events.clear()
+            return out
+        return [events.popleft() for _ in range(limit)]
 
     async def wait(self) -> None:
         """Return once at least one event is waiting (at once if one is)."""
