@@ -232,7 +232,7 @@ def _log_enabled(result: CheckResult) -> None:
                     tc.name or "-", tc.uri)
 
 
-def _tune_gc() -> None:
+def tune_gc() -> None:
     """A broker allocates many short-lived objects per message and keeps deep queues
     of long-lived ones; CPython's default thresholds then spend a large share of the
     CPU in collections that find nothing. Collect young objects less often and
@@ -245,7 +245,7 @@ def _tune_gc() -> None:
 
 def _run_loop(coro: Any) -> None:
     """asyncio with uvloop when it is installed (``pip install relaymq[fast]``)."""
-    _tune_gc()
+    tune_gc()
     try:
         import uvloop
     except ImportError:
