@@ -6,6 +6,12 @@ A filter is ``async def f(ctx, message, next)`` (or a plain function returning
 (virtual topics, composite destinations), or not call it at all (drop).
 The chain is folded at start-up in configuration order; the last link is the
 router. Nothing here goes through pluggy per message.
+
+A filter that has nothing to do most of the time (topic subscriptions on queues
+while no queue subscribes) can be left out of the chain while it is idle
+(`Broker.set_filter_idle`): the broker folds the chain again and every
+connection sees the new one through the `SendChain` they share, so an idle
+filter costs no call per message.
 """
 
 from __future__ import annotations
@@ -20,6 +26,14 @@ if TYPE_CHECKING:
 
 Next = Callable[["SendContext", Message], Awaitable[None]]
 SendFilter = Callable[["SendContext", Message, Next], Awaitable[None]]
+
+
+class SendChain:
+    """The folded chain every connection sends through (`call`), replaced as a
+    whole when a filter goes idle or comes back (`Broker.set_filter_idle`)."""
+
+    def __init__(self, call: Next) -> None:
+        self.call = call
 
 
 def fold(filters: Sequence[SendFilter], terminal: Next) -> Next:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from relaymq.broker.chain import Next
+from relaymq.broker.chain import SendChain
 from relaymq.broker.events import BrokerEvents
 from relaymq.broker.region import Region
 from relaymq.broker.security import Principal
@@ -69,7 +69,7 @@ class ConnectionHost(Protocol):
     @property
     def usage(self) -> SystemUsage: ...
     @property
-    def chain(self) -> Next: ...
+    def send_chain(self) -> SendChain: ...
     @property
     def scheduler(self) -> Scheduling | None: ...
     @property
@@ -109,7 +109,7 @@ class ClientConnection:
         # made before any connection and stay for the broker's life)
         self._region = broker.region
         self._usage = broker.usage
-        self._chain = broker.chain
+        self._chain = broker.send_chain
         self._scheduler = broker.scheduler
         self.principal = principal
         self.client_id = client_id
@@ -227,7 +227,7 @@ class ClientConnection:
             if txn is None:
                 raise TransactionError(f"unknown transaction {txid}")
         try:
-            routed = self._chain(SendContext(self, batch, txn is not None, self.network, None,
+            routed = self._chain.call(SendContext(self, batch, txn is not None, self.network, None,
                                               self.origin), message)
             if routed is not DONE:
                 await routed

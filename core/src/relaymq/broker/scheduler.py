@@ -200,7 +200,7 @@ class Scheduler:
             nxt = None
         batch = SendBatch()
         try:
-            routed = broker.chain(SendContext(conn, batch, False, conn.network), copy)
+            routed = broker.send_chain.call(SendContext(conn, batch, False, conn.network), copy)
             if routed is not DONE:
                 await routed
         except Exception:  # noqa: BLE001 - a refused firing is logged; the job goes on

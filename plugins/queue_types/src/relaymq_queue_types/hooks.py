@@ -36,7 +36,9 @@ def relaymq_configure(broker: Broker, config: BrokerConfig) -> None:
 
 @hookimpl
 def relaymq_interceptors(broker: Broker) -> list[SendFilter] | None:
-    return [service(broker).subscriptions.filter]
+    svc = service(broker)
+    svc.filter_changed()  # idle (out of the chain) until a queue subscribes to a topic
+    return [svc.send_filter]
 
 
 @hookimpl

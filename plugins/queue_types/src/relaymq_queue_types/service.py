@@ -55,6 +55,9 @@ class QueueTypes:
         self.management = broker.management
         self._tasks: set[asyncio.Task[None]] = set()
         self.subscriptions = TopicSubscriptions()
+        #: the send filter of topic subscriptions on queues; left out of the broker's
+        #: chain while no queue subscribes to a topic (it then costs no call per message)
+        self.send_filter = self.subscriptions.filter
         #: `<queue topicSubscriptions>` of the configuration
         self._declared: dict[Destination, list[Destination]] = {}
         #: partitioned queue -> the `partitionCount` its policy gave when last looked at
@@ -112,12 +115,19 @@ class QueueTypes:
     def queue_removed(self, dest: Destination) -> None:
         self.subscriptions.forget(dest)
         self._policy_counts.pop(dest, None)
+        self.filter_changed()
+
+    def filter_changed(self) -> None:
+        """Put the send filter in the broker's chain while some queue subscribes to
+        a topic, and take it out when none does."""
+        self._broker.set_filter_idle(self.send_filter, not self.subscriptions.active)
 
     def refresh(self, dest: Destination) -> None:
         """Recompute `dest`'s topic subscriptions from every source."""
         queue = self.management.queue(dest)
         if queue is None:
             self.subscriptions.forget(dest)
+            self.filter_changed()
             return
         topics: dict[Destination, str] = {}
         try:
@@ -131,6 +141,7 @@ class QueueTypes:
             for t in parse_topics(self.management.queue_settings(dest).get(SETTING) or []):
                 topics.setdefault(t, "management")
         self.subscriptions.set(dest, topics)
+        self.filter_changed()
 
     def reloaded(self, config: BrokerConfig) -> None:
         """A configuration reload: policies and declarations may name other topics,
