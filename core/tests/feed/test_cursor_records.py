@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from relaymq.feed import MessageAdded, MessageRemoved
+from relaymq.feed.constructors import added, removed
 from relaymq.feed.cursor import FEED_FIELD, decode_event, encode_event
-from relaymq.feed.events import added, removed
 from relaymq.model.codec import decode_message, encode_message
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
