@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from fedtools import Brokers, client, receive_all
+from fedtools import Brokers, client, receive_all, wait_for_log
 from proton import Message
 from relaymq_amqp import engine as pn
 from relaymq_amqp import link_handlers
@@ -107,5 +107,51 @@ async def test_the_broker_attaches_artemis_address_receivers_for_a_remote_policy
             assert await asyncio.to_thread(receive_all, sub, 1) == ["from artemis"]
             await until(lambda: handler.outcomes, "the broker's outcome")
             assert handler.outcomes == [pn.ACCEPTED]
+    finally:
+        await conn.close()
+
+
+class OldArtemisAddressSender(ArtemisAddressSender):
+    """A source that serves the link but does not offer the receiver capability."""
+
+    attached: ClassVar[list[ArtemisAddressSender]] = []
+    detached: ClassVar[list[str]] = []
+
+    def attach(self) -> None:
+        self.link.open(snd_settle_mode=pn.SND_UNSETTLED, rcv_settle_mode=pn.RCV_FIRST)
+        OldArtemisAddressSender.attached.append(self)
+
+    def on_detach(self, closed: bool) -> None:
+        OldArtemisAddressSender.detached.append(self.link.name)
+
+
+async def test_a_remote_policy_is_refused_when_the_peer_does_not_offer_the_receiver_capability(
+        brokers: Brokers) -> None:
+    brokers.start("b")
+    side = _Side()
+    link_handlers.register(side, wire.ADDRESS_RECEIVER, OldArtemisAddressSender)
+    OldArtemisAddressSender.attached.clear()
+    OldArtemisAddressSender.detached.clear()
+    conn = await artemis(brokers)
+    conn.serve_peer_links(side)
+    try:
+        with client(brokers.url("b")) as cb:
+            cb.create_receiver("topic://news.eu", credit=10)
+            control = await control_link(conn)
+            policy = AddressPolicy("back", ["news.#"], [], 2)
+            assert (await control.send(policy_command(wire.ADD_ADDRESS_POLICY, policy.to_map()))).accepted
+            # the broker tries once, finds no capability on the answer and closes its receiver
+            await until(lambda: OldArtemisAddressSender.detached, "the broker closing its receiver")
+            assert len(OldArtemisAddressSender.attached) == 1
+            await asyncio.to_thread(wait_for_log, brokers, "b",
+                                    f"refused: the peer does not offer {wire.ADDRESS_RECEIVER}")
+            # more demand and a second policy open nothing more; the control link stays usable
+            cb.create_receiver("topic://news.us", credit=10)
+            second = AddressPolicy("again", ["news.us"], [], 1)
+            assert (await control.send(policy_command(wire.ADD_ADDRESS_POLICY, second.to_map()))).accepted
+            await asyncio.to_thread(wait_for_log, brokers, "b", "applying address policy 'again'")
+            assert len(OldArtemisAddressSender.attached) == 1
+            assert brokers.logs().count(f"does not offer {wire.ADDRESS_RECEIVER}") == 1
+            assert not control.closed
     finally:
         await conn.close()

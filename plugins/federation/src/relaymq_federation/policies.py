@@ -60,6 +60,8 @@ class PolicyRunner:
         self._durable_task: asyncio.Task[None] | None = None
         self._seq = itertools.count(1)
         self._enabled = False
+        #: the peer must offer the receiver capability on each answer (`Receivers.require_offered`)
+        self.require_offered = False
 
     @property
     def label(self) -> str:
@@ -67,7 +69,8 @@ class PolicyRunner:
 
     def _receivers(self, make: Callable[[str], ReceiverSpec], idle_key: str) -> Receivers:
         r = Receivers(self.conn, self.publisher, make, int(self.setting(idle_key)) / 1000.0,
-                      int(self.setting("amqpCredits")), self.label, is_open=self.is_open)
+                      int(self.setting("amqpCredits")), self.label, is_open=self.is_open,
+                      require_offered=self.require_offered)
         r.enabled = self._enabled
         return r
 

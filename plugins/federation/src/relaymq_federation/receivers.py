@@ -5,6 +5,12 @@
 it after the idle timeout (Artemis' ``addressReceiverIdleTimeout`` /
 ``queueReceiverIdleTimeout``) unless demand comes back first. Each message is
 routed locally and accepted on the remote only once the local broker has it.
+
+With `require_offered`, the peer's answer to each attach must offer the
+capabilities the attach desired (``AMQ_FEDERATION_ADDRESS_RECEIVER`` /
+``AMQ_FEDERATION_QUEUE_RECEIVER``), as Artemis checks: otherwise the link is
+closed, the whole kind is refused (`refused` says why, logged once) and no
+receiver of that kind is opened again on this connection.
 """
 
 from __future__ import annotations
@@ -46,8 +52,11 @@ class Receivers:
 
     def __init__(self, conn: Any, publisher: LocalPublisher, make: Callable[[str], ReceiverSpec],
                  idle_timeout: float, credit: int, label: str,
-                 is_open: Callable[[], bool] | None = None) -> None:
+                 is_open: Callable[[], bool] | None = None, require_offered: bool = False) -> None:
         self.conn = conn
+        self.require_offered = require_offered
+        #: why the peer's receivers of this kind are refused (None: they are not)
+        self.refused: str | None = None
         self.is_open = is_open or (lambda: bool(conn.state.value == "open"))
         self.publisher = publisher
         self.make = make
@@ -89,7 +98,7 @@ class Receivers:
 
     def reconcile(self) -> None:
         """Open what is wanted and not open (a refused link is retried later)."""
-        if not self.enabled or not self.is_open():
+        if not self.enabled or self.refused is not None or not self.is_open():
             return  # links are attached again on the next connection
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -115,10 +124,32 @@ class Receivers:
             return
         finally:
             self._opening.discard(key)
+        missing = self._missing_capabilities(spec, link)
+        if missing:
+            self._refuse(key, link, missing)
+            return
         self.links[key] = link
         log.info("%s: receiver attached for %s", self.label, key)
         if key not in self.wanted and key not in self._idle:
             self.unwant(key)
+
+    def _missing_capabilities(self, spec: ReceiverSpec, link: Any) -> list[str]:
+        if not self.require_offered:
+            return []
+        offered = set(getattr(link, "remote_offered_capabilities", None) or ())
+        return [c for c in spec.desired_capabilities if c not in offered]
+
+    def _refuse(self, key: str, link: Any, missing: list[str]) -> None:
+        if self.refused is None:
+            self.refused = f"the peer does not offer {', '.join(missing)}"
+            log.warning("%s: refused: %s on its answer to the receiver for %s; no %s receivers "
+                        "are opened on this connection", self.label, self.refused, key, missing[0])
+        self.wanted.clear()
+        for timer in self._idle.values():
+            timer.cancel()
+        self._idle.clear()
+        if not link.closed:
+            asyncio.get_running_loop().create_task(link.close())
 
     def _handler(self, spec: ReceiverSpec) -> Callable[[Any], None]:
         destination = spec.destination

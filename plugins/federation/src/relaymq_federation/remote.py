@@ -8,6 +8,13 @@ link's session, as Artemis does), with the peer's settings
 (``federation-configuration`` of the control link) and federation name. The
 peer serves them like any federation receiver. Everything ends with the
 control link (or the connection).
+
+Like Artemis, this broker requires the peer to offer
+``AMQ_FEDERATION_ADDRESS_RECEIVER`` (``AMQ_FEDERATION_QUEUE_RECEIVER``) on its
+answer to each address (queue) receiver: there is no connection-level
+federation capability, so the first answer is where it shows. Without it the
+link is closed and that kind of remote policy is refused on this connection
+(logged once; `refused()`), no further receiver is attached for it.
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ class RemotePolicies:
                                    setting=self.setting, publisher=self.publisher,
                                    is_open=peer.is_open)
         self.runner.remote_id = self.remote_id
+        self.runner.require_offered = True
         self.runner.enable()
         self._task = asyncio.get_running_loop().create_task(self._reconcile(), name=label)
 
@@ -91,6 +99,14 @@ class RemotePolicies:
         log.info("federation %s: applying %s %r of node %s", self.name,
                  "address policy" if isinstance(policy, AddressPolicy) else "queue policy",
                  policy.name, self.remote_id)
+
+    def refused(self) -> dict[str, str]:
+        """Why the peer's address / queue receivers are refused (empty: none are)."""
+        out = {}
+        for kind, receivers in (("address", self.runner.addresses), ("queue", self.runner.queues)):
+            if receivers is not None and receivers.refused is not None:
+                out[kind] = receivers.refused
+        return out
 
     async def _reconcile(self) -> None:
         while True:
