@@ -54,7 +54,7 @@ def partition_of(entry: QueueEntry, count: int) -> int:
 class PartitionedQueue(SolaceQueue):
     """Partitions bound to consumers, rebalanced with hand-off."""
 
-    refuses = "a partitioned queue delivers each key's messages to one consumer in order"
+    refuses: str | None = "a partitioned queue delivers each key's messages to one consumer in order"
 
     #: what the queue refuses while its partition count is 0 (a plain queue)
     unpartitioned_refuses: str | None = None

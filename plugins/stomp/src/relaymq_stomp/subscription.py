@@ -80,12 +80,9 @@ class Subscription:
         """Write one MESSAGE frame; called synchronously by the queue's dispatch."""
         session = self.session
         m = delivery.message
-        if m.encoding == ENCODING and self._v12:
-            block = m.encoded
-        else:
-            block = None if m.encoding != ENCODING else m.encoded
-            if block is None or _needs_render(block, session.version):
-                block = render_block(m, session.version)
+        block = m.encoded if m.encoding == ENCODING else None
+        if block is None or (not self._v12 and _needs_render(block, session.version)):
+            block = render_block(m, session.version)
         dest = m.destination
         if dest is self._dest:
             line = self._line
@@ -95,7 +92,7 @@ class Subscription:
         did = delivery.id
         session.write(b"".join((
             self._head, b"%d" % did, b"\nredelivered:true\n" if delivery.delivery_count else b"\n",
-            line, block, m.body, b"\x00",  # type: ignore[list-item]
+            line, block, m.body, b"\x00",
         )))
         if self._auto:
             session.auto_acks.append((self, did))
