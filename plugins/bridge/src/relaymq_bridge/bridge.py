@@ -40,7 +40,7 @@ from relaymq.spi.outgoing import (
 )
 
 from relaymq_bridge.config import BridgeConfig, QualityOfService
-from relaymq_bridge.marker import MarkerLedger, marker_destination
+from relaymq_bridge.marker import MarkerLedger, listed, marker_destination, window_size
 from relaymq_bridge.recent import RecentIds
 
 log = logging.getLogger("relaymq.bridge")
@@ -244,7 +244,7 @@ class Bridge:
                             "only for a batch in doubt", self.name)
             else:
                 ledger = MarkerLedger(self._session, marker_destination(self.name),
-                                      c.send_timeout / 1000.0)
+                                      c.send_timeout / 1000.0, window_size(c.max_batch_size))
                 self._in_doubt = await ledger.recover()
                 self.ledger = ledger
         credit = max(2 * c.max_batch_size, 10)
@@ -324,14 +324,15 @@ class Bridge:
         tx = None
         if ledger is not None:
             ids = [f"{self.name}:{stable_id(d.message)}" for d in batch]
-            done = [d for d, i in zip(batch, ids, strict=True) if i in self._in_doubt]
-            if done:  # committed on the target before a failure; only the ack was lost
-                for d in done:
-                    d.accept()
-                self.acknowledged += len(done)
-                self.skipped += len(done)
-                batch = [d for d, i in zip(batch, ids, strict=True) if i not in self._in_doubt]
-                ids = [i for i in ids if i not in self._in_doubt]
+            seen = [listed(i, self._in_doubt) for i in ids]
+            if any(seen):  # committed on the target before a failure; only the ack was lost
+                for d, s in zip(batch, seen, strict=True):
+                    if s:
+                        d.accept()
+                self.acknowledged += sum(seen)
+                self.skipped += sum(seen)
+                batch = [d for d, s in zip(batch, seen, strict=True) if not s]
+                ids = [i for i, s in zip(ids, seen, strict=True) if not s]
                 if not batch:
                     return
         if qos is QualityOfService.AT_MOST_ONCE:
@@ -359,6 +360,8 @@ class Bridge:
         if tx is not None:
             if all(not isinstance(r, BaseException) and r.accepted for r in results):
                 await asyncio.wait_for(self._session.commit(tx), self.config.send_timeout / 1000.0)
+                if ledger is not None:
+                    ledger.committed_now()
             results = results[:-1]  # the marker
         refused = [r for r in results if isinstance(r, BaseException) or not r.accepted]
         accepted = len(results) - len(refused)
