@@ -46,6 +46,19 @@ from relaymq.spi.persistence import (
 )
 
 _ids = itertools.count(1)
+#: the message property that carries a cron schedule (`broker.scheduler`), and its encoded name
+SCHEDULED_CRON = "AMQ_SCHEDULED_CRON"
+SCHEDULED_CRON_MARKER = SCHEDULED_CRON.encode()
+
+
+def asks_scheduling(message: Message) -> bool:
+    """Whether `message` asks for scheduled delivery: a scheduling field set or an
+    `AMQ_SCHEDULED_CRON` property. Every send asks this when `schedulerSupport` is on,
+    so it lives in this (compiled) module; the property check looks for the encoded
+    name before parsing lazily loaded properties."""
+    return bool(message.scheduled_delay or message.scheduled_period
+                or message.scheduled_repeat
+                or message.peek_property(SCHEDULED_CRON, SCHEDULED_CRON_MARKER) is not None)
 #: how refusals name an action, as ActiveMQ's ("User x is not authorized to write to: ...")
 _VERBS = {"read": "read from", "write": "write to", "admin": "create"}
 
@@ -218,7 +231,7 @@ class ClientConnection:
         if memory.used >= memory.limit and not (message.durable and self._region.store_persistent):
             await self._region.flow_control(memory.wait(), dest)
         scheduler = self._scheduler
-        if scheduler is not None and scheduler.wants(message):  # stored first when persistent
+        if scheduler is not None and asks_scheduling(message):  # stored first when persistent
             return scheduler.schedule(message, self)
         batch = SendBatch()
         txn = None

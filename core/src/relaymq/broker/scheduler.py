@@ -32,6 +32,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from relaymq.broker.connection import SCHEDULED_CRON, SCHEDULED_CRON_MARKER, asks_scheduling
 from relaymq.broker.cron import Cron
 from relaymq.dispatch.batch import DONE, SendBatch, SendContext
 from relaymq.model.message import Message, now_millis
@@ -44,8 +45,8 @@ log = logging.getLogger("relaymq.scheduler")
 
 #: the store key of persisted scheduled messages (no colon: no subscription key is like it)
 SCHEDULER_KEY = "durable://relaymq.scheduler"
-CRON = "AMQ_SCHEDULED_CRON"
-_CRON_MARKER = CRON.encode()
+CRON = SCHEDULED_CRON
+_CRON_MARKER = SCHEDULED_CRON_MARKER
 
 
 class Job:
@@ -127,9 +128,7 @@ class Scheduler:
     @staticmethod
     def wants(message: Message) -> bool:
         """Whether `message` asks to be scheduled."""
-        return bool(message.scheduled_delay or message.scheduled_period
-                    or message.scheduled_repeat
-                    or message.peek_property(CRON, _CRON_MARKER) is not None)
+        return asks_scheduling(message)
 
     def schedule(self, message: Message, connection: ClientConnection) -> asyncio.Future[None] | None:
         """Take a message with scheduling fields. Returns a future that completes when
