@@ -4,8 +4,6 @@ reaches it once it is back."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from fedtools import (
     Advisories,
@@ -17,14 +15,6 @@ from fedtools import (
     send,
     wait_for_log,
 )
-
-
-@pytest.fixture
-def brokers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Brokers(tmp_path)
-    yield b
-    b.close()
-
 
 FEDERATION = ('<federation><local-address-policy name="news"><include address-match="news.#"/>'
               '</local-address-policy><property key="addressReceiverIdleTimeout" value="500"/>'

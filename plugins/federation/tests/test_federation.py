@@ -3,8 +3,6 @@ teardown, rings and meshes with max-hops, local preference for queues."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from fedtools import (
     Advisories,
@@ -16,13 +14,6 @@ from fedtools import (
     send,
     until_markers,
 )
-
-
-@pytest.fixture
-def brokers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Brokers(tmp_path)
-    yield b
-    b.close()
 
 
 def address_federation(max_hops: int = 0, match: str = "news.#", idle_ms: int = 500) -> str:

@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from fedtools import Brokers, before_marker, client, connection_xml, receive_all, send
-
-
-@pytest.fixture
-def brokers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Brokers(tmp_path)
-    yield b
-    b.close()
 
 
 def test_sender_and_receiver_between_two_brokers(brokers: Brokers) -> None:

@@ -5,7 +5,6 @@ lost when either side is killed with kill -9 mid-stream."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from fedtools import Brokers, DurableNode, client, connection_xml, send
@@ -65,13 +64,6 @@ def _Browse():  # type: ignore[no-untyped-def]  # noqa: N802 - proton's option c
     from proton.reactor import Copy
 
     return Copy()
-
-
-@pytest.fixture
-def brokers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Brokers(tmp_path)
-    yield b
-    b.close()
 
 
 @pytest.mark.slow

@@ -4,9 +4,6 @@ opens receivers back over the connection the first broker opened, pulling from i
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from fedtools import (
     Advisories,
     Brokers,
@@ -17,14 +14,6 @@ from fedtools import (
     send,
     wait_for_log,
 )
-
-
-@pytest.fixture
-def brokers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Brokers(tmp_path)
-    yield b
-    b.close()
-
 
 REMOTE_ADDRESS = ('<federation><remote-address-policy name="back" max-hops="1">'
                   '<include address-match="news.#"/></remote-address-policy>'

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,13 +22,6 @@ from relaymq_federation.hops import HOPS, hops_of, max_hops_selector
 from relaymq_federation.operation import DELETE_ON_CLOSE, policy_command
 
 NODE = "artemis-node-1"
-
-
-@pytest.fixture
-def brokers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Brokers(tmp_path)
-    yield b
-    b.close()
 
 
 async def artemis(brokers: Brokers, name: str = "b") -> AmqpConnection:

@@ -7,10 +7,8 @@ shared/reference/artemis-broker-connections-wire.md, 4.4)."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any, ClassVar
 
-import pytest
 from fedtools import Brokers, client, receive_all, wait_for_log
 from proton import Message
 from relaymq_amqp import engine as pn
@@ -20,13 +18,6 @@ from relaymq_federation.config import AddressPolicy
 from relaymq_federation.hops import max_hops_selector
 from relaymq_federation.operation import policy_command
 from test_wire import NODE, artemis, control_link, until
-
-
-@pytest.fixture
-def brokers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Brokers(tmp_path)
-    yield b
-    b.close()
 
 
 class _Side:

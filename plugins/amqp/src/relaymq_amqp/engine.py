@@ -348,6 +348,30 @@ def link_drain(link: Any, credit: int) -> None:
     lib.pn_link_drain(link, credit)
 
 
+def take_transfer(engine: Any, link: Any, d: Any, parts: list[bytes]) -> bytes | None:
+    """The bytes of a complete transfer `d` on receiver `link`, which is then advanced
+    past it; None while it is partial (its frames so far are kept in `parts`), when
+    it was aborted (dropped and settled) and for an update of a delivery already taken."""
+    n = delivery_pending(d)
+    if delivery_partial(d):
+        if n:
+            parts.append(engine.recv(link, n))
+        return None
+    if delivery_aborted(d):
+        parts.clear()
+        link_advance(link)
+        delivery_settle(d)
+        return None
+    if n == 0 and not parts:
+        return None
+    data = engine.recv(link, n) if n else b""
+    if parts:
+        parts.append(data)
+        data = b"".join(parts)
+        parts.clear()
+    return data
+
+
 def sender(session: Any, name: str) -> Any:
     return lib.pn_sender(session, name.encode())
 

@@ -126,23 +126,9 @@ class InitiatedReceiver:
         engine = self.conn.engine
         if engine is None or self.closed:
             return
-        n = pn.delivery_pending(d)
-        if pn.delivery_partial(d):
-            if n:
-                self._parts.append(engine.recv(self.pn, n))
+        data = pn.take_transfer(engine, self.pn, d, self._parts)
+        if data is None:
             return
-        if pn.delivery_aborted(d):
-            self._parts.clear()
-            pn.link_advance(self.pn)
-            pn.delivery_settle(d)
-            return
-        if n == 0 and not self._parts:
-            return  # an update of a delivery already taken
-        data = engine.recv(self.pn, n) if n else b""
-        if self._parts:
-            self._parts.append(data)
-            data = b"".join(self._parts)
-            self._parts.clear()
         settled = bool(pn.delivery_settled(d))
         pn.link_advance(self.pn)
         msg = InitiatedMessage(data, self, d, settled)

@@ -264,21 +264,9 @@ class Receiver(_Link):
     def _on_delivery(self, d: Any) -> None:
         engine = self.conn._engine
         assert engine is not None
-        n = pn.delivery_pending(d)
-        if pn.delivery_partial(d):
-            if n:
-                self._parts.append(engine.recv(self.pn, n))
+        data = pn.take_transfer(engine, self.pn, d, self._parts)
+        if data is None:
             return
-        if n == 0 and not self._parts:
-            if pn.delivery_aborted(d):
-                pn.link_advance(self.pn)
-                pn.delivery_settle(d)
-            return
-        data = engine.recv(self.pn, n) if n else b""
-        if self._parts:
-            self._parts.append(data)
-            data = b"".join(self._parts)
-            self._parts.clear()
         settled = bool(pn.delivery_settled(d))
         pn.link_advance(self.pn)
         msg = IncomingMessage(data, self, d, settled)
