@@ -53,6 +53,7 @@ lint: venv
 	.venv/bin/ruff check core plugins bench tests tools
 	.venv/bin/mypy core/src
 	$(PY) tools/lint_tests.py
+	$(PY) tools/lint_compiled.py
 
 clean:
 	-$(PY) tools/compile_hot_paths.py --clean

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from time import time_ns  # inline on the SEND path: epoch ms without a call
 from typing import TYPE_CHECKING
 
+from relaymq.broker.broker import Broker  # at run time: SessionContext's field type (below)
 from relaymq.broker.security import ConnectRequest
 from relaymq.dispatch.consumer import Consumer, NackMode
 from relaymq.errors import (
@@ -42,7 +43,6 @@ from .mapping import SendCache, message_from_send, stamp_user
 from .subscription import ACK_MODES, AUTO, CLIENT, CLIENT_INDIVIDUAL, Subscription, SubscriptionHost
 
 if TYPE_CHECKING:
-    from relaymq.broker.broker import Broker
     from relaymq.broker.connection import ClientConnection
 
 log = logging.getLogger("relaymq.stomp")
@@ -58,7 +58,11 @@ _OWN_RECEIPT = frozenset({F.CONNECT, F.STOMP, F.SUBSCRIBE, F.DISCONNECT})
 
 @dataclass(slots=True)
 class SessionContext:
-    """What a session needs from its server, as one object."""
+    """What a session needs from its server, as one object.
+
+    Compiled, the dataclass decorator is given the field types as objects, so a
+    field's class is imported at run time, never only under TYPE_CHECKING
+    (tools/lint_compiled.py)."""
 
     broker: Broker
     options: StompOptions
