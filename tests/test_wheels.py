@@ -77,6 +77,15 @@ def test_the_installed_wheels_run_compiled(installed) -> None:
     assert "persistence: kahaDB [enabled]" in done.stdout
 
 
+def test_the_installed_kernel_is_a_typed_package(installed) -> None:
+    """py.typed ships: a plugin's type checks (and its mypyc build) see the kernel's types."""
+    done = subprocess.run([str(installed / "bin" / "python"), "-c",
+                           "import pathlib, relaymq; "
+                           "print((pathlib.Path(relaymq.__file__).parent / 'py.typed').is_file())"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stdout + done.stderr
+
+
 def test_a_broker_from_the_wheels_serves_a_stomp_round_trip(installed, tmp_path) -> None:
     port = _free_port()
     cfg = tmp_path / "activemq.xml"

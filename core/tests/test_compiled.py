@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -118,3 +119,28 @@ def test_the_compiled_run_runs_every_per_message_module_compiled() -> None:
                    if not compiled.is_compiled(importlib.import_module(name))]
     status = {p: s for p, s in compiled.status().items() if not s.startswith("compiled")}
     assert not interpreted, f"running interpreted in the compiled run: {interpreted}; {status}"
+
+
+def _built() -> bool:
+    """Every package that compiles modules has been built (`make compile`)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import compile_hot_paths as chp
+    finally:
+        sys.path.pop(0)
+    return all((ROOT / p / "src" / chp.STAMP).exists() for p in chp.PACKAGES)
+
+
+@pytest.mark.skipif(bool(os.environ.get(compiled.PURE_ENV)),
+                    reason=f"{NOT_APPLICABLE}{compiled.PURE_ENV} is set")
+def test_every_compiled_module_imports_in_a_fresh_interpreter() -> None:
+    """What the suite's one process can hide: a compiled module that needs what another
+    imported first, or looks up a TYPE_CHECKING-only name at import (tools/lint_compiled.py)."""
+    require = bool(os.environ.get(REQUIRE_COMPILED_ENV))
+    if not require and not _built():
+        pytest.skip(f"{NOT_APPLICABLE}the per-message modules are not built (make compile)")
+    args = [] if require else ["--allow-interpreted"]
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "check_compiled_imports.py"), *args],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "importing in a fresh interpreter" in run.stdout
