@@ -7,6 +7,7 @@ one is delivered exactly as often as it asked."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
 from proton import Delivery, Message, symbol  # noqa: E402 (after the skips)
 from proton.utils import BlockingConnection  # noqa: E402
+from relaymq.testing.barriers import MARKER_PROPERTY, new_marker  # noqa: E402
 from relaymq.testing.store_brokers import STORES, StoreBrokerProcess, needs_store  # noqa: E402
 from relaymq_stomp.testing import BlockingStomp  # noqa: E402
 
@@ -35,33 +37,48 @@ def broker(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-u
     b.kill()
 
 
-def collect(port: int, dest: str, want: int, timeout: float = 20.0,
+def collect(port: int, dest: str, want: int, after_ms: int, timeout: float = 20.0,
             arrivals: dict[str, int] | None = None) -> list[str]:
     """Subscribe and collect bodies until `want` arrived (raises after `timeout`),
-    then make sure no extra one follows right behind them. `arrivals` gets each
-    body's arrival time (epoch ms)."""
+    then schedule a marker to `dest` `after_ms` from now and collect up to it: the
+    scheduler fires in order of due time, so any extra copy due before the marker
+    (a repeat too many, a firing recovered twice) arrives before it and is
+    returned too. `after_ms` must reach past the latest time a wrong copy could be
+    due. `arrivals` gets each body's arrival time (epoch ms)."""
     c = BlockingStomp(port)
     c.frame("SUBSCRIBE", {"destination": dest, "id": "1", "ack": "auto"})
     out: list[str] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < want:
+
+    def read_until(done: Callable[[], bool], what: str, bound: float) -> bytes | None:
+        deadline = time.monotonic() + bound
+        while not done():
             c.sock.settimeout(max(deadline - time.monotonic(), 0.01))
             try:
-                cmd, _, body = c.read()
+                cmd, headers, body = c.read()
             except TimeoutError:
-                raise AssertionError(f"only {out} of {want} messages on {dest}") from None
-            if cmd == "MESSAGE":
-                out.append(body.decode())
-                if arrivals is not None:
-                    arrivals[body.decode()] = int(time.time() * 1000)
-        c.sock.settimeout(1.0)
+                raise AssertionError(f"{what} on {dest} within {bound:g} s; got {out}") from None
+            assert cmd == "MESSAGE", f"{cmd} {headers} {body!r}"
+            if MARKER_PROPERTY in headers:
+                return body
+            out.append(body.decode())
+            if arrivals is not None:
+                arrivals[body.decode()] = int(time.time() * 1000)
+        return None
+
+    try:
+        read_until(lambda: len(out) >= want, f"only {len(out)} of {want} messages", timeout)
+        marker = new_marker()
+        producer = BlockingStomp(port)
         try:
-            cmd, _, body = c.read()
-            if cmd == "MESSAGE":
-                out.append(body.decode())
-        except TimeoutError:
-            pass
+            cmd, headers, _ = producer.send(dest, marker.encode(),
+                                            AMQ_SCHEDULED_DELAY=str(after_ms),
+                                            **{MARKER_PROPERTY: marker})
+        finally:
+            producer.close()
+        assert cmd == "RECEIPT", headers
+        seen = read_until(lambda: False, "no scheduled marker",
+                          timeout + after_ms / 1000)
+        assert seen == marker.encode(), seen
     finally:
         c.close()
     return out
@@ -97,7 +114,9 @@ def test_persistent_scheduled_messages_survive_kill_9(broker: Broker) -> None:
     sleep_until(sent_at + 1600)  # the 1.5 s ones are late by the time the broker is back
     broker.start()
     arrivals: dict[str, int] = {}
-    got = collect(broker.stomp, "/queue/LATER", 5, arrivals=arrivals)
+    # every job was due by the time the last one arrived: a marker due later follows
+    # any copy fired twice
+    got = collect(broker.stomp, "/queue/LATER", 5, 500, arrivals=arrivals)
     assert sorted(got) == sorted(["stomp delayed", "stomp far", "amqp delay property",
                                   "amqp delivery-time", "amqp delivery-delay"])
     # none came before its time (the far one may still be ahead when the broker is back)
@@ -121,7 +140,9 @@ def test_repeating_schedule_is_delivered_exactly_as_asked_across_kill_9(broker: 
     broker.kill()
     probe.close()
     broker.start()
-    got = collect(broker.stomp, "/queue/REPEAT", 4)
+    # a fifth firing would be due one period (700 ms) after the fourth: the marker is
+    # due two periods after it arrived
+    got = collect(broker.stomp, "/queue/REPEAT", 4, 1400)
     assert got == ["tick"] * 4  # 1 + AMQ_SCHEDULED_REPEAT, none lost, none twice
 
 
@@ -131,7 +152,7 @@ def test_non_persistent_scheduled_message_is_delivered_without_a_crash(broker: B
                      "AMQ_SCHEDULED_DELAY": "300"}, b"np")
     assert s.read()[0] == "RECEIPT"
     s.close()
-    assert collect(broker.stomp, "/queue/NP", 1) == ["np"]
+    assert collect(broker.stomp, "/queue/NP", 1, 500) == ["np"]
 
 
 @pytest.mark.slow
@@ -147,5 +168,7 @@ def test_a_cron_job_survives_kill_9(broker: Broker) -> None:
     broker.kill()
     broker.start()
     assert "1 stored scheduled message(s) recovered" in broker.output()
-    got = collect(broker.stomp, "/queue/CRON", 1, timeout=75)
-    assert got[0] == "cron"
+    # a second copy of this minute's firing would be due with it; the next minute's
+    # is a minute away, well behind a marker due in a second
+    got = collect(broker.stomp, "/queue/CRON", 1, 1000, timeout=75)
+    assert got == ["cron"]

@@ -134,22 +134,62 @@ def receive(url: str, address: str, count: int, *, container: str | None = None,
 
 # -- broker processes ----------------------------------------------------------------------------
 class BrokerProcess(RelaymqProcess):
-    """`relaymq run` with an activemq.xml of its own (kahaDB, one AMQP port)."""
+    """`relaymq run` with an activemq.xml of its own (kahaDB, one AMQP port); with
+    `console`, also relaymq-console on a free port, so a test reads the process's
+    management listings (`api`) instead of guessing from the passing of time."""
 
-    def __init__(self, tmp: Path, name: str, mirrors: str = "") -> None:
+    def __init__(self, tmp: Path, name: str, mirrors: str = "", console: bool = False) -> None:
         self.tmp = tmp
         self.name = name
         self.port = free_port()
+        self.http_port = free_port() if console else None
         self.dir = tmp / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.mirrors = mirrors
-        super().__init__(self.dir / "activemq.xml", self.dir / "broker.log", [self.port])
+        ports = [self.port] if self.http_port is None else [self.port, self.http_port]
+        super().__init__(self.dir / "activemq.xml", self.dir / "broker.log", ports)
+
+    def api(self, path: str) -> Any:
+        """GET `/api/v1/<path>` of this broker's console, as JSON."""
+        import json
+        import urllib.request
+        from urllib.parse import quote
+
+        assert self.http_port is not None, "started without console=True"
+        url = f"http://127.0.0.1:{self.http_port}/api/v1/{quote(path, safe='/')}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.loads(r.read())
+
+    def mirror_statuses(self) -> list[dict[str, Any]]:
+        """The status of every mirror this broker runs (`snf_depth`, `unsettled`, ...)."""
+        return [dict(op) for c in self.api("broker-connections")["items"]
+                for op in (c.get("detail") or {}).get("operations") or []]
+
+    def mirror_idle(self) -> bool:
+        """Every mirror is connected and has nothing stored for the target that the
+        target has not accepted, and nothing sent and unsettled."""
+        ops = self.mirror_statuses()
+        return bool(ops) and all(op.get("state") == "connected" and op["snf_depth"] == 0
+                                 and op["unsettled"] == 0 for op in ops)
+
+    def queue_depth(self, name: str) -> int:
+        """Messages on queue `name` (0 when it does not exist)."""
+        import urllib.error
+
+        try:
+            return int(self.api(f"queues/{name}")["depth"])
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return 0
+            raise
 
     @property
     def url(self) -> str:
         return f"amqp://127.0.0.1:{self.port}"
 
     def write(self) -> Path:
+        console = ("" if self.http_port is None else
+                   f'<plugins><console host="127.0.0.1" port="{self.http_port}"/></plugins>')
         self.config.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
         brokerName="{self.name}" dataDirectory="{self.dir}">
   <persistenceAdapter><kahaDB directory="{self.dir / 'kahadb'}"/></persistenceAdapter>
@@ -157,6 +197,7 @@ class BrokerProcess(RelaymqProcess):
     <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.port}"/>
   </transportConnectors>
   {self.mirrors}
+  {console}
 </broker></beans>""")
         return self.config
 
