@@ -1,23 +1,26 @@
 """`relaymq run` in a child process, compiled or interpreted, for tests that could
-crash a broker: a crash ends the child and fails the test instead of killing pytest."""
+crash a broker: a crash ends the child and fails the test instead of killing pytest.
+
+`BrokerProcess` is `relaymq.testing.processes.RelaymqProcess` (which starts, waits
+for, stops and kills the process) plus what these tests need on top: a config with
+an AMQP and a STOMP connector on fresh ports at each start, the build to run, and a
+check that the child really runs that build."""
 
 from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from relaymq.testing import free_port
+from relaymq.testing.processes import RelaymqProcess
+from relaymq.testing.waits import wait_until
 
-RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 #: the packages whose per-message modules `make compile` builds
 COMPILED_PACKAGES = ("relaymq", "relaymq_amqp", "relaymq_stomp")
+#: what the child must say about each of them, per build
+BUILD_STATUS = {"compiled": "compiled", "pure": "pure Python"}
 
 
 def compiled_build_problem() -> str | None:
@@ -38,29 +41,40 @@ def compiled_build_problem() -> str | None:
     return None
 
 
-class BrokerProcess:
+def build_env(build: str) -> dict[str, str]:
+    """The child's environment: "compiled" without RELAYMQ_PURE_PYTHON, "pure" with
+    it, "any" as this test run has it."""
+    env = dict(os.environ)
+    if build == "compiled":
+        env.pop("RELAYMQ_PURE_PYTHON", None)
+    elif build == "pure":
+        env["RELAYMQ_PURE_PYTHON"] = "1"
+    return env
+
+
+class BrokerProcess(RelaymqProcess):
     """A broker started with `relaymq run --config`, an AMQP and a STOMP connector,
     the memory store unless `persistence` names another. `build` is "compiled",
     "pure" (RELAYMQ_PURE_PYTHON=1) or "any" (whatever this test run uses)."""
 
     def __init__(self, directory: Path, build: str, stomp_options: str = "",
                  persistence: str = "") -> None:
+        if build not in ("any", *BUILD_STATUS):
+            raise ValueError(f"build {build!r}: use one of any, {', '.join(BUILD_STATUS)}")
         self.directory = directory
         self.build = build
         self.stomp_options = stomp_options
         #: a `<persistenceAdapter>` child, e.g. `<kahaDB directory="..."/>` (default: memory)
         self.persistence = persistence
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = directory / "broker.log"
+        self.amqp_port = self.stomp_port = 0
         self.starts = 0
+        super().__init__(directory / "activemq.xml", directory / "broker.log")
 
-    def start(self) -> None:
-        self.amqp_port, self.stomp_port = free_port(), free_port()
-        cfg = self.directory / "activemq.xml"
+    def _write_config(self) -> None:
         query = f"?{self.stomp_options}" if self.stomp_options else ""
         persistence = (f"<persistenceAdapter>{self.persistence}</persistenceAdapter>"
                        if self.persistence else "")
-        cfg.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core" brokerName="under-test"
+        self.config.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core" brokerName="under-test"
         persistent="{'true' if self.persistence else 'false'}">
   {persistence}
   <transportConnectors>
@@ -68,78 +82,42 @@ class BrokerProcess:
     <transportConnector name="stomp" uri="stomp://127.0.0.1:{self.stomp_port}{query}"/>
   </transportConnectors>
 </broker>""")
-        env = dict(os.environ)  # build "any": as this test run (RELAYMQ_PURE_PYTHON or not)
-        if self.build == "compiled":
-            env.pop("RELAYMQ_PURE_PYTHON", None)
-        elif self.build == "pure":
-            env["RELAYMQ_PURE_PYTHON"] = "1"
+
+    def start(self, *, wait: bool = True, timeout: float = 60.0) -> BrokerProcess:
+        """Start on fresh ports; return once both listen and the child says it runs
+        the build asked for (AssertionError otherwise)."""
+        self.amqp_port, self.stomp_port = free_port(), free_port()
+        self.ports = [self.amqp_port, self.stomp_port]
+        self._write_config()
+        self.env = build_env(self.build)
         self.starts += 1
-        out = open(self.log, "ab")  # noqa: SIM115 - the child writes it until it ends
-        try:
-            self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(cfg)], stdout=out,
-                                         stderr=subprocess.STDOUT, env=env)
-        finally:
-            out.close()
-        deadline = time.monotonic() + 30
-        for port in (self.amqp_port, self.stomp_port):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError:
-                    if self.proc.poll() is not None:
-                        raise AssertionError(f"broker exited: {self.output()[-3000:]}") from None
-                    if time.monotonic() >= deadline:
-                        raise AssertionError("broker did not listen") from None
-                    time.sleep(0.05)
-        self._check_build()
+        super().start(wait=wait, timeout=timeout)
+        if wait:
+            try:
+                self._check_build()
+            except AssertionError:
+                self.kill()
+                raise
+        return self
 
     def _check_build(self) -> None:
         """The child says how each package runs ("running relaymq: compiled (20
-        modules); ..."): the compiled variant must really run compiled."""
-        deadline = time.monotonic() + 10
-        while True:
-            found = re.findall(r"running (relaymq: .*)", self.output())
-            if found:
-                break
-            if time.monotonic() >= deadline:
-                raise AssertionError(f"no 'running ...' line from the broker: {self.output()[-2000:]}")
-            time.sleep(0.05)
+        modules); ..."): the compiled variant must really run compiled, the pure one
+        interpreted."""
+        found = wait_until(lambda: re.findall(r"running (relaymq: .*)", self.output()),
+                           "the broker's 'running relaymq: ...' line", timeout=20,
+                           interval=0.05, detail=lambda: self.output()[-2000:])
         status = dict(part.split(": ", 1) for part in found[-1].strip().split("; "))
+        if self.build == "any":  # whatever this checkout runs
+            return
+        want = BUILD_STATUS[self.build]
         for pkg in COMPILED_PACKAGES:
             how = status.get(pkg, "")
-            if self.build == "any":  # whatever this checkout runs
-                continue
-            if self.build == "compiled":
-                assert how.startswith("compiled"), f"{pkg} runs {how!r} in the compiled broker"
-            else:
-                assert how.startswith("pure Python"), f"{pkg} runs {how!r} in the pure broker"
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def describe_death(self) -> str:
-        assert self.proc is not None
-        code = self.proc.poll()
-        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit {code}"
-        return f"the broker died ({how}); log tail: {self.output()[-2000:]}"
+            assert how.startswith(want), f"{pkg} runs {how!r} in the {self.build} broker"
 
     def ensure_running(self) -> None:
         if not self.alive():
             self.start()
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
 
 
 def require_build(build: str) -> None:

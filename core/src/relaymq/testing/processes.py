@@ -58,6 +58,18 @@ class RelaymqProcess:
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
+    def alive(self) -> bool:
+        """Started and not (yet) ended."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def describe_death(self) -> str:
+        """How the process ended (exit code or signal, e.g. SIGSEGV) and its log's tail."""
+        assert self.proc is not None, "never started"
+        code = self.proc.poll()
+        how = (f"signal {signal.Signals(-code).name}" if code is not None and code < 0
+               else f"exit {code}")
+        return f"the broker died ({how}); log tail:\n{self.output()[-2000:]}"
+
     def kill(self) -> None:
         """SIGKILL (a crash), and reap it."""
         if self.proc is not None and self.proc.poll() is None:
