@@ -20,7 +20,7 @@ from relaymq.broker.broker import Broker
 from relaymq.client import ClientConsumer, Connection
 from relaymq.config.loader import load_config_text
 from relaymq.config.model import BrokerConfig
-from relaymq.testing.barriers import MARKER_PROPERTY, before_marker
+from relaymq.testing.barriers import before_marker
 from relaymq.testing.transports import connect_over, with_connector
 
 BROKER = ('<broker xmlns="http://activemq.apache.org/schema/core" brokerName="vt" '
@@ -87,6 +87,13 @@ async def connect(transport: str, paths: dict[int, tuple[Any, Any, str | None]],
         async def consumer(destination: Any, *args: Any, **options: Any) -> Any:
             made = await make(destination, *args, **options)
             paths[id(made)] = (c, destination, options.get("selector"))
+            close = made.close
+
+            async def closed() -> None:  # a closed consumer no longer shares its queue
+                paths.pop(id(made), None)
+                await close()
+
+            made.close = closed
             return made
 
         c.consumer = consumer
@@ -98,33 +105,35 @@ async def connect(transport: str, paths: dict[int, tuple[Any, Any, str | None]],
 
 
 @pytest.fixture
-def texts(transport: str, paths: dict[int, tuple[Any, Any, str | None]],
+def texts(paths: dict[int, tuple[Any, Any, str | None]],
           ) -> Callable[..., Awaitable[list[str]]]:
     """``await texts(consumer)``: the bodies the consumer received, up to a marker its
     client sends to its destination (``relaymq.testing.barriers``), so a copy that
-    comes late, or twice, is counted. A consumer the marker cannot be aimed at (one
-    with a selector, on a wildcard, or sharing its queue with another consumer, which
-    might take the marker) collects until it goes quiet instead (longer over a
-    socket: the client's own thread hands messages over)."""
-    quiet = 0.1 if transport == "vm" else 0.5
+    comes late, or twice, is counted. The marker must reach this consumer: a
+    consumer with a selector, or one sharing its queue with another open consumer,
+    needs ``properties=`` that only it selects (further keywords go to the marker's
+    send, e.g. ``priority=``). A consumer no marker can be aimed at (on a wildcard,
+    or sharing its queue without a selector) fails the test: wait for what must come
+    and read the destination's counters instead, or aim a marker yourself."""
 
-    def aimable(consumer: ClientConsumer) -> tuple[Any, Any] | None:
+    def aim(consumer: ClientConsumer, told: bool) -> tuple[Any, Any]:
         found = paths.get(id(consumer))
         if found is None:
-            return None
+            raise AssertionError("texts() needs a consumer made through the connect fixture")
         client, destination, selector = found
         key = str(destination)
         shared = [p for p in paths.values() if str(p[1]) == key]
-        if selector is not None or "*" in key or ">" in key or (
-                key.startswith("queue://") and len(shared) > 1):
-            return None
+        if "*" in key or ">" in key:
+            raise AssertionError(f"texts() cannot aim a marker at a consumer of {key}")
+        if not told and (selector is not None or (key.startswith("queue://") and len(shared) > 1)):
+            raise AssertionError(f"texts() needs properties= for the marker: the consumer of "
+                                 f"{key} has a selector ({selector!r}) or shares the queue")
         return client, destination
 
-    async def _texts(consumer: ClientConsumer, timeout: float = quiet) -> list[str]:
-        aim = aimable(consumer)
-        if aim is not None:
-            return await before_marker(aim[0], aim[1], consumer)
-        return [m.text for m in await consumer.receive_all(timeout)
-                if MARKER_PROPERTY not in (m.properties or {})]
+    async def _texts(consumer: ClientConsumer, *, properties: dict[str, Any] | None = None,
+                     **send_options: Any) -> list[str]:
+        client, destination = aim(consumer, properties is not None or bool(send_options))
+        return await before_marker(client, destination, consumer, properties=properties,
+                                   **send_options)
 
     return _texts

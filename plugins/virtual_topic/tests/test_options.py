@@ -38,9 +38,9 @@ async def test_selector_aware_forwards_only_what_some_consumer_selects(start, co
     await gone.close()  # C exists but has no consumer: nothing matches it
     await conn.send(ORDERS, "red", properties={"color": "red"})
     await conn.send(ORDERS, "blue", properties={"color": "blue"})
-    assert await texts(red) == ["red"]
+    assert await texts(red, properties={"color": "red"}) == ["red"]
     assert await texts(everything) == ["red", "blue"]
-    assert enqueued(broker, A) == 1  # the blue one never reached queue A
+    assert enqueued(broker, A) == 2  # red and the marker: the blue one never reached queue A
     assert enqueued(broker, C) == 0
     assert broker.queue_size("Consumer.A.VirtualTopic.Orders") == 0
 
@@ -52,9 +52,9 @@ async def test_selector_aware_uses_the_union_of_a_queues_consumers(start, connec
     big = await conn.consumer(A, selector="qty > 100")
     for qty in (5, 50, 500):
         await conn.send(ORDERS, str(qty), properties={"qty": qty})
-    assert await texts(small) == ["5"]
-    assert await texts(big) == ["500"]
-    assert enqueued(broker, A) == 2
+    assert await texts(small, properties={"qty": 5}) == ["5"]
+    assert await texts(big, properties={"qty": 500}) == ["500"]
+    assert enqueued(broker, A) == 4  # 5, 500 and the two markers
 
 
 async def test_without_selector_awareness_unmatched_messages_pile_up(start, connect, texts):
@@ -63,7 +63,7 @@ async def test_without_selector_awareness_unmatched_messages_pile_up(start, conn
     red = await conn.consumer(A, selector="color = 'red'")
     await conn.send(ORDERS, "red", properties={"color": "red"})
     await conn.send(ORDERS, "blue", properties={"color": "blue"})
-    assert await texts(red) == ["red"]
+    assert await texts(red, properties={"color": "red"}) == ["red"]
     assert broker.queue_size("Consumer.A.VirtualTopic.Orders") == 1  # blue waits forever
 
 
@@ -73,8 +73,8 @@ async def test_selector_aware_can_select_on_headers(start, connect, texts):
     urgent = await conn.consumer(A, selector="JMSPriority > 6")
     await conn.send(ORDERS, "low", priority=1)
     await conn.send(ORDERS, "high", priority=9)
-    assert await texts(urgent) == ["high"]
-    assert enqueued(broker, A) == 1
+    assert await texts(urgent, priority=9) == ["high"]  # the marker: as urgent, behind it
+    assert enqueued(broker, A) == 2  # high and the marker
 
 
 # -- local ----------------------------------------------------------------------------------

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import pytest
 from relaymq.model.destination import Destination
 from relaymq.testing.barriers import before_marker
+from relaymq.testing.waits import DEFAULT_TIMEOUT
 from relaymq_virtual_topic import ORIGINAL_DESTINATION
 
 ORDERS = "topic://VirtualTopic.Orders"
@@ -32,6 +36,21 @@ async def test_default_fans_out_once_per_consumer_queue(start, connect, texts):
 
 
 @OVER_ALL
+async def receive_from_both(c1: Any, c2: Any, count: int) -> tuple[list[str], list[str]]:
+    """What `c1` and `c2` receive until `count` came in all (AssertionError after
+    the default bound)."""
+    got: tuple[list[str], list[str]] = ([], [])
+    deadline = time.monotonic() + DEFAULT_TIMEOUT
+    while len(got[0]) + len(got[1]) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"only {got} of {count} messages within {DEFAULT_TIMEOUT:g} s")
+        for consumer, into in ((c1, got[0]), (c2, got[1])):
+            m = await consumer.receive(0.05)
+            if m is not None:
+                into.append(m.text)
+    return got
+
+
 async def test_consumers_of_one_group_share_its_messages(start, connect, texts):
     broker = await start()
     conn = await connect(broker)
@@ -40,9 +59,13 @@ async def test_consumers_of_one_group_share_its_messages(start, connect, texts):
     b = await conn.consumer(GROUP_B)
     for i in range(4):
         await conn.send(ORDERS, f"o{i}")
-    got1, got2 = await texts(a1), await texts(a2)
+    # a marker on the shared queue would reach one of the two: wait for the four,
+    # then the queue's counters say nothing more was put on it or handed out
+    got1, got2 = await receive_from_both(a1, a2, 4)
     assert sorted(got1 + got2) == ["o0", "o1", "o2", "o3"]  # each message once per group
     assert got1 and got2  # load-balanced between the group's consumers
+    stats = broker.destination_stats()[GROUP_A]
+    assert (stats["enqueued"], stats["dispatched"]) == (4, 4)
     assert await texts(b) == ["o0", "o1", "o2", "o3"]
 
 
@@ -255,7 +278,7 @@ broker:
         await conn.send("topic://Prices", "2", properties={"p": 2})
         await conn.send("topic://Prices", "0", properties={"p": 0})
         await conn.send("queue://MY.QUEUE", "odd", properties={"odd": "yes"})
-        assert await texts(vt) == ["2"]
+        assert await texts(vt, properties={"p": 2}) == ["2"]
         assert await texts(foo) == ["odd"]
         assert await texts(bar) == ["odd"]
     finally:
