@@ -15,6 +15,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from relaymq_console.access import Access, Denied
+from relaymq_console.journal import journal_of
+from relaymq_console.journal import summary as journal_summary
+from relaymq_console.links import link_figures
 from relaymq_console.listing import BrokerTotals, queue_page
 from relaymq_console.openapi import openapi_document
 from relaymq_console.views import message_view, page_of, plain
@@ -299,7 +302,12 @@ class Api:
     async def broker_connections(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:
             await self.access.check(req, admin=False)
-            return {"items": plain(self.m.broker_connections())}
+            items = []
+            for info in self.m.broker_connections():
+                row, fig = plain(info), link_figures(info)
+                row.update(up=fig.up, lag_seconds=fig.lag_seconds, pending=fig.pending)
+                items.append(row)
+            return {"items": items}
         return await self.call(request, go)
 
     async def broker_connection_action(self, request: Request) -> JSONResponse:
@@ -342,5 +350,6 @@ def broker_summary(broker: Any, started: float, totals: BrokerTotals) -> dict[st
         "memory_limit": usage.memory.limit,
         "store_used": m.store_size(),
         "store_limit": m.store_limit(),
+        **journal_summary(journal_of(broker)),
         "plugins": sorted({type(s).__module__.split(".")[0] for s in broker.services}),
     }

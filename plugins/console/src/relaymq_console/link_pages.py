@@ -13,6 +13,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from relaymq_console.bridges_api import ACTIONS
+from relaymq_console.links import link_figures
 from relaymq_console.pages import Pages
 from relaymq_console.views import plain
 
@@ -36,8 +37,15 @@ class LinkPages:
         if isinstance(user, Response):
             return user
         manager = self.broker.extensions.get("bridges")
-        return self.pages.render("broker_connections.html", user,
-                                 items=plain(self.m.broker_connections()),
+        items = []
+        for info in self.m.broker_connections():
+            row = plain(info)
+            fig = link_figures(info)
+            row["lag_seconds"] = fig.lag_seconds
+            row["lag"] = _lag_text(fig.lag_seconds)
+            row["pending"] = fig.pending
+            items.append(row)
+        return self.pages.render("broker_connections.html", user, items=items,
                                  bridges=plain(manager.list()) if manager is not None else [],
                                  flash=request.query_params.get("flash"))
 
@@ -80,3 +88,10 @@ class LinkPages:
             await result
         self.pages.access.audit(user, f"bridge-{action}", name, request)
         return self._back(f"bridge {name}: {bridge.info()['state']}")
+
+
+def _lag_text(seconds: float | None) -> str:
+    """A lag as people read it: `12 ms`, `1.53 s`; empty when none was measured."""
+    if seconds is None:
+        return ""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"

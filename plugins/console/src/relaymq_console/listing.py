@@ -76,7 +76,8 @@ async def queue_page(management: Any, *, filter_text: str | None, sort: str | No
                      page: int, size: int) -> dict[str, Any]:
     """What `views.page_of` gives for queues, without a full statistics object for
     every queue: filter by name, sort by a live counter, then look up the page's."""
-    key = (sort[1:] if sort.startswith("-") else sort) if sort else None
+    descending = sort is not None and sort.startswith("-")
+    key = (sort[1:] if descending else sort) if sort else None
     if key is not None and key not in SORTABLE:
         raise ValueError(f"cannot sort by '{key}' (one of {', '.join(SORTABLE)})")
     needle = filter_text.lower() if filter_text else None
@@ -84,13 +85,13 @@ async def queue_page(management: Any, *, filter_text: str | None, sort: str | No
             if needle is None or needle in d.name.lower()]
     if key == "store_used":  # only the store knows: read every queue's (slow, rare)
         infos = {i.name: i.store_used for i in await management.destinations("queue")}
-        rows.sort(key=lambda r: infos.get(r[0].name, 0), reverse=sort.startswith("-"))
+        rows.sort(key=lambda r: infos.get(r[0].name, 0), reverse=descending)
     elif key is not None:
         counter = _COUNTER[key]
         if counter is None:
-            rows.sort(key=lambda r: r[0].name, reverse=sort.startswith("-"))
+            rows.sort(key=lambda r: r[0].name, reverse=descending)
         else:
-            rows.sort(key=lambda r: getattr(r[1].stats, counter), reverse=sort.startswith("-"))
+            rows.sort(key=lambda r: getattr(r[1].stats, counter), reverse=descending)
     size = max(1, min(size, 1000))
     page = max(1, page)
     items = []

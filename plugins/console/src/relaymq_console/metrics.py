@@ -9,6 +9,9 @@ import time
 from operator import add, attrgetter
 from typing import Any
 
+from relaymq_console.journal import histogram_lines, journal_of
+from relaymq_console.links import link_figures
+
 
 def _esc(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
@@ -114,26 +117,38 @@ async def render(broker: Any, started: float, queue_lines: QueueLines | None = N
     out.sample("relaymq_store_used_bytes", m.store_size())
     out.family("relaymq_store_limit_bytes", "gauge", "systemUsage store limit")
     out.sample("relaymq_store_limit_bytes", m.store_limit())
-    links = m.broker_connections()
-    out.family("relaymq_broker_connection_up", "gauge", "1 when a broker connection is started")
-    for bc in links:
-        out.sample("relaymq_broker_connection_up", 1 if bc.state == "started" else 0,
+    journal = journal_of(broker)
+    if journal is not None:
+        store = _esc(str(journal["store"]))
+        out.family("relaymq_journal_syncs_total", "counter",
+                   "durable writes of the store's journal (kahaDB: fdatasync; JDBC: commits)")
+        out.sample("relaymq_journal_syncs_total", journal["syncs"], store=str(journal["store"]))
+        out.family("relaymq_journal_sync_seconds", "histogram", "time one journal sync took")
+        lines.extend(histogram_lines("relaymq_journal_sync_seconds", store,
+                                     journal["sync_buckets"], journal["sync_seconds"]))
+        out.family("relaymq_journal_batch_records", "histogram",
+                   "records (JDBC: store writes) one journal write batch carried")
+        lines.extend(histogram_lines("relaymq_journal_batch_records", store,
+                                     journal["batch_buckets"], journal["batch_records"]))
+    links = [(bc, link_figures(bc)) for bc in m.broker_connections()]
+    out.family("relaymq_broker_connection_up", "gauge",
+               "1 when a broker connection is started and working")
+    for bc, fig in links:
+        out.sample("relaymq_broker_connection_up", 1 if fig.up else 0,
                    connection=bc.name, kind=bc.kind)
     # what a broker connection reports of its lag: a mirror's last replication lag and
     # store-and-forward depth, a bridge's consumed messages waiting to be forwarded
     out.family("relaymq_broker_connection_lag_seconds", "gauge",
                "last measured delay between a message's arrival and its copy's acceptance")
-    for bc in links:
-        lag = bc.detail.get("lag_ms")
-        if _number(lag):
-            out.sample("relaymq_broker_connection_lag_seconds", lag / 1000.0,
+    for bc, fig in links:
+        if fig.lag_seconds is not None:
+            out.sample("relaymq_broker_connection_lag_seconds", fig.lag_seconds,
                        connection=bc.name, kind=bc.kind)
     out.family("relaymq_broker_connection_pending_messages", "gauge",
                "messages taken on but not yet forwarded by a broker connection")
-    for bc in links:
-        pending = bc.detail.get("snf_depth", bc.detail.get("pending"))
-        if _number(pending):
-            out.sample("relaymq_broker_connection_pending_messages", pending,
+    for bc, fig in links:
+        if fig.pending is not None:
+            out.sample("relaymq_broker_connection_pending_messages", fig.pending,
                        connection=bc.name, kind=bc.kind)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out.family("process_cpu_seconds_total", "counter", "CPU time of the broker process")
@@ -143,10 +158,6 @@ async def render(broker: Any, started: float, queue_lines: QueueLines | None = N
     out.family("relaymq_uptime_seconds", "gauge", "seconds since the console started")
     out.sample("relaymq_uptime_seconds", round(time.monotonic() - started, 3))
     return "\n".join(out.lines) + "\n"
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _rss() -> int:

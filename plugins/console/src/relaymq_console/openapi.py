@@ -18,11 +18,12 @@ _BRIDGE = {"name": "name", "in": "path", "required": True, "schema": {"type": "s
 #: malformed one with 400
 _SELECTOR = {"type": "string", "format": "jms-selector"}
 _EITHER = [{"required": ["message_ids"]}, {"required": ["selector"]}]
-_SELECT = {"type": "object", "anyOf": _EITHER, "properties": {
+_SELECT_PROPS: dict[str, Any] = {
     "message_ids": {"type": "array", "items": {"type": "string"}},
-    "selector": _SELECTOR}}
+    "selector": _SELECTOR}
+_SELECT = {"type": "object", "anyOf": _EITHER, "properties": _SELECT_PROPS}
 _MOVE = {"type": "object", "required": ["to"], "anyOf": _EITHER, "properties": {
-    "to": {"type": "string", "pattern": _VISIBLE}, **_SELECT["properties"]}}
+    "to": {"type": "string", "pattern": _VISIBLE}, **_SELECT_PROPS}}
 _SCALAR = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
 
 

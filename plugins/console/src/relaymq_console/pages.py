@@ -78,9 +78,9 @@ class Pages:
             token, _ = await self.access.login(str(form.get("username", "")),
                                                str(form.get("password", "")), address)
         except Denied as exc:
-            response = self.render("login.html", None, error=exc.message)
-            response.status_code = exc.status
-            return response
+            refused = self.render("login.html", None, error=exc.message)
+            refused.status_code = exc.status
+            return refused
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
                             path="/")
