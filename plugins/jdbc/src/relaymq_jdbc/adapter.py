@@ -40,7 +40,15 @@ from relaymq_jdbc.engines import db_now_ms, make_engines
 from relaymq_jdbc.lease import LeaseLocker, LeaseLost, StoreLocked, default_holder
 from relaymq_jdbc.schema import Schema, SchemaError, make_schema, prepare
 from relaymq_jdbc.txlock import TransactionLocker, UnsupportedLocker
-from relaymq_jdbc.writer import EXPIRE, GroupWriter, KeyState, short_error
+from relaymq_jdbc.writer import (
+    BATCH_BOUNDS,
+    COMMIT_BOUNDS,
+    EXPIRE,
+    GroupWriter,
+    KeyState,
+    WriterStats,
+    short_error,
+)
 from relaymq_jdbc.writer import prepare as prepare_ops
 
 if TYPE_CHECKING:
@@ -364,6 +372,22 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         s = w.stats
         return {"commits": s.commits, "batches": s.batches, "ops": s.ops,
                 "batches_per_commit": s.batches_per_commit(), "failures": s.failures}
+
+    def journal_metrics(self) -> dict[str, Any]:
+        """For monitoring (relaymq-console): the store's durable writes as a journal's
+        syncs (one database transaction commit each, with its latency histogram) and
+        the store writes each carried (batch sizes). Histograms are `(upper bound,
+        count)` pairs, not cumulative, the last bound `inf`."""
+        w = self._writer
+        s = w.stats if w is not None else WriterStats()
+        return {
+            "store": "jdbc", "syncs": s.commits, "sync_seconds": s.commit_seconds,
+            "sync_buckets": list(zip((*COMMIT_BOUNDS, float("inf")), s.commit_buckets,
+                                     strict=True)),
+            "batches": s.commits, "batch_records": s.batches,
+            "batch_buckets": list(zip((*BATCH_BOUNDS, float("inf")), s.batch_buckets,
+                                      strict=True)),
+        }
 
     # -- cleanup --------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ long for its column) fails only its own producer. The lease check
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import dataclasses
 import json
@@ -156,14 +157,35 @@ class _Item:
         self.future = future
 
 
+#: upper bounds (seconds) of the commit latency histogram's buckets (+Inf after)
+COMMIT_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+#: upper bounds of the store-writes-per-transaction histogram's buckets (+Inf after)
+BATCH_BOUNDS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0)
+
+
 class WriterStats:
-    __slots__ = ("commits", "batches", "ops", "failures")
+    """Group-commit counters (written by the writer thread, read for monitoring).
+    A commit is the JDBC store's durable write (the database syncs its log), a
+    batch the producers' store writes one transaction carries."""
+
+    __slots__ = ("commits", "batches", "ops", "failures", "commit_seconds", "commit_buckets",
+                 "batch_buckets")
 
     def __init__(self) -> None:
         self.commits = self.batches = self.ops = self.failures = 0
+        self.commit_seconds = 0.0
+        self.commit_buckets = [0] * (len(COMMIT_BOUNDS) + 1)
+        self.batch_buckets = [0] * (len(BATCH_BOUNDS) + 1)
 
     def batches_per_commit(self) -> float:
         return self.batches / self.commits if self.commits else 0.0
+
+    def add_commit(self, seconds: float, writes: int) -> None:
+        self.commits += 1
+        self.batches += writes
+        self.commit_seconds += seconds
+        self.commit_buckets[bisect.bisect_left(COMMIT_BOUNDS, seconds)] += 1
+        self.batch_buckets[bisect.bisect_left(BATCH_BOUNDS, float(writes))] += 1
 
 
 class GroupWriter:
@@ -243,6 +265,7 @@ class GroupWriter:
         return self._conn
 
     def _commit(self, items: list[_Item]) -> None:
+        started = time.perf_counter()
         try:
             pending, next_id = self._transaction([op for it in items for op in it.ops])
         except Exception as exc:  # noqa: BLE001 - handed to the producers
@@ -265,8 +288,7 @@ class GroupWriter:
             return
         self.next_id = next_id
         self.state.update(pending)
-        self.stats.commits += 1
-        self.stats.batches += len(items)
+        self.stats.add_commit(time.perf_counter() - started, len(items))
         self.stats.ops += sum(len(it.ops) for it in items)
         view = {k: dataclasses.replace(v) for k, v in pending.items()}
         self._finish(items, view, None)

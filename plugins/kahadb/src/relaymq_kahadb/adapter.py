@@ -55,7 +55,7 @@ from relaymq_kahadb.journal.records import (
     Op,
     encode_state,
 )
-from relaymq_kahadb.journal.writer import JournalWriter
+from relaymq_kahadb.journal.writer import BATCH_BOUNDS, SYNC_BOUNDS, JournalWriter, WriterStats
 from relaymq_kahadb.lock import DirectoryLock
 from relaymq_kahadb.locker import apply_locker
 from relaymq_kahadb.recovery import Recovered, recover
@@ -396,6 +396,21 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
             "checkpoint_bytes": self._ckpt_size, "checkpoint_seconds": self._ckpt_seconds,
         }
 
+    def journal_metrics(self) -> dict[str, Any]:
+        """For monitoring (relaymq-console's /metrics and dashboard): the journal's
+        syncs with their latency histogram and its write batches with their sizes.
+        Histograms are `(upper bound, count)` pairs, not cumulative, the last bound
+        `inf`."""
+        w = self._writer
+        s = w.stats if w is not None else WriterStats()
+        return {
+            "store": "kahadb", "syncs": s.syncs, "sync_seconds": s.sync_seconds,
+            "sync_buckets": _pairs(SYNC_BOUNDS, s.sync_buckets),
+            "batches": s.batches, "batch_records": s.records,
+            "batch_buckets": _pairs(BATCH_BOUNDS, s.batch_buckets),
+            "records": s.records, "bytes": s.bytes,
+        }
+
     # -- checkpoints and cleanup ---------------------------------------------
 
     async def checkpoint(self, force: bool = False) -> None:
@@ -479,3 +494,7 @@ def _read_decode(reader: JournalReader, entries: list[tuple[int, int, int, int]]
         except CorruptMessage as exc:
             out.append(str(exc))
     return out
+
+
+def _pairs(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[float, int]]:
+    return list(zip((*bounds, float("inf")), list(counts), strict=True))

@@ -33,8 +33,10 @@ import os
 import queue
 import threading
 import time
-from dataclasses import dataclass
+from bisect import bisect_left
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from relaymq_kahadb.errors import JournalError
 from relaymq_kahadb.journal.files import create_data_file, data_path, fsync_dir, make_spare
@@ -46,17 +48,48 @@ _STOP = object()
 _BARRIER = object()
 
 
+#: upper bounds (seconds) of the fdatasync latency histogram's buckets (+Inf after)
+SYNC_BOUNDS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                      0.1, 0.25, 0.5, 1.0, 2.5)
+#: upper bounds of the records-per-batch histogram's buckets (+Inf after)
+BATCH_BOUNDS: Final = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+                       4096.0)
+
+
+def _zeros(bounds: tuple[float, ...]) -> list[int]:
+    return [0] * (len(bounds) + 1)
+
+
 @dataclass(slots=True)
 class WriterStats:
+    """Counters of the writer thread (read by the loop for monitoring: plain ints
+    and floats, each updated by one thread). `sync_buckets[i]` counts syncs that
+    took at most `SYNC_BOUNDS[i]` seconds (and more than the bound before; the last
+    one: longer); `batch_buckets` counts write batches by their number of records
+    against `BATCH_BOUNDS`. A batch is what the thread took from the queue and
+    wrote with one `pwrite` per data file."""
+
     records: int = 0
     bytes: int = 0
     writes: int = 0  # pwrite batches
     syncs: int = 0
     sync_seconds: float = 0.0
     rolls: int = 0
+    batches: int = 0
+    sync_buckets: list[int] = field(default_factory=lambda: _zeros(SYNC_BOUNDS))
+    batch_buckets: list[int] = field(default_factory=lambda: _zeros(BATCH_BOUNDS))
 
     def records_per_sync(self) -> float:
         return self.records / self.syncs if self.syncs else 0.0
+
+    def add_sync(self, seconds: float) -> None:
+        self.syncs += 1
+        self.sync_seconds += seconds
+        self.sync_buckets[bisect_left(SYNC_BOUNDS, seconds)] += 1
+
+    def add_batch(self, records: int) -> None:
+        self.batches += 1
+        self.batch_buckets[bisect_left(BATCH_BOUNDS, float(records))] += 1
 
 
 class JournalWriter:
@@ -228,6 +261,7 @@ class JournalWriter:
         after_sync: list[asyncio.Future[None]] = []
         must_sync = False
         stop = False
+        records = 0
         for item in items:
             if item is _STOP:
                 stop = True
@@ -254,6 +288,7 @@ class JournalWriter:
             bufs.append(record_header(file_id, offset, rtype, payload))
             bufs.append(payload)
             self._pos = offset + REC_HEADER_LEN + len(payload)
+            records += 1
             self.stats.records += 1
             self.stats.bytes += REC_HEADER_LEN + len(payload)
             if fut is not None:
@@ -263,6 +298,8 @@ class JournalWriter:
                 else:
                     after_write.append(fut)
         self._write(bufs, buf_start)
+        if records:
+            self.stats.add_batch(records)
         if after_write:
             self._complete(after_write)
         if must_sync or (self.strategy == "periodic" and self._dirty
@@ -292,8 +329,7 @@ class JournalWriter:
         if self._dirty:
             t = time.perf_counter()
             os.fdatasync(self._fd)
-            self.stats.sync_seconds += time.perf_counter() - t
-            self.stats.syncs += 1
+            self.stats.add_sync(time.perf_counter() - t)
             self._dirty = False
         self._last_sync = time.monotonic()
 
