@@ -41,3 +41,87 @@ def test_a_port_in_use_is_one_line(tmp_path) -> None:
         done = run(tmp_path, f'<console host="127.0.0.1" port="{port}"/>')
     assert done.returncode == 3, done.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+JETTY = """<beans xmlns="http://www.springframework.org/schema/beans">
+  <bean id="securityLoginService" class="org.eclipse.jetty.security.HashLoginService">
+    <property name="name" value="ActiveMQRealm" />
+    <property name="config" value="${activemq.conf}/jetty-realm.properties" />
+  </bean>
+  <bean id="securityConstraint" class="org.eclipse.jetty.util.security.Constraint">
+    <property name="roles" value="user,admin" />
+    <property name="authenticate" value="true" />
+  </bean>
+  <bean id="adminSecurityConstraint" class="org.eclipse.jetty.util.security.Constraint">
+    <property name="roles" value="admin" />
+    <property name="authenticate" value="true" />
+  </bean>
+  <bean id="jettyPort" class="org.apache.activemq.web.WebConsolePort" init-method="start">
+    <property name="host" value="127.0.0.1"/>
+    <property name="port" value="%d"/>
+  </bean>
+</beans>
+"""
+
+
+def test_an_activemq_xml_importing_jetty_xml_gets_its_web_console(tmp_path) -> None:
+    """No <console> element and no relaymq-auth: jetty.xml's port, its realm's users and
+    roles, and <managementContext>'s JMX domain for the Jolokia-style reads."""
+    import hashlib
+
+    import httpx
+    from relaymq.testing.processes import RelaymqProcess
+
+    http_port, stomp_port = free_port(), free_port()
+    (tmp_path / "jetty.xml").write_text(JETTY % http_port)
+    md5 = hashlib.md5(b"look-secret", usedforsecurity=False).hexdigest()
+    (tmp_path / "jetty-realm.properties").write_text(
+        f"# username: password [,rolename ...]\nadmin: admin-secret, admin\nwatch: MD5:{md5}, user\n")
+    cfg = tmp_path / "activemq.xml"
+    cfg.write_text(f"""<beans xmlns="http://www.springframework.org/schema/beans">
+  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="legacy" persistent="false">
+    <managementContext>
+      <managementContext createConnector="false" connectorPort="1099" jmxDomainName="corp.mq"/>
+    </managementContext>
+    <transportConnectors>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp_port}"/>
+    </transportConnectors>
+  </broker>
+  <import resource="jetty.xml"/>
+</beans>""")
+    broker = RelaymqProcess(cfg, tmp_path / "broker.log", [stomp_port, http_port]).start()
+    try:
+        url = f"http://127.0.0.1:{http_port}"
+        admin, viewer = ("admin", "admin-secret"), ("watch", "look-secret")
+        assert httpx.get(f"{url}/api/v1/broker", auth=admin).json()["name"] == "legacy"
+        assert httpx.get(f"{url}/api/v1/broker", auth=viewer).status_code == 200
+        assert httpx.get(f"{url}/api/v1/broker", auth=("admin", "wrong")).status_code == 401
+        assert httpx.get(f"{url}/api/v1/broker").status_code == 401
+        created = httpx.post(f"{url}/api/v1/queues", auth=viewer, json={"name": "legacy.q"})
+        assert created.status_code == 403, created.text
+        created = httpx.post(f"{url}/api/v1/queues", auth=admin, json={"name": "legacy.q"})
+        assert created.status_code == 200, created.text
+        read = "/api/jolokia/read/{}:type=Broker,brokerName=legacy,destinationType=Queue," \
+               "destinationName=legacy.q/QueueSize"
+        ours = httpx.get(url + read.format("corp.mq"), auth=viewer).json()
+        assert ours["status"] == 200 and ours["value"] == 0
+        assert httpx.get(url + read.format("org.apache.activemq"), auth=viewer).json()["status"] \
+            == 404
+    finally:
+        broker.stop()
+    log = broker.output()
+    assert f"console on http://127.0.0.1:{http_port} (from {tmp_path / 'jetty.xml'})" in log
+
+
+def test_a_realm_file_with_jettys_obfuscated_passwords_is_refused(tmp_path) -> None:
+    import pytest
+    from relaymq.errors import ConfigError
+    from relaymq_console.realm import load_realm
+
+    realm = tmp_path / "jetty-realm.properties"
+    realm.write_text("admin: OBF:1u2a1toa1w8v1tok1u30, admin\n")
+    with pytest.raises(ConfigError, match="OBF form"):
+        load_realm(str(realm))
+    realm.write_text("admin admin\n")
+    with pytest.raises(ConfigError, match="jetty-realm.properties:1"):
+        load_realm(str(realm))

@@ -30,7 +30,7 @@ from relaymq.broker.scheduler import Scheduler
 from relaymq.broker.security import ANONYMOUS, ConnectRequest, Principal
 from relaymq.broker.startup import listen_failure
 from relaymq.broker.usage import SystemUsage
-from relaymq.config.model import BrokerConfig
+from relaymq.config.model import BrokerConfig, PluginElement
 from relaymq.dispatch.policy import PolicyMap
 from relaymq.dispatch.redelivery import RedeliveryPolicyMap
 from relaymq.dispatch.topic import SubscriptionQueue
@@ -172,9 +172,28 @@ class Broker:
             raise ConfigError(f"<{el.tag}> at {el.origin} did not build a PersistenceAdapter")
         return store
 
+    def _implied_plugins(self) -> list[PluginElement]:
+        """Broker plugins other products' settings imply (ActiveMQ's jetty.xml and
+        `<managementContext createConnector="true">` imply the web console; see
+        `relaymq.config.web_console`): enabled when the plugin is installed and the
+        file does not configure it itself."""
+        out: list[PluginElement] = []
+        configured = {el.tag for el in self.config.plugins}
+        for el in self.config.extra.get("implied_plugins", []):
+            why = el.attributes.get("impliedBy", el.origin)
+            if el.tag in configured:
+                log.info("<%s> is configured: the settings %s implies are not used", el.tag, why)
+            elif el.tag not in self.plugins.names("relaymq.broker_plugins"):
+                log.warning("%s asks for a web console; install relaymq-%s for <%s> (the "
+                            "settings are not used until then)", why, el.tag, el.tag)
+            else:
+                log.info("enabling <%s> as %s asks", el.tag, why)
+                out.append(el)
+        return out
+
     def _install_plugins(self) -> None:
         for group, elements in (
-            ("relaymq.broker_plugins", self.config.plugins),
+            ("relaymq.broker_plugins", [*self.config.plugins, *self._implied_plugins()]),
             ("relaymq.destination_interceptors", self.config.destination_interceptors),
         ):
             for el in elements:

@@ -25,6 +25,7 @@ from relaymq.config.report import at
 from relaymq.config.tree import ARTEMIS_NS, Node
 from relaymq.config.typed import coerce
 from relaymq.config.usage_builder import system_usage
+from relaymq.config.web_console import jetty_import, management_context
 from relaymq.errors import ConfigError
 
 #: `<broker>` attributes -> `BrokerConfig` fields.
@@ -50,7 +51,6 @@ PERSISTENCE_SLOT = ("persistenceAdapter", "relaymq.persistence")
 
 #: Well-known ActiveMQ broker children RelayMQ ignores, with the reason users need.
 KNOWN_IGNORED = {
-    "managementContext": "RelayMQ has no JMX; management is the relaymq-console plugin",
     "sslContext": "give TLS files on the connector URI instead "
                   "(?certFile=server.pem&keyFile=server.key; convert Java keystores to PEM)",
     "shutdownHooks": "RelayMQ stops on SIGINT/SIGTERM by itself",
@@ -80,7 +80,7 @@ _Handler = Callable[[BuildContext, Node, BrokerConfig], None]
 def build(ctx: BuildContext, root: Node, source: str) -> BrokerConfig:
     config = BrokerConfig(source=source)
     if root.tag == "beans":
-        broker = _beans(ctx, root)
+        broker = _beans(ctx, root, config)
     elif root.tag == "broker" and not root.foreign:
         broker = root
     elif root.tag == "configuration" and root.ns in ("", *ARTEMIS_NS):
@@ -99,7 +99,7 @@ def build(ctx: BuildContext, root: Node, source: str) -> BrokerConfig:
     return config
 
 
-def _beans(ctx: BuildContext, root: Node) -> Node | None:
+def _beans(ctx: BuildContext, root: Node, config: BrokerConfig) -> Node | None:
     brokers = [c for c in root.children if c.tag == "broker" and not c.foreign]
     for child in root.children:
         if child in brokers:
@@ -110,6 +110,8 @@ def _beans(ctx: BuildContext, root: Node) -> Node | None:
             # kept for `attr="#id"` references (a JDBC data source); warned about
             # after the broker is read if nothing refers to it
             ctx.beans[child.attributes["id"]] = child
+        elif child.tag == "import" and jetty_import(ctx, child, config):
+            continue
         elif child.tag == "import":
             resource = child.attributes.get("resource", "")
             ctx.report.warn(
@@ -351,6 +353,7 @@ BROKER_CHILDREN: dict[str, _Handler] = {
     "logging": logging_element,
     "bridges": _plugin_slot,
     "jmsBridgeConnectors": _plugin_slot,
+    "managementContext": management_context,
 }
 
 #: Every element name `<broker>` understands directly (for docs and tests).

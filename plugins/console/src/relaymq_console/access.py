@@ -13,6 +13,7 @@ from relaymq.errors import SecurityError
 from starlette.requests import Request
 
 from relaymq_console.config import ConsoleConfig
+from relaymq_console.realm import RealmUser, load_realm
 from relaymq_console.sessions import COOKIE, LoginThrottle, Sessions
 
 log = logging.getLogger("relaymq.console")
@@ -43,10 +44,18 @@ class Access:
         self.config = config
         self.sessions = Sessions(config.session_timeout)
         self.throttle = LoginThrottle()
+        #: the console's own users (`usersFile`, a Jetty realm) instead of relaymq-auth's
+        self.realm: dict[str, RealmUser] | None = (
+            load_realm(config.users_file) if config.users_file and config.authenticate else None)
 
     @property
     def auth(self) -> Any:
         return self.broker.extensions.get("auth")
+
+    @property
+    def open(self) -> bool:
+        """Nobody logs in (no users anywhere, or `authenticate="false"`)."""
+        return not self.config.authenticate or (self.realm is None and self.auth is None)
 
     async def login(self, name: str, password: str, address: str) -> tuple[str, User]:
         """Check credentials; returns a session token for the cookie."""
@@ -56,16 +65,24 @@ class Access:
 
     async def _authenticate(self, name: str, password: str, address: str) -> tuple[Any, bool]:
         auth = self.auth
-        if auth is None:
-            return None, True  # no relaymq-auth: a local console lets anybody in (documented)
+        if self.open:
+            return None, True  # no users: a local console lets anybody in (documented)
         if self.throttle.blocked(address):
             raise Denied(429, "too many failed logins from this address; try again later")
-        try:
-            principal = await auth.authenticate(name, password, transport="http",
-                                                remote_address=address)
-        except SecurityError as exc:
-            self.throttle.failed(address)
-            raise Denied(401, f"login failed: {exc}") from None
+        principal: Any
+        if self.realm is not None:
+            known = self.realm.get(name)
+            if known is None or not known.check(password):
+                self.throttle.failed(address)
+                raise Denied(401, "login failed: wrong user name or password")
+            principal = known
+        else:
+            try:
+                principal = await auth.authenticate(name, password, transport="http",
+                                                    remote_address=address)
+            except SecurityError as exc:
+                self.throttle.failed(address)
+                raise Denied(401, f"login failed: {exc}") from None
         groups = set(getattr(principal, "groups", ()))
         if self.config.admin_group in groups:
             return principal, True
@@ -76,7 +93,7 @@ class Access:
 
     async def user(self, request: Request) -> User:
         """The user of `request`, or Denied(401)."""
-        if self.auth is None:
+        if self.open:
             return User("anonymous", True, None, None)
         session = self.sessions.get(request.cookies.get(COOKIE))
         if session is not None:
@@ -108,7 +125,8 @@ class Access:
     def audit(self, user: User, operation: str, target: Any, request: Request) -> None:
         auth = self.auth
         address = request.client.host if request.client else None
-        if auth is not None and user.principal is not None:
+        if auth is not None and user.principal is not None \
+                and not isinstance(user.principal, RealmUser):
             auth.audit_operation(user.principal, operation, target, transport="http",
                                  remote=address)
             return  # relaymq-auth writes the audit line

@@ -83,7 +83,8 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
             return JSONResponse({"status": exc.status, "error": exc.message},
                                 status_code=exc.status)
         mbean, _, attribute = request.path_params["path"].rpartition("/")
-        return JSONResponse(await compat.jolokia_read(broker, mbean, attribute))
+        return JSONResponse(await compat.jolokia_read(broker, mbean, attribute,
+                                                      config.jmx_domain_name or compat.DOMAIN))
 
     routes = [
         Route("/metrics", metrics_endpoint),

@@ -42,10 +42,14 @@ async def queues_xml(broker: Any) -> str:
     return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<queues>\n" + "\n".join(rows) + "\n</queues>\n"
 
 
-def _mbean(text: str) -> dict[str, str]:
+#: ActiveMQ's JMX domain (`<managementContext jmxDomainName=...>` changes it)
+DOMAIN = "org.apache.activemq"
+
+
+def _mbean(text: str, expected: str = DOMAIN) -> dict[str, str]:
     domain, _, props = text.partition(":")
-    if domain != "org.apache.activemq":
-        raise KeyError(f"unknown MBean domain {domain!r} (only org.apache.activemq)")
+    if domain != expected:
+        raise KeyError(f"unknown MBean domain {domain!r} (only {expected})")
     out = {}
     for part in props.split(","):
         k, sep, v = part.partition("=")
@@ -55,12 +59,13 @@ def _mbean(text: str) -> dict[str, str]:
     return out
 
 
-async def jolokia_read(broker: Any, mbean: str, attribute: str) -> dict[str, Any]:
+async def jolokia_read(broker: Any, mbean: str, attribute: str,
+                       domain: str = DOMAIN) -> dict[str, Any]:
     """Jolokia's response for one attribute read (status 404 for what does not exist)."""
     request = {"mbean": mbean, "attribute": attribute, "type": "read"}
     now = int(time.time())
     try:
-        props = _mbean(mbean)
+        props = _mbean(mbean, domain)
         value = await _value(broker, props, attribute)
     except (KeyError, DestinationError) as exc:
         return {"request": request, "status": 404, "error_type": "javax.management."

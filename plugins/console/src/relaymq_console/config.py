@@ -23,6 +23,17 @@ class ConsoleConfig:
     allow_unauthenticated: bool = False
     #: seconds a login session lasts without use
     session_timeout: int = 1800
+    #: false: nobody logs in, everybody may change things (jetty.xml's
+    #: `authenticate=false`); like running without relaymq-auth, local only unless
+    #: allowUnauthenticated
+    authenticate: bool = True
+    #: a Jetty realm file (ActiveMQ's jetty-realm.properties, `user: password, role`):
+    #: the console's own users, their roles as groups, instead of relaymq-auth's
+    users_file: str | None = None
+    #: the domain of Jolokia-style MBean names (`<managementContext jmxDomainName>`)
+    jmx_domain_name: str | None = None
+    #: set on a console enabled by ActiveMQ's jetty.xml or managementContext: which
+    implied_by: str | None = None
     origin: Origin = field(default_factory=Origin)
 
     @property

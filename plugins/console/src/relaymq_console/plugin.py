@@ -39,6 +39,10 @@ class ConsolePlugin:
     def install(self, broker: Any) -> None:
         self.broker = broker
         broker.extensions["console"] = self
+        if self.config.jmx_domain_name is None:  # <managementContext jmxDomainName=...>
+            for el in getattr(broker.config, "extra", {}).get("implied_plugins", []):
+                if el.tag == "console" and el.attributes.get("jmxDomainName"):
+                    self.config.jmx_domain_name = el.attributes["jmxDomainName"]
 
     @property
     def address(self) -> str:
@@ -58,14 +62,15 @@ class ConsolePlugin:
         from relaymq_console.app import build_app
 
         cfg = self.config
-        if not cfg.local and self.broker.extensions.get("auth") is None \
-                and not cfg.allow_unauthenticated:
+        app, access = build_app(self.broker, cfg)
+        if not cfg.local and access.open and not cfg.allow_unauthenticated:
+            how = ("authenticate=\"false\"" if not cfg.authenticate
+                   else "no users: configure relaymq-auth (<simpleAuthenticationPlugin> or JAAS) "
+                        "or usersFile")
             raise ConfigError(
                 f"<console host=\"{cfg.host}\">{_at(cfg)} would serve the console to other "
-                "machines without authentication; configure relaymq-auth "
-                "(<simpleAuthenticationPlugin> or JAAS), bind to 127.0.0.1, or set "
+                f"machines without authentication ({how}); bind to 127.0.0.1, or set "
                 "allowUnauthenticated=\"true\"")
-        app, _ = build_app(self.broker, cfg)
         # the console binds its socket itself: uvicorn would end the whole process
         # (sys.exit) when it cannot, and a broker reports that as one line instead
         try:
@@ -85,7 +90,7 @@ class ConsolePlugin:
                 raise StartupError(f"<console>{_at(cfg)}: the server on {cfg.host}:{cfg.port} "
                                    "stopped while starting")
             await asyncio.sleep(0.01)
-        log.info("console on %s", self.address)
+        log.info("console on %s%s", self.address, _at(cfg) if cfg.implied_by else "")
 
     async def stop(self) -> None:
         if self.server is not None:
@@ -100,4 +105,6 @@ class ConsolePlugin:
 
 
 def _at(cfg: ConsoleConfig) -> str:
+    if cfg.implied_by:
+        return f" (from {cfg.implied_by})"
     return f" at {cfg.origin}" if cfg.origin.line else ""
