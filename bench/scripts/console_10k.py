@@ -2,21 +2,29 @@
 broker CPU a dashboard left open costs per message.
 
     .venv/bin/python bench/scripts/console_10k.py [--queues 10000] [--repeat 15]
-        [--messages 20000] [--rounds 3] [--idle-seconds 15] [--store kahadb|memory] [--json]
+        [--messages 15000] [--rate 1500] [--rounds 3] [--idle-seconds 15]
+        [--store kahadb|memory] [--json]
 
-About two minutes with the defaults on a quiet machine.
+About four minutes with the defaults on a quiet machine.
 
 Starts `relaymq run` (whatever build the venv has: compiled .so files if `make
 compile` ran; RELAYMQ_PURE_PYTHON=1 for the interpreted one) with the console and a
 STOMP connector, creates the queues by sending one persistent message to each over
 STOMP, then times (median and 90th percentile of --repeat requests, after one
 warm-up): `GET /metrics`, `GET /api/v1/queues?sort=-depth` (one page of 100 of the
-10,000), `GET /queues?sort=-depth` (the HTML page). Then the dashboard's cost: a
-STOMP producer and consumer move --messages messages through one queue while the
-broker's CPU time is read from /proc, alternately with no dashboard and with one
-open (Debian's chromium through Playwright when present, else the dashboard's own
-requests: the page, its script, then `/api/v1/broker` every second as console.js
-does); the report gives broker CPU per message for each and the difference in %.
+10,000), `GET /queues?sort=-depth` (the HTML page), `GET /api/v1/broker`.
+
+Then the dashboard's cost, in four variants (`VARIANTS`): nothing open; the
+dashboard's own requests without a browser (`http-poll`: the page, its assets, then
+`/api/v1/broker` every data-interval ms, as console.js does): what the broker does
+for a dashboard; chromium open on about:blank (no request reaches the broker): what
+the browser's presence on the machine's cores does to the broker; chromium open on
+the dashboard. For each: the broker's CPU while idle, and while a STOMP producer
+and consumer move --messages messages through one queue at --rate messages a
+second (each round runs every variant once, alternately): broker CPU per message
+(every thread's CPU from /proc/PID/task/*/schedstat), the broker's involuntary
+context switches per 1000 messages (preempted by another task) and the CPU of the
+bench's other processes (Playwright's driver and chromium) as a share of a core.
 Targets (issue 23): /metrics < 300 ms, queue list < 500 ms, dashboard < 2 %.
 """
 
@@ -25,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -66,6 +75,48 @@ def cpu_seconds(pid: int) -> float:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rpartition(")")[2].split()
         return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def tree_cpu_seconds(exclude: int) -> float:
+    """CPU time of this bench's descendant processes other than `exclude` (the
+    broker): Playwright's driver and chromium's processes (clock ticks)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / TICKS
+    me, total = os.getpid(), 0.0
+    for pid, t in times.items():
+        p, seen = pid, 0
+        while p > 1 and seen < 64:
+            p, seen = parents.get(p, 0), seen + 1
+            if p == exclude or pid == exclude:
+                break
+            if p == me:
+                total += t
+                break
+    return total
+
+
+def involuntary_switches(pid: int) -> int:
+    """The broker's threads' involuntary context switches (preempted by another task)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for line in f:
+                    if line.startswith("nonvoluntary_ctxt_switches"):
+                        total += int(line.split()[1])
+        except FileNotFoundError:
+            continue
+    return total
 
 
 class Broker:
@@ -164,10 +215,16 @@ def timed(client: httpx.Client, path: str, repeat: int) -> dict[str, Any]:
 
 
 class Flow:
-    """A producer and a consumer moving `messages` messages through one queue."""
+    """A producer and a consumer moving `messages` messages through one queue, at
+    `rate` messages a second (0: as fast as the client goes). A fixed rate below
+    what the machine sustains in every variant keeps the broker's batching the same
+    with and without the browser: at full speed a slower client (the browser takes
+    its CPU) means smaller batches and more wake-ups per message in the broker,
+    which changes its CPU per message whatever the console does."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, rate: float = 0.0) -> None:
         self.broker = broker
+        self.rate = rate
 
     def run(self, messages: int, queue: str) -> float:
         got = threading.Event()
@@ -184,6 +241,10 @@ class Flow:
         producer = self.broker.stomp()
         t0 = time.monotonic()
         for i in range(messages):
+            if self.rate and i % 20 == 0:
+                delay = t0 + i / self.rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
             producer.send(f"/queue/{queue}", f"x{i}")
         if not got.wait(300):
             raise SystemExit(f"only {count[0]} of {messages} messages arrived in 300 s")
@@ -193,15 +254,23 @@ class Flow:
         return elapsed
 
 
+#: what is open while the flow runs: nothing; the dashboard's own requests without a
+#: browser (the broker's share of the cost); chromium on a blank page (the browser's
+#: presence on the two cores, no request to the broker); chromium on the dashboard
+VARIANTS = ("none", "http-poll", "chromium-blank", "chromium")
+
+
 class Dashboard:
     """The dashboard left open: chromium when available, else its requests."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, kind: str | None = None) -> None:
         self.url = url
         self.stop_event = threading.Event()
         self.loaded = threading.Event()
         self.thread: threading.Thread | None = None
-        self.kind = "chromium" if shutil.which("chromium") else "http-poll"
+        self.kind = kind or ("chromium" if shutil.which("chromium") else "http-poll")
+        if self.kind.startswith("chromium") and not shutil.which("chromium"):
+            self.kind = "http-poll"
 
     def __enter__(self) -> Dashboard:
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -217,7 +286,7 @@ class Dashboard:
             self.thread.join(30)
 
     def _run(self) -> None:
-        if self.kind == "chromium":
+        if self.kind.startswith("chromium"):
             try:
                 from playwright.sync_api import sync_playwright
             except ImportError:
@@ -228,73 +297,101 @@ class Dashboard:
                         executable_path=shutil.which("chromium"),
                         args=["--headless=new", "--no-sandbox", "--disable-gpu"])
                     page = browser.new_page()
-                    page.goto(f"{self.url}/")
-                    page.wait_for_selector("#broker-facts")
+                    if self.kind == "chromium-blank":
+                        page.goto("about:blank")
+                    else:
+                        page.goto(f"{self.url}/")
+                        page.wait_for_selector("#broker-facts")
                     self.loaded.set()
                     self.stop_event.wait()
                     browser.close()
                 return
         with httpx.Client(base_url=self.url, timeout=30) as c:
-            c.get("/")
+            page = c.get("/").text
             c.get("/static/console.js")
             c.get("/static/console.css")
+            # as console.js: every data-interval ms
+            found = re.search(r'data-interval="(\d+)"', page)
+            interval = int(found.group(1)) / 1000 if found else 1.0
+            c.get("/api/v1/broker")
             self.loaded.set()
-            while not self.stop_event.wait(1.0):
+            while not self.stop_event.wait(interval):
                 c.get("/api/v1/broker")
 
 
-def cpu_per_message(broker: Broker, messages: int, rounds: int) -> dict[str, Any]:
-    flow = Flow(broker)
+def _one_flow(broker: Broker, flow: Flow, messages: int) -> dict[str, float]:
+    pid = broker.proc.pid
+    c0, o0, n0 = cpu_seconds(pid), tree_cpu_seconds(pid), involuntary_switches(pid)
+    elapsed = flow.run(messages, "bench.flow")
+    c1, o1, n1 = cpu_seconds(pid), tree_cpu_seconds(pid), involuntary_switches(pid)
+    return {"us": (c1 - c0) / messages * 1e6, "rate": messages / elapsed,
+            "busy": (c1 - c0) / elapsed, "others": (o1 - o0) / elapsed,
+            "preempted": (n1 - n0) / messages * 1000}
+
+
+def cpu_per_message(broker: Broker, messages: int, rounds: int,
+                    rate: float = 0.0) -> dict[str, Any]:
+    """Each round runs the flow once per variant (`VARIANTS`); the report gives, per
+    variant, the median broker CPU per message, message rate, the broker's share of
+    a core, the CPU of the bench's other processes (the browser) as a share of a
+    core, and the broker's involuntary context switches per 1000 messages."""
+    flow = Flow(broker, rate)
     flow.run(min(2000, messages), "bench.flow")  # warm-up
-    without: list[float] = []
-    with_dash: list[float] = []
-    rates: list[float] = []
-    busy: list[float] = []
-    kind = "none"
+    runs: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
+    kinds: dict[str, str] = {}
     for _ in range(rounds):
-        for dashboard in (False, True):
-            if dashboard:
-                with Dashboard(broker.url) as d:
-                    c0 = cpu_seconds(broker.proc.pid)
-                    elapsed = flow.run(messages, "bench.flow")
-                    c1 = cpu_seconds(broker.proc.pid)
-                kind = d.kind
-                with_dash.append((c1 - c0) / messages * 1e6)
-            else:
-                c0 = cpu_seconds(broker.proc.pid)
-                elapsed = flow.run(messages, "bench.flow")
-                c1 = cpu_seconds(broker.proc.pid)
-                without.append((c1 - c0) / messages * 1e6)
-                rates.append(messages / elapsed)
-                busy.append((c1 - c0) / elapsed)
-    base, dash = statistics.median(without), statistics.median(with_dash)
-    return {"dashboard": kind, "us_per_message_without": [round(v, 1) for v in without],
-            "us_per_message_with": [round(v, 1) for v in with_dash],
-            "median_without_us": round(base, 1), "median_with_us": round(dash, 1),
-            "change_percent": round((dash - base) / base * 100, 2),
-            "messages_per_second": round(statistics.median(rates)),
-            "broker_core_percent": round(statistics.median(busy) * 100, 1)}
+        for variant in VARIANTS:
+            if variant == "none":
+                runs[variant].append(_one_flow(broker, flow, messages))
+                continue
+            with Dashboard(broker.url, variant) as d:
+                runs[variant].append(_one_flow(broker, flow, messages))
+            kinds[variant] = d.kind
+    out: dict[str, Any] = {"kinds": kinds}
+    for variant, got in runs.items():
+        out[variant] = {
+            "us_per_message": [round(g["us"], 2) for g in got],
+            "median_us": round(statistics.median(g["us"] for g in got), 2),
+            "messages_per_second": round(statistics.median(g["rate"] for g in got)),
+            "broker_core_percent": round(statistics.median(g["busy"] for g in got) * 100, 1),
+            "others_core_percent": round(statistics.median(g["others"] for g in got) * 100, 1),
+            "preempted_per_1000": round(statistics.median(g["preempted"] for g in got), 1)}
+    base = out["none"]["median_us"]
+    for variant in VARIANTS[1:]:
+        out[variant]["change_percent"] = round((out[variant]["median_us"] - base) / base * 100, 2)
+    return out
 
 
 def dashboard_idle_cpu(broker: Broker, seconds: float) -> dict[str, Any]:
-    """Broker CPU while idle, without and with the dashboard open (CPU share of a core)."""
-    c0 = cpu_seconds(broker.proc.pid)
-    time.sleep(seconds)
-    idle = (cpu_seconds(broker.proc.pid) - c0) / seconds
-    with Dashboard(broker.url) as d:
-        c0 = cpu_seconds(broker.proc.pid)
-        time.sleep(seconds)
-        open_ = (cpu_seconds(broker.proc.pid) - c0) / seconds
-    return {"dashboard": d.kind, "idle_core_percent": round(idle * 100, 2),
-            "dashboard_core_percent": round(open_ * 100, 2)}
+    """Broker CPU while idle (share of a core) with each variant open, and the CPU
+    of the bench's other processes (the browser)."""
+    pid = broker.proc.pid
+    out: dict[str, Any] = {}
+    for variant in VARIANTS:
+        def measure() -> tuple[float, float]:
+            c0, o0 = cpu_seconds(pid), tree_cpu_seconds(pid)
+            time.sleep(seconds)
+            return ((cpu_seconds(pid) - c0) / seconds * 100,
+                    (tree_cpu_seconds(pid) - o0) / seconds * 100)
+
+        if variant == "none":
+            broker_pct, others = measure()
+        else:
+            with Dashboard(broker.url, variant):
+                broker_pct, others = measure()
+        out[variant] = {"broker_core_percent": round(broker_pct, 3),
+                        "others_core_percent": round(others, 2)}
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--queues", type=int, default=10000)
     ap.add_argument("--repeat", type=int, default=15)
-    ap.add_argument("--messages", type=int, default=20000)
+    ap.add_argument("--messages", type=int, default=15000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=1500,
+                    help="messages per second of the flow (0: as fast as the client goes)")
     ap.add_argument("--idle-seconds", type=float, default=15)
     ap.add_argument("--store", choices=["kahadb", "memory"], default="kahadb")
     ap.add_argument("--json", action="store_true")
@@ -318,7 +415,8 @@ def main() -> int:
             report["queue_list_page"] = timed(c, "/queues?sort=-depth", args.repeat)
             report["dashboard_api"] = timed(c, "/api/v1/broker", args.repeat)
         report["idle"] = dashboard_idle_cpu(broker, args.idle_seconds)
-        report["flow"] = cpu_per_message(broker, args.messages, args.rounds)
+        report["flow"] = cpu_per_message(broker, args.messages, args.rounds, args.rate)
+        report["rate"] = args.rate
     finally:
         broker.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -335,21 +433,25 @@ def main() -> int:
                                              else f"  OVER {target} ms")
         print(f"  GET {m['path']:<32} median {m['median_ms']:7.1f} ms  p90 {m['p90_ms']:7.1f} ms"
               f"  ({m['bytes']} bytes){verdict}")
-    idle = report["idle"]
-    print(f"  idle broker: {idle['idle_core_percent']} % of a core; with the dashboard open "
-          f"({idle['dashboard']}): {idle['dashboard_core_percent']} %")
-    f = report["flow"]
-    print(f"  flow: {f['messages_per_second']} msg/s through one queue, broker at "
-          f"{f['broker_core_percent']} % of a core ({report['build']})")
-    print(f"  CPU per message: {f['median_without_us']} us without the dashboard, "
-          f"{f['median_with_us']} us with it ({f['dashboard']}): {f['change_percent']:+.2f} %"
-          f"  (rounds: {f['us_per_message_without']} / {f['us_per_message_with']})")
-    cost = idle["dashboard_core_percent"] - idle["idle_core_percent"]
-    share = cost / max(f["broker_core_percent"], 1e-9) * 100
-    print(f"  the dashboard's own cost, {cost:.2f} % of a core, is {share:.1f} % of the "
-          "broker's CPU at that flow rate (and less at a higher rate)")
-    print(f"  dashboard: {f['change_percent']:+.2f} % CPU per message measured, "
-          f"{share:.1f} % from its idle cost; target < 2 %")
+    idle, f = report["idle"], report["flow"]
+    print("  idle, % of a core:   " + "  ".join(
+        f"{v}: broker {idle[v]['broker_core_percent']:.2f}, browser {idle[v]['others_core_percent']:.1f}"
+        for v in VARIANTS))
+    print(f"  flow through one queue ({report['build']}):")
+    for v in VARIANTS:
+        r = f[v]
+        change = f"  {r['change_percent']:+.1f} %" if "change_percent" in r else ""
+        print(f"    {v:<15} {r['median_us']:6.2f} us/msg{change:<10} {r['messages_per_second']:>6} msg/s"
+              f"  broker {r['broker_core_percent']:5.1f} %  browser {r['others_core_percent']:5.1f} %"
+              f"  preempted {r['preempted_per_1000']:6.1f}/1000 msgs  rounds {r['us_per_message']}")
+    own = idle["http-poll"]["broker_core_percent"] - idle["none"]["broker_core_percent"]
+    share = own / max(f["none"]["broker_core_percent"], 1e-9) * 100
+    print(f"  the dashboard's broker-side cost: {own:.3f} % of a core idle = {share:.2f} % of the "
+          f"broker's CPU at the flow's rate; per message with its requests and no browser: "
+          f"{f['http-poll']['change_percent']:+.1f} % (target < 2 %)")
+    print(f"  chromium open on a blank page (no console requests): "
+          f"{f['chromium-blank']['change_percent']:+.1f} %; on the dashboard: "
+          f"{f['chromium']['change_percent']:+.1f} %")
     return 0
 
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import free_port
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
@@ -125,3 +127,52 @@ def test_a_realm_file_with_jettys_obfuscated_passwords_is_refused(tmp_path) -> N
     realm.write_text("admin admin\n")
     with pytest.raises(ConfigError, match="jetty-realm.properties:1"):
         load_realm(str(realm))
+
+
+def test_tls_serves_https_from_one_pem_file(tmp_path) -> None:
+    """`<console tls="server.pem">`: certificate and key in one file; the session
+    cookie is then `Secure`."""
+    import datetime
+    import ipaddress
+
+    import httpx
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    from relaymq.testing.processes import RelaymqProcess
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    pem = tmp_path / "server.pem"
+    pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM) + key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    http_port, stomp_port = free_port(), free_port()
+    cfg = tmp_path / "activemq.xml"
+    cfg.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core" persistent="false">
+  <plugins><console host="127.0.0.1" port="{http_port}" tls="{pem}"/></plugins>
+  <transportConnectors>
+    <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp_port}"/>
+  </transportConnectors>
+</broker>""")
+    broker = RelaymqProcess(cfg, tmp_path / "broker.log", [http_port]).start()
+    try:
+        r = httpx.get(f"https://127.0.0.1:{http_port}/api/v1/broker", verify=str(pem))
+        assert r.status_code == 200 and r.json()["connections"] == 0
+        login = httpx.post(f"https://127.0.0.1:{http_port}/login", verify=str(pem),
+                           data={"username": "x", "password": "y"})
+        assert login.status_code == 303
+        assert "secure" in login.headers["set-cookie"].lower()
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{http_port}/api/v1/broker", timeout=5)
+    finally:
+        broker.stop()

@@ -19,10 +19,16 @@ class ConsoleConfig:
     #: PEM certificate and key: serve HTTPS
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
+    #: one PEM file with the certificate and its key (issue 23's `tls="..."`); the
+    #: same as tlsCertFile without tlsKeyFile
+    tls: str | None = None
     #: a non-local bind without relaymq-auth is refused unless this is true
     allow_unauthenticated: bool = False
     #: seconds a login session lasts without use
     session_timeout: int = 1800
+    #: ms between an open dashboard's refreshes (RabbitMQ's management UI and
+    #: Hawtio refresh every 5 s too); a queue's page refreshes every second
+    refresh_interval: int = 5000
     #: false: nobody logs in, everybody may change things (jetty.xml's
     #: `authenticate=false`); like running without relaymq-auth, local only unless
     #: allowUnauthenticated
@@ -35,6 +41,10 @@ class ConsoleConfig:
     #: set on a console enabled by ActiveMQ's jetty.xml or managementContext: which
     implied_by: str | None = None
     origin: Origin = field(default_factory=Origin)
+
+    def __post_init__(self) -> None:
+        if self.tls and not self.tls_cert_file:
+            self.tls_cert_file = self.tls
 
     @property
     def local(self) -> bool:

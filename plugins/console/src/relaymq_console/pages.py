@@ -101,7 +101,8 @@ class Pages:
         if isinstance(user, Response):
             return user
         return self.render("dashboard.html", user,
-                           info=broker_summary(self.broker, self.started, self.totals))
+                           info=broker_summary(self.broker, self.started, self.totals),
+                           refresh=max(1000, self.access.config.refresh_interval))
 
     async def _listing(self, request: Request, kind: str) -> Response:
         user = await self.user(request)

@@ -42,8 +42,10 @@ document.addEventListener("DOMContentLoaded", function () {
       if (chart && "depth" in data) { chart.add(data); }
     }).catch(function () {});
   }
-  // Poll once a second while the page is visible; a hidden page (a background tab,
-  // a minimised window) asks the broker for nothing until it is shown again.
+  // Poll while the page is visible (every data-interval ms: the dashboard every 5 s
+  // by default, a queue's page every second); a hidden page (a background tab, a
+  // minimised window) asks the broker for nothing until it is shown again.
+  var interval = Number(live.getAttribute("data-interval")) || 1000;
   var timer = null;
   function schedule() {
     if (document.hidden) {
@@ -51,7 +53,7 @@ document.addEventListener("DOMContentLoaded", function () {
       live.setAttribute("data-polling", "paused");
     } else if (timer === null) {
       refresh();
-      timer = setInterval(refresh, 1000);
+      timer = setInterval(refresh, interval);
       live.setAttribute("data-polling", "on");
     }
   }
