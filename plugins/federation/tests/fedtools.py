@@ -44,7 +44,7 @@ class Brokers:
         return f"amqp://127.0.0.1:{self.port(name)}"
 
     def configure(self, name: str, connections: str = "", persistent: bool = False,
-                  queues: tuple[str, ...] = ()) -> Path:
+                  queues: tuple[str, ...] = (), plugins: str = "") -> Path:
         data = self.tmp / name
         data.mkdir(exist_ok=True)
         store = f'<persistenceAdapter><kahaDB directory="{data / "kahadb"}"/></persistenceAdapter>' \
@@ -53,6 +53,7 @@ class Brokers:
         cfg.write_text(f"""<broker brokerName="{name}" persistent="{str(persistent).lower()}"
     dataDirectory="{data}" schedulerSupport="false">
   {store}
+  {f"<plugins>{plugins}</plugins>" if plugins else ""}
   <transportConnectors>
     <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.port(name)}"/>
   </transportConnectors>
@@ -62,8 +63,8 @@ class Brokers:
         return cfg
 
     def start(self, name: str, connections: str = "", persistent: bool = False,
-              queues: tuple[str, ...] = ()) -> RelaymqProcess:
-        cfg = self.configure(name, connections, persistent, queues)
+              queues: tuple[str, ...] = (), plugins: str = "") -> RelaymqProcess:
+        cfg = self.configure(name, connections, persistent, queues, plugins)
         proc = RelaymqProcess(cfg, cfg.with_suffix(".log"), [self.port(name)])
         self.procs[name] = proc
         return proc.start()

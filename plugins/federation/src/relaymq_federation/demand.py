@@ -2,7 +2,9 @@
 policy serves, from the management API's consumer events (never the region).
 
 A consumer on a topic is demand for its address (local address policies); a
-consumer on a queue is demand for that queue (local queue policies). Not
+consumer on a queue is demand for that queue with its selector and priority
+(local queue policies: one receiver per distinct filter, see
+`policies.QueueKey`). Not
 counted: consumers the opposing peer's federation made here (their connection's
 origin is that peer: counting them would pull its own messages back), and, for
 queue policies, federation consumers of any peer unless ``include-federated``.
@@ -11,7 +13,7 @@ queue policies, federation consumers of any peer unless ``include-federated``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 log = logging.getLogger("relaymq.federation")
@@ -35,11 +37,11 @@ class Demand:
     origin of each (the peer whose federation made it, None for a local one);
     `changed(key, origins)` is called at every change."""
 
-    def __init__(self, key_of: Callable[[Any], str | None],
-                 changed: Callable[[str, list[str | None]], Any]) -> None:
+    def __init__(self, key_of: Callable[[Any], Hashable | None],
+                 changed: Callable[[Any, list[str | None]], Any]) -> None:
         self.key_of = key_of
         self.changed = changed
-        self.counts: dict[str, dict[int | str, str | None]] = {}
+        self.counts: dict[Hashable, dict[int | str, str | None]] = {}
         self._unlisten: Callable[[], Any] | None = None
 
     def start(self, management: Any) -> None:
@@ -71,7 +73,7 @@ class Demand:
                 if key is not None:
                     self.count(key, consumer.id, True, origin_of(consumer))
 
-    def count(self, key: str, token: int | str, present: bool, origin: str | None) -> None:
+    def count(self, key: Hashable, token: int | str, present: bool, origin: str | None) -> None:
         """Add (or remove) one reason for demand on `key`: a consumer id, or a
         durable subscription's key (it keeps its messages while offline)."""
         tokens = self.counts.setdefault(key, {})

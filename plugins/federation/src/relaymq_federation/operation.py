@@ -25,17 +25,18 @@ from relaymq.outgoing.node import node_id
 from relaymq_amqp import engine as pn
 from relaymq_amqp.encode import section
 from relaymq_amqp.engine import Terminus
-from relaymq_amqp.types import Described, Symbol
+from relaymq_amqp.types import Symbol
 
 from relaymq_federation import wire
 from relaymq_federation.config import FederationConfig, federation_config
 from relaymq_federation.policies import PolicyRunner
 from relaymq_federation.publisher import LocalPublisher
+from relaymq_federation.source_events import DELETE_ON_CLOSE, SourceEvents
 from relaymq_federation.state import peer_state
 
 log = logging.getLogger("relaymq.federation")
 
-DELETE_ON_CLOSE = Described(Symbol("amqp:delete-on-close:list"), [])
+__all__ = ["DELETE_ON_CLOSE", "Federation", "policy_command"]
 #: seconds between checks that every wanted receiver is attached
 RECONCILE_EVERY = 1.0
 
@@ -59,6 +60,7 @@ class Federation:
         self.publisher: LocalPublisher | None = None
         self.policies: PolicyRunner | None = None
         self.peer_links: Any = None
+        self.events: SourceEvents | None = None
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -90,6 +92,9 @@ class Federation:
         runner = self.policies = PolicyRunner(
             self.broker, connection, name=cfg.name, node_id=self.node_id, setting=cfg.setting,
             publisher=self.publisher, is_open=lambda: bool(connection.state.value == "open"))
+        # as Artemis: the peer must offer AMQ_FEDERATION_ADDRESS/QUEUE_RECEIVER on its answer
+        runner.require_offered = True
+        self.events = SourceEvents(connection, cfg.name, self.node_id, runner)
         for policy in cfg.local_address_policies:
             runner.add_address_policy(policy)
         for qpolicy in cfg.local_queue_policies:
@@ -108,6 +113,11 @@ class Federation:
             if state.control is self:
                 state.control = None
                 state.release()
+        if self.events is not None:
+            try:
+                await self.events.close()
+            except Exception:  # noqa: BLE001 - the connection is going anyway
+                pass
         if self.policies is not None:
             await self.policies.stop()
         if self.publisher is not None:
@@ -135,11 +145,16 @@ class Federation:
         self.policies.enable()
         while True:
             await asyncio.sleep(RECONCILE_EVERY)
+            if self.events is not None:
+                self.events.check()
             self.policies.reconcile()
 
     def _reconnected(self, conn: Any, state: Any) -> None:
         if getattr(state, "value", state) != "open":
             return
+        if self.policies is not None:
+            for receivers in self.policies.all_receivers():
+                receivers.reset_refusal()  # a new connection asks the peer again
         if self.config.remote_address_policies or self.config.remote_queue_policies:
             # the control link is attached again on the new connection: the peer
             # there has none of our remote policies yet
@@ -188,6 +203,14 @@ class Federation:
             # a federation connection now: the peer may attach its receivers over it
             # (it does on the remote policies sent next)
             peer_state(self.peer_links).control = self
+        events = self.events
+        if events is not None:
+            # as Artemis: the events links' outcome is known before policies are at work
+            if (cfg.remote_address_policies or cfg.remote_queue_policies) and \
+                    self.peer_links is not None:
+                await events.open_sender(peer_state(self.peer_links))
+            if cfg.local_address_policies or cfg.local_queue_policies:
+                await events.open_receiver()
         await self._send_policies()
 
     async def _send_policies(self) -> None:
@@ -202,6 +225,11 @@ class Federation:
             raise RuntimeError(f"the peer did not accept {op} {policy_map.get('policy-name')!r}: "
                                f"{outcome.state} {outcome.condition or ''}")
 
+    def resource_added(self, address: str, queue: str | None) -> None:
+        """An event on a link the peer attached: what a receiver was refused for exists."""
+        if self.policies is not None:
+            self.policies.resource_added(address, queue)
+
     # -- management -------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         p = self.policies
@@ -210,6 +238,13 @@ class Federation:
             "address_receivers": p.addresses.open_keys() if p and p.addresses else [],
             "queue_receivers": p.queues.open_keys() if p and p.queues else [],
             "received": sum(r.received for r in p.all_receivers()) if p else 0,
+            #: demand without its receiver now, and attaches under way
+            "address_waiting": p.addresses.waiting() if p and p.addresses else [],
+            "queue_waiting": p.queues.waiting() if p and p.queues else [],
+            "attaching": sum(r.attaching for r in p.all_receivers()) if p else 0,
+            #: kind ("address"/"queue") -> why the peer's receivers are refused
+            "refused": p.refused() if p else {},
+            "events": self.events.status() if self.events is not None else {},
         }
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, NamedTuple
 
 from relaymq.feed import SubscriptionCreated, SubscriptionDeleted
 from relaymq.model.destination import Destination
@@ -27,9 +27,34 @@ from relaymq_federation.config import AddressPolicy, QueuePolicy
 from relaymq_federation.demand import Demand, is_federation_consumer
 from relaymq_federation.hops import max_hops_selector
 from relaymq_federation.publisher import LocalPublisher
-from relaymq_federation.receivers import Receivers, ReceiverSpec
+from relaymq_federation.receivers import (
+    RETRY_DELAY,
+    RETRY_DELAY_WITH_EVENTS,
+    Receivers,
+    ReceiverSpec,
+)
 
 log = logging.getLogger("relaymq.federation")
+
+
+def flag(value: Any) -> bool:
+    """A boolean setting (``federation-configuration`` values may be strings)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    return bool(value)
+
+
+class QueueKey(NamedTuple):
+    """One queue receiver: Artemis makes one per distinct (queue, consumer
+    filter, priority) of the local demand, and carries the filter to the remote
+    as its ``jms-selector`` so only matching messages are pulled."""
+
+    queue: str
+    selector: str | None
+    priority: int
+
+    def __str__(self) -> str:
+        return self.queue if self.selector is None else f"{self.queue} [{self.selector}]"
 
 
 class PolicyRunner:
@@ -62,16 +87,20 @@ class PolicyRunner:
         self._enabled = False
         #: the peer must offer the receiver capability on each answer (`Receivers.require_offered`)
         self.require_offered = False
+        #: the peer's events link is attached (refused receivers wait for its events)
+        self.events_attached = False
 
     @property
     def label(self) -> str:
         return f"federation {self.name}"
 
-    def _receivers(self, make: Callable[[str], ReceiverSpec], idle_key: str) -> Receivers:
+    def _receivers(self, make: Callable[[Any], ReceiverSpec], idle_key: str) -> Receivers:
         r = Receivers(self.conn, self.publisher, make, int(self.setting(idle_key)) / 1000.0,
                       int(self.setting("amqpCredits")), self.label, is_open=self.is_open,
                       require_offered=self.require_offered)
         r.enabled = self._enabled
+        if self.events_attached:
+            r.retry_delay = RETRY_DELAY_WITH_EVENTS
         return r
 
     # -- policies ---------------------------------------------------------------------
@@ -128,8 +157,8 @@ class PolicyRunner:
         for receivers in self.all_receivers():
             await receivers.close()
 
-    def _changed(self, receivers: Receivers) -> Callable[[str, list[str | None]], None]:
-        def changed(key: str, origins: list[str | None]) -> None:
+    def _changed(self, receivers: Receivers) -> Callable[[Any, list[str | None]], None]:
+        def changed(key: Hashable, origins: list[str | None]) -> None:
             if any(o is None or o != self.remote_id for o in origins):
                 receivers.want(key)
             else:
@@ -186,23 +215,64 @@ class PolicyRunner:
                             Destination.topic(address), props, [wire.ADDRESS_RECEIVER], add_hops=True)
 
     # -- queue policies ---------------------------------------------------------------
-    def _queue_key(self, consumer: Any) -> str | None:
+    def _queue_key(self, consumer: Any) -> QueueKey | None:
         dest = consumer.destination
         if not dest.is_queue or dest.is_temporary:
             return None
         federated = is_federation_consumer(consumer)
         for p in self.queue_policies:
             if p.selects(dest.name, dest.name) and (p.include_federated or not federated):
-                return dest.name
+                selector = None if flag(self.setting("ignoreQueueConsumerFilters")) else \
+                    getattr(consumer, "selector_text", None)
+                if federated:
+                    # a counted federation consumer passes its own priority on (no
+                    # ever-lower priorities around a ring of brokers)
+                    priority = int(getattr(consumer, "priority", 0))
+                elif flag(self.setting("ignoreQueueConsumerPriorities")):
+                    priority = 0 + p.priority_adjustment
+                else:
+                    priority = int(getattr(consumer, "priority", 0)) + p.priority_adjustment
+                return QueueKey(dest.name, selector or None, priority)
         return None
 
-    def _queue_spec(self, queue: str) -> ReceiverSpec:
+    def _queue_spec(self, key: QueueKey) -> ReceiverSpec:
+        queue = key.queue
         policy = next(p for p in self.queue_policies if p.selects(queue, queue))
         fqqn = f"{queue}::{queue}"
+        filters: dict[Any, Any] | None = None
+        if key.selector is not None:
+            filters = {Symbol(wire.SELECTOR_KEY): Described(ULong(wire.SELECTOR_CODE), key.selector)}
         source = Terminus(kind=1, address=fqqn, capabilities=["queue"],
-                          expiry_policy=pn.EXPIRE_WITH_LINK)
+                          expiry_policy=pn.EXPIRE_WITH_LINK, filter=filters)
         name = (f"federation-{self.name}-policy-{policy.name}-queue-receiver-{fqqn}-"
                 f"{self.node_id}:{next(self._seq)}")
-        props = {wire.PRIORITY: 0 + policy.priority_adjustment, wire.POLICY_NAME: policy.name}
+        props = {wire.PRIORITY: key.priority, wire.POLICY_NAME: policy.name}
         return ReceiverSpec(name, source, Terminus(kind=2, address=fqqn), Destination.queue(queue),
                             props, [wire.QUEUE_RECEIVER])
+
+    # -- events from the peer ---------------------------------------------------------
+    def resource_added(self, address: str, queue: str | None) -> int:
+        """The peer announced that an address (`queue` None) or a queue it had
+        refused a receiver for exists now: attach those receivers again at once."""
+        if queue is None:
+            retried = self.addresses.retry(lambda k: k == address) if self.addresses else 0
+        else:
+            retried = self.queues.retry(lambda k: k.queue == queue) if self.queues else 0
+        log.info("%s: the peer has %s %s now; %d receiver(s) attached again", self.label,
+                 "address" if queue is None else "queue", queue or address, retried)
+        return retried
+
+    def set_events(self, attached: bool) -> None:
+        """With the peer's events link attached, refused receivers wait for its
+        announcement (and retry only rarely on their own)."""
+        self.events_attached = attached
+        for receivers in self.all_receivers():
+            receivers.retry_delay = RETRY_DELAY_WITH_EVENTS if attached else RETRY_DELAY
+
+    def refused(self) -> dict[str, str]:
+        """Why the peer's address / queue receivers are refused (empty: none are)."""
+        out = {}
+        for kind, receivers in (("address", self.addresses), ("queue", self.queues)):
+            if receivers is not None and receivers.refused is not None:
+                out[kind] = receivers.refused
+        return out

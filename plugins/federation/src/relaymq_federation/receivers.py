@@ -1,10 +1,15 @@
 """Federation receivers on the remote broker, opened while there is demand.
 
-`Receivers` keeps one AMQP receiver per wanted key (an address or a queue):
-`want(key)` opens it (at once, or again after a refusal), `unwant(key)` closes
-it after the idle timeout (Artemis' ``addressReceiverIdleTimeout`` /
-``queueReceiverIdleTimeout``) unless demand comes back first. Each message is
-routed locally and accepted on the remote only once the local broker has it.
+`Receivers` keeps one AMQP receiver per wanted key (an address, or a queue
+with a consumer filter and priority): `want(key)` opens it (at once, or again
+after a refusal), `unwant(key)` closes it after the idle timeout (Artemis'
+``addressReceiverIdleTimeout`` / ``queueReceiverIdleTimeout``) unless demand
+comes back first. Each message is routed locally and accepted on the remote
+only once the local broker has it.
+
+A refused receiver is attached again after `retry_delay` seconds while it is
+wanted, or at once when the peer announces on the events link that what it
+asked for now exists (`retry`).
 
 With `require_offered`, the peer's answer to each attach must offer the
 capabilities the attach desired (``AMQ_FEDERATION_ADDRESS_RECEIVER`` /
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +37,8 @@ log = logging.getLogger("relaymq.federation")
 
 #: seconds before a refused receiver is tried again while still wanted
 RETRY_DELAY = 2.0
+#: the same while the peer's events link is attached (it announces what appears)
+RETRY_DELAY_WITH_EVENTS = 30.0
 
 
 @dataclass
@@ -50,7 +57,7 @@ class ReceiverSpec:
 class Receivers:
     """The receivers of one policy kind (address or queue) of a federation."""
 
-    def __init__(self, conn: Any, publisher: LocalPublisher, make: Callable[[str], ReceiverSpec],
+    def __init__(self, conn: Any, publisher: LocalPublisher, make: Callable[[Any], ReceiverSpec],
                  idle_timeout: float, credit: int, label: str,
                  is_open: Callable[[], bool] | None = None, require_offered: bool = False) -> None:
         self.conn = conn
@@ -63,37 +70,40 @@ class Receivers:
         self.idle_timeout = idle_timeout
         self.credit = credit
         self.label = label
-        self.links: dict[str, Any] = {}
-        self.wanted: set[str] = set()
-        self._idle: dict[str, asyncio.TimerHandle] = {}
-        self._opening: set[str] = set()
-        self._refused_at: dict[str, float] = {}
+        self.links: dict[Hashable, Any] = {}
+        self.wanted: set[Hashable] = set()
+        self._idle: dict[Hashable, asyncio.TimerHandle] = {}
+        self._opening: set[Hashable] = set()
+        self._refused_at: dict[Hashable, float] = {}
+        #: asked to retry while an attach was under way: retried at once if it fails
+        self._retry_now: set[Hashable] = set()
+        self.retry_delay = RETRY_DELAY
         self.received = 0
         #: False until the control link is attached (the peer refuses receivers before)
         self.enabled = False
 
     # -- demand -------------------------------------------------------------------------
-    def want(self, key: str) -> None:
+    def want(self, key: Hashable) -> None:
         self.wanted.add(key)
         timer = self._idle.pop(key, None)
         if timer is not None:
             timer.cancel()
         self.reconcile()
 
-    def unwant(self, key: str) -> None:
+    def unwant(self, key: Hashable) -> None:
         self.wanted.discard(key)
         if key in self._idle or key not in self.links:
             return
         loop = asyncio.get_running_loop()
         self._idle[key] = loop.call_later(self.idle_timeout, self._idle_expired, key)
 
-    def _idle_expired(self, key: str) -> None:
+    def _idle_expired(self, key: Hashable) -> None:
         self._idle.pop(key, None)
         if key in self.wanted:
             return
         link = self.links.pop(key, None)
         if link is not None and not link.closed:
-            log.info("%s: no more demand for %s; receiver detached", self.label, key)
+            log.info("%s: no more demand for %s; receiver detached", self.label, self.describe(key))
             asyncio.get_running_loop().create_task(link.close())
 
     def reconcile(self) -> None:
@@ -106,12 +116,31 @@ class Receivers:
             link = self.links.get(key)
             if link is not None and not link.closed:
                 continue
-            if key in self._opening or now - self._refused_at.get(key, -RETRY_DELAY) < RETRY_DELAY:
+            refused_at = self._refused_at.get(key)
+            if key in self._opening or (refused_at is not None and now - refused_at < self.retry_delay):
                 continue
             self._opening.add(key)
             loop.create_task(self._open(key))
 
-    async def _open(self, key: str) -> None:
+    def retry(self, selects: Callable[[Any], bool]) -> int:
+        """Attach again at once the wanted receivers `selects` picks that were
+        refused (the peer announced that what they ask for exists now)."""
+        hits = 0
+        for key in list(self.wanted):
+            if not selects(key):
+                continue
+            link = self.links.get(key)
+            if link is not None and not link.closed:
+                continue
+            hits += 1
+            self._refused_at.pop(key, None)
+            if key in self._opening:
+                self._retry_now.add(key)
+        if hits:
+            self.reconcile()
+        return hits
+
+    async def _open(self, key: Hashable) -> None:
         try:
             spec = self.make(key)
             link = await self.conn.attach_receiver(
@@ -119,17 +148,23 @@ class Receivers:
                 properties=spec.properties, desired_capabilities=spec.desired_capabilities,
                 on_message=self._handler(spec))
         except Exception as exc:  # noqa: BLE001 - refused or timed out: retried while wanted
-            self._refused_at[key] = asyncio.get_running_loop().time()
-            log.info("%s: receiver for %s not attached: %s", self.label, key, exc)
-            return
-        finally:
+            log.info("%s: receiver for %s not attached: %s", self.label, self.describe(key), exc)
             self._opening.discard(key)
+            if key in self._retry_now:  # what it needs appeared meanwhile
+                self._retry_now.discard(key)
+                asyncio.get_running_loop().call_soon(self.reconcile)
+            else:
+                self._refused_at[key] = asyncio.get_running_loop().time()
+            return
+        self._opening.discard(key)
+        self._retry_now.discard(key)
         missing = self._missing_capabilities(spec, link)
         if missing:
             self._refuse(key, link, missing)
             return
         self.links[key] = link
-        log.info("%s: receiver attached for %s", self.label, key)
+        self._refused_at.pop(key, None)
+        log.info("%s: receiver attached for %s", self.label, self.describe(key))
         if key not in self.wanted and key not in self._idle:
             self.unwant(key)
 
@@ -139,15 +174,12 @@ class Receivers:
         offered = set(getattr(link, "remote_offered_capabilities", None) or ())
         return [c for c in spec.desired_capabilities if c not in offered]
 
-    def _refuse(self, key: str, link: Any, missing: list[str]) -> None:
+    def _refuse(self, key: Hashable, link: Any, missing: list[str]) -> None:
         if self.refused is None:
             self.refused = f"the peer does not offer {', '.join(missing)}"
             log.warning("%s: refused: %s on its answer to the receiver for %s; no %s receivers "
-                        "are opened on this connection", self.label, self.refused, key, missing[0])
-        self.wanted.clear()
-        for timer in self._idle.values():
-            timer.cancel()
-        self._idle.clear()
+                        "are opened on this connection", self.label, self.refused, self.describe(key),
+                        missing[0])
         if not link.closed:
             asyncio.get_running_loop().create_task(link.close())
 
@@ -188,5 +220,26 @@ class Receivers:
                 await link.close()
         self.links.clear()
 
+    @staticmethod
+    def describe(key: Hashable) -> str:
+        """`key` for logs and management: an address, or ``queue`` /
+        ``queue [selector]`` (see `policies.QueueKey`)."""
+        return str(key)
+
     def open_keys(self) -> list[str]:
-        return sorted(k for k, link in self.links.items() if not link.closed)
+        return sorted(self.describe(k) for k, link in self.links.items() if not link.closed)
+
+    def waiting(self) -> list[str]:
+        """Wanted receivers not attached now (refused, missing on the peer, or
+        being attached)."""
+        return sorted(self.describe(k) for k in self.wanted
+                      if k not in self.links or self.links[k].closed)
+
+    @property
+    def attaching(self) -> int:
+        return len(self._opening)
+
+    def reset_refusal(self) -> None:
+        """A new connection: the peer is asked again (it may have been upgraded);
+        what is still wanted is attached on the next `reconcile`."""
+        self.refused = None

@@ -102,11 +102,7 @@ class RemotePolicies:
 
     def refused(self) -> dict[str, str]:
         """Why the peer's address / queue receivers are refused (empty: none are)."""
-        out = {}
-        for kind, receivers in (("address", self.runner.addresses), ("queue", self.runner.queues)):
-            if receivers is not None and receivers.refused is not None:
-                out[kind] = receivers.refused
-        return out
+        return self.runner.refused()
 
     async def _reconcile(self) -> None:
         while True:

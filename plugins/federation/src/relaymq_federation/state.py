@@ -28,7 +28,7 @@ class PeerState:
         self.key = 0
         #: the link the peer receives events on, and what it asked for and was refused
         self.events: Any = None
-        self.missing: set[tuple[str, str]] = set()
+        self.missing: set[tuple[str, str | None]] = set()
         self.watch: asyncio.Task[None] | None = None
 
     async def kernel(self, broker: Any, remote: str | None, label: str) -> Any:

@@ -27,7 +27,7 @@ import asyncio
 import logging
 from typing import Any, ClassVar
 
-from relaymq.errors import UnknownDelivery
+from relaymq.errors import DestinationError, SecurityError, UnknownDelivery
 from relaymq.model.destination import Destination
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Terminus
@@ -37,7 +37,7 @@ from relaymq_amqp.scanner import decode, scan
 
 from relaymq_federation import address_queue, wire
 from relaymq_federation.config import AddressPolicy, QueuePolicy
-from relaymq_federation.events import missing_queue
+from relaymq_federation.events import missing_address, missing_queue
 from relaymq_federation.hops import hops_of, split_selector
 from relaymq_federation.remote import RemotePolicies
 from relaymq_federation.state import CONTROL_CREDIT, PRECONDITION, peer_state
@@ -71,6 +71,8 @@ class ControlLink:
         self.state = peer_state(link.conn)
         #: the remote policies the peer sent, applied here (on the first one)
         self.remote: RemotePolicies | None = None
+        #: the peer's events sender is attached (it announces what appears there)
+        self.events = False
 
     def attach(self) -> None:
         link = self.link
@@ -115,6 +117,7 @@ class ControlLink:
         link.accept(delivery)
         if self.remote is None:
             self.remote = RemotePolicies(link, self.state.configuration)
+            self.remote.runner.set_events(self.events)
         self.remote.add(policy)
         if link.credit <= CONTROL_LOW_CREDIT:
             link.flow(CONTROL_CREDIT - link.credit)
@@ -137,6 +140,18 @@ class ControlLink:
 
     def on_flow(self) -> None:
         pass
+
+    def peer_events(self, attached: bool) -> None:
+        """The peer's events sender came (or went)."""
+        self.events = attached
+        if self.remote is not None:
+            self.remote.runner.set_events(attached)
+
+    def resource_added(self, address: str, queue: str | None) -> None:
+        """The peer's events link: what a receiver of its remote policies was
+        refused for exists now."""
+        if self.remote is not None:
+            self.remote.runner.resource_added(address, queue)
 
     def on_detach(self, closed: bool) -> None:
         if self.remote is not None:
@@ -182,11 +197,22 @@ class _FederationSender:
     def _destination(self) -> tuple[Destination, str | None, int]:
         raise NotImplementedError
 
+    def _check_address(self, kconn: Any, dest: Destination) -> None:
+        """As Artemis, an address receiver never makes an address the peer's
+        federation may not create: refused as missing, announced when it appears."""
+        try:
+            kconn.authorize_create(dest)
+        except SecurityError:
+            missing_address(self.state, self.link.broker, dest.name)
+            raise DestinationError(f"address {dest.name} does not exist") from None
+
     async def _attach(self) -> None:
         link = self.link
         try:
             dest, selector, priority = self._destination()
             kconn = await self.state.kernel(link.broker, link.remote_container, link.name)
+            if dest.is_topic:
+                self._check_address(kconn, dest)
             durable = self.durable
             if durable is not None:
                 address_queue.attached(*durable)
@@ -314,8 +340,6 @@ class QueueSender(_FederationSender):
     capability = wire.QUEUE_RECEIVER
 
     def _destination(self) -> tuple[Destination, str | None, int]:
-        from relaymq.errors import DestinationError
-
         source = self.link.remote_source
         if not source.address:
             raise ValueError("a queue receiver needs a source address")
