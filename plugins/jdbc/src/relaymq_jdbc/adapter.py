@@ -67,8 +67,6 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
 
     Config = JDBCConfig
     persistent = True
-    #: a `LockState` (declared here too: plugin type checks see the kernel untyped)
-    lock_state: str
 
     def __init__(self, config: JDBCConfig | None = None, *, broker: Any = None,
                  **overrides: Any) -> None:

@@ -71,8 +71,6 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
 
     Config = KahaDBConfig
     persistent = True
-    #: a `LockState` (declared here too: plugin type checks see the kernel untyped)
-    lock_state: str
 
     def __init__(self, config: KahaDBConfig | None = None, **overrides: Any) -> None:
         if config is None:

@@ -46,8 +46,6 @@ class SolaceQueue(Queue):
     #: why this type refuses browsers and selectors (None: it accepts them)
     refuses: str | None = None
     refuses_browsing = True
-    #: the kernel queue's type name (declared here too: plugin type checks see the kernel untyped)
-    queue_type: str
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
