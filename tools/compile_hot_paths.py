@@ -1,6 +1,6 @@
 """Compile each package's per-message modules to C extensions with mypyc, in place.
 
-    .venv/bin/python tools/compile_hot_paths.py [--clean] [--force] [PACKAGE_DIR ...]
+    .venv/bin/python tools/compile_hot_paths.py [--clean] [--force] [--stale] [PACKAGE_DIR ...]
 
 A package lists the modules worth compiling in its pyproject.toml:
 
@@ -9,8 +9,9 @@ A package lists the modules worth compiling in its pyproject.toml:
 
 Paths are relative to the package's `src/`. The extensions land next to their
 sources (the workspace installs packages editable), one mypyc group per package;
-a stamp file records what they were built from, so an unchanged package is not
-rebuilt. The sources stay plain Python: `RELAYMQ_PURE_PYTHON=1` runs them
+a stamp file records what they were built from (the listed modules and every
+workspace module they import, the kernel's included: `compile_inputs.py`), so a
+package is rebuilt exactly when something its build reads changed. The sources stay plain Python: `RELAYMQ_PURE_PYTHON=1` runs them
 interpreted, and `relaymq.compiled` falls back to them by itself when a source is
 newer than its extension. A machine without a C compiler or Python headers keeps
 the pure-Python package and says so; nothing else depends on the build.
@@ -29,6 +30,9 @@ import sysconfig
 import tomllib
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compile_inputs import SourceIndex  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["core", "plugins/amqp", "plugins/stomp", "plugins/kahadb", "plugins/virtual_topic",
             "plugins/queue_types", "plugins/mirror"]
@@ -43,14 +47,40 @@ def _modules(package: Path) -> list[str]:
     return list(config.get("tool", {}).get("relaymq", {}).get("compile", {}).get("modules", []))
 
 
+_index: SourceIndex | None = None
+
+
+def source_index() -> SourceIndex:
+    """Every workspace source root, read once per run."""
+    global _index
+    if _index is None:
+        _index = SourceIndex([ROOT / "core" / "src", *sorted((ROOT / "plugins").glob("*/src"))])
+    return _index
+
+
+def _mypy_config(package: Path) -> str:
+    """The [tool.mypy] tables mypy may read during the build (package, workspace root)."""
+    tables = []
+    for pyproject in (package / "pyproject.toml", ROOT / "pyproject.toml"):
+        with open(pyproject, "rb") as f:
+            tables.append(tomllib.load(f).get("tool", {}).get("mypy", {}))
+    return json.dumps(tables, sort_keys=True)
+
+
 def _fingerprint(src: Path, modules: list[str]) -> str:
+    """What a build reads: the tool versions, the listed modules and every workspace
+    module they import (the kernel's too: its types decide the plugin's C code)."""
     import mypy.version
 
     h = hashlib.sha256()
     h.update(f"{sys.version}|{mypy.version.__version__}|{EXT_SUFFIX}".encode())
+    h.update(_mypy_config(src.parent).encode())
     for module in modules:
         h.update(module.encode())
         h.update((src / module).read_bytes())
+    names = [m.removesuffix(".py").replace("/", ".") for m in modules]
+    for line in source_index().fingerprint_lines(names):
+        h.update(hashlib.sha256(line).digest())
     return h.hexdigest()
 
 
@@ -94,6 +124,15 @@ def _missing_toolchain() -> str | None:
     return None
 
 
+def is_current(package: Path, fingerprint: str | None = None) -> bool:
+    """The package's extensions were built from what its build would read now."""
+    src = package / "src"
+    stamp = src / STAMP
+    if fingerprint is None:
+        fingerprint = _fingerprint(src, _modules(package))
+    return stamp.exists() and stamp.read_text() == fingerprint
+
+
 def build(package: Path, force: bool = False) -> bool:
     """Build one package's extensions; True when they are present and current."""
     src = package / "src"
@@ -102,7 +141,7 @@ def build(package: Path, force: bool = False) -> bool:
         return True
     stamp = src / STAMP
     fingerprint = _fingerprint(src, modules)
-    if not force and stamp.exists() and stamp.read_text() == fingerprint:
+    if not force and is_current(package, fingerprint):
         write_manifests(src, modules)  # builds from before manifests existed
         return True
     clean(package)
@@ -141,9 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("packages", nargs="*", help="package directories (default: all)")
     parser.add_argument("--clean", action="store_true", help="remove the extensions and stop")
     parser.add_argument("--force", action="store_true", help="rebuild even when current")
+    parser.add_argument("--stale", action="store_true",
+                        help="list the packages a build would rebuild, build nothing")
     parser.add_argument("--strict", action="store_true", help="exit non-zero when a build fails")
     args = parser.parse_args(argv)
     packages = [ROOT / p for p in (args.packages or PACKAGES)]
+    if args.stale:
+        for package in packages:
+            if _modules(package) and not is_current(package):
+                print(package.relative_to(ROOT))
+        return 0
     ok = True
     for package in packages:
         if args.clean:
