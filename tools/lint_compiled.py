@@ -27,9 +27,9 @@ A field is flagged when, in a compiled module:
 * and the outermost name of its annotation (quoted or not) is bound at module
   level only inside `if TYPE_CHECKING:`.
 
-The fix: import the class at run time (if that adds no import circle:
-`import_cycles.py` counts typing-only imports too, so moving one out of
-TYPE_CHECKING never adds one), or give the field a type that is not looked up.
+The fix: import the class at run time (the import-circle check counts
+typing-only imports too, so moving one out of TYPE_CHECKING never adds a
+circle), or give the field a type that is not looked up.
 Exit status 1 and one line per flagged field.
 """
 
