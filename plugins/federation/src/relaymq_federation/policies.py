@@ -239,7 +239,7 @@ class PolicyRunner:
         queue = key.queue
         policy = next(p for p in self.queue_policies if p.selects(queue, queue))
         fqqn = f"{queue}::{queue}"
-        filters: dict[Any, Any] | None = None
+        filters: dict[str, Any] = {}  # none (a compiled Terminus takes no None)
         if key.selector is not None:
             filters = {Symbol(wire.SELECTOR_KEY): Described(ULong(wire.SELECTOR_CODE), key.selector)}
         source = Terminus(kind=1, address=fqqn, capabilities=["queue"],
