@@ -36,7 +36,6 @@ import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
 
 from relaymq_kahadb.errors import JournalError
 from relaymq_kahadb.journal.files import create_data_file, data_path, fsync_dir, make_spare
@@ -49,15 +48,19 @@ _BARRIER = object()
 
 
 #: upper bounds (seconds) of the fdatasync latency histogram's buckets (+Inf after)
-SYNC_BOUNDS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+SYNC_BOUNDS: tuple[float, ...] = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                       0.1, 0.25, 0.5, 1.0, 2.5)
 #: upper bounds of the records-per-batch histogram's buckets (+Inf after)
-BATCH_BOUNDS: Final = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+BATCH_BOUNDS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
                        4096.0)
 
 
-def _zeros(bounds: tuple[float, ...]) -> list[int]:
-    return [0] * (len(bounds) + 1)
+def _sync_zeros() -> list[int]:
+    return [0] * (len(SYNC_BOUNDS) + 1)
+
+
+def _batch_zeros() -> list[int]:
+    return [0] * (len(BATCH_BOUNDS) + 1)
 
 
 @dataclass(slots=True)
@@ -76,8 +79,8 @@ class WriterStats:
     sync_seconds: float = 0.0
     rolls: int = 0
     batches: int = 0
-    sync_buckets: list[int] = field(default_factory=lambda: _zeros(SYNC_BOUNDS))
-    batch_buckets: list[int] = field(default_factory=lambda: _zeros(BATCH_BOUNDS))
+    sync_buckets: list[int] = field(default_factory=_sync_zeros)
+    batch_buckets: list[int] = field(default_factory=_batch_zeros)
 
     def records_per_sync(self) -> float:
         return self.records / self.syncs if self.syncs else 0.0
