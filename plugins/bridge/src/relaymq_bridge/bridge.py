@@ -344,6 +344,10 @@ class Bridge:
             for d in batch:
                 d.accept()
             self.acknowledged += len(batch)
+            # let the source connection write the acknowledgements (AMQP writes its
+            # dispositions on the next loop turn) before the target gets a byte: a bridge
+            # killed after sending must not leave the source without them
+            await asyncio.sleep(0)
         if ledger is not None:
             tx = await self._session.begin()
             futures = [sender.send(m, transaction=tx) for m in messages]  # type: ignore[call-arg]
