@@ -46,7 +46,7 @@ def in_flight(b, key: str) -> list[int]:  # type: ignore[no-untyped-def]
 
 
 def _group(m) -> str:  # type: ignore[no-untyped-def]
-    """The group a test message was sent in, from its body (STOMP does not echo JMSXGroupID)."""
+    """The group a test message was sent in, from its body."""
     return m.text.removeprefix("after-") if m.text.startswith("after-") else "ABC"[int(m.text) % 3]
 
 

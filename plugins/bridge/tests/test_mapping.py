@@ -48,7 +48,8 @@ async def send(uri: str, message: Message) -> None:
         await conn.close()
 
 
-@pytest.mark.parametrize("source_scheme,target_scheme", [("amqp", "stomp"), ("stomp", "amqp")])
+@pytest.mark.parametrize("source_scheme,target_scheme",
+                         [("amqp", "stomp"), ("stomp", "amqp"), ("stomp", "stomp")])
 async def test_fields_and_properties_survive_a_protocol_change(source_scheme: str,
                                                                 target_scheme: str) -> None:
     async with running_broker(None, "amqp://127.0.0.1:0", "stomp://127.0.0.1:0") as source, \
@@ -71,10 +72,8 @@ async def test_fields_and_properties_survive_a_protocol_change(source_scheme: st
             assert m.durable and m.priority == 7 and m.expiration == expires
             assert m.correlation_id == "corr-1" and m.type == "order"
             assert m.reply_to == Destination.queue("replies")
-            if source_scheme == "amqp":
-                assert (m.group_id, m.group_seq) == ("g1", 3)
-            else:  # RelayMQ's STOMP MESSAGE frames do not carry them (documented)
-                assert m.group_id is None
+            # JMSXGroupID / JMSXGroupSeq: AMQP group-id / group-sequence, STOMP headers
+            assert (m.group_id, m.group_seq) == ("g1", 3)
             props: dict[str, Any] = dict(m.properties)
             # typed properties cross STOMP as strings (documented)
             assert {k: str(props[k]) for k in ("s", "i", "f")} == {"s": "x y", "i": "42",
@@ -107,6 +106,40 @@ async def test_the_message_id_list_is_a_chain_over_two_bridges() -> None:
             # the first hop's id, then the id the middle broker gave it (STOMP: a new one)
             assert len(ids) == 2 and ids[0] == "ID:mapping-1", chain
             assert ids[1].startswith("ID:") and ids[1] != ids[0], chain
+        finally:
+            await drain.close()
+            await host.stop()
+
+
+@pytest.mark.parametrize("target_scheme", ["amqp", "stomp"])
+async def test_message_group_from_a_stomp_producer_through_a_stomp_source(target_scheme: str) -> None:
+    """A group set on a STOMP SEND (`JMSXGroupID`/`JMSXGroupSeq` headers) is on the
+    MESSAGE frames the bridge reads, and reaches the target's consumers."""
+    async with running_broker(None, "amqp://127.0.0.1:0", "stomp://127.0.0.1:0") as source, \
+            running_broker(None, "amqp://127.0.0.1:0", "stomp://127.0.0.1:0") as target:
+        host = await host_with(f"""<bridges>
+  <bridge name="groups" source-uri="{url(source, 'stomp')}" source-destination="/queue/src"
+          target-uri="{url(target, target_scheme)}" target-destination="queue://dst"
+          max-batch-size="3" max-batch-time="50" failure-retry-interval="100"/>
+</bridges>""")
+        drain = Drain()
+        try:
+            conn = await OutgoingConnections().connect(url(source, "stomp"))
+            try:
+                sender = await (await conn.session()).open_sender("/queue/src")
+                for seq in (1, 2):
+                    m = Message(f"g-{seq}".encode(), destination=Destination.queue("src"),
+                                durable=True, group_id="orders-42", group_seq=seq)
+                    assert (await sender.send(m)).accepted
+                plain = Message(b"no-group", destination=Destination.queue("src"), durable=True)
+                assert (await sender.send(plain)).accepted
+            finally:
+                await conn.close()
+            await drain.start(url(target, "amqp"), "queue://dst")
+            await until(lambda: len(drain.deliveries) == 3, what="the three bridged messages")
+            got = {bytes(d.message.body).decode(): (d.message.group_id, d.message.group_seq)
+                   for d in drain.deliveries}
+            assert got == {"g-1": ("orders-42", 1), "g-2": ("orders-42", 2), "no-group": (None, 0)}
         finally:
             await drain.close()
             await host.stop()

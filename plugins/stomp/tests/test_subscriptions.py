@@ -295,7 +295,9 @@ def test_message_groups_stick_to_one_consumer(server: BrokerThread, client) -> N
     groups_a = {m.body.split("-")[0] for m in cola.messages}
     groups_b = {m.body.split("-")[0] for m in colb.messages}
     assert not groups_a & groups_b
-    assert all("JMSXGroupID" not in m.headers for m in cola.messages + colb.messages)
+    # each MESSAGE says its group
+    assert all(m.headers["JMSXGroupID"] == "g" + m.body.split("-")[0]
+               for m in cola.messages + colb.messages)
 
 
 def test_composite_subscribe_consumes_every_part(server: BrokerThread, raw) -> None:

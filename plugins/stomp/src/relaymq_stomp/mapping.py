@@ -2,7 +2,7 @@
 
 SEND -> Message: `persistent:true` (else non-persistent), `priority` (default 4),
 `expires` (absolute epoch ms, 0 = never), `type`, `correlation-id`, `reply-to`,
-`JMSXGroupID`/`JMSXGroupSeq` (group fields; not echoed), `AMQ_SCHEDULED_*`,
+`JMSXGroupID`/`JMSXGroupSeq` (group fields, echoed on MESSAGE), `AMQ_SCHEDULED_*`,
 `content-type`, `timestamp` (JMSTimestamp; the broker's clock without it); a
 body with `content-length` is bytes, one without is text (ActiveMQ:
 BytesMessage vs TextMessage) unless `amq-msg-type:text|bytes` says which (that
@@ -53,7 +53,7 @@ _GENERATED = frozenset({
     "message-id", "destination", "subscription", "ack", "redelivered", "expires", "timestamp",
     "priority", "persistent", "correlation-id", "reply-to", "type", "content-type",
     "content-length", "original-destination", "originalExpiration", "receipt",
-    "transaction", "JMSXUserID", DLQ_CAUSE_HEADER,
+    "transaction", "JMSXUserID", "JMSXGroupID", "JMSXGroupSeq", DLQ_CAUSE_HEADER,
 })
 #: the generated headers a SEND does not consume: a client's header of one of these names
 #: stays a property but is never echoed, as if the broker had set it (dead-lettering does)
@@ -154,8 +154,13 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
             nlines += 1
         elif name == "JMSXGroupID":
             m.group_id = value
+            text += "JMSXGroupID:" + value + "\n"
+            nlines += 1
         elif name == "JMSXGroupSeq":
             m.group_seq = _int(name, value)
+            if m.group_seq:
+                text += "JMSXGroupSeq:" + str(m.group_seq) + "\n"
+                nlines += 1
         elif name == "AMQ_SCHEDULED_DELAY":
             m.scheduled_delay = _int(name, value)
         elif name == "AMQ_SCHEDULED_PERIOD":
@@ -246,6 +251,10 @@ def render_block(m: Message, version: str = V12, trusted: bool = False) -> bytes
         fields.append("content-type:" + m.content_type)
     if m.user_id:
         fields.append("JMSXUserID:" + m.user_id)
+    if m.group_id is not None:
+        fields.append("JMSXGroupID:" + m.group_id)
+    if m.group_seq:
+        fields.append(f"JMSXGroupSeq:{m.group_seq}")
     ann = m.annotations
     if ann and ann.get(ORIGINAL_DESTINATION) is not None:
         trusted = False
@@ -319,6 +328,10 @@ def _render(m: Message, version: str) -> bytes:
         parts.append(f"content-type:{esc(m.content_type)}\n")
     if m.user_id:
         parts.append(f"JMSXUserID:{esc(m.user_id)}\n")
+    if m.group_id is not None:
+        parts.append(f"JMSXGroupID:{esc(m.group_id)}\n")
+    if m.group_seq:
+        parts.append(f"JMSXGroupSeq:{m.group_seq}\n")
     ann = m.annotations
     if ann and ann.get(ORIGINAL_DESTINATION) is not None:
         parts.append(f"original-destination:{esc(stomp_name_of_key(str(ann[ORIGINAL_DESTINATION])))}\n")
