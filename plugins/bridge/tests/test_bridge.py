@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
-from bridge_helpers import Drain, free_port, produce, until
+from bridge_helpers import RELAYMQ, Drain, free_port, produce, until, wait_port
 from relaymq.broker.broker import Broker
 from relaymq.config import load_config_text
-from relaymq.errors import ConfigError, PluginLoadError
 from relaymq.testing import running_broker
 from relaymq_bridge import BridgeState
 from relaymq_bridge.manager import manager_of
@@ -195,22 +198,89 @@ async def test_wrong_credentials_and_a_refused_target_are_clear_errors() -> None
         await secured.stop()
 
 
-async def test_invalid_bridge_configuration_is_refused_with_file_and_line() -> None:
-    with pytest.raises((ConfigError, PluginLoadError), match="invalid selector"):
-        await host_with("""<bridges>
-  <bridge name="bad" source-uri="amqp://h" source-destination="queue://a"
-          target-uri="amqp://h" target-destination="queue://b" selector="region = = 'x'"/>
-</bridges>""")
-    with pytest.raises((ConfigError, PluginLoadError), match="subscription-name needs client-id"):
-        await host_with("""<bridges>
-  <bridge name="bad" source-uri="amqp://h" source-destination="topic://a"
-          target-uri="amqp://h" target-destination="queue://b" subscription-name="s"/>
-</bridges>""")
-    with pytest.raises((ConfigError, PluginLoadError), match="quality"):
-        await host_with("""<bridges>
-  <bridge name="bad" source-uri="amqp://h" source-destination="queue://a"
-          target-uri="amqp://h" target-destination="queue://b" quality-of-service="SOMETIMES"/>
-</bridges>""")
+BAD_BRIDGES = [
+    ("bad-selector", 'selector="region = = \'x\'"', "invalid selector"),
+    ("bad-subscription", 'subscription-name="s"', "subscription-name needs client-id"),
+    ("bad-qos", 'quality-of-service="SOMETIMES"', "quality"),
+    ("bad-number", 'max-batch-size="many"', "max-batch-size"),
+]
+
+
+def bad_bridges_xml() -> str:
+    bad = "".join(f"""
+  <bridge name="{name}" source-uri="vm://localhost" source-destination="topic://a"
+          target-uri="vm://localhost" target-destination="queue://b" {attr}/>"""
+                  for name, attr, _ in BAD_BRIDGES)
+    return f"""<bridges>{bad}
+  <bridge name="good" source-uri="vm://localhost" source-destination="queue://in"
+          target-uri="vm://localhost" target-destination="queue://out"/>
+</bridges>"""
+
+
+async def test_a_bad_bridge_fails_alone(caplog: pytest.LogCaptureFixture) -> None:
+    """An invalid selector (or any bad bridge attribute) fails that bridge: the broker
+    starts, the log and management say which bridge and why, the other bridge runs."""
+    caplog.set_level(logging.ERROR, logger="relaymq.bridge")
+    host = await host_with(bad_bridges_xml(), "amqp://127.0.0.1:0")
+    try:
+        views = {b["name"]: b for b in manager_of(host).list()}
+        for name, _, reason in BAD_BRIDGES:
+            assert views[name]["state"] == "failed", views[name]
+            assert reason in views[name]["last_error"], views[name]
+            assert any(name in r.getMessage() and reason in r.getMessage() for r in caplog.records)
+        connections = {c.name: c for c in host.management.broker_connections()}
+        assert connections["bad-selector"].state == "failed"
+        assert "invalid selector" in connections["bad-selector"].detail["last_error"]
+        # the good one forwards, and the broker serves its own clients
+        await produce(url(host, "amqp"), "queue://in", 3)
+        await until(lambda: host.queue_size("out") == 3, what="the good bridge forwarding")
+        assert manager_of(host).get("good").state is BridgeState.RUNNING
+        # starting a bad bridge again by management leaves it failed with its reason
+        await manager_of(host).start("bad-selector")
+        assert manager_of(host).get("bad-selector").state is BridgeState.FAILED
+        await host_serves_clients(host)
+    finally:
+        await host.stop()
+
+
+def test_a_bad_bridge_fails_alone_in_a_broker_process(tmp_path: Path) -> None:
+    """The same with `relaymq run`: it starts (config check warns), logs the bad bridges."""
+    port = free_port()
+    cfg = tmp_path / "activemq.xml"
+    cfg.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
+    brokerName="bad-bridges" persistent="false">
+  <transportConnectors><transportConnector name="amqp" uri="amqp://127.0.0.1:{port}"/>
+  </transportConnectors>
+  {bad_bridges_xml()}
+</broker></beans>""")
+    check = subprocess.run([RELAYMQ, "config", "check", str(cfg)], capture_output=True, text=True,
+                           timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "bridge bad-selector will not run" in check.stdout + check.stderr
+    log_file = tmp_path / "broker.log"
+    with open(log_file, "wb") as err:
+        proc = subprocess.Popen([RELAYMQ, "run", "--config", str(cfg)], stdout=subprocess.DEVNULL,
+                                stderr=err)
+    try:
+        wait_port(port, proc)
+
+        async def forwarded() -> None:
+            await produce(f"amqp://127.0.0.1:{port}", "queue://in", 2)
+            drain = await Drain().start(f"amqp://127.0.0.1:{port}", "queue://out")
+            try:
+                await until(lambda: sorted(drain.bodies) == ["m-0", "m-1"],
+                            what="the good bridge forwarding in the broker process")
+            finally:
+                await drain.close()
+
+        asyncio.run(forwarded())
+        logged = log_file.read_text()
+        for name, _, reason in BAD_BRIDGES:
+            assert f"bridge {name} will not run" in logged and reason in logged, logged[-3000:]
+        assert proc.poll() is None  # still running
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 async def test_vm_means_this_broker() -> None:

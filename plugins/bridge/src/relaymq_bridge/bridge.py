@@ -28,6 +28,7 @@ import logging
 import time
 from typing import Any
 
+from relaymq.errors import ConfigError
 from relaymq.model.message import Message
 from relaymq.outgoing import OutgoingConnections
 from relaymq.spi.outgoing import (
@@ -66,8 +67,16 @@ class Bridge:
     """One configured bridge."""
 
     def __init__(self, config: BridgeConfig, outgoing: OutgoingConnections,
-                 resolve_uri: Any = None) -> None:
-        self.config = config.validate()
+                 resolve_uri: Any = None, config_error: str | None = None) -> None:
+        #: why the configuration is unusable: the bridge stays FAILED, the broker
+        #: hosting it and its other bridges run
+        self.config_error = config_error
+        if config_error is None:
+            try:
+                config.validate()
+            except ConfigError as exc:
+                self.config_error = str(exc)
+        self.config = config
         self.name = config.name
         self.outgoing = outgoing
         #: maps `vm://` to the hosting broker's own connector
@@ -103,6 +112,9 @@ class Bridge:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._done = asyncio.Event()
+        if self.config_error is not None:
+            self.state = BridgeState.FAILED
+            self.last_error = f"invalid configuration: {self.config_error}"
 
     # -- what management sees ------------------------------------------------------------
     def info(self) -> dict[str, Any]:
@@ -131,6 +143,11 @@ class Bridge:
     async def start(self) -> None:
         """Start forwarding (in the background; failures are retried)."""
         if self._task is not None and not self._task.done():
+            return
+        if self.config_error is not None:
+            log.error("bridge %s is not started: %s", self.name, self.last_error)
+            self._set_state(BridgeState.FAILED)
+            self._done.set()
             return
         self._stopping = False
         self._done.clear()

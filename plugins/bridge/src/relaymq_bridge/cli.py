@@ -68,6 +68,9 @@ def build_bridges(config: BrokerConfig, outgoing: OutgoingConnections,
     for el in (*config.bridges, *config.jms_bridge_connectors):
         registry.build("relaymq.bridges", el, host)
     bridges = list(manager)
+    bad = [f"bridge {b.name}: {b.config_error}" for b in bridges if b.config_error is not None]
+    if bad:  # a standalone run exists for these bridges: refuse it whole, as a config error
+        raise ConfigError("\n".join(bad), bad)
     for b in bridges:
         for uri in (b.config.source_uri, b.config.target_uri):
             if uri.startswith("vm:"):

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from relaymq.config.model import PluginElement
+from relaymq.config.report import at
 from relaymq.config.typed import convert
 from relaymq.errors import ConfigError
 
 from relaymq_bridge.bridge import Bridge
 from relaymq_bridge.config import BridgeConfig
 from relaymq_bridge.manager import manager_of
+
+log = logging.getLogger("relaymq.bridge")
 
 
 def local_uri(broker: Any) -> Any:
@@ -38,6 +42,26 @@ def bridge_config(element: PluginElement, strict: bool = False) -> BridgeConfig:
     return convert(BridgeConfig, element, strict=strict).validate()
 
 
+def checked_config(element: PluginElement, strict: bool = False) -> tuple[BridgeConfig, str | None]:
+    """The bridge's configuration and, when it is unusable, why (then a stand-in
+    made of what the element says, for management to show the bridge failed)."""
+    try:
+        return bridge_config(element, strict), None
+    except ConfigError as exc:
+        why = str(exc)
+    a = element.attributes
+
+    def attr(kebab: str) -> str:
+        camel = kebab.split("-")[0] + "".join(w.capitalize() for w in kebab.split("-")[1:])
+        return str(a.get(kebab) or a.get(camel) or "")
+
+    name = attr("name") or f"<bridge>{at(element.origin)}"
+    return BridgeConfig(name=name, source_uri=attr("source-uri"),
+                        source_destination=attr("source-destination"),
+                        target_uri=attr("target-uri"), target_destination=attr("target-destination"),
+                        origin=element.origin), why
+
+
 class BridgeElement:
     """One ``<bridge>``: a service the broker starts and stops."""
 
@@ -48,10 +72,24 @@ class BridgeElement:
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any) -> BridgeElement:
-        config = bridge_config(element, bool(getattr(broker, "strict", False)))
-        bridge = Bridge(config, broker.outgoing, local_uri(broker))
+        """A bridge whose configuration is bad (an invalid selector, a bad number, a
+        missing attribute) is made all the same, FAILED with the reason: the broker
+        and its other bridges start, management and the log say what is wrong."""
+        config, why = checked_config(element, bool(getattr(broker, "strict", False)))
+        bridge = Bridge(config, broker.outgoing, local_uri(broker), config_error=why)
+        if why is not None:
+            log.error("bridge %s will not run: %s", config.name, why)
         manager_of(broker).add(bridge)
         return cls(bridge, broker)
+
+    @staticmethod
+    def validate_element(element: PluginElement, strict: bool = False) -> list[str]:
+        """`relaymq config check` / `relaymq run`: a bad bridge is a warning (it is
+        reported failed at start-up, the broker runs)."""
+        config, why = checked_config(element, strict)
+        if why is None:
+            return []
+        return [f"bridge {config.name} will not run (state failed): {why}"]
 
     @property
     def state(self) -> str:
