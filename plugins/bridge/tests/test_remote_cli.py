@@ -213,3 +213,58 @@ def test_metrics_show_a_paused_bridges_waiting_messages(broker) -> None:
         assert cli(broker, "resume", "fwd").returncode == 0
     wait_until(lambda: pending().get("fwd") == 0 and broker.depth("cli.dst") == before + 2,
                "the waiting messages forwarded", 30)
+
+
+def test_the_admin_cli_config_file(broker, tmp_path: Path) -> None:
+    """`relaymq bridge` reads the admin CLI's TOML file (docs/console.md): `--config`,
+    RELAYMQ_CLI_CONFIG, else $XDG_CONFIG_HOME/relaymq/cli.toml; an option beats its
+    environment variable, which beats the file; a bad file is one line and exit 1."""
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("RELAYMQ_CONSOLE_URL", "RELAYMQ_USER", "RELAYMQ_PASSWORD",
+                          "RELAYMQ_CLI_CONFIG", "XDG_CONFIG_HOME")}
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([RELAYMQ, "bridge", *args], capture_output=True, text=True,
+                              timeout=60, env={**clean, **env})
+
+    good = tmp_path / "cli.toml"
+    good.write_text(f'url = "{broker.url}"\nuser = "{ADMIN[0]}"\npassword = "{ADMIN[1]}"\n')
+    good.chmod(0o600)
+    r = run("list", "--json", "--config", str(good))
+    assert r.returncode == 0, r.stderr
+    assert {b["name"] for b in json.loads(r.stdout)} == {"fwd", "idle"}
+    r = run("status", "fwd", "--json", RELAYMQ_CLI_CONFIG=str(good))
+    assert r.returncode == 0 and json.loads(r.stdout)["name"] == "fwd", r.stderr
+    xdg = tmp_path / "xdg"
+    (xdg / "relaymq").mkdir(parents=True)
+    (xdg / "relaymq" / "cli.toml").write_text(good.read_text())
+    r = run("status", "fwd", "--json", XDG_CONFIG_HOME=str(xdg))
+    assert r.returncode == 0 and json.loads(r.stdout)["name"] == "fwd", r.stderr
+
+    # the file names a wrong password and a dead URL: options and environment win
+    stale = tmp_path / "stale.toml"
+    stale.write_text(f'url = "http://127.0.0.1:{free_port()}"\nuser = "{ADMIN[0]}"\n'
+                     'password = "wrong"\n')
+    r = run("list", "--json", "--config", str(stale))
+    assert r.returncode == 1 and "cannot reach the console" in r.stderr, r.stderr
+    r = run("list", "--json", "--config", str(stale), "--url", broker.url)
+    assert r.returncode == 1 and r.stderr.startswith("Error: 401"), r.stderr
+    r = run("list", "--json", "--config", str(stale), "--url", broker.url,
+            RELAYMQ_PASSWORD=ADMIN[1])
+    assert r.returncode == 0, r.stderr
+    r = run("list", "--json", "--config", str(stale), RELAYMQ_CONSOLE_URL=broker.url,
+            RELAYMQ_PASSWORD="wrong-too")
+    assert r.returncode == 1 and "401" in r.stderr, r.stderr
+    r = run("list", "--json", "--config", str(stale), "--password", ADMIN[1],
+            RELAYMQ_CONSOLE_URL=broker.url, RELAYMQ_PASSWORD="wrong-too")
+    assert r.returncode == 0, r.stderr
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("url = [unclosed\n")
+    r = run("list", "--config", str(bad))
+    assert r.returncode == 1 and "not valid TOML" in r.stderr and len(r.stderr.splitlines()) == 1
+    bad.write_text('url = "x"\ncolour = "red"\n')
+    r = run("list", "--config", str(bad))
+    assert r.returncode == 1 and "unknown setting(s) colour" in r.stderr, r.stderr
+    r = run("list", "--config", str(tmp_path / "missing.toml"))
+    assert r.returncode == 1 and "cannot read" in r.stderr, r.stderr

@@ -3,8 +3,10 @@ broker, through its console's REST API (relaymq-console, ``/api/v1/bridges``).
 
 Every command takes ``--url`` (default http://127.0.0.1:8161, env
 RELAYMQ_CONSOLE_URL), ``--user``/``--password`` (env RELAYMQ_USER /
-RELAYMQ_PASSWORD, a relaymq-auth user; changes need the console's admin group)
-and ``--json``. A refusal prints the console's error and exits 1.
+RELAYMQ_PASSWORD, a relaymq-auth user; changes need the console's admin group),
+``--config`` (the admin CLI's TOML file, env RELAYMQ_CLI_CONFIG, else
+~/.config/relaymq/cli.toml) and ``--json``. A refusal prints the console's error
+and exits 1.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from urllib.parse import quote
 
 import click
 import httpx
+from relaymq.cli_config import DEFAULT_URL, config_option, resolve
 
 LIST_COLUMNS = ["name", "state", "quality_of_service", "forwarded", "failures", "retries",
                 "last_error"]
@@ -24,15 +27,19 @@ STATUS_FIELDS = ["name", "state", "quality_of_service", "source", "target", "for
 
 
 def remote_options(f: Any) -> Any:
+    """--url, --user, --password, --json and --config, as the admin CLI takes them."""
     f = click.option("--json", "as_json", is_flag=True, help="JSON output.")(f)
     f = click.option("--password", envvar="RELAYMQ_PASSWORD", help="Console password.")(f)
     f = click.option("--user", envvar="RELAYMQ_USER", help="Console user (relaymq-auth).")(f)
-    f = click.option("--url", envvar="RELAYMQ_CONSOLE_URL", default="http://127.0.0.1:8161",
-                     show_default=True, help="The broker's console (relaymq-console).")(f)
-    return f
+    f = click.option("--url", envvar="RELAYMQ_CONSOLE_URL",
+                     help=f"The broker's console (relaymq-console; default {DEFAULT_URL}).")(f)
+    return config_option(f)
 
 
-def call(url: str, user: str | None, password: str | None, method: str, path: str) -> Any:
+def call(url: str | None, user: str | None, password: str | None, method: str, path: str) -> Any:
+    """One request to the console, with the option > environment > config file
+    precedence of `relaymq.cli_config`."""
+    url, user, password = resolve(url, user, password)
     auth = (user, password or "") if user else None
     try:
         with httpx.Client(base_url=url.rstrip("/"), auth=auth, timeout=30) as http:
@@ -68,7 +75,7 @@ def _path(name: str, action: str = "") -> str:
 def add_remote_commands(group: click.Group) -> None:
     @group.command("list")
     @remote_options
-    def bridge_list(url: str, user: str | None, password: str | None, as_json: bool) -> None:
+    def bridge_list(url: str | None, user: str | None, password: str | None, as_json: bool) -> None:
         """The bridges of a running broker with their state and counts."""
         items = call(url, user, password, "GET", "/api/v1/bridges")["items"]
         if as_json:
@@ -81,7 +88,7 @@ def add_remote_commands(group: click.Group) -> None:
     @group.command("status")
     @click.argument("name")
     @remote_options
-    def bridge_status(name: str, url: str, user: str | None, password: str | None,
+    def bridge_status(name: str, url: str | None, user: str | None, password: str | None,
                       as_json: bool) -> None:
         """One bridge's state, counts, connections and last error."""
         info = call(url, user, password, "GET", _path(name))
@@ -96,7 +103,7 @@ def add_remote_commands(group: click.Group) -> None:
         @group.command(action, help=doc)
         @click.argument("name")
         @remote_options
-        def command(name: str, url: str, user: str | None, password: str | None,
+        def command(name: str, url: str | None, user: str | None, password: str | None,
                     as_json: bool) -> None:
             info = call(url, user, password, "POST", _path(name, action))
             if as_json:
