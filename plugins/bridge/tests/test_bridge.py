@@ -349,3 +349,49 @@ async def test_a_target_that_refuses_the_messages_is_retried_then_reported() -> 
                 await host.stop()
     finally:
         await target.stop()
+
+
+@pytest.mark.parametrize("scheme", ["amqp", "stomp"])
+async def test_a_missing_target_queue_on_a_broker_that_refuses_creation(scheme: str) -> None:
+    """A target broker whose authorization refuses creating destinations (ActiveMQ's
+    `admin` permission): a bridge to a queue that does not exist there fails with the
+    reason, retries as configured, then stops; the message stays on the source, the
+    hosting broker serves its clients, and a bridge to an existing queue forwards."""
+    from relaymq.hookspecs import hookimpl
+
+    class NoCreate:
+        @hookimpl
+        def relaymq_authorize(self, principal: Any, action: str, destination: Any) -> bool | None:
+            return False if action == "admin" else None
+
+    target = Broker(load_config_text(f"""<broker persistent="false"><transportConnectors>
+<transportConnector uri="{scheme}://127.0.0.1:0"/><transportConnector uri="amqp://127.0.0.1:0"/>
+</transportConnectors>
+<destinations><queue physicalName="present"/></destinations></broker>""", "xml"), strict=True)
+    target.plugins.register(NoCreate())
+    await target.start()
+    try:
+        async with running_broker(None, "amqp://127.0.0.1:0") as source:
+            host = await host_with(f"""<bridges>
+  <bridge name="missing" source-uri="{url(source, 'amqp')}" source-destination="queue://a"
+          target-uri="{url(target, scheme)}" target-destination="queue://absent"
+          failure-retry-interval="20" max-retries="2" send-timeout="5000"/>
+  <bridge name="present" source-uri="{url(source, 'amqp')}" source-destination="queue://b"
+          target-uri="{url(target, scheme)}" target-destination="queue://present"
+          failure-retry-interval="20"/>
+</bridges>""", "amqp://127.0.0.1:0")
+            try:
+                bridge = manager_of(host).get("missing")
+                await produce(url(source, "amqp"), "queue://a", 1)
+                await produce(url(source, "amqp"), "queue://b", 2)
+                await until(lambda: bridge.state is BridgeState.FAILED, what="the bridge to give up")
+                assert bridge.info()["failures"] == 3 and bridge.forwarded == 0
+                assert "absent" in (bridge.last_error or ""), bridge.last_error
+                await until(lambda: source.queue_size("a") == 1, what="the message kept on the source")
+                await until(lambda: target.queue_size("present") == 2, what="the other bridge")
+                assert "absent" not in {q for q in target.region.queues}
+                await host_serves_clients(host)
+            finally:
+                await host.stop()
+    finally:
+        await target.stop()

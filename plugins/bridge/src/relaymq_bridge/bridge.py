@@ -106,6 +106,7 @@ class Bridge:
         self._first_at = 0.0
         self._wake = asyncio.Event()
         self._failure: str | None = None
+        self._refused = False  # the last failure: the target refused a batch
         self._paused = False
         self._resumed = asyncio.Event()
         self._resumed.set()
@@ -186,11 +187,16 @@ class Bridge:
         await self._done.wait()
 
     async def _run(self) -> None:
-        attempts = 0
+        attempts = refused_attempts = 0
         try:
             while not self._stopping:
+                progress = self.forwarded + self.skipped
+                self._refused = False
                 try:
                     await self._setup()
+                    # connected: a later failure starts a new count, unless it is the
+                    # target refusing what it is sent before anything got through (that
+                    # does not heal by connecting again: max-retries applies to it)
                     attempts = 0
                     self._set_state(BridgeState.PAUSED if self._paused else BridgeState.RUNNING)
                     log.info("bridge %s: forwarding %s %s -> %s %s (%s)", self.name,
@@ -209,7 +215,10 @@ class Bridge:
                 await self._teardown()
                 if self._stopping:
                     break
+                if self._refused and self.forwarded + self.skipped == progress:
+                    attempts = refused_attempts
                 attempts += 1
+                refused_attempts = attempts if self._refused else 0
                 if 0 <= self.config.max_retries < attempts:
                     self._set_state(BridgeState.FAILED)
                     log.error("bridge %s stopped after %d failed attempt(s): %s", self.name,
@@ -391,10 +400,12 @@ class Bridge:
         if qos is QualityOfService.AT_MOST_ONCE:
             if refused:
                 self.lost += len(refused)
+                self._refused = True
                 raise BridgeFailure(f"{len(refused)} message(s) of a batch were not accepted by "
                                     f"the target and are lost (AT_MOST_ONCE): {_why(refused[0])}")
             return
         if refused:
+            self._refused = True
             raise BridgeFailure(f"the target did not accept {len(refused)} of {len(results)} "
                                 f"message(s): {_why(refused[0])}; the batch will be sent again")
         if self._failure is not None:
