@@ -79,7 +79,7 @@ async def test_prefetch_zero_pulls_one_at_a_time(make_broker, connect):
     c = await p.consumer("queue://PULL", prefetch=0, ack_mode="individual")
     assert b.destination_stats()["queue://PULL"]["dispatched"] == 0  # nothing is pushed
     assert c._inbox.qsize() == 0
-    m = await c.receive(0.5)
+    m = await c.receive(10)
     assert m.text == "0"
     assert c._inbox.qsize() == 0
     other = await (await connect(b)).consumer("queue://PULL", prefetch=10, ack_mode="individual")
@@ -165,7 +165,7 @@ async def test_invalid_selector_rejected_at_consumer_creation(make_broker, conne
         await p.consumer("queue://X", selector="color = ")
     await p.send("queue://X", "still works")
     c = await p.consumer("queue://X")
-    assert (await c.receive(0.5)).text == "still works"
+    assert (await c.receive(10)).text == "still works"
 
 
 async def test_temporary_queue_deleted_with_its_connection(make_broker, connect):
@@ -178,7 +178,7 @@ async def test_temporary_queue_deleted_with_its_connection(make_broker, connect)
     other = await connect(b)
     await other.send(tmp, "reply")
     c = await owner.consumer(tmp)
-    assert (await c.receive(0.5)).text == "reply"
+    assert (await c.receive(10)).text == "reply"
     await owner.close()
     assert tmp not in b.region.queues
     with pytest.raises(DestinationError):

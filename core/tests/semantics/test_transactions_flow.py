@@ -64,7 +64,7 @@ async def test_transaction_commits_sends_and_acks_together(make_broker, connect)
     worker = await connect(b)
     c = await worker.consumer("queue://IN", ack_mode="individual")
     async with worker.transaction():
-        m = await c.receive(0.5)
+        m = await c.receive(10)
         await worker.send("queue://OUT", m.text.upper())
         m.ack()
     assert b.queue_size("IN") == 0 and b.queue_size("OUT") == 1

@@ -15,6 +15,7 @@ import pytest
 from relaymq.broker.broker import Broker
 from relaymq.client import ClientConsumer
 from relaymq.config.loader import load_config_text
+from relaymq.testing.barriers import before_marker
 
 #: A selector-aware virtual topic whose consumer queues exist from the start
 #: (declared, as <destinations> does in ActiveMQ), so they survive a restart of
@@ -65,10 +66,19 @@ async def start() -> AsyncIterator[StartBroker]:
         await broker.stop()
 
 
-async def _texts(consumer: ClientConsumer, timeout: float = 0.1) -> list[str]:
-    return [m.text for m in await consumer.receive_all(timeout)]
+async def _texts(consumer: ClientConsumer, *, properties: dict[str, Any] | None = None
+                 ) -> list[str]:
+    """The bodies `consumer` receives before a marker its connection sends to the
+    consumer's queue (`relaymq.testing.barriers`): a late or doubled copy counts.
+    A consumer with a selector needs marker `properties` that it selects."""
+    kernel = consumer.consumer
+    if kernel.selector is not None and properties is None:
+        raise AssertionError(f"texts() needs marker properties that {kernel.selector_text!r} "
+                             f"selects")
+    return await before_marker(consumer._conn, str(kernel.destination), consumer,
+                               properties=properties)
 
 
 @pytest.fixture
-def texts() -> Callable[[ClientConsumer], Awaitable[list[str]]]:
+def texts() -> Callable[..., Awaitable[list[str]]]:
     return _texts
