@@ -82,6 +82,17 @@ def test_xml_model() -> None:
     assert cfg.setting("queueReceiverIdleTimeout") == 60000
 
 
+def test_configuration_map_is_typed_as_artemis_sends_it() -> None:
+    cfg, _ = _federation(XML.replace(
+        '<property key="addressReceiverIdleTimeout" value="500"/>',
+        '<property key="addressReceiverIdleTimeout" value="500"/>'
+        '<property key="ignoreQueueConsumerFilters" value="true"/>'), "xml")
+    m = cfg.to_configuration_map()
+    assert m["addressReceiverIdleTimeout"] == 500 and m["amqpCredits"] == 1000
+    assert m["ignoreQueueConsumerFilters"] is True and m["ignoreQueueConsumerPriorities"] is True
+    assert m["tunnel-core-messages"] is False
+
+
 def test_yaml_gives_the_same_model() -> None:
     assert _federation(YAML, "yaml")[0] == _federation(XML, "xml")[0]
 

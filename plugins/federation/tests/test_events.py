@@ -15,16 +15,17 @@ REMOTE_QUEUE = ('<federation><remote-queue-policy name="work"><include queue-mat
 LOCAL_ADDRESS = ('<federation><local-address-policy name="news"><include address-match="news.#"/>'
                  '</local-address-policy></federation>')
 
-#: anonymous clients (the federation's consumers among them) may read news.# but
-#: not create it; "pub" creates and publishes
+#: no anonymous clients; "fed" (the federation's user: its consumers act as it) may
+#: read news.# but not create it; "pub" creates and publishes
 SECURED = """
-<simpleAuthenticationPlugin anonymousAccessAllowed="true">
-  <users><authenticationUser username="pub" password="pub" groups="apps"/></users>
+<simpleAuthenticationPlugin anonymousAccessAllowed="false">
+  <users><authenticationUser username="pub" password="pub" groups="apps"/>
+    <authenticationUser username="fed" password="fed" groups="feds"/></users>
 </simpleAuthenticationPlugin>
 <authorizationPlugin><map><authorizationMap><authorizationEntries>
-  <authorizationEntry topic="news.>" read="anonymous,apps" write="apps" admin="apps"/>
-  <authorizationEntry topic="ActiveMQ.Advisory.>" read="anonymous,apps" write="anonymous,apps"
-      admin="anonymous,apps"/>
+  <authorizationEntry topic="news.>" read="feds,apps" write="apps" admin="apps"/>
+  <authorizationEntry topic="ActiveMQ.Advisory.>" read="feds,apps" write="feds,apps"
+      admin="feds,apps"/>
 </authorizationEntries></authorizationMap></map></authorizationPlugin>"""
 
 
@@ -59,12 +60,12 @@ def test_remote_queue_policy_gets_its_receiver_when_the_queue_appears_on_the_sen
 
 def test_address_receiver_waits_for_an_address_it_may_not_create(brokers: Brokers) -> None:
     brokers.start("a", plugins=SECURED)
-    brokers.start("b", connection_xml("a", brokers.port("a"), LOCAL_ADDRESS))
+    brokers.start("b", connection_xml("a", brokers.port("a"), LOCAL_ADDRESS, user="fed"))
     wait_for_log(brokers, "b", "federation to-a: events receiver attached")
     pub = {"user": "pub", "password": "pub", "allowed_mechs": "PLAIN"}
     with client(brokers.url("b")) as cb:
         sub = cb.create_receiver("topic://news.late", credit=10)
-        # the federation may read news.late on A but not create it
+        # the federation's user may read news.late on A but not create it
         wait_for_log(brokers, "b", "receiver for news.late not attached")
         assert "address news.late does not exist" in brokers.procs["b"].output()
         send(brokers.url("a"), "topic://news.late", ["creates the address"], **pub)

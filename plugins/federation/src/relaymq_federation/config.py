@@ -175,8 +175,22 @@ class FederationConfig:
         return self.properties.get(key, DEFAULTS.get(key))
 
     def to_configuration_map(self) -> dict[str, Any]:
-        """``federation-configuration``: what the control link tells the peer."""
-        return dict(self.properties)
+        """``federation-configuration``: what the control link tells the peer,
+        typed as Artemis sends it (numbers and booleans, Artemis' defaults for
+        what is not set); RelayMQ never tunnels core messages."""
+        out: dict[str, Any] = {}
+        for key, value in {**DEFAULTS, **self.properties}.items():
+            default = DEFAULTS.get(key)
+            try:
+                if isinstance(default, bool):
+                    value = _bool(value, key)
+                elif isinstance(default, int):
+                    value = int(str(value).strip())
+            except (ConfigError, ValueError):
+                pass  # sent as given; the peer judges it
+            out[key] = value
+        out["tunnel-core-messages"] = False
+        return out
 
 
 def _where(el: PluginElement) -> str:

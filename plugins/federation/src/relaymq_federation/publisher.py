@@ -11,8 +11,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from relaymq.broker.security import ConnectRequest
+from relaymq.broker.security import Principal
 from relaymq.model.message import Message
+
+from relaymq_federation.kernel import FEDERATION, network_connection
 
 log = logging.getLogger("relaymq.federation")
 
@@ -22,8 +24,11 @@ Done = Callable[[BaseException | None], Any]
 class LocalPublisher:
     """One network kernel connection and one ordered send loop."""
 
-    def __init__(self, broker: Any, label: str, origin: str | None) -> None:
+    def __init__(self, broker: Any, label: str, origin: str | None,
+                 principal: Principal = FEDERATION) -> None:
         self.broker = broker
+        #: whose rights the messages are routed with (`kernel`)
+        self.principal = principal
         self.label = label
         self.origin = origin
         self._kconn: Any = None
@@ -34,9 +39,8 @@ class LocalPublisher:
 
     async def connection(self) -> Any:
         if self._kconn is None or self._kconn.closed:
-            self._kconn = await self.broker.connect(
-                ConnectRequest(transport="federation", remote_address=self.label),
-                network=True, origin=self.origin)
+            self._kconn = network_connection(self.broker, self.principal, self.label,
+                                             self.origin, transport="federation")
         return self._kconn
 
     def reset(self) -> None:

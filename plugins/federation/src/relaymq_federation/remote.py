@@ -29,6 +29,7 @@ from relaymq_amqp.initiated import attach_receiver
 
 from relaymq_federation import wire
 from relaymq_federation.config import DEFAULTS, AddressPolicy, QueuePolicy
+from relaymq_federation.kernel import principal_of
 from relaymq_federation.policies import PolicyRunner
 from relaymq_federation.publisher import LocalPublisher
 
@@ -68,7 +69,9 @@ class RemotePolicies:
         self.configuration = configuration
         self.remote_id: str | None = link.remote_container
         label = f"federation {self.name} (remote policies of {self.remote_id})"
-        self.publisher = LocalPublisher(broker, label, self.remote_id)
+        # what the peer's side sends in is routed with the rights of the user it
+        # authenticated as (it chose the policies)
+        self.publisher = LocalPublisher(broker, label, self.remote_id, principal_of(link))
         peer = _PeerConnection(link, self.setting)
         self.runner = PolicyRunner(broker, peer, name=self.name, node_id=node_id(broker),
                                    setting=self.setting, publisher=self.publisher,

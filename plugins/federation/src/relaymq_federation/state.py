@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from relaymq.broker.security import ConnectRequest
-
 from relaymq_federation.config import AddressPolicy, QueuePolicy
+from relaymq_federation.kernel import network_connection, principal_of
 
 CONTROL_CREDIT = 10
 PRECONDITION = "amqp:precondition-failed"
@@ -31,11 +30,12 @@ class PeerState:
         self.missing: set[tuple[str, str | None]] = set()
         self.watch: asyncio.Task[None] | None = None
 
-    async def kernel(self, broker: Any, remote: str | None, label: str) -> Any:
+    async def kernel(self, link: Any) -> Any:
+        """The kernel connection the peer's receivers consume with (as the
+        peer's user, see `kernel`)."""
         if self.kconn is None or self.kconn.closed:
-            self.kconn = await broker.connect(
-                ConnectRequest(transport="amqp-federation", remote_address=label),
-                network=True, origin=remote)
+            self.kconn = network_connection(link.broker, principal_of(link), link.name,
+                                            link.remote_container)
         return self.kconn
 
     def release(self) -> None:

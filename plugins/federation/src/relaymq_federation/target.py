@@ -210,7 +210,7 @@ class _FederationSender:
         link = self.link
         try:
             dest, selector, priority = self._destination()
-            kconn = await self.state.kernel(link.broker, link.remote_container, link.name)
+            kconn = await self.state.kernel(link)
             if dest.is_topic:
                 self._check_address(kconn, dest)
             durable = self.durable
