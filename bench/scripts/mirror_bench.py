@@ -88,6 +88,11 @@ class Proc:
         profile = os.environ.get(f"MIRROR_BENCH_PROFILE_{self.name.upper()}")
         if profile:  # a cProfile of this broker, written when it stops
             cmd = [sys.executable, "-m", "cProfile", "-o", profile, *cmd]
+        spy = os.environ.get(f"MIRROR_BENCH_PYSPY_{self.name.upper()}")
+        if spy:  # a py-spy sample (native frames too: compiled modules), folded stacks
+            cmd = [shutil.which("py-spy") or "py-spy", "record", "--native", "-r", "250",
+                   "-f", "raw", "-o", spy, "--", *cmd]
+        self.spy = bool(spy)
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -107,7 +112,8 @@ class Proc:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            # py-spy writes its samples on SIGINT (and stops the broker)
+            self.proc.send_signal(signal.SIGINT if getattr(self, "spy", False) else signal.SIGTERM)
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
@@ -235,6 +241,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         out["source_overhead_us_per_msg"] = round((mirrored - base) / n * 1e6, 1)
         out["target_cpu_us_per_msg"] = round(target_cpu / n * 1e6, 1)
         plain.stop()
+        if args.cpu_only:
+            return out
         # 3: lag at a steady rate
         consumer = await Consumer().start(b.uri)
         total = int(args.rate * args.seconds)
@@ -272,6 +280,7 @@ def main() -> None:
     ap.add_argument("--backlog", type=int, default=100000)
     ap.add_argument("--store", choices=["kahadb", "memory"], default="kahadb")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--cpu-only", action="store_true", help="measurements 1-2 only")
     args = ap.parse_args()
     out = asyncio.run(run(args))
     if args.json:

@@ -58,6 +58,22 @@ def test_records_of_the_earlier_wrapped_form_are_read() -> None:
     assert back.message.body == b"old" and back.message.message_id == "ID:3"
     rem = decode_event(stored(encode_event(removed(msg, q, "queue://rec.old", 5, "acked", "p"))))
     assert type(rem) is MessageRemoved and (rem.seq, rem.reason, rem.origin) == (5, "acked", "p")
+    old = {"k": MessageRemoved.kind, "o": "p", "d": q.key, "key": "queue://rec.old", "seq": 6,
+           "r": "expired", "id": "ID:3", "durable": True}
+    rem = decode_event(stored(Message(b"", durable=True, properties={"feed": json.dumps(old)})))
+    assert type(rem) is MessageRemoved and (rem.seq, rem.reason, rem.origin) == (6, "expired", "p")
+    assert rem.message.message_id == "ID:3" and rem.destination == q
+
+
+def test_a_message_removed_record_has_no_properties_and_reads_back_equal() -> None:
+    q = Destination.queue("rec.rm")
+    msg = Message(b"gone", destination=q, message_id="ID:4", durable=False)
+    record = encode_event(removed(msg, q, "durable://c:s", 17, "killed", None))
+    assert record.properties == {} and record.annotations is None
+    rem = decode_event(stored(record))
+    assert type(rem) is MessageRemoved and rem.destination == q and rem.key == "durable://c:s"
+    assert (rem.seq, rem.reason, rem.origin) == (17, "killed", None)
+    assert (rem.message.message_id, rem.message.durable) == ("ID:4", False)
 
 
 async def test_a_spilled_cursor_reads_ahead_and_keeps_order_while_more_arrives(monkeypatch) -> None:  # type: ignore[no-untyped-def]

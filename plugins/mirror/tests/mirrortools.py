@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,8 @@ class BrokerProcess(RelaymqProcess):
     `console`, also relaymq-console on a free port, so a test reads the process's
     management listings (`api`) instead of guessing from the passing of time."""
 
-    def __init__(self, tmp: Path, name: str, mirrors: str = "", console: bool = False) -> None:
+    def __init__(self, tmp: Path, name: str, mirrors: str = "", console: bool = False,
+                 args: Sequence[str] = ()) -> None:
         self.tmp = tmp
         self.name = name
         self.port = free_port()
@@ -147,7 +149,7 @@ class BrokerProcess(RelaymqProcess):
         self.dir.mkdir(parents=True, exist_ok=True)
         self.mirrors = mirrors
         ports = [self.port] if self.http_port is None else [self.port, self.http_port]
-        super().__init__(self.dir / "activemq.xml", self.dir / "broker.log", ports)
+        super().__init__(self.dir / "activemq.xml", self.dir / "broker.log", ports, args=args)
 
     def api(self, path: str) -> Any:
         """GET `/api/v1/<path>` of this broker's console, as JSON."""

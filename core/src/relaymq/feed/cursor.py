@@ -13,8 +13,10 @@ costs disk, not memory, and never slows producers down.
 The record of a `MessageAdded` is the event's message itself (a shallow copy
 sharing its body and encoded bytes, so the store encodes it once, as it does the
 queue's copy) with the event's fields as JSON in the annotation `FEED_FIELD`;
-the record of any other event is an empty message whose `feed` property holds
-its fields (as every record did before: both forms are read back). A replayed
+the record of a `MessageRemoved` is a message typed `REMOVED_TYPE` whose body
+is its fields as a JSON list; the record of any other event is an empty message
+whose `feed` property holds its fields (as every record did before: every form
+is read back). A replayed
 `MessageRemoved` (read back from the store) carries a message with only its id,
 destination and persistence. Events of recovery (`recovered=True`)
 are not captured: a cursor records changes, not the broker's restarts.
@@ -52,6 +54,8 @@ PAGE = 1_000
 PREFETCH_AT = PAGE // 2
 #: the annotation that makes a stored message a `MessageAdded` record (its fields as JSON)
 FEED_FIELD = "x-relaymq-feed"
+#: the `type` of a `MessageRemoved` record: its fields are the body, a JSON list
+REMOVED_TYPE = "x-relaymq-feed-removed"
 _to_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
@@ -169,6 +173,28 @@ class DurableSubscription:
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
 
+    def take(self, limit: int) -> list[tuple[int, ChangeEvent]]:
+        """Up to `limit` (sequence number, event) pairs that are in memory now,
+        without waiting (none when the next must be read from the store or has
+        not happened yet: then `get`). A reader of a long run of events takes
+        them a batch at a time instead of awaiting `get` for each."""
+        buf = self._buffer
+        if self._spilled and len(buf) <= PREFETCH_AT:
+            self._prefetch_page()
+        out: list[tuple[int, ChangeEvent]] = []
+        position = self.position
+        delivered = self._delivered
+        while buf and len(out) < limit:
+            item = buf.popleft()
+            seq = item[0]
+            if seq <= position:
+                continue
+            position = seq
+            delivered.append(seq)
+            out.append(item)
+        self.position = position
+        return out
+
     def __aiter__(self) -> DurableSubscription:
         return self
 
@@ -234,8 +260,11 @@ class DurableSubscription:
 
 # -- the stored form of an event ---------------------------------------------------------
 def encode_event(ev: ChangeEvent) -> Message:
-    if ev.__class__ is MessageAdded:
+    cls = ev.__class__
+    if cls is MessageAdded:
         return _added_record(ev)  # type: ignore[arg-type]
+    if cls is MessageRemoved:
+        return _removed_record(ev)  # type: ignore[arg-type]
     fields: dict[str, Any] = {"k": ev.kind, "o": ev.origin}
     if isinstance(ev, MessageRemoved):
         m = ev.message
@@ -252,6 +281,23 @@ def encode_event(ev: ChangeEvent) -> Message:
         fields["set"] = {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
                          for k, v in ev.settings.items()}
     return Message(b"", durable=True, properties={"feed": json.dumps(fields)})
+
+
+def _removed_record(ev: MessageRemoved) -> Message:
+    """An acknowledgement, the most frequent record after sends: its fields as a
+    JSON list in the body of a message typed `REMOVED_TYPE` (no properties, so
+    the store encodes no JSON map around JSON)."""
+    m = ev.message
+    body = _to_json([ev.origin, ev.destination.key, ev.key, ev.seq, ev.reason, m.message_id,
+                     m.durable]).encode()
+    return Message(body, durable=True, type=REMOVED_TYPE)
+
+
+def _decode_removed(record: Message) -> ChangeEvent:
+    origin, dkey, key, seq, reason, mid, durable = json.loads(record.body)
+    dest = Destination.parse(dkey)
+    msg = Message(b"", destination=dest, message_id=mid, durable=bool(durable))
+    return removed(msg, dest, key, seq, reason, origin)
 
 
 def _added_record(ev: MessageAdded) -> Message:
@@ -281,6 +327,8 @@ def _decode_added(record: Message, fields: str) -> ChangeEvent:
 
 
 def decode_event(record: Message) -> ChangeEvent:
+    if record.type == REMOVED_TYPE:
+        return _decode_removed(record)
     ann = record.annotations
     if ann:
         fields = ann.get(FEED_FIELD)

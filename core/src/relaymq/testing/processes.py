@@ -24,16 +24,17 @@ class RelaymqProcess:
     exits first or the bound runs out)."""
 
     def __init__(self, config: Path, log: Path, ports: Sequence[int] = (),
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, args: Sequence[str] = ()) -> None:
         self.config = config
         self.log = log
         self.ports = list(ports)
         self.env = env
+        self.args = list(args)  # more `relaymq run` arguments (``-D name=value``)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, *, wait: bool = True, timeout: float = 60.0) -> RelaymqProcess:
         with open(self.log, "ab") as out:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(self.config)],
+            self.proc = subprocess.Popen([RELAYMQ, "run", "--config", str(self.config), *self.args],
                                          stdout=out, stderr=subprocess.STDOUT, env=self.env)
         if wait:
             self.wait_listening(timeout)

@@ -260,44 +260,37 @@ class MirrorSource:
             for data in msgs:
                 send(position, data)
         getter: asyncio.Task[Any] | None = None
-        turn = 0
         try:
             while not lost.done() and not self._stopping:
-                turn += 1
-                if turn >= YIELD_EVERY:
-                    # events waiting in the cursor come without a pause: give the loop
-                    # a turn, so what is encoded so far goes out while more is read
-                    turn = 0
-                    await asyncio.sleep(0)
-                if len(self._unacked) >= window:
+                room = window - len(self._unacked)
+                if room <= 0:
                     wake.clear()
                     waker: asyncio.Future[Any] = loop.create_task(wake.wait())
                     await asyncio.wait([lost, waker], return_when=asyncio.FIRST_COMPLETED)
                     waker.cancel()
                     continue
                 cursor = self.cursor
-                if getter is None and cursor.pending > 0:
-                    event = await cursor.get()  # waiting events: no task, no wait
-                else:
-                    if getter is None:
-                        getter = loop.create_task(cursor.get())
-                    await asyncio.wait([getter, lost], return_when=asyncio.FIRST_COMPLETED)
-                    if not getter.done():
-                        continue
-                    event = getter.result()
-                    getter = None
-                position = self.cursor.position
-                msgs = self.encode(event)
-                self._read_upto = position
-                if not msgs:
-                    self._schedule_ack()
+                batch = cursor.take(min(room, YIELD_EVERY)) if getter is None else []
+                if batch:
+                    # the events in memory now, a batch at a time: no await per event
+                    for position, event in batch:
+                        try:
+                            self._forward(position, event, send)
+                        except Exception:  # noqa: BLE001 - one bad event, not the batch
+                            log.exception("mirror %s: event %d cannot be sent; skipped",
+                                          self.name, position)
+                    # give the loop a turn, so what is encoded so far goes out (and
+                    # settlements come back) while more is read
+                    await asyncio.sleep(0)
                     continue
-                self._unacked[position] = msgs
-                self._outstanding[position] = len(msgs)
-                if type(event) is MessageAdded:
-                    self._stamps[position] = event.message.timestamp
-                for data in msgs:
-                    send(position, data)
+                if getter is None:
+                    getter = loop.create_task(cursor.get())
+                await asyncio.wait([getter, lost], return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    continue
+                event = getter.result()
+                getter = None
+                self._forward(cursor.position, event, send)
         finally:
             if getter is not None:
                 if getter.done() and not getter.cancelled() and getter.exception() is None:
@@ -311,6 +304,21 @@ class MirrorSource:
                 else:
                     getter.cancel()
             self._lost = None
+
+    def _forward(self, position: int, event: Any, send: Any) -> None:
+        """Send the event at cursor `position` (or note it handled, when it is not
+        for the target)."""
+        msgs = self.encode(event)
+        self._read_upto = position
+        if not msgs:
+            self._schedule_ack()
+            return
+        self._unacked[position] = msgs
+        self._outstanding[position] = len(msgs)
+        if type(event) is MessageAdded:
+            self._stamps[position] = event.message.timestamp
+        for data in msgs:
+            send(position, data)
 
     def _settled(self, position: int, result: Any) -> None:
         if isinstance(result, BaseException) or position not in self._unacked:

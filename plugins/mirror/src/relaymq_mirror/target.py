@@ -34,6 +34,7 @@ from relaymq_amqp.mapping import destination_for, to_kernel
 from relaymq_amqp.scanner import scan
 
 from relaymq_mirror import wire
+from relaymq_mirror.retries import ack_retries
 from relaymq_mirror.state import applied, target_index
 from relaymq_mirror.wire import BadEvent, Incoming
 
@@ -79,7 +80,11 @@ class MirrorTarget:
         self.kconn: ClientConnection | None = None
         self._queue: deque[tuple[Any, bytes]] = deque()
         self._running = False
-        self._stores: list[Any] = []  # store writes of routed messages not yet done
+        #: store writes of routed messages not yet done (each leaves when done)
+        self._stores: set[Any] = set()
+        #: the last store write's awaitable and the deliveries it settles when done
+        self._group_of: Any = None
+        self._group: list[Any] = []
         #: postAcks read and not applied yet: applied together after one wait for the
         #: store writes of the messages routed before them
         self._acks: list[tuple[Any, Incoming]] = []
@@ -88,8 +93,12 @@ class MirrorTarget:
         self.rejected = 0
         self.acks_not_found = 0
         self._warned: set[str] = set()
-        #: postAck retries not done yet: cancelled when the link goes (the broker stops)
-        self._retries: set[asyncio.Task[None]] = set()
+        #: postAcks waiting for their message, kept in the store (every link's)
+        self.retries = ack_retries(self.broker)
+        #: this link's task that tries them again: cancelled when the link goes
+        self._retry_task: asyncio.Task[None] | None = None
+        self._retry_wake = asyncio.Event()
+        self._poke = False  # a message a pending postAck names is being stored
 
     # -- attach ----------------------------------------------------------------------
     def attach(self) -> None:
@@ -156,14 +165,17 @@ class MirrorTarget:
         log.info("mirror link %s from broker %s detached", self.link.name, self.source_id)
         self._queue.clear()
         self._acks.clear()
-        for task in self._retries:
+        task, self._retry_task = self._retry_task, None
+        if task is not None:
             task.cancel()
-        self._retries.clear()
 
     async def _run(self) -> None:
         queue = self._queue
         turn = 0
         try:
+            if not self.retries.loaded:
+                await self.retries.load()  # what a previous run of this broker left
+            self._start_retries()
             while not self.link.closed:
                 if queue and len(self._acks) < MAX_ACKS:
                     delivery, data = queue.popleft()
@@ -246,6 +258,7 @@ class MirrorTarget:
         await self._drain()  # a postAck finds every message routed before it
         index = target_index(self.broker)
         groups: dict[tuple[str, str], tuple[Any, list[int], list[Any]]] = {}
+        later: list[tuple[Any, tuple[str, str, str, int, str]]] = []
         for delivery, inc in acks:
             if self.link.closed:
                 return
@@ -263,9 +276,8 @@ class MirrorTarget:
                     self._settled(delivery)
                     continue
                 seq = await index.find(holder, ident)
-                if seq is None:  # not here (yet): tried again in the background
-                    self._retry_later(holder, ident, reason)
-                    self._settled(delivery)
+                if seq is None:  # not here (yet): kept (stored), tried again in the background
+                    later.append((delivery, (self.source_id, address, queue_name, ident, reason)))
                     continue
                 index.forget(holder.key, ident)
                 applied(self.broker).ack(holder.key, seq, self.source_id)
@@ -279,10 +291,27 @@ class MirrorTarget:
             except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
                 log.exception("mirror link %s: applying a postAck failed", self.link.name)
                 self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+        if later:
+            await self._keep_for_later(later)
         if groups:
             await asyncio.gather(*(self._remove_group(reason, holder, seqs, deliveries)
                                    for (_key, reason), (holder, seqs, deliveries)
                                    in groups.items()))
+
+    async def _keep_for_later(self, later: list[tuple[Any, tuple[str, str, str, int, str]]]) -> None:
+        """Store postAcks whose message is not here yet, then accept them (Artemis
+        keeps them in its journal too): a restart of this broker does not lose them."""
+        error = None
+        try:
+            await self.retries.add([item for _, item in later])
+        except Exception as exc:  # noqa: BLE001 - refuse these events, keep the link
+            log.exception("mirror link %s: storing postAck retries failed", self.link.name)
+            error = f"{type(exc).__name__}: {exc}"
+        if self.link.closed:
+            return
+        for delivery, _ in later:
+            self._settled(delivery, error, "amqp:internal-error")
+        self._start_retries()
 
     async def _remove_group(self, reason: str, holder: Any, seqs: list[int],
                             deliveries: list[Any]) -> None:
@@ -299,7 +328,7 @@ class MirrorTarget:
             self._settled(delivery, error, "amqp:internal-error")
 
     async def _drain(self) -> None:
-        stores, self._stores = self._stores, []
+        stores, self._stores = list(self._stores), set()
         for s in stores:
             try:
                 await s
@@ -322,9 +351,13 @@ class MirrorTarget:
         except Exception as exc:  # noqa: BLE001 - undecodable or without an address
             raise BadEvent(f"the mirrored message cannot be read: {exc}") from None
         message.origin = origin
-        ann = dict(message.annotations or {})
-        ann[wire.ANNOTATION_ID] = ident
-        message.annotations = ann
+        if ident != wire.internal_id(message.message_id):
+            # an id that is not the hash of the message id (an Artemis journal id):
+            # kept with the message; otherwise `id_of` finds it again without a
+            # stored annotation (none to encode with every message)
+            ann = dict(message.annotations or {})
+            ann[wire.ANNOTATION_ID] = ident
+            message.annotations = ann
         props = dict(message.properties)
         props[DUPLICATE_ID] = f"{wire.MIRROR_ADDRESS}_{origin}:{ident}"
         message.properties = props
@@ -335,18 +368,39 @@ class MirrorTarget:
         except Exception as exc:  # noqa: BLE001 - refused by the kernel
             self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
             return
+        idents = self.retries.idents
+        if idents and ident in idents:
+            self._poke = True
         if stored is None:
             self._settled(delivery)
+            if self._poke:
+                self._poke = False
+                self._retry_wake.set()
+            return
+        if stored is self._group_of:
+            # the store writes a loop turn's messages together and hands each the
+            # same future: one callback settles them all (none per message)
+            self._group.append(delivery)
             return
         fut = asyncio.ensure_future(stored)
-        self._stores.append(fut)
+        self._stores.add(fut)
+        group = [delivery]
+        self._group_of = stored
+        self._group = group
 
         def done(f: asyncio.Future[Any]) -> None:
+            self._stores.discard(f)
+            if self._group is group:
+                self._group_of = None
+            if self._poke:
+                self._poke = False
+                self._retry_wake.set()  # a pending postAck's message may be here now
             err = None if not f.cancelled() and f.exception() is None else str(
                 f.exception() if not f.cancelled() else "cancelled")
             if self.link.closed:
                 return
-            self._settled(delivery, err, "amqp:internal-error")
+            for d in group:
+                self._settled(d, err, "amqp:internal-error")
 
         fut.add_done_callback(done)
 
@@ -394,24 +448,76 @@ class MirrorTarget:
         await holder.remove_messages([seq], reason)
         return True
 
-    def _retry_later(self, holder: Any, ident: int, reason: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._retry(holder, ident, reason))
-        self._retries.add(task)
-        task.add_done_callback(self._retries.discard)
+    def _start_retries(self) -> None:
+        """Try this source's pending postAcks again in the background (one task per link)."""
+        task = self._retry_task
+        if (task is None or task.done()) and not self.link.closed and \
+                self.retries.of(self.source_id):
+            self._retry_task = asyncio.get_running_loop().create_task(self._retry_loop())
 
-    async def _retry(self, holder: Any, ident: int, reason: str) -> None:
-        for _ in range(ACK_RETRIES):
-            await asyncio.sleep(ACK_RETRY_DELAY)
-            if await self._remove(holder, ident, reason):
+    async def _retry_loop(self) -> None:
+        """Every ACK_RETRY_DELAY, and at once when a message a pending postAck names
+        was stored, look for the messages of this source's pending postAcks. A
+        look counts as an attempt only while no message this link received is
+        still being stored (it may be the one); after ACK_RETRIES attempts (or
+        ten times as many looks) the postAck is given up: counted and logged."""
+        retries = self.retries
+        wake = self._retry_wake
+        delay, attempts = self._retry_settings()
+        while not self.link.closed:
+            if not retries.of(self.source_id):
                 return
+            try:
+                await asyncio.wait_for(wake.wait(), delay)
+                timed = False
+            except TimeoutError:
+                timed = True
+            wake.clear()
+            if self.link.closed:
+                return
+            busy = bool(self._stores)
+            finished = []
+            for ack in retries.of(self.source_id):
+                holder = self._holder(ack.address, ack.queue)
+                if holder is not None and await self._remove(holder, ack.ident, ack.reason):
+                    finished.append(ack)
+                    continue
+                if timed:
+                    ack.attempts += 1 if not busy else 0
+                    ack.looks += 1
+                    if ack.attempts >= attempts or ack.looks >= 10 * attempts:
+                        finished.append(ack)
+                        self._not_found(ack.ident, ack.queue)
+            if finished:
+                await retries.done(finished)
+
+    def _retry_settings(self) -> tuple[float, int]:
+        """(seconds between looks, attempts): Artemis' ``mirrorAckManagerRetryDelay``
+        (ms) and ``mirrorAckManagerQueueAttempts`` as broker properties (``-D``),
+        else ACK_RETRY_DELAY and ACK_RETRIES."""
+        props = getattr(getattr(self.broker, "config", None), "properties", None) or {}
+        delay, attempts = ACK_RETRY_DELAY, ACK_RETRIES
+        try:
+            if "mirrorAckManagerRetryDelay" in props:
+                delay = max(int(props["mirrorAckManagerRetryDelay"]), 1) / 1000.0
+            if "mirrorAckManagerQueueAttempts" in props:
+                attempts = max(int(props["mirrorAckManagerQueueAttempts"]), 1)
+        except (TypeError, ValueError):
+            if "bad-retry-settings" not in self._warned:
+                self._warned.add("bad-retry-settings")
+                log.warning("mirror: mirrorAckManagerRetryDelay and mirrorAckManagerQueueAttempts "
+                            "take whole numbers; using %d ms and %d", int(delay * 1000), attempts)
+        return delay, attempts
+
+    def _not_found(self, ident: int, queue: str) -> None:
         self.acks_not_found += 1
         if "ack-not-found" not in self._warned:
             self._warned.add("ack-not-found")
             log.warning("mirror link %s from %s: a postAck named message %d on %s, which is not "
                         "here (consumed here already, or never mirrored); further ones are "
-                        "counted, not logged", self.link.name, self.source_id, ident, holder.key)
+                        "counted, not logged", self.link.name, self.source_id, ident, queue)
         else:
-            log.debug("mirror: postAck for unknown message %d on %s", ident, holder.key)
+            log.debug("mirror: postAck for unknown message %d on %s", ident, queue)
 
     # -- addresses and queues ------------------------------------------------------------
     def _mark(self, key: str) -> None:
@@ -492,4 +598,5 @@ class MirrorTarget:
 
     def status(self) -> dict[str, Any]:
         return {"source": self.source_id, "link": self.link.name, "applied": self.applied,
-                "rejected": self.rejected, "acks_not_found": self.acks_not_found}
+                "rejected": self.rejected, "acks_not_found": self.acks_not_found,
+                "acks_pending": len(self.retries.of(self.source_id))}

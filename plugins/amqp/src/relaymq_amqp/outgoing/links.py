@@ -151,7 +151,7 @@ class Sender(_Link):
             if self.presettled:
                 pn.delivery_settle(d)
                 if fut is not None:
-                    _resolve(fut, Outcome("accepted"))
+                    _resolve(fut, _OUTCOMES[pn.ACCEPTED])
             elif fut is not None:
                 self._unsettled[d] = fut
         if sent:
@@ -171,7 +171,8 @@ class Sender(_Link):
             failed, undeliverable = pn.remote_modified_flags(d)
             outcome = Outcome("modified", None, failed, undeliverable)
         else:
-            outcome = Outcome(_STATES.get(state, "settled"))
+            # one shared (frozen) outcome per plain state: none made per settlement
+            outcome = _OUTCOMES.get(state) or _OUTCOMES[0]
         pn.delivery_settle(d)
         if fut is not None:
             _resolve(fut, outcome)
@@ -187,6 +188,10 @@ class Sender(_Link):
                 if waiting is not None:
                     _resolve(waiting, error)
 
+
+
+#: the outcomes without a condition, made once
+_OUTCOMES: dict[int, Outcome] = {state: Outcome(name) for state, name in _STATES.items()}
 
 
 def _resolve(waiter: _Waiter, result: Outcome | BaseException) -> None:
