@@ -172,6 +172,17 @@ def test_bad_requests_get_json_errors(console) -> None:
     assert r.status_code == 404 and r.json()["error"]
 
 
+def test_the_openapi_document_is_valid_openapi_3_0(console) -> None:
+    """Checked against the OpenAPI 3.0 meta-schema (the one schemathesis ships)."""
+    definitions = pytest.importorskip("schemathesis.specs.openapi.definitions")
+    doc = console.client().get("/api/v1/openapi.json").json()
+    assert doc["openapi"].startswith("3.0")
+    errors = [str(e) for e in definitions.OPENAPI_30_VALIDATOR.iter_errors(doc)]
+    assert errors == []
+    broken = dict(doc, paths={"/api/v1/x": {"get": {"summary": 1}}})
+    assert not definitions.OPENAPI_30_VALIDATOR.is_valid(broken)  # the check can fail
+
+
 def test_every_documented_path_answers_without_a_server_error(console) -> None:
     doc = console.client().get("/api/v1/openapi.json").json()
     assert doc["openapi"].startswith("3.") and doc["paths"]
