@@ -398,6 +398,8 @@ def main() -> int:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="console-10k-"))
     broker = Broker(tmp, args.store)
+    import relaymq_kahadb  # noqa: F401 - for status(): the packages the broker runs
+    import relaymq_stomp  # noqa: F401
     from relaymq.compiled import status
 
     compiled = [p for p, how in status().items() if "compiled" in str(how)]
