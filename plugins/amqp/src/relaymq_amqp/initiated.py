@@ -170,6 +170,23 @@ class InitiatedReceiver:
                 pn.link_detach(self.pn)
 
     # -- ours -------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Grant no more credit and drain what is granted; `resume` undoes it."""
+        self.window = 0
+        if self.conn.engine is not None and not self.closed:
+            pn.link_drain(self.pn, 0)
+            self.conn.want_flush()
+
+    def resume(self, credit: int) -> None:
+        """Top the credit up to `credit` again after `stop`."""
+        self.window = credit
+        if self.conn.engine is not None and not self.closed:
+            pn.link_set_drain(self.pn, False)
+            missing = credit - pn.link_credit(self.pn) - self._outstanding
+            if missing > 0:
+                pn.link_flow(self.pn, missing)
+            self.conn.want_flush()
+
     async def close(self) -> None:
         if self.closed:
             return

@@ -78,6 +78,8 @@ class Receivers:
         #: asked to retry while an attach was under way: retried at once if it fails
         self._retry_now: set[Hashable] = set()
         self.retry_delay = RETRY_DELAY
+        #: receivers without credit, their demand gone (detached after the idle timeout)
+        self._stopped: set[Hashable] = set()
         self.received = 0
         #: False until the control link is attached (the peer refuses receivers before)
         self.enabled = False
@@ -88,12 +90,23 @@ class Receivers:
         timer = self._idle.pop(key, None)
         if timer is not None:
             timer.cancel()
+        link = self.links.get(key)
+        if link is not None and key in self._stopped:
+            self._stopped.discard(key)
+            if not link.closed:
+                link.resume(self.credit)
         self.reconcile()
 
     def unwant(self, key: Hashable) -> None:
         self.wanted.discard(key)
         if key in self._idle or key not in self.links:
             return
+        link = self.links[key]
+        if not link.closed and hasattr(link, "stop"):
+            # as Artemis: no more credit once the demand is gone (a drain), the link
+            # stays idle until the timeout in case the demand comes back
+            link.stop()
+            self._stopped.add(key)
         loop = asyncio.get_running_loop()
         self._idle[key] = loop.call_later(self.idle_timeout, self._idle_expired, key)
 
@@ -101,6 +114,7 @@ class Receivers:
         self._idle.pop(key, None)
         if key in self.wanted:
             return
+        self._stopped.discard(key)
         link = self.links.pop(key, None)
         if link is not None and not link.closed:
             log.info("%s: no more demand for %s; receiver detached", self.label, self.describe(key))
@@ -163,6 +177,7 @@ class Receivers:
             self._refuse(key, link, missing)
             return
         self.links[key] = link
+        self._stopped.discard(key)
         self._refused_at.pop(key, None)
         log.info("%s: receiver attached for %s", self.label, self.describe(key))
         if key not in self.wanted and key not in self._idle:
@@ -215,6 +230,7 @@ class Receivers:
             timer.cancel()
         self._idle.clear()
         self.wanted.clear()
+        self._stopped.clear()
         for link in list(self.links.values()):
             if not link.closed:
                 await link.close()

@@ -296,3 +296,21 @@ class Receiver(_Link):
     def flow(self, credit: int) -> None:
         pn.link_flow(self.pn, credit)
         self.conn._flush()
+
+    def stop(self) -> None:
+        """Grant no more credit and drain what is granted (the peer sends what it
+        has now, then holds the rest); also after a reconnection. `resume` undoes it."""
+        self.window = 0
+        if self.pn is not None and self.conn._engine is not None and not self.closed:
+            pn.link_drain(self.pn, 0)
+            self.conn._flush()
+
+    def resume(self, credit: int) -> None:
+        """Top the credit up to `credit` again after `stop`."""
+        self.window = credit
+        if self.pn is not None and self.conn._engine is not None and not self.closed:
+            pn.link_set_drain(self.pn, False)
+            missing = credit - pn.link_credit(self.pn) - self._outstanding
+            if missing > 0:
+                pn.link_flow(self.pn, missing)
+            self.conn._flush()
