@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 from bridge_helpers import produce, until
 from relaymq.broker.broker import Broker
 from relaymq.config import load_config_text
-from relaymq.errors import ConfigError, PluginLoadError
 from relaymq.testing import running_broker
 from relaymq_bridge.manager import manager_of
 from relaymq_bridge.service import bridge_config
@@ -80,9 +78,41 @@ async def test_activemq_jms_bridge_connectors_map_to_bridges() -> None:
             await local.stop()
 
 
-async def test_java_connection_factories_are_refused_clearly() -> None:
-    config = load_config_text("""<broker persistent="false"><jmsBridgeConnectors>
-  <jmsQueueConnector outboundQueueConnectionFactory="#remoteFactory"/>
+async def test_an_unusable_connector_fails_alone() -> None:
+    """Java connection factories are refused clearly, and so is a connector without
+    outboundUri or with a bridge element it cannot have; each fails alone (state
+    failed, the reason in management), the broker and a good connector run; a bad
+    selector on one bridge of a connector fails that bridge only."""
+    async with running_broker(None, "amqp://127.0.0.1:0") as remote:
+        config = load_config_text(f"""<broker persistent="false">
+  <transportConnectors><transportConnector uri="amqp://127.0.0.1:0"/></transportConnectors>
+  <jmsBridgeConnectors>
+  <jmsQueueConnector name="java" outboundQueueConnectionFactory="#remoteFactory"/>
+  <jmsQueueConnector name="nouri"/>
+  <jmsQueueConnector name="mixed" outboundUri="amqp://127.0.0.1:1">
+    <outboundQueueBridges><outboundTopicBridge outboundTopicName="t"/></outboundQueueBridges>
+  </jmsQueueConnector>
+  <jmsQueueConnector name="good" outboundUri="amqp://{remote.connector_address('amqp')}">
+    <outboundQueueBridges>
+      <outboundQueueBridge outboundQueueName="remote.out" localQueueName="local.out"/>
+      <outboundQueueBridge outboundQueueName="remote.bad" selector="a = = 1"/>
+    </outboundQueueBridges>
+  </jmsQueueConnector>
 </jmsBridgeConnectors></broker>""", "xml")
-    with pytest.raises((ConfigError, PluginLoadError), match="give outboundUri"):
-        await Broker(config, strict=True).start()
+        local = Broker(config, strict=True)
+        await local.start()
+        try:
+            views = {b["name"]: b for b in manager_of(local).list()}
+            assert set(views) == {"java", "nouri", "mixed", "good:out:remote.out",
+                                  "good:out:remote.bad"}
+            for name, reason in [("java", "give outboundUri"), ("nouri", "needs outboundUri"),
+                                 ("mixed", "is not a queue bridge"),
+                                 ("good:out:remote.bad", "invalid selector")]:
+                assert views[name]["state"] == "failed", views[name]
+                assert reason in views[name]["last_error"], views[name]
+            connections = {c.name: c.state for c in local.management.broker_connections()}
+            assert connections["java"] == "failed"
+            await produce(f"amqp://{local.connector_address('amqp')}", "queue://local.out", 2)
+            await until(lambda: remote.queue_size("remote.out") == 2, what="the good bridge")
+        finally:
+            await local.stop()

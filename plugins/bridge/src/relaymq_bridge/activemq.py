@@ -58,6 +58,28 @@ class _Connector:
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any) -> _Connector:
+        """A connector that cannot be used (a Java connection factory, no
+        outboundUri, a bad bridge element) fails alone: it becomes one FAILED
+        bridge named after it, with the reason; the broker and its other bridges run.
+        A bad bridge of a usable connector (an invalid selector) fails that bridge."""
+        try:
+            return cls._build(element, broker)
+        except (ConfigError, ValueError) as exc:
+            if isinstance(exc, ValueError) and "bridge names must be unique" in str(exc):
+                raise
+            name = element.attributes.get("name") or f"{cls.kind}-connector"
+            why = str(exc)
+            log.error("<%s name=\"%s\"> will not run: %s", element.tag, name, why)
+            a = element.attributes
+            config = BridgeConfig(name=name, source_uri=a.get("localUri", "vm://localhost"),
+                                  source_destination="", target_uri=a.get("outboundUri", ""),
+                                  target_destination="", origin=element.origin)
+            bridge = Bridge(config, broker.outgoing, local_uri(broker), config_error=why)
+            manager_of(broker).add(bridge)
+            return cls([bridge], broker)
+
+    @classmethod
+    def _build(cls, element: PluginElement, broker: Any) -> _Connector:
         where = f"<{element.tag}>{at(element.origin)}"
         a = element.attributes
         refused = [n for n in _FACTORY_ATTRS if n in a]
@@ -76,8 +98,11 @@ class _Connector:
         specs: list[tuple[str, dict[str, str]]] = []
         for child in element.children:
             if child.tag == "reconnectionPolicy":
-                retry = int(child.attributes.get("initialReconnectDelay", retry))
-                retries = int(child.attributes.get("maxReconnectAttempts", retries))
+                try:
+                    retry = int(child.attributes.get("initialReconnectDelay", retry))
+                    retries = int(child.attributes.get("maxReconnectAttempts", retries))
+                except ValueError as exc:
+                    raise ConfigError(f"{where}: <reconnectionPolicy>: {exc}") from None
                 continue
             for b in child.children:
                 specs.append((b.tag, b.attributes))
@@ -116,9 +141,11 @@ class _Connector:
                 client_id=(a.get("outboundClientId") if inbound else a.get("localClientId"))
                 or (f"{name}-bridge" if sub else None),
                 origin=element.origin)
-            bridge = Bridge(config, broker.outgoing, local_uri(broker))
+            bridges.append(Bridge(config, broker.outgoing, local_uri(broker)))
+        for bridge in bridges:  # all or nothing: a bad element above fails the connector
+            if bridge.config_error is not None:
+                log.error("bridge %s will not run: %s", bridge.name, bridge.config_error)
             manager_of(broker).add(bridge)
-            bridges.append(bridge)
         return cls(bridges, broker)
 
     @property
