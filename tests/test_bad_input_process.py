@@ -425,6 +425,103 @@ def test_deep_selector_over_amqp(broker: BrokerProcess, bystanders: Bystanders, 
     bystanders.still_served()
 
 
+# -- STOMP by hand ----------------------------------------------------------------------------------
+
+STOMP_CONNECT = b"CONNECT\naccept-version:1.2\nhost:localhost\n\n\x00"
+#: frames beyond the limits of the broker under test (maxHeaderLength=1100000,
+#: maxFrameSize=4000000, 1000 headers), or that no parser may accept: (bytes, what the
+#: ERROR frame says)
+BAD_STOMP = {
+    "content-length beyond every limit": (
+        b"SEND\ndestination:/queue/bad\ncontent-length:99999999999999999999\n\nx\x00",
+        b"too large"),
+    "content-length not a number": (
+        b"SEND\ndestination:/queue/bad\ncontent-length:12abc\n\nx\x00", b"content-length"),
+    "negative content-length": (
+        b"SEND\ndestination:/queue/bad\ncontent-length:-5\n\nx\x00", b"content-length"),
+    "content-length without its NUL": (
+        b"SEND\ndestination:/queue/bad\ncontent-length:1\n\nxyz\x00", b"content-length"),
+    "too many headers": (
+        b"SEND\ndestination:/queue/bad\n" + b"".join(b"h%d:v\n" % i for i in range(5000))
+        + b"\nx\x00", b"too many headers"),
+    "header longer than maxHeaderLength": (
+        b"SEND\ndestination:/queue/bad\nh:" + b"v" * 1_200_000 + b"\n\nx\x00", b"too "),
+    "header not UTF-8": (b"SEND\ndestination:/queue/\xff\xfe\n\nx\x00", b"utf-8"),
+    "frame beyond maxFrameSize": (
+        b"SEND\ndestination:/queue/bad\n\n" + b"x" * 4_100_000 + b"\x00", b"too large"),
+    "unknown command": (b"SHOUT\n\n\x00", b"shout"),
+}
+
+
+def raw_stomp(bp: BrokerProcess, data: bytes, timeout: float = 30) -> list[bytes]:
+    """Connect, send `data`, and return the frames the broker sent until it closed
+    the socket (AssertionError if it keeps it open past `timeout`)."""
+    got = b""
+    with socket.create_connection(("127.0.0.1", bp.stomp_port), timeout=10) as sock:
+        sock.sendall(STOMP_CONNECT)
+        deadline = time.monotonic() + timeout
+        while b"\x00" not in got:  # CONNECTED first, so the bad frame meets a session
+            sock.settimeout(max(deadline - time.monotonic(), 0.01))
+            chunk = sock.recv(65536)
+            assert chunk, f"closed before CONNECTED: {got[:300]!r}"
+            got += chunk
+        assert got.startswith(b"CONNECTED"), got[:300]
+        try:
+            sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):  # it stopped reading: its answer is read below
+            pass
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"the broker kept the connection open; got {got[:300]!r}")
+            sock.settimeout(remaining)
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            except TimeoutError:
+                raise AssertionError(f"the broker kept the connection open; got "
+                                     f"{got[:300]!r}") from None
+            if not chunk:
+                break
+            got += chunk
+    _wait_alive(bp)
+    return [f.lstrip(b"\r\n") for f in got.split(b"\x00") if f.strip(b"\r\n")]
+
+
+@pytest.mark.parametrize("case", list(BAD_STOMP))
+def test_bad_stomp_frame_gets_error_and_close(broker: BrokerProcess, bystanders: Bystanders,
+                                               case: str) -> None:
+    data, says = BAD_STOMP[case]
+    frames = raw_stomp(broker, data)
+    errors = [f for f in frames[1:] if f.startswith(b"ERROR")]
+    assert errors, f"no ERROR frame; got {[f[:200] for f in frames]}"
+    assert says in errors[0].lower(), errors[0][:500]
+    bystanders.still_served()
+
+
+def test_truncated_stomp_frame_then_hang_up(broker: BrokerProcess, bystanders: Bystanders) -> None:
+    """A SEND promising 1000 body bytes, 3 of them sent, then the socket closes."""
+    with socket.create_connection(("127.0.0.1", broker.stomp_port), timeout=10) as sock:
+        sock.sendall(STOMP_CONNECT + b"SEND\ndestination:/queue/truncated\ncontent-length:1000"
+                     b"\n\nabc")
+    _wait_alive(broker)
+    bystanders.still_served()
+    # nothing of it was accepted: the queue it named stays empty
+    assert raw_queue_empty(broker, "/queue/truncated")
+
+
+def raw_queue_empty(bp: BrokerProcess, destination: str) -> bool:
+    """Whether a STOMP consumer of `destination` gets nothing before a marker sent to it."""
+    from relaymq.testing.blocking_stomp import BlockingStomp
+
+    c = BlockingStomp(bp.stomp_port)
+    try:
+        return c.receive_all(destination, timeout=30) == []
+    finally:
+        c.close()
+
+
 def test_compiled_child_is_what_it_says(broker: BrokerProcess) -> None:
     """`BrokerProcess` refuses a compiled child that runs interpreted modules."""
     text = broker.output()

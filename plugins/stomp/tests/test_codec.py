@@ -100,6 +100,21 @@ def test_bad_content_length(value: str) -> None:
     assert p.feed(SEND) == []
 
 
+@pytest.mark.parametrize("chunk", [None, 4096], ids=["in one read", "in pieces"])
+def test_whole_frame_beyond_the_limits_without_content_length(chunk: int | None) -> None:
+    """A frame whose NUL arrives in the same read as the rest is held to maxFrameSize
+    and maxDataLength too (it used to be accepted when it came in one piece)."""
+    frame = b"SEND\ndestination:/q\n\n" + b"x" * 5000 + b"\x00"
+    for limits, says in ((Limits(max_frame_size=4000), "too large"),
+                         (Limits(max_data_length=4000), "body too large")):
+        p = FrameParser(limits)
+        with pytest.raises(FrameError, match=says):
+            step = chunk or len(frame)
+            for i in range(0, len(frame), step):
+                p.feed(frame[i:i + step])
+        assert p.broken
+
+
 def test_content_length_not_followed_by_nul() -> None:
     with pytest.raises(FrameError, match="bad content-length"):
         feed_all(b"SEND\ndestination:/q\ncontent-length:2\n\nabc\x00")

@@ -237,6 +237,14 @@ class FrameParser:
                     self._state = _BODY_NUL
                     self._hdr_scan = end - pos
                     return pos
+                # a whole frame can arrive in one read: its size is checked here too
+                if stop - body_start > max_data:
+                    raise FrameError("frame body too large",
+                                     f"{stop - body_start} bytes; the limit is "
+                                     f"{limits.max_data_length}")
+                if stop - pos > limits.max_frame_size:
+                    raise FrameError("frame too large",
+                                     f"the limit is {limits.max_frame_size} bytes")
             frames.append(Frame(command, headers, buf[body_start:stop], raw or "\\" in text,
                                 stop + 1 - pos))
             pos = stop + 1
