@@ -35,7 +35,7 @@ from compile_inputs import SourceIndex  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["core", "plugins/amqp", "plugins/stomp", "plugins/kahadb", "plugins/virtual_topic",
-            "plugins/queue_types", "plugins/mirror"]
+            "plugins/queue_types", "plugins/mirror", "plugins/spark"]
 STAMP = ".compiled-stamp"
 MANIFEST = "_compiled_sources.json"  # read by relaymq.compiled
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"

@@ -88,5 +88,13 @@ def test_wrong_credentials_fail_the_job(spark, tmp_path: Path) -> None:
         with pytest.raises(Exception, match="authentication failed"):
             spark.read.format("relaymq").option("url", b.url).option("user", "app") \
                 .option("password", "wrong").option("destination", "SEC").load().collect()
+        # the sink too: the write fails with the reason, nothing is stored
+        rows_df = spark.createDataFrame([("y",)], "body string")
+        with pytest.raises(Exception, match="authentication failed"):
+            rows_df.write.format("relaymq").option("url", b.url).option("user", "app") \
+                .option("password", "wrong").option("destination", "SEC").mode("append").save()
+        rows_df.write.format("relaymq").option("url", b.url).option("user", "app") \
+            .option("password", "secret").option("destination", "SEC").mode("append").save()
+        assert [m.body for _, m in Client(good).read("SEC", 0, 100)] == ["x", "y"]
     finally:
         b.stop()

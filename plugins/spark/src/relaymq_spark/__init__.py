@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from relaymq import compiled as _compiled
+
+_compiled.select(__name__, __path__[0])
+
 __all__ = ["register"]
 
 

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 from proton import Delivery, Described, Message, SSLDomain, symbol, ulong
@@ -174,7 +174,7 @@ class _Call(MessagingHandler):  # type: ignore[misc]
 
 def _seq_filter(key: str, descriptor: str, values: list[int | None]) -> Filter:
     vals = [None if v is None else ulong(v) for v in values]
-    return Filter({symbol(key): Described(symbol(descriptor), vals)})
+    return Filter({symbol(key): Described(symbol(descriptor), cast(Any, vals))})
 
 
 class _RangeCall(_Call):
@@ -233,7 +233,8 @@ class _EncodedRangeCall(_RangeCall):
         flt.filter_set[symbol(BATCH_FILTER)] = Described(symbol(BATCH_DESCRIPTOR), [ulong(batch)])
         super().__init__(endpoint, dest, flt, None, prefetch)
         # deliveries are read here (on_delivery), not decoded into proton Messages
-        self.handlers = [h for h in self.handlers if not isinstance(h, IncomingMessageHandler)]
+        handlers: Any = self.handlers
+        self.handlers = [h for h in handlers if not isinstance(h, IncomingMessageHandler)]
         self.on_batch = on_batch
         self.batched: bool | None = None
         self.partial = bytearray()
@@ -290,6 +291,22 @@ def split_batch(data: bytes) -> list[Encoded]:
     if pos != end:
         raise RelayMQError("a batched range transfer ends inside a message")
     return out
+
+
+class DataLoss(RelayMQError):
+    """Messages a query had not read yet are gone from the broker."""
+
+
+def check_loss(dest: str, position: int, first: int) -> None:
+    """Raise `DataLoss` when `dest` no longer holds the messages right after
+    `position` (a query's read position): its lowest held number is `first`."""
+    if first - 1 > position:
+        raise DataLoss(
+            f"{dest}: messages after sequence number {position} up to {first - 1} were removed "
+            "before this query read them (another query or a consumer on the same queue, a "
+            "purge, or expiry took them). Give each query its own queue (a virtual topic's "
+            "Consumer.<query> queue) or durable subscription; set failOnDataLoss=false to "
+            "skip them and go on")
 
 
 class Client:
@@ -353,11 +370,13 @@ class Client:
 
     def read_encoded(self, dest: str, after: int, until: int,
                      on_batch: Callable[[list[Encoded]], None], batch: int = 1000,
-                     prefetch: int = 4) -> None:
+                     prefetch: int = 4, fail_on_loss: bool = True) -> None:
         """Call `on_batch([(seq, timestamp ms, AMQP bytes), ...])` for the stored
         messages of `dest` with `after < seq <= until`, in order, up to `batch` per
         call; `prefetch` batches in flight. A lost connection resumes after the
-        last message delivered."""
+        last message delivered. When the broker no longer holds messages of the
+        range that were never read (someone else removed them), `fail_on_loss`
+        raises `DataLoss` once the read is done."""
         pos = [after]
 
         def deliver(records: list[Encoded]) -> None:
@@ -367,8 +386,12 @@ class Client:
 
         def once() -> None:
             if until > pos[0]:
-                _EncodedRangeCall(self.endpoint, dest, pos[0], until, batch, deliver,
-                                  prefetch).run()
+                at = pos[0]
+                call = _EncodedRangeCall(self.endpoint, dest, at, until, batch, deliver,
+                                         prefetch)
+                call.run()
+                if fail_on_loss and call.bounds is not None:
+                    check_loss(dest, at, call.bounds[0])
 
         self._retrying(once)
 
@@ -406,7 +429,8 @@ class _SendEncodedCall(_Call):
         self.accepted = 0
         self.exhausted = False
         # outcomes are read here (on_delivery), without proton's per-delivery dispatch
-        self.handlers = [h for h in self.handlers
+        handlers: Any = self.handlers
+        self.handlers = [h for h in handlers
                          if not isinstance(h, (IncomingMessageHandler, OutgoingMessageHandler))]
 
     def opened(self, event: Any) -> None:

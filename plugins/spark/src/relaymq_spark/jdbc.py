@@ -11,7 +11,7 @@ store's lease lock is not touched)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -58,7 +58,7 @@ def _msgs(prefix: str) -> Any:
 
 
 class JdbcReader(DataSourceReader):  # type: ignore[misc]
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.schema = schema
         self.url = options.get("url") or ""
         if not self.url:

@@ -42,6 +42,17 @@ def destinations(options: Mapping[str, str], required: bool = True) -> list[str]
     return out
 
 
+def flag(options: Mapping[str, str], name: str, default: bool) -> bool:
+    """A true/false option."""
+    raw = options.get(name)
+    if raw is None or raw == "":
+        return default
+    value = str(raw).strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"option {name}={raw!r}: use true or false")
+    return value == "true"
+
+
 def positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
     raw = options.get(name)
     if raw is None:

@@ -11,7 +11,8 @@ from typing import Any
 from pyspark.sql.datasource import InputPartition
 
 from relaymq_spark.client import Client, Endpoint, RelayMQError
-from relaymq_spark.rows import encoded_row, record_batch
+from relaymq_spark.columns import Columns, add_encoded_many
+from relaymq_spark.rows import columns_batch
 
 DEFAULT_PER_PARTITION = 10_000
 #: a micro-batch or batch read is split into at least this many partitions when
@@ -64,7 +65,7 @@ _END = object()
 
 
 def read_range(endpoint: Endpoint, part: RangePartition, columns: list[tuple[str, str]],
-               schema: Any) -> Iterator[Any]:
+               schema: Any, fail_on_loss: bool = True) -> Iterator[Any]:
     """The rows of one partition as Arrow record batches (`schema`: the Arrow
     schema). One connection reads the whole partition, `BATCH` messages per
     transfer, in a thread that stays at most `DEPTH` transfers ahead of the
@@ -83,7 +84,8 @@ def read_range(endpoint: Endpoint, part: RangePartition, columns: list[tuple[str
 
     def fetch() -> None:
         try:
-            Client(endpoint).read_encoded(part.dest, part.after, part.until, put, batch=BATCH)
+            Client(endpoint).read_encoded(part.dest, part.after, part.until, put, batch=BATCH,
+                                          fail_on_loss=fail_on_loss)
             put(_END)
         except _Stopped:
             return
@@ -94,21 +96,21 @@ def read_range(endpoint: Endpoint, part: RangePartition, columns: list[tuple[str
     reader = threading.Thread(target=fetch, name=f"relaymq-read-{part.dest}", daemon=True)
     reader.start()
     dest = part.dest
+    names = [n for n, _ in columns]
     try:
-        rows: list[list[Any]] = []
+        cols = Columns(names)
         while True:
             item = feed.get()
             if item is _END:
                 break
             if isinstance(item, BaseException):
                 raise item
-            for seq, stamp, data in item:
-                rows.append(encoded_row(dest, seq, stamp, data, columns))
-            if len(rows) >= ROWS_PER_BATCH:
-                yield record_batch(rows, schema)
-                rows = []
-        if rows:
-            yield record_batch(rows, schema)
+            add_encoded_many(cols, dest, item)
+            if len(cols) >= ROWS_PER_BATCH:
+                yield columns_batch(cols, columns, schema)
+                cols = Columns(names)
+        if len(cols):
+            yield columns_batch(cols, columns, schema)
     finally:
         stop.set()
         reader.join(5)

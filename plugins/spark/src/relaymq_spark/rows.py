@@ -16,14 +16,16 @@ Columns (every reader: live, journal, JDBC):
 | correlation_id, type, group_id | string | properties / subject |
 | headers | map<string,string> | the other header and properties fields that are set |
 | properties | map<string,string> | application properties, as text |
+| body_type | string | what the body is (the kernel's body types): `text` (an AMQP string, a JMS TextMessage), `bytes` (data or binary: BytesMessage), `empty`, `amqp-value` (another value, shown as text), `amqp-sequence`, or `map`, `stream`, `object` from other protocols |
 
 plus one typed column per entry of the option ``propertyColumns``
 (``"region:string,amount:double"``), null when a message lacks the property.
 
-Readers hand Spark Arrow record batches (`record_batch`), not tuples: pyspark
-converts tuples value by value in Python, which cost more than reading. Live
-reads decode the messages' AMQP bytes with relaymq-amqp's scanner
-(`encoded_row`), which reads only the sections the columns need.
+Readers hand Spark Arrow record batches, not tuples: pyspark converts tuples
+value by value in Python, which cost more than reading. Live and journal reads
+append each message to per-column lists (`columns.Columns`, compiled) and build
+each Arrow column in one call (`columns_batch`); the JDBC reader still builds
+rows (`kernel_row`, `record_batch`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ BASE_SCHEMA = (
     "body binary, body_string string, message_id string, destination string, sequence long, "
     "timestamp timestamp, expiration timestamp, priority int, redelivered boolean, "
     "correlation_id string, type string, group_id string, "
-    "headers map<string,string>, properties map<string,string>"
+    "headers map<string,string>, properties map<string,string>, body_type string"
 )
 
 _TYPES: dict[str, Callable[[Any], Any]] = {
@@ -82,16 +84,6 @@ def _text(v: Any) -> str | None:
     return str(v)
 
 
-def body_bytes(body: Any) -> bytes | None:
-    if body is None:
-        return None
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        return bytes(body)
-    if isinstance(body, str):
-        return body.encode()
-    return str(body).encode()
-
-
 def _ms(ms: int | None) -> _dt.datetime | None:
     return _ts(ms / 1000.0) if ms else None
 
@@ -116,81 +108,12 @@ def kernel_row(dest: str, seq: int, m: Any, columns: list[tuple[str, str]]) -> l
         body, None if body is None else body.decode("utf-8", "replace"),
         _text(m.message_id), dest, seq, _ms(m.timestamp), _ms(m.expiration), int(m.priority),
         False, _text(m.correlation_id), _text(m.type), _text(m.group_id), headers,
-        {str(k): _text(v) for k, v in props.items()},
+        {str(k): _text(v) for k, v in props.items()}, str(m.body_type or "bytes"),
     ]
     for name, kind in columns:
         v = props.get(name)
         try:
             row.append(None if v is None else _TYPES[kind](v))
-        except (TypeError, ValueError):
-            row.append(None)
-    return row
-
-
-_EPOCH = _dt.datetime(1970, 1, 1)
-
-
-def _ms_naive(ms: int | None) -> _dt.datetime | None:
-    """Epoch milliseconds as a naive UTC datetime (what `_ts` gives)."""
-    return _EPOCH + _dt.timedelta(milliseconds=int(ms)) if ms else None
-
-
-def encoded_row(dest: str, seq: int, stamp: int, data: bytes,
-                columns: list[tuple[str, str]]) -> list[Any]:
-    """One row from a message's encoded AMQP bytes (what the broker stored);
-    `stamp`: the broker's timestamp (ms), used when the message has no creation
-    time."""
-    from relaymq_amqp.scanner import body_value, decode_map_at, scan
-
-    if type(data) is not bytes:
-        data = bytes(data)
-    s = scan(data)
-    h = s.header or ()
-    nh = len(h)
-    p = s.properties or ()
-    np_ = len(p)
-    headers: dict[str, str] = {}
-    if nh > 0 and h[0]:
-        headers["durable"] = "true"
-    ttl = h[2] if nh > 2 else None
-    if ttl:
-        headers["ttl"] = str(int(ttl))
-    for name, i in (("content_type", 6), ("reply_to", 4), ("user_id", 1), ("to", 2)):
-        v = p[i] if np_ > i else None
-        if v:
-            headers[name] = _text(v) or ""
-    if s.message_annotations is not None:
-        for k, v in decode_map_at(data, s.message_annotations).items():
-            headers[str(k)] = _text(v) or ""
-    props = decode_map_at(data, s.application_properties) \
-        if s.application_properties is not None else {}
-    kind, raw = body_value(data, s)
-    body: bytes | None
-    if kind == "data" or kind == "binary" or kind == "string":
-        body = bytes(raw)
-    elif kind == "null":
-        body = None
-    else:  # an amqp-value of another type or amqp-sequence sections: as proton shows it
-        from proton import Message
-
-        m = Message()
-        m.decode(data)
-        body = body_bytes(m.body)
-    priority = h[1] if nh > 1 and h[1] is not None else 4
-    created = p[9] if np_ > 9 else None
-    row: list[Any] = [
-        body, None if body is None else body.decode("utf-8", "replace"),
-        _text(p[0] if np_ else None), dest, seq, _ms_naive(created or stamp),
-        _ms_naive(p[8] if np_ > 8 else None), int(priority),
-        bool(h[4]) if nh > 4 and h[4] else False,
-        _text(p[5] if np_ > 5 else None), _text(p[3] if np_ > 3 else None),
-        _text(p[10] if np_ > 10 else None), headers,
-        {str(k): _text(v) for k, v in props.items()},
-    ]
-    for name, kind_ in columns:
-        v = props.get(name)
-        try:
-            row.append(None if v is None else _TYPES[kind_](v))
         except (TypeError, ValueError):
             row.append(None)
     return row
@@ -210,3 +133,48 @@ def record_batch(rows: Sequence[Sequence[Any]], schema: Any) -> Any:
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
     return pa.RecordBatch.from_arrays(
         [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
+
+
+def columns_batch(cols: Any, columns: list[tuple[str, str]], schema: Any,
+                  more: Sequence[Any] = ()) -> Any:
+    """One `pyarrow.RecordBatch` from a `columns.Columns` (then the arrays `more`
+    for the schema's remaining columns): one pyarrow call per column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    types = {f.name: f.type for f in schema}
+    body = pa.array(cols.body, pa.binary())
+    try:
+        body_string = body.cast(pa.string())  # checks the UTF-8, shares the buffers
+    except pa.ArrowInvalid:
+        body_string = pa.array([None if b is None else b.decode("utf-8", "replace")
+                                for b in cols.body], pa.string())
+
+    def stamps(ms: list[int | None]) -> Any:
+        return pc.multiply(pa.array(ms, pa.int64()), 1000).cast(types["timestamp"])
+
+    def mapping(offsets: list[int], keys: list[str], values: list[Any], name: str) -> Any:
+        return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
+                                       pa.array(values, pa.string()), type=types[name])
+
+    arrays = [
+        body, body_string, pa.array(cols.message_id, pa.string()),
+        pa.array(cols.destination, pa.string()), pa.array(cols.sequence, pa.int64()),
+        stamps(cols.timestamp), stamps(cols.expiration), pa.array(cols.priority, pa.int32()),
+        pa.array(cols.redelivered, pa.bool_()), pa.array(cols.correlation_id, pa.string()),
+        pa.array(cols.type, pa.string()), pa.array(cols.group_id, pa.string()),
+        mapping(cols.h_offsets, cols.h_keys, cols.h_values, "headers"),
+        mapping(cols.p_offsets, cols.p_keys, cols.p_values, "properties"),
+        pa.array(cols.body_type, pa.string()),
+    ]
+    for (name, kind), raw in zip(columns, cols.extra, strict=True):
+        convert = _TYPES[kind]
+        values: list[Any] = []
+        for v in raw:
+            try:
+                values.append(None if v is None else convert(v))
+            except (TypeError, ValueError):
+                values.append(None)
+        arrays.append(pa.array(values, types[name]))
+    arrays.extend(more)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -14,14 +14,15 @@ an amqp-value string or binary, as python-qpid-proton writes them) and sent
 with up to `sendWindow` unsettled.
 Row columns: ``body`` (string or binary, required), ``destination`` (else the
 option), ``properties`` (map), ``priority``, ``message_id``, ``correlation_id``,
-``type``, ``group_id``; any other column becomes an application property.
+``type``, ``group_id``, ``body_type`` (``text``/``bytes``: see `as_body`); any
+other column becomes an application property.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,10 +35,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import relaymq_spark.options as opt
-from relaymq_spark.client import Client, address_of
+from relaymq_spark.client import address_of
+from relaymq_spark.sender import send_encoded
 
 KNOWN = {"body", "destination", "properties", "priority", "message_id", "correlation_id",
-         "type", "group_id"}
+         "type", "group_id", "body_type"}
 QUERY_ID = "sql.streaming.queryId"
 BATCH_ID = "streaming.sql.batchId"
 
@@ -81,6 +83,49 @@ def encode_message(body: Any, dest: str, props: dict[str, Any], priority: Any = 
     return b"".join(parts)
 
 
+_DUPL_KEY = b"\xa1\x0c_AMQ_DUPL_ID"
+
+
+def _str_or_binary(value: str | bytes) -> bytes:
+    """An AMQP string (str) or binary (bytes) value, short form when it fits."""
+    if isinstance(value, str):
+        raw = value.encode()
+        small, wide = 0xA1, 0xB1
+    else:
+        raw = value
+        small, wide = 0xA0, 0xB0
+    n = len(raw)
+    if n < 256:
+        return bytes((small, n)) + raw
+    return bytes((wide,)) + n.to_bytes(4, "big") + raw
+
+
+def plain_message(head: bytes, dup_id: str, body: str | bytes) -> bytes:
+    """A message that is only a body: `head` (header and properties sections,
+    made once per destination by `encode_message`), application properties
+    holding just ``_AMQ_DUPL_ID``, the body as an amqp-value string or binary:
+    the bytes `encode_message` makes for such a row, without its per-row work."""
+    ident = dup_id.encode()
+    pairs = _DUPL_KEY + bytes((0xA1, len(ident))) + ident  # ids are short (< 256 bytes)
+    return b"".join((head, b"\x00\x53\x74\xc1", bytes((len(pairs) + 1, 2)), pairs,
+                     b"\x00\x53\x77", _str_or_binary(body)))
+
+
+def as_body(body: Any, body_type: str | None) -> Any:
+    """The row's body as sent: binary bytes with ``body_type`` ``text`` (what the
+    readers give for a text message) go as an AMQP string (a JMS TextMessage),
+    a string with ``bytes`` as binary (a BytesMessage); otherwise as the column
+    holds it (string: text, binary: bytes)."""
+    if body_type == "text" and isinstance(body, (bytes, bytearray)):
+        try:
+            return bytes(body).decode("utf-8")
+        except UnicodeDecodeError:
+            return body  # not text after all: sent as it is
+    if body_type == "bytes" and isinstance(body, str):
+        return body.encode()
+    return body
+
+
 def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str,
                 names: list[str], rate: float | None = None) -> Iterator[bytes]:
     """The encoded messages for the rows of Arrow record batches, in order; row `i`
@@ -91,6 +136,7 @@ def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str
         raise ValueError("the RelayMQ sink needs option 'destination' or a 'destination' column")
     extra = [k for k in names if k not in KNOWN]
     started = time.monotonic()
+    heads: dict[str, bytes] = {}  # destination -> header and properties sections
     i = 0
     for batch in batches:
         n = batch.num_rows
@@ -102,6 +148,7 @@ def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str
         prio, mid, corr = (cols.get(k, none) for k in ("priority", "message_id",
                                                         "correlation_id"))
         types, groups = cols.get("type", none), cols.get("group_id", none)
+        body_types = cols.get("body_type", none)
         others = [(k, cols[k]) for k in extra]
         for j in range(n):
             if rate:  # at most `rate` messages per second from this task
@@ -112,6 +159,16 @@ def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str
             if not dest:
                 raise ValueError(f"row {i}: no destination (null 'destination' column and "
                                  "no option)")
+            body = as_body(bodies[j], body_types[j])
+            if (not others and not maps[j] and prio[j] is None and mid[j] is None
+                    and corr[j] is None and types[j] is None and groups[j] is None
+                    and isinstance(body, (str, bytes)) and len(id_prefix) < 200):
+                head = heads.get(dest)
+                if head is None:
+                    head = heads[dest] = _head(address_of(str(dest)))
+                yield plain_message(head, f"{id_prefix}:{i}", body)
+                i += 1
+                continue
             props: dict[str, Any] = {}
             given = maps[j]
             if given:
@@ -122,13 +179,19 @@ def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str
                 if v is not None:
                     props[k] = _scalar(v)
             props["_AMQ_DUPL_ID"] = f"{id_prefix}:{i}"
-            yield encode_message(bodies[j], address_of(str(dest)), props, prio[j], mid[j],
+            yield encode_message(body, address_of(str(dest)), props, prio[j], mid[j],
                                  corr[j], types[j], groups[j])
             i += 1
 
 
+def _head(dest: str) -> bytes:
+    """The header and properties sections `encode_message` writes for a plain row."""
+    full = encode_message(b"", dest, {})
+    return full[:full.rindex(b"\x00\x53\x77")]
+
+
 class _Writer:
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.endpoint = opt.endpoint(options)
         dests = opt.destinations(options, required=False)
         self.dest = dests[0] if dests else None
@@ -141,7 +204,8 @@ class _Writer:
     def _send(self, rows: Iterator[Any], prefix: str) -> Sent:
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
-        n = Client(self.endpoint).send_encoded(
+        n = send_encoded(
+            self.endpoint,
             to_messages(rows, self.dest, f"{prefix}:{part}", self.names, self.rate), self.window)
         return Sent(part, n)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -61,7 +61,7 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
     """`spark.read.format("relaymq")`: a live destination by sequence range
     (`startingOffsets`, `endingOffsets`: earliest/latest or per destination)."""
 
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.endpoint = opt.endpoint(options)
         self.dests = opt.destinations(options)
         self.columns = property_columns(options.get("propertyColumns"))
@@ -72,6 +72,7 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
         self.schema = schema  # a StructType: pickled to executors with the reader
         self.starting = opt.starting_offsets(options.get("startingOffsets"), self.dests)
         self.ending = opt.starting_offsets(options.get("endingOffsets", "latest"), self.dests)
+        self.fail_on_loss = opt.flag(options, "failOnDataLoss", True)
 
     def partitions(self) -> Sequence[InputPartition]:
         client = Client(self.endpoint)
@@ -86,4 +87,5 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
-        return read_range(self.endpoint, partition, self.columns, arrow_schema(self.schema))
+        return read_range(self.endpoint, partition, self.columns, arrow_schema(self.schema),
+                          self.fail_on_loss)

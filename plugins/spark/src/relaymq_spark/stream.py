@@ -18,14 +18,22 @@ query reads everything up to the target in several batches, then stops.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+# pyspark >= 4.2 (the distribution's requirement): admission control
+# (maxMessagesPerTrigger) and Trigger.AvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 import relaymq_spark.options as opt
-from relaymq_spark.client import Client
+from relaymq_spark.client import Client, check_loss
 from relaymq_spark.ranges import (
     DEFAULT_MIN_PARTITIONS,
     DEFAULT_PER_PARTITION,
@@ -36,19 +44,9 @@ from relaymq_spark.ranges import (
 )
 from relaymq_spark.rows import arrow_schema, property_columns
 
-try:  # pyspark >= 4.2: admission control (maxMessagesPerTrigger), Trigger.AvailableNow
-    from pyspark.sql.streaming.datasource import (
-        ReadAllAvailable,
-        ReadMaxRows,
-        SupportsTriggerAvailableNow,
-    )
-except ImportError:  # pragma: no cover - older pyspark: every trigger reads all
-    ReadAllAvailable = ReadMaxRows = None
-    SupportsTriggerAvailableNow = object
-
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.endpoint = opt.endpoint(options)
         self.dests = opt.destinations(options)
         self.columns = property_columns(options.get("propertyColumns"))
@@ -60,6 +58,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         self.max_per_trigger = opt.positive_int(options, "maxMessagesPerTrigger", None)
         self.starting = opt.starting_offsets(options.get("startingOffsets"), self.dests)
         self.release = str(options.get("releaseOnCommit", "true")).lower() != "false"
+        self.fail_on_loss = opt.flag(options, "failOnDataLoss", True)
         #: availableNow: the last sequence number of each destination when the query
         #: started; nothing after it is read
         self.target: dict[str, int] | None = None
@@ -71,7 +70,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
     def getDefaultReadLimit(self) -> Any:
         if self.max_per_trigger is not None and ReadMaxRows is not None:
             return ReadMaxRows(self.max_per_trigger)
-        return ReadAllAvailable() if ReadAllAvailable is not None else None
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         client = Client(self.endpoint)
@@ -84,13 +83,17 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         availableNow target. pyspark without admission control calls it without
         arguments: then it is everything available."""
         budget: int | None = None
-        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+        if isinstance(limit, ReadMaxRows):
             budget = max(1, limit.max_rows // len(self.dests))
-        client = Client(self.endpoint) if self.target is None else None
+        client = Client(self.endpoint)
         out: dict[str, int] = {}
         for d in self.dests:
-            last = self.target[d] if self.target is not None else client.bounds(d)[1]
+            first, last = client.bounds(d)
+            if self.target is not None:
+                last = self.target[d]
             begin = int((start or {}).get(d, last))
+            if self.fail_on_loss and start is not None and d in start:
+                check_loss(d, begin, first)
             end = max(begin, last)
             if budget is not None:
                 end = min(end, begin + budget)
@@ -107,7 +110,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
-        return read_range(self.endpoint, partition, self.columns, arrow_schema(self.schema))
+        return read_range(self.endpoint, partition, self.columns, arrow_schema(self.schema),
+                          self.fail_on_loss)
 
     def commit(self, end: dict[str, int]) -> None:
         if not self.release:

@@ -1,12 +1,18 @@
 """`replay`: Parquet (an archive) back into a destination, with a rate limit and
 a filter (a Spark SQL condition over the columns, selector-like:
-``priority > 4 AND properties['region'] = 'eu'``)."""
+``priority > 4 AND properties['region'] = 'eu'``).
+
+Each message goes back as what it was: a text message (``body_type`` ``text``)
+as an AMQP string (a JMS TextMessage for ActiveMQ/Artemis consumers), anything
+else as binary (a BytesMessage). Archives without ``body_type`` (written before
+the column existed) are replayed as binary."""
 
 from __future__ import annotations
 
 from typing import Any
 
-COLUMNS = ("body", "properties", "priority", "message_id", "correlation_id", "type", "group_id")
+COLUMNS = ("body", "properties", "priority", "message_id", "correlation_id", "type", "group_id",
+           "body_type")
 
 
 def replay(spark: Any, *, options: dict[str, str], source: str, destination: str | None,

@@ -1,0 +1,350 @@
+"""Column-wise decoding of kahaDB journal files for `format("relaymq-journal")`.
+
+`decode_messages(buf, file_id, keys, names)` walks every valid batch record of
+one data file (relaymq-kahadb's `scan`: checksums, torn tails and damaged spans
+skipped as recovery skips them) and appends each message record (ADD, MOVE,
+REF) to plain per-column lists of a `Columns`: no kernel `Message`, no row
+tuple, no dict per record. `journal.py` turns the lists into Arrow arrays in one
+call per column.
+
+The stored records are the kernel codec's format 2 (``R2``: a struct header,
+the string fields, optional JSON properties and annotations, the body or the
+transport's encoded bytes); an AMQP message keeps its body and application
+properties inside its encoded bytes, and the common shape (a body after an
+empty or durable-only header) is recognised in place. Anything else -- format
+1 records, unusual bodies -- goes through the kernel codec, record by record.
+
+Compiled with mypyc (`[tool.relaymq.compile]` of relaymq-spark): keep it free of
+pyspark and pyarrow.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from relaymq_amqp.scanner import DecodeError, body_value, decode, decode_map_at, skip
+from relaymq_amqp.scanner import scan as scan_amqp
+from relaymq_kahadb.journal.records import (
+    OP_ADD,
+    OP_MOVE,
+    OP_REF,
+    RT_BATCH,
+    Buffer,
+    scan,
+)
+
+from relaymq_spark.columns import Columns, add_properties, text
+
+_OPKEY = struct.Struct(">BH")
+_MSG = struct.Struct(">QII")
+_FIXED = struct.Struct(">IBqqq")  # the kernel codec's format 2 header (after b"R2")
+_U32 = struct.Struct(">I")
+_SEQ_FILE = struct.Struct(">QI")
+_UPTO = struct.Struct(">QH")
+_F_DURABLE = 1 << 0
+_F_ENCODED = 1 << 1
+_F_SCHED = 1 << 2
+_F_PROPS = 1 << 3
+_F_ANN = 1 << 4
+_F_BODY_IN_ENCODED = 1 << 5
+# the string fields of format 2, in order: message_id, destination, correlation_id,
+# reply_to, type, group_id, user_id, content_type, body_type, encoding, origin, producer_id
+_N_STR = 12
+_OP_NAMES = {OP_ADD: "add", OP_MOVE: "move", OP_REF: "ref"}
+
+
+
+def _json_value(v: Any) -> Any:
+    """A property value as the kernel codec's JSON tags it, back to a plain value."""
+    if isinstance(v, dict):
+        if "$b" in v:
+            return bytes.fromhex(str(v["$b"]))
+        if "$f" in v:
+            return float(str(v["$f"]))
+        if "$g" in v:
+            return float(str(v["$g"]))
+        if "$i" in v:
+            return int(v["$i"])
+        return v.get("$s")
+    return v
+
+
+def _json_map(raw: bytes) -> dict[str, Any]:
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): _json_value(v) for k, v in value.items()}
+
+
+def _amqp_in_place(p: bytes, start: int, end: int) -> tuple[int, int, int, int] | None:
+    """For the AMQP message at p[start:end] whose body is one data section or one
+    amqp-value string/binary: (body start, body end, application-properties
+    start or -1, its end); None for any other shape (then `_amqp_parts`). The
+    header, properties and annotations are skipped unread: the stored record's
+    own fields already hold what the columns need."""
+    pos = start
+    ap_start = -1
+    ap_end = -1
+    while pos < end:
+        if p[pos] != 0 or p[pos + 1] != 0x53:
+            return None
+        code = p[pos + 2]
+        pos += 3
+        if code == 0x75 or code == 0x77:  # data, amqp-value: the body must end the message
+            c = p[pos]
+            if c == 0xB0 or c == 0xB1:
+                b = pos + 5
+                e = b + _U32.unpack_from(p, pos + 1)[0]
+            elif c == 0xA0 or c == 0xA1:
+                b = pos + 2
+                e = b + p[pos + 1]
+            else:
+                return None
+            if e != end or (code == 0x75 and (c == 0xA1 or c == 0xB1)):
+                return None
+            return b, e, ap_start, ap_end
+        if code < 0x70 or code > 0x74:  # not header, annotations, properties
+            return None
+        after = skip(p, pos)
+        if code == 0x74:
+            ap_start = pos
+            ap_end = after
+        pos = after
+    return None
+
+
+def _amqp_parts(enc: bytes) -> tuple[bytes | None, dict[Any, Any]]:
+    """Body and application properties of an AMQP message that is not plain."""
+    try:
+        s = scan_amqp(enc)
+    except DecodeError:
+        return enc, {}
+    body: bytes | None = body_value(enc, s)[1]
+    try:
+        props = decode_map_at(enc, s.application_properties)
+    except DecodeError:
+        props = {}
+    return body, props
+
+
+def _amqp_map(p: bytes, pos: int) -> dict[Any, Any]:
+    """The application-properties map at `pos` ({} when unreadable, as the broker
+    reads them)."""
+    try:
+        value = decode(p, pos)[0]
+    except DecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _append(c: Columns, key: str, seq: int, offset: int, op: str, body: bytes | None,
+            fields: list[str | None], flags: int, priority: int, expiration: int,
+            timestamp: int, props: dict[Any, Any], annotations: dict[str, Any]) -> None:
+    c.body.append(body)
+    c.message_id.append(fields[0])
+    c.destination.append(key)
+    c.sequence.append(seq)
+    c.timestamp.append(timestamp if timestamp else None)
+    c.expiration.append(expiration if expiration else None)
+    c.priority.append(priority)
+    c.redelivered.append(False)
+    c.correlation_id.append(fields[2])
+    c.type.append(fields[4])
+    c.group_id.append(fields[5])
+    hk = c.h_keys
+    hv = c.h_values
+    if flags & _F_DURABLE:
+        hk.append("durable")
+        hv.append("true")
+    for name, i in (("content_type", 7), ("reply_to", 3), ("user_id", 6)):
+        v = fields[i]
+        if v:
+            hk.append(name)
+            hv.append(v)
+    for k, v in annotations.items():
+        hk.append(str(k))
+        hv.append(text(v) or "")
+    c.h_offsets.append(len(hk))
+    add_properties(c, props, fields[8] or "bytes")
+    c.journal_offset.append(offset)
+    c.op.append(op)
+
+
+def _message(c: Columns, p: bytes, m: int, ln: int, key: str, seq: int, offset: int,
+             op: str) -> None:
+    """Append the stored message p[m:m+ln] (kernel codec record) to `c`."""
+    end = m + ln
+    if p[m:m + 2] != b"R2":
+        _legacy(c, p[m:end], key, seq, offset, op)
+        return
+    flags, priority, expiration, timestamp, _group_seq = _FIXED.unpack_from(p, m + 2)
+    pos = m + 2 + 29
+    fields: list[str | None] = [None] * _N_STR
+    bit = 1 << 8
+    for i in range(_N_STR):
+        if flags & bit:
+            n = _U32.unpack_from(p, pos)[0]
+            pos += 4
+            fields[i] = p[pos:pos + n].decode()
+            pos += n
+        bit <<= 1
+    if flags & _F_SCHED:
+        pos += 24
+    props: dict[Any, Any] = {}
+    if flags & _F_PROPS:
+        n = _U32.unpack_from(p, pos)[0]
+        pos += 4
+        props = _json_map(p[pos:pos + n])
+        pos += n
+    annotations: dict[str, Any] = {}
+    if flags & _F_ANN:
+        n = _U32.unpack_from(p, pos)[0]
+        pos += 4
+        annotations = _json_map(p[pos:pos + n])
+        pos += n
+    body: bytes | None = None
+    if not flags & _F_BODY_IN_ENCODED:
+        n = _U32.unpack_from(p, pos)[0]
+        pos += 4
+        body = p[pos:pos + n]
+        pos += n
+    amqp = fields[9] == "amqp"
+    if flags & _F_ENCODED:
+        n = _U32.unpack_from(p, pos)[0]
+        pos += 4
+        es = pos
+        ee = pos + n
+        if ee > end:
+            raise ValueError("message record truncated in encoded form")
+        if amqp and (body is None or not flags & _F_PROPS):
+            found = _amqp_in_place(p, es, ee)
+            if found is not None:
+                if body is None:
+                    body = p[found[0]:found[1]]
+                if not flags & _F_PROPS and found[2] >= 0:
+                    props = _amqp_map(p, found[2])
+            else:
+                amqp_body, amqp_props = _amqp_parts(p[es:ee])
+                if body is None:
+                    body = amqp_body
+                if not flags & _F_PROPS:
+                    props = amqp_props
+    if body is None and flags & _F_BODY_IN_ENCODED:
+        _legacy(c, p[m:end], key, seq, offset, op)  # an encoding this reader does not know
+        return
+    _append(c, key, seq, offset, op, body, fields, flags, priority, expiration, timestamp,
+            props, annotations)
+
+
+def _legacy(c: Columns, record: bytes, key: str, seq: int, offset: int, op: str) -> None:
+    """A record the fast path does not read (format 1, another encoding): through
+    the kernel codec. An undecodable one is skipped."""
+    from relaymq.model.codec import decode_message
+
+    try:
+        msg = decode_message(record)
+        props = dict(msg.properties or {})
+    except Exception:  # noqa: BLE001 - a damaged message: skip it
+        return
+    body = msg.body
+    fields: list[str | None] = [None] * _N_STR
+    fields[0] = text(msg.message_id)
+    fields[2] = text(msg.correlation_id)
+    fields[3] = text(msg.reply_to)
+    fields[4] = text(msg.type)
+    fields[5] = text(msg.group_id)
+    fields[6] = text(msg.user_id)
+    fields[7] = text(msg.content_type)
+    fields[8] = text(msg.body_type)
+    _append(c, key, seq, offset, op, None if body is None else bytes(body), fields,
+            _F_DURABLE if msg.durable else 0, int(msg.priority), int(msg.expiration or 0),
+            int(msg.timestamp or 0), props, dict(msg.annotations or {}))
+
+
+def decode_messages(buf: Buffer, file_id: int, keys: set[str] | None,
+                    names: list[str]) -> Columns:
+    """The message records (ADD, MOVE, REF) of data file `file_id` held in `buf`
+    (bytes or an mmap), of the destinations `keys` (None: all)."""
+    c = Columns(names)
+    interned: dict[bytes, str] = {}
+    for offset, rtype, payload in scan(buf, file_id):
+        if rtype != RT_BATCH:
+            continue
+        p = bytes(payload)
+        mark = len(c)
+        try:
+            _batch(c, p, offset, keys, interned)
+        except (ValueError, IndexError, struct.error):
+            _truncate(c, mark)  # a record that does not parse: skip it whole, as recovery does
+    return c
+
+
+def _batch(c: Columns, p: bytes, offset: int, keys: set[str] | None,
+           interned: dict[bytes, str]) -> None:
+    end = len(p)
+    pos = 0
+    while pos < end:
+        code, kl = _OPKEY.unpack_from(p, pos)
+        pos += 3
+        kb = p[pos:pos + kl]
+        key = interned.get(kb)
+        if key is None:
+            key = kb.decode()
+            interned[kb] = key
+        pos += kl
+        wanted = keys is None or key in keys
+        if code == OP_ADD or code == OP_MOVE:
+            seq, _crc, ln = _MSG.unpack_from(p, pos)
+            pos += 16
+            if wanted:
+                _message(c, p, pos, ln, key, seq, offset, _OP_NAMES[code])
+            pos += ln
+        elif code == OP_REF:
+            seq, rel, ln = _MSG.unpack_from(p, pos)
+            pos += 16
+            if wanted:
+                _message(c, p, rel, ln, key, seq, offset, "ref")
+        else:
+            pos = _skip_op(p, pos, code)
+
+
+def _skip_op(p: bytes, pos: int, code: int) -> int:
+    """Past the operands of a non-message op (relaymq_kahadb.journal.records)."""
+    if code == 4 or code == 5:  # REMOVE, ACK_FWD
+        return pos + 12
+    if code == 6:  # ADD_DEST
+        return pos
+    if code == 7 or code == 9 or code == 10:  # REMOVE_DEST, REMOVE_SUB, PURGE
+        n = _UPTO.unpack_from(p, pos)[1]
+        return pos + 10 + 4 * n
+    if code == 8:  # ADD_SUB
+        return pos + 4 + _U32.unpack_from(p, pos)[0]
+    if code == 11:  # ADD_DUPID
+        return pos + 10 + ((p[pos + 8] << 8) | p[pos + 9])
+    if code == 12:  # REMOVE_DUPID
+        return pos + 8
+    raise ValueError(f"unknown operation code {code}")
+
+
+def _truncate(c: Columns, n: int) -> None:
+    """Drop the rows after the first `n` (a record that failed half way)."""
+    if len(c) == n:
+        return
+    cols: list[list[Any]] = [c.body, c.message_id, c.destination, c.sequence, c.timestamp,
+                             c.expiration, c.priority, c.redelivered, c.correlation_id, c.type,
+                             c.group_id, c.journal_offset, c.op]
+    for col in cols:
+        del col[n:]
+    hn = c.h_offsets[n]
+    del c.h_offsets[n + 1:]
+    del c.h_keys[hn:]
+    del c.h_values[hn:]
+    del c.body_type[n:]
+    pn = c.p_offsets[n]
+    del c.p_offsets[n + 1:]
+    del c.p_keys[pn:]
+    del c.p_values[pn:]
+    for extra in c.extra:
+        del extra[n:]
