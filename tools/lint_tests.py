@@ -31,6 +31,13 @@ condition instead (`relaymq.testing.wait_until`), or, for "nothing more arrived"
 send a marker after and wait for it. A sleep that is not followed by an assert
 (pacing a producer, a random lifetime before a kill) is not flagged.
 
+And it flags *reads until quiet* there: `consumer.receive_all(0.2)` (the vm:// and
+`relaymq.testing.transports` clients: everything until `timeout` passes with
+nothing new) decides what "all" is by the passing of time, so a late or doubled
+copy goes unseen; read up to a marker (`relaymq.testing.barriers`) instead.
+`BlockingStomp.receive_all("/queue/X")`, which reads up to a marker, names its
+destination first and is not flagged.
+
 Exit status 1 and one line per offending test when anything is flagged.
 """
 
@@ -139,6 +146,23 @@ def sleeps_then_asserts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]
     return found
 
 
+def _is_quiet_read(call: ast.Call) -> bool:
+    """`x.receive_all()`, `x.receive_all(0.2)` or `x.receive_all(timeout=...)`: a
+    read that ends when nothing came for a while (a destination first is a marker read)."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and f.attr == "receive_all"):
+        return False
+    if call.args:
+        first = call.args[0]
+        return isinstance(first, ast.Constant) and isinstance(first.value, (int, float))
+    return all(k.arg == "timeout" for k in call.keywords)
+
+
+def quiet_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
+    """Line numbers of reads until quiet in `fn`."""
+    return [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Call) and _is_quiet_read(n)]
+
+
 class _Module:
     """A scanned file: its tests, its module-level functions, its methods, what it imports."""
 
@@ -151,6 +175,8 @@ class _Module:
         self.tests: list[tuple[int, str, _Body]] = []
         #: (line, function) of sleep-then-assert in this file's functions
         self.sleeps: list[tuple[int, str]] = []
+        #: (line, function) of reads until quiet in this file's functions
+        self.quiet: list[tuple[int, str]] = []
         is_test_file = path.name.startswith("test_") or path.name.endswith("_test.py")
         if is_test_file or path.name == "conftest.py":
             tops = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -158,6 +184,7 @@ class _Module:
                      if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
             for fn in tops:  # nested functions are inside their blocks
                 self.sleeps.extend((line, fn.name) for line in sleeps_then_asserts(fn))
+                self.quiet.extend((line, fn.name) for line in quiet_reads(fn))
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if is_test_file and node.name.startswith("test"):
@@ -217,6 +244,10 @@ def check(paths: Iterable[Path], helper_paths: Iterable[Path] = ()) -> list[str]
         for line, name in sorted(set(m.sleeps)):
             found.append(f"{_shown(m.path)}:{line}: {name} sleeps, then asserts; wait for "
                          "the condition (relaymq.testing.wait_until) or a marker instead")
+        for line, name in sorted(set(m.quiet)):
+            found.append(f"{_shown(m.path)}:{line}: {name} reads until nothing comes for a "
+                         "while (receive_all(timeout)); read up to a marker "
+                         "(relaymq.testing.barriers) instead")
         # a plain call counts when the helper is this module's own or imported into it
         visible = {n for n in functions if n in m.functions or n in m.imported} | methods
         for line, name, body in m.tests:

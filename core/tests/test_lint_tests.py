@@ -108,3 +108,25 @@ def test_the_check_flags_sleep_then_assert(tmp_path: Path) -> None:
     flagged = [line.split(": ")[1].split()[0] for line in _lint().check([tmp_path])]
     assert flagged == ["test_sleep_then_assert", "test_async_sleep_assign_assert",
                        "test_nested_block"]
+
+
+def test_the_check_flags_reads_until_quiet(tmp_path: Path) -> None:
+    (tmp_path / "test_quiet.py").write_text(textwrap.dedent("""
+        async def test_quiet_positional(c):
+            assert [m.text for m in await c.receive_all(0.2)] == ["x"]
+
+        async def test_quiet_default(c):
+            got = await c.receive_all()
+            assert got == []
+
+        async def test_quiet_keyword(c):
+            assert await c.receive_all(timeout=1) == []
+
+        def test_marker_read_is_fine(client):
+            assert client.receive_all("/queue/X") == [b"x"]
+
+        def test_marker_read_with_timeout_is_fine(client):
+            assert client.receive_all("/queue/X", timeout=30) == [b"x"]
+        """))
+    flagged = [line.split(": ")[1].split()[0] for line in _lint().check([tmp_path])]
+    assert flagged == ["test_quiet_positional", "test_quiet_default", "test_quiet_keyword"]
