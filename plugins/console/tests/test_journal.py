@@ -81,3 +81,41 @@ def test_jdbc_commits_and_batches_move_with_persistent_sends(tmp_path) -> None:
         check_journal_moves(broker, "jdbc")
     finally:
         broker.stop()
+
+
+@pytest.mark.slow
+def test_the_dashboard_shows_the_journal_moving(console, tmp_path_factory) -> None:
+    import os
+    import shutil
+
+    from relaymq.testing import wait_until
+
+    from .test_browser import FLAGS
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium (Debian package chromium) is not installed")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=FLAGS)
+        try:
+            page = browser.new_page()
+            page.goto(f"{console.url}/login")
+            page.fill("#username", ADMIN[0])
+            page.fill("#password", ADMIN[1])
+            page.click("#login-button")
+            page.wait_for_selector("#broker-facts")
+
+            def syncs() -> int:
+                return int(page.text_content("[data-live=journal_syncs]").strip())
+
+            before = syncs()
+            assert float(page.text_content("[data-live=journal_batch]").strip()) >= 0
+            send(console, "/queue/journal.dashboard", ["d1", "d2", "d3"])
+            # the page refreshes by itself (every refreshInterval, 5 s by default)
+            wait_until(lambda: syncs() > before, "the dashboard's journal syncs to grow", 30)
+            assert float(page.text_content("[data-live=journal_sync_ms]").strip()) > 0
+            shots = Path(os.environ.get("RELAYMQ_ARTIFACTS") or tmp_path_factory.mktemp("screens"))
+            page.screenshot(path=str(shots / "dashboard-journal.png"), full_page=True)
+        finally:
+            browser.close()
