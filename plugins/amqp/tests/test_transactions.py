@@ -13,7 +13,7 @@ from proton import Delivery, Described, Endpoint, Message, symbol
 from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container
 from proton.utils import LinkDetached
-from relaymq_amqp.testing import TXN_STATE, Coordinator, TxClient
+from relaymq_amqp.testing import REJECTED, RELEASED, TXN_STATE, Coordinator, TxClient, modified
 
 
 def wait_for(cond: Any, client: Any, timeout: float = 5.0) -> None:
@@ -545,3 +545,89 @@ def test_consume_transform_produce_is_exactly_once_across_rollbacks(connect: Any
     assert amqp_broker.queue_size("LOOP.OUT") == len(bodies)
     out = receive_bodies(c, "queue://LOOP.OUT", len(bodies))
     assert out == [b.replace("in-", "out-") for b in committed]  # in commit order
+
+
+def _settle_four_in(tx: Any, c: Any, amqp_broker: Any, queue: str) -> tuple[Any, bytes]:
+    """m1..m4 on `queue`, received, then settled inside one transaction: released,
+    modified (delivery-failed), rejected, modified (undeliverable-here). Returns the
+    receiver and the transaction once the broker has taken the dispositions."""
+    fill(c, f"queue://{queue}", "m1", "m2", "m3", "m4")
+    r = c.create_receiver(f"queue://{queue}", credit=4)
+    assert [r.receive(timeout=5).body for _ in range(4)] == ["m1", "m2", "m3", "m4"]
+    t = tx.declare()
+    answers = [tx.settle_in(r, t, RELEASED), tx.settle_in(r, t, modified(failed=True)),
+               tx.settle_in(r, t, REJECTED), tx.settle_in(r, t, modified(undeliverable=True))]
+    tx.declare()  # answered after the dispositions before it were handled
+    for d, outcome in zip(answers, (RELEASED, modified(True), REJECTED, modified(False, True)),
+                          strict=True):
+        assert d.remote_state == TXN_STATE  # transactional-state(txn, the outcome)
+        assert bytes(d.remote.data[0]) == t
+        assert d.remote.data[1].descriptor == outcome.descriptor
+    # nothing is applied before the discharge: all four are still held
+    stats = amqp_broker.stats(f"queue://{queue}")
+    assert stats["in_flight"] == 4 and amqp_broker.queue_size(queue) == 4, stats
+    assert amqp_broker.queue_size("ActiveMQ.DLQ") == 0
+    return r, t
+
+
+def test_released_modified_rejected_take_effect_at_commit(connect: Any, amqp_broker: Any) -> None:
+    """AMQP 1.0 §4.4.2: an outcome in a transactional state takes effect at discharge.
+    At commit each applies as it would outside a transaction: released and modified
+    (delivery-failed) go back to the queue, rejected and undeliverable-here go to the DLQ."""
+    c = connect()
+    tx = TxClient(c)
+    r, t = _settle_four_in(tx, c, amqp_broker, "TXO")
+    r.close()  # (its refilled credit would fetch what comes back); the outcomes stay held
+    tx.commit(t)
+    wait_for(lambda: amqp_broker.queue_size("ActiveMQ.DLQ") == 2, c)
+    assert amqp_broker.queue_size("TXO") == 2
+    r = c.create_receiver("queue://TXO", credit=2)
+    got = [r.receive(timeout=5) for _ in range(2)]
+    r.accept()
+    r.accept()
+    assert [m.body for m in got] == ["m1", "m2"]
+    assert got[0].delivery_count == 0  # released: not a delivery attempt
+    assert got[1].delivery_count == 1  # modified with delivery-failed: counted
+    assert sorted(receive_bodies(c, "queue://ActiveMQ.DLQ", 2)) == ["m3", "m4"]
+    wait_for(lambda: amqp_broker.queue_size("TXO") == 0, c)
+
+
+def test_released_modified_rejected_are_discarded_by_rollback(connect: Any,
+                                                            amqp_broker: Any) -> None:
+    """A rollback discards the outcomes: every delivery goes back to its queue as
+    redelivered (like a rolled-back acknowledgement); nothing reaches the DLQ."""
+    c = connect()
+    tx = TxClient(c)
+    r, t = _settle_four_in(tx, c, amqp_broker, "TXD")
+    r.close()
+    tx.rollback(t)
+    wait_for(lambda: amqp_broker.stats("queue://TXD")["in_flight"] == 0, c)
+    assert amqp_broker.queue_size("TXD") == 4
+    assert amqp_broker.queue_size("ActiveMQ.DLQ") == 0
+    r = c.create_receiver("queue://TXD", credit=4)
+    got = [r.receive(timeout=5) for _ in range(4)]
+    for _ in got:
+        r.accept()
+    assert [m.body for m in got] == ["m1", "m2", "m3", "m4"]
+    assert all(m.delivery_count >= 1 for m in got)
+    wait_for(lambda: amqp_broker.queue_size("TXD") == 0, c)
+
+
+def test_transactional_outcomes_outlive_their_consumer_link(connect: Any,
+                                                           amqp_broker: Any) -> None:
+    """Like transactional acknowledgements, outcomes held by a transaction stay with
+    it when the consumer link closes first; the commit then applies them."""
+    c = connect()
+    tx = TxClient(c)
+    fill(c, "queue://TXL", "m1", "m2")
+    r = c.create_receiver("queue://TXL", credit=2)
+    assert [r.receive(timeout=5).body for _ in range(2)] == ["m1", "m2"]
+    t = tx.declare()
+    tx.settle_in(r, t, REJECTED)
+    r.close()  # m2 was not settled: back to the queue now; m1 stays with the transaction
+    wait_for(lambda: amqp_broker.stats("queue://TXL")["in_flight"] == 1, c)
+    assert amqp_broker.queue_size("ActiveMQ.DLQ") == 0
+    tx.commit(t)
+    wait_for(lambda: amqp_broker.queue_size("ActiveMQ.DLQ") == 1, c)
+    assert receive_bodies(c, "queue://ActiveMQ.DLQ", 1) == ["m1"]
+    assert receive_bodies(c, "queue://TXL", 1) == ["m2"]

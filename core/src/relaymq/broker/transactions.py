@@ -4,8 +4,12 @@ Sends are routed when they are made (so selectors, interceptors and limits apply
 then) but their batch is held; acks are recorded but not applied. Commit hands
 every held store operation and every ack removal to the store-write path as one
 batch (broker/writer.py), which stores it, publishes its change-feed events and
-makes the messages visible. Rollback discards the sends and returns the acked
-messages to their queues as redelivered; it produces no change-feed event.
+makes the messages visible. Negative settlements made inside the transaction
+(AMQP released, modified and rejected outcomes in a transactional state) are
+applied after the commit's write, newest message first, so those that go back to
+their queue keep their order there. Rollback discards
+the sends and returns the acked and negatively settled messages to their queues
+as redelivered; it produces no change-feed event.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ class LocalTransaction:
         self.region = region
         self.batch = SendBatch()
         self.acks: list[tuple[QueueBase, QueueEntry]] = []
+        #: negative settlements (queue, entry, `NackMode`) waiting for the commit
+        self.nacks: list[tuple[QueueBase, QueueEntry, str]] = []
         self.state = "active"
 
     def _check(self) -> None:
@@ -45,6 +51,11 @@ class LocalTransaction:
         self._check()
         assert consumer.queue is not None
         self.acks.append((consumer.queue, entry))
+
+    def add_nack(self, consumer: Consumer, entry: QueueEntry, mode: str) -> None:
+        self._check()
+        assert consumer.queue is not None
+        self.nacks.append((consumer.queue, entry, mode))
 
     async def commit(self) -> None:
         self._check()
@@ -66,6 +77,12 @@ class LocalTransaction:
             queue.acknowledged(entry)
         for queue in dict.fromkeys(queue for queue, _ in acks):
             queue.dispatch()
+        nacks, self.nacks = self.nacks, []
+        # newest first: what goes back to its queue goes to the front, so the
+        # returned messages keep their order (as after a rollback)
+        nacks.sort(key=_newest_first)
+        for queue, entry, mode in nacks:
+            queue.settle_negative(entry, mode)
         self.state = "committed"
 
     def rollback(self) -> None:
@@ -76,6 +93,13 @@ class LocalTransaction:
         by_queue: dict[QueueBase, list[QueueEntry]] = {}
         for queue, entry in self.acks:
             by_queue.setdefault(queue, []).append(entry)
+        for queue, entry, _mode in self.nacks:
+            by_queue.setdefault(queue, []).append(entry)
         for queue, entries in by_queue.items():
             queue.return_unacked(entries)
         self.acks.clear()
+        self.nacks.clear()
+
+
+def _newest_first(nack: tuple[QueueBase, QueueEntry, str]) -> int:
+    return -nack[1].seq

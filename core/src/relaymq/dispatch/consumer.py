@@ -77,6 +77,10 @@ class Acks(Protocol):
 
     def add_ack(self, consumer: Consumer, entry: QueueEntry) -> None: ...
 
+    def add_nack(self, consumer: Consumer, entry: QueueEntry, mode: str) -> None:
+        """A negative settlement (`NackMode`) applied when the transaction
+        commits; a rollback returns the delivery to its queue instead."""
+
 
 class Delivery:
     """One message handed to one consumer; `id` is what the client acks."""
@@ -221,8 +225,9 @@ class Consumer:
         inflight = self.inflight
         entries = []
         for did in delivery_ids:
-            entry = inflight.pop(did, None)
-            if entry is not None:
+            entry = inflight.get(did)
+            if entry is not None:  # get and del: native calls (pop with a default is not)
+                del inflight[did]
                 entries.append(entry)
         if not entries:
             return None
@@ -249,19 +254,24 @@ class Consumer:
         # one dispatch for the whole range, not one per acknowledged message
         return self.queue.acknowledge_all(entries)
 
-    def nack(self, delivery_id: int, mode: str = NackMode.POISON) -> None:
+    def nack(self, delivery_id: int, mode: str = NackMode.POISON, txn: Acks | None = None) -> None:
+        """Settle a delivery negatively (`NackMode`); inside a transaction the
+        settlement waits for its commit (a rollback returns the delivery instead)."""
         entry = self._take(delivery_id)
         assert self.queue is not None
+        if txn is not None:
+            txn.add_nack(self, entry, mode)
+            return
         self.queue.settle_negative(entry, mode)
 
-    def release(self, delivery_id: int) -> None:
-        self.nack(delivery_id, NackMode.RELEASE)
+    def release(self, delivery_id: int, txn: Acks | None = None) -> None:
+        self.nack(delivery_id, NackMode.RELEASE, txn)
 
-    def fail(self, delivery_id: int) -> None:
-        self.nack(delivery_id, NackMode.FAILED)
+    def fail(self, delivery_id: int, txn: Acks | None = None) -> None:
+        self.nack(delivery_id, NackMode.FAILED, txn)
 
-    def reject(self, delivery_id: int) -> None:
-        self.nack(delivery_id, NackMode.REJECT)
+    def reject(self, delivery_id: int, txn: Acks | None = None) -> None:
+        self.nack(delivery_id, NackMode.REJECT, txn)
 
     def holds(self, delivery_id: int) -> bool:
         return delivery_id in self.inflight

@@ -468,6 +468,14 @@ def remote_rejected_condition(delivery: Any) -> Condition | None:
 # ---------------------------------------------------------------------------
 
 
+class DeliveryHandler:
+    """A link's receiver of delivery events: `Engine.pump` hands a delivery of a
+    link in the handler's `links` dict straight to it (a native call in the
+    compiled build: no attribute lookup by name per message)."""
+
+    def on_delivery(self, delivery: Any) -> None: ...
+
+
 class Handler:
     """What `Engine.pump` calls; every method is optional."""
 
@@ -688,15 +696,14 @@ class Engine:
     def pump(self, h: Any) -> None:
         """Dispatch every collected event to `h` (see `Handler`). Deliveries,
         the one event per message, take the short way: when `h` has a `links`
-        dict (proton link -> object with ``on_delivery(delivery)``), straight to
+        dict (proton link -> `DeliveryHandler`), straight to
         the link's handler; deliveries of other links go to ``h.on_delivery``."""
         col = self.collector
         peek = _pn_collector_peek
         pop = _pn_collector_pop
         etype = _pn_event_type
         event_delivery = _pn_event_delivery
-        links = getattr(h, "links", None)
-        find = links.get if links is not None else None
+        links: dict[Any, DeliveryHandler] | None = getattr(h, "links", None)
         on_delivery = h.on_delivery
         dispatch = self._dispatch
         while True:
@@ -708,9 +715,9 @@ class Engine:
                 # asking for the type of the one event each message causes.
                 d = event_delivery(ev)
                 if d:
-                    if find is not None:
+                    if links is not None:
                         link = delivery_link(d)
-                        handler = find(link)
+                        handler = links.get(link)
                         if handler is not None:
                             handler.on_delivery(d)
                         else:  # a link outside the dict (a transaction coordinator)

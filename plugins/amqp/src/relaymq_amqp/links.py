@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from relaymq.dispatch.consumer import Consumer, Delivery, NackMode
 from relaymq.errors import (
@@ -31,7 +31,7 @@ from relaymq.model.destination import Destination, DestinationKind, InvalidDesti
 from relaymq.selector import InvalidSelector
 
 from relaymq_amqp import engine as pn
-from relaymq_amqp.engine import Condition, Engine, Terminus
+from relaymq_amqp.engine import Condition, DeliveryHandler, Engine, Terminus
 from relaymq_amqp.mapping import (
     SCHEDULING_MARKERS,
     apply_scheduling,
@@ -49,8 +49,11 @@ from relaymq_amqp.txstate import (
     TRANSACTIONAL_STATE,
     UNKNOWN_ID,
     kernel_txid,
+    modified_flags,
+    outcome_name,
     settle_transactional,
     state_fields,
+    state_outcome,
 )
 from relaymq_amqp.types import Described, Symbol
 
@@ -61,16 +64,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("relaymq.amqp")
 
-_update = pn.delivery_update
-_settle = pn.delivery_settle
-_is_settled = pn.delivery_settled
-_remote_state = pn.delivery_remote_state
-_pending = pn.delivery_pending
-_partial = pn.delivery_partial
-_advance = pn.link_advance
-_ACCEPTED = pn.ACCEPTED
-_SND_SETTLED = pn.SND_SETTLED
-_SND_UNSETTLED = pn.SND_UNSETTLED
+# Final: C globals in the compiled build (a plain module global is a dict lookup per use)
+_update: Final = pn.delivery_update
+_settle: Final = pn.delivery_settle
+_is_settled: Final = pn.delivery_settled
+_remote_state: Final = pn.delivery_remote_state
+_pending: Final = pn.delivery_pending
+_partial: Final = pn.delivery_partial
+_advance: Final = pn.link_advance
+_ACCEPTED: Final = pn.ACCEPTED
+_SND_SETTLED: Final = pn.SND_SETTLED
+_SND_UNSETTLED: Final = pn.SND_UNSETTLED
 
 SELECTOR_FILTER_CODE = 0x0000468C00000004
 SELECTOR_FILTER_NAME = "apache.org:selector-filter:string"
@@ -175,7 +179,7 @@ class LinkHost:
         raise NotImplementedError
 
 
-class Link:
+class Link(DeliveryHandler):
     """What both directions share: the proton link, its connection, its name."""
 
     def __init__(self, conn: LinkHost, link: Any) -> None:
@@ -239,7 +243,7 @@ class ProducerLink(Link):
         self._partial: list[bytes] = []
         self._partial_size = 0
         assert conn.engine is not None
-        self._recv = conn.engine.recv
+        self._engine: Engine = conn.engine
         self.max_message_size = conn.options.max_message_size
         #: with `schedulerSupport`, messages are looked at for scheduling properties
         self.scheduling = conn.broker.scheduler is not None
@@ -303,7 +307,7 @@ class ProducerLink(Link):
         n = _pending(d)
         if _partial(d):
             if n:
-                self._partial.append(self._recv(link, n))
+                self._partial.append(self._engine.recv(link, n))
                 self._partial_size += n
                 if self.max_message_size and self._partial_size > self.max_message_size:
                     self._too_large()
@@ -317,7 +321,7 @@ class ProducerLink(Link):
                 self.credit -= 1
                 self._top_up()
             return  # otherwise an update of a delivery we already took
-        data = self._recv(link, n)
+        data = self._engine.recv(link, n)
         if self._partial:
             self._partial.append(data)
             data = b"".join(self._partial)
@@ -450,7 +454,7 @@ class ConsumerLink(Link):
         self.durable_name: str | None = None
         self._tag = 0
         assert conn.engine is not None
-        self._send = conn.engine.send
+        self._engine: Engine = conn.engine
 
     async def attach(self) -> None:
         kconn = self.conn.kconn
@@ -536,7 +540,7 @@ class ConsumerLink(Link):
                 self._settle(self.consumer.ack, delivery.id)
         else:
             tag = self._tag = self._tag + 1
-            self.unsettled[self._send(self.link, tag, data)] = delivery.id
+            self.unsettled[self._engine.send(self.link, tag, data)] = delivery.id
         conn = self.conn
         if not conn.flush_scheduled:
             conn.want_flush()
@@ -561,7 +565,10 @@ class ConsumerLink(Link):
     def on_delivery(self, d: Any) -> None:
         state = _remote_state(d)
         if state == _ACCEPTED:  # the common case, kept short
-            did = self.unsettled.pop(d, None)
+            unsettled = self.unsettled
+            did = unsettled.get(d)
+            if did is not None:
+                del unsettled[d]  # (get and del are native calls; pop with a default is not)
             if did is not None and self.consumer is not None and not self.browser:
                 acks = self._acks
                 if not acks:
@@ -592,11 +599,14 @@ class ConsumerLink(Link):
         _settle(d)
 
     def _transactional(self, d: Any) -> None:
-        """A disposition in a transaction: `accepted` acknowledges the delivery
-        inside it (undone by a rollback); the other outcomes apply at once."""
+        """A disposition in a transaction. Its outcome takes effect at discharge
+        (AMQP 1.0 §4.4.2): `accepted` acknowledges the delivery at commit;
+        `released`, `modified` and `rejected` are applied at commit as they would
+        be outside a transaction. A rollback discards them all: the delivery goes
+        back to its queue as redelivered."""
         kconn = self.conn.kconn
         try:
-            txn, outcome = state_fields(d)
+            txn, outcome = state_outcome(d)
             if txn not in self.conn.transactions or kconn is None:
                 raise TransactionError(f"transaction {txn!r} is not active on this connection "
                                        "(never declared, or already discharged)")
@@ -607,26 +617,31 @@ class ConsumerLink(Link):
             return
         if outcome is None:
             return  # no outcome yet
-        did = self.unsettled.pop(d, None)
+        name = outcome_name(outcome)
+        did = self.unsettled.get(d)
+        if did is not None:
+            del self.unsettled[d]
         c = self.consumer
         if did is not None and c is not None and not self.browser:
+            tx = kconn.transaction(kernel_txid(txn))
             try:
-                if outcome == "accepted":
-                    c.ack(did, kconn.transaction(kernel_txid(txn)))
-                elif outcome == "rejected":
-                    c.reject(did)
-                elif outcome == "modified":
-                    c.fail(did)
-                else:
-                    c.release(did)
+                if name == "accepted":
+                    c.ack(did, tx)
+                elif name == "rejected":
+                    c.nack(did, NackMode.REJECT, tx)
+                elif name == "modified":
+                    failed, undeliverable = modified_flags(outcome)
+                    mode = NackMode.POISON if undeliverable else \
+                        NackMode.FAILED if failed else NackMode.RELEASE
+                    c.nack(did, mode, tx)
+                else:  # released, or an outcome this broker does not know
+                    c.nack(did, NackMode.RELEASE, tx)
             except UnknownDelivery:
                 pass
         if _is_settled(d):
             _settle(d)
-        elif outcome == "accepted":
-            settle_transactional(d, txn)
         else:
-            _settle(d)
+            settle_transactional(d, txn, outcome)
 
     def flush_acks(self) -> None:
         """Acknowledge the deliveries accepted since the last call, in one kernel call."""

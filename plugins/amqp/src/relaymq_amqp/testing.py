@@ -12,6 +12,14 @@ from proton.reactor import LinkOption
 
 TXN_STATE = 0x34
 DECLARED = 0x33
+ACCEPTED = Described(ulong(0x24), [])
+REJECTED = Described(ulong(0x25), [])
+RELEASED = Described(ulong(0x26), [])
+
+
+def modified(failed: bool = False, undeliverable: bool = False) -> Described:
+    """The `modified` outcome (delivery-failed, undeliverable-here)."""
+    return Described(ulong(0x27), [failed, undeliverable])
 
 
 class Coordinator(LinkOption):
@@ -60,8 +68,14 @@ class TxClient:
 
     def accept(self, receiver: Any, txn: bytes, settle: bool = False) -> Any:
         """Accept the oldest received delivery inside `txn` (proton's Transaction.accept)."""
+        return self.settle_in(receiver, txn, ACCEPTED, settle)
+
+    def settle_in(self, receiver: Any, txn: bytes, outcome: Described,
+                  settle: bool = False) -> Any:
+        """Give the oldest received delivery `outcome` inside `txn`:
+        a `transactional-state(txn, outcome)` disposition."""
         d = receiver.fetcher.unsettled.popleft()
-        d.local.data = [txn, Described(ulong(0x24), [])]
+        d.local.data = [txn, outcome]
         d.update(TXN_STATE)
         if settle:
             d.settle()
