@@ -67,12 +67,26 @@ class BadEvent(ValueError):
     """A mirror message that cannot be applied (wrong annotation type, no id, ...)."""
 
 
+#: message id -> internal id of recent messages: a message's send, its
+#: acknowledgement and the target's index each need it, the hash is made once
+_IDS: dict[str, int] = {}
+_IDS_KEPT = 16384
+
+
 def internal_id(message_id: str | None) -> int:
     """A message's internal id (Artemis' ``x-opt-amq-mr-id``, a signed long):
     63 bits of a hash of its message id, the same on every broker and after a
     restart, so an acknowledgement read back from the store finds it again."""
-    digest = hashlib.blake2b((message_id or "").encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") & 0x7FFFFFFFFFFFFFFF
+    key = message_id or ""
+    found = _IDS.get(key)
+    if found is not None:
+        return found
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    value = int.from_bytes(digest, "big") & 0x7FFFFFFFFFFFFFFF
+    if len(_IDS) >= _IDS_KEPT:
+        _IDS.clear()
+    _IDS[key] = value
+    return value
 
 
 def id_of(message: Any) -> int:
