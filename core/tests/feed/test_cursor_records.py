@@ -118,3 +118,35 @@ async def test_a_spilled_cursor_reads_ahead_and_keeps_order_while_more_arrives(m
         assert await broker.store.read(cur.key, 0, 10) == []
     finally:
         await broker.stop()
+
+
+async def test_take_hands_out_what_is_in_memory_in_order_without_waiting() -> None:
+    import asyncio
+
+    from relaymq.broker.broker import Broker
+    from relaymq.broker.security import ConnectRequest
+    from relaymq.config.model import BrokerConfig
+
+    broker = Broker(BrokerConfig(persistent=False))
+    await broker.start()
+    try:
+        cur = await broker.change_feed.subscribe_durable("take", {MessageAdded})
+        assert cur.take(10) == []  # nothing yet: no wait either
+        conn = await broker.connect(ConnectRequest())
+        q = Destination.queue("rec.take")
+        for i in range(5):
+            await conn.send(Message(f"{i}".encode(), destination=q, durable=True))
+        deadline = asyncio.get_running_loop().time() + 5
+        while cur.pending < 5:
+            assert asyncio.get_running_loop().time() < deadline, cur.pending
+            await asyncio.sleep(0.01)
+        first = cur.take(3)
+        rest = cur.take(10)
+        assert [int(ev.message.body) for _, ev in first + rest] == [0, 1, 2, 3, 4]
+        seqs = [seq for seq, _ in first + rest]
+        assert seqs == sorted(seqs) and cur.position == seqs[-1]
+        assert cur.take(10) == [] and cur.unacknowledged == 5
+        await cur.ack(seqs[2])
+        assert cur.unacknowledged == 2
+    finally:
+        await broker.stop()
