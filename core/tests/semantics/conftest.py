@@ -4,37 +4,70 @@ A scenario runs over vm:// only, unless it names more transports with
 `@over("vm", "stomp", "amqp")`: then it runs once per transport, and `connect`
 gives a client of that transport (`relaymq.testing.transports`) to a broker with that
 transport's connector on a free port. The scenario's code is the same for all.
+
+Each socket transport also runs against a broker PROCESS (`stomp-process`,
+`amqp-process`): `make_broker` then starts `relaymq run` with the scenario's config
+(`relaymq.testing.broker_proxy.ProcessBroker`, one child per broker the scenario
+makes) and gives a stand-in that answers `connector_address`, `queue_size` and
+`destination_stats` over the child's REST API. A scenario that needs more of the
+in-process broker (a barrier, a fake clock, its region) says
+`@over(..., process=False)`; docs/testing.md lists them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from relaymq.broker.broker import Broker
 from relaymq.config.model import BrokerConfig, DeadLetterStrategyConfig, PolicyEntryConfig
+from relaymq.testing.broker_proxy import ProcessBroker, console_missing
 from relaymq.testing.transports import TRANSPORTS, connect_over, with_connector
 
+#: the suffix of a transport run against a broker process (`stomp-process`)
+PROCESS = "-process"
 
-def over(*names: str) -> pytest.MarkDecorator:
-    """Run a scenario over these transports (default: vm only)."""
+
+def over(*names: str, process: bool = True) -> pytest.MarkDecorator:
+    """Run a scenario over these transports (default: vm only); each socket transport
+    also against a broker process unless `process` is False."""
     assert set(names) <= set(TRANSPORTS), names
-    return pytest.mark.transports(*names)
+    return pytest.mark.transports(*names, process=process)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "transport" in metafunc.fixturenames:
         marker = metafunc.definition.get_closest_marker("transports")
-        metafunc.parametrize("transport", marker.args if marker else ("vm",))
+        names: list[Any] = list(marker.args) if marker else ["vm"]
+        if marker is not None and marker.kwargs.get("process", True):
+            # a broker start each: ~2-4 s on a loaded machine
+            names += [pytest.param(f"{n}{PROCESS}", marks=pytest.mark.slow)
+                      for n in marker.args if n != "vm"]
+        metafunc.parametrize("transport", names)
+
+
+def base_transport(transport: str) -> str:
+    """`stomp` for `stomp` and `stomp-process`."""
+    return transport.removesuffix(PROCESS)
 
 
 @pytest.fixture
-async def make_broker(transport: str) -> AsyncIterator[Callable[..., Any]]:
+async def make_broker(transport: str, tmp_path_factory: pytest.TempPathFactory
+                      ) -> AsyncIterator[Callable[..., Any]]:
     brokers: list[Broker] = []
+    processes: list[ProcessBroker] = []
+    base = base_transport(transport)
+    if transport.endswith(PROCESS) and (missing := console_missing()) is not None:
+        pytest.skip(missing)
 
-    async def make(config: BrokerConfig | None = None, **fields: Any) -> Broker:
-        cfg = with_connector(config or BrokerConfig(persistent=False, **fields), transport)
+    async def make(config: BrokerConfig | None = None, **fields: Any) -> Any:
+        cfg = with_connector(config or BrokerConfig(persistent=False, **fields), base)
+        if transport.endswith(PROCESS):
+            p = ProcessBroker(cfg, tmp_path_factory.mktemp("broker"))
+            processes.append(p)
+            return await asyncio.to_thread(p.start)
         b = Broker(cfg)
         await b.start()
         brokers.append(b)
@@ -43,18 +76,21 @@ async def make_broker(transport: str) -> AsyncIterator[Callable[..., Any]]:
     yield make
     for b in brokers:
         await b.stop()
+    for p in processes:
+        await asyncio.to_thread(p.stop)
 
 
 @pytest.fixture
 async def connect(transport: str) -> AsyncIterator[Callable[..., Any]]:
     """`await connect(broker, client_id=...)`: a client of the scenario's transport."""
     conns: list[Any] = []
-    if transport != "vm":
-        pytest.importorskip({"stomp": "stomp", "amqp": "proton"}[transport],
-                            reason=f"the {transport} client library is not installed")
+    base = base_transport(transport)
+    if base != "vm":
+        pytest.importorskip({"stomp": "stomp", "amqp": "proton"}[base],
+                            reason=f"the {base} client library is not installed")
 
-    async def make(broker: Broker, **kw: Any) -> Any:
-        c = await connect_over(transport, broker, **kw)
+    async def make(broker: Any, **kw: Any) -> Any:
+        c = await connect_over(base, broker, **kw)
         conns.append(c)
         return c
 

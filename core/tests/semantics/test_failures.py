@@ -77,7 +77,7 @@ async def test_process_non_persistent_dead_letters_them(make_broker, connect):
     assert b.queue_size("NP2") == 0
 
 
-@over("vm", "amqp")
+@over("vm", "amqp", process=False)  # reads the broker's redelivery policy object
 async def test_redelivery_policy_retries_with_backoff_then_dead_letters(make_broker, connect):
     cfg = BrokerConfig(persistent=False, plugins=[redelivery_plugin(**{"REDELIVERY.>": {
         "maximumRedeliveries": "3", "initialRedeliveryDelay": "20", "redeliveryDelay": "20",

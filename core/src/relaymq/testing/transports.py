@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
 from relaymq.broker.broker import Broker
 from relaymq.config.model import BrokerConfig, TransportConnectorConfig
@@ -48,6 +48,13 @@ class Unsupported(NotImplementedError):
 TRANSPORTS = ("vm", "stomp", "amqp")
 
 
+class Listening(Protocol):
+    """What a socket client needs of a broker: an in-process `Broker`, or a
+    `relaymq.testing.broker_proxy.ProcessBroker` standing for a child process."""
+
+    def connector_address(self, scheme: str) -> str: ...
+
+
 def with_connector(config: BrokerConfig, transport: str) -> BrokerConfig:
     """A copy of `config` that also listens for `transport` on a free loopback port
     (vm: the config itself)."""
@@ -59,10 +66,15 @@ def with_connector(config: BrokerConfig, transport: str) -> BrokerConfig:
     return cfg
 
 
-async def connect_over(transport: str, broker: Broker, **kw: Any) -> Any:
-    """A client of `transport` to `broker` (which listens for it: `with_connector`)."""
+async def connect_over(transport: str, broker: Broker | Listening, **kw: Any) -> Any:
+    """A client of `transport` to `broker` (which listens for it: `with_connector`);
+    vm:// needs an in-process `Broker`, the socket transports also take a
+    `ProcessBroker`."""
     if transport == "vm":
         from relaymq.client import connect_broker
+
+        if not isinstance(broker, Broker):
+            raise TypeError(f"vm:// connects only to an in-process Broker, not {broker!r}")
 
         return await connect_broker(broker, **kw)
     if transport == "stomp":
