@@ -15,7 +15,7 @@ from relaymq.model.destination import Destination
 from relaymq.testing import running_broker, wait_until_async
 from relaymq_amqp import link_handlers
 from relaymq_federation import wire
-from relaymq_federation.target import QueueSender
+from relaymq_federation.target import ControlLink, QueueSender
 
 
 class OldQueueSender(QueueSender):
@@ -27,6 +27,22 @@ class OldQueueSender(QueueSender):
     def attach(self) -> None:
         OldQueueSender.attached.append(self.link.name)
         super().attach()
+
+
+class OldControlLink(ControlLink):
+    """A peer that answers the control link without offering its capability."""
+
+    attached: ClassVar[int] = 0
+
+    def attach(self) -> None:
+        OldControlLink.attached += 1
+        self.link.open(target=self.link.remote_target, properties={wire.VERSION: 2}, credit=10)
+
+    def on_delivery(self, delivery: Any) -> None:
+        self.link.accept(delivery)
+
+    def on_detach(self, closed: bool) -> None:
+        pass
 
 
 def _federation(broker: Broker) -> dict[str, Any]:
@@ -74,5 +90,33 @@ async def test_local_queue_policy_is_refused_without_the_receiver_capability(
             refusals = [r for r in caplog.records
                         if f"refused: the peer does not offer {wire.QUEUE_RECEIVER}" in r.getMessage()]
             assert len(refusals) == 1 and refusals[0].levelno == logging.WARNING
+        finally:
+            await edge.stop()
+
+
+async def test_control_link_without_the_capability_is_refused_and_retried(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="relaymq.federation")
+    OldControlLink.attached = 0
+    async with running_broker(None, "amqp://127.0.0.1:0", broker_name="hub") as hub:
+        link_handlers.register(hub, wire.CONTROL_LINK, OldControlLink)
+        await hub.management.create_queue("work.1")
+        port = hub.connector_address("amqp").rpartition(":")[2]
+        edge = Broker(load_config_text(f"""<broker brokerName="edge" persistent="false">
+  <broker-connections><amqp-connection uri="tcp://127.0.0.1:{port}" name="to-hub" retry-interval="100">
+    <federation><local-queue-policy name="work"><include queue-match="work.*"/></local-queue-policy>
+    </federation>
+  </amqp-connection></broker-connections></broker>""", "xml"), strict=True)
+        await edge.start()
+        try:
+            kconn = await edge.connect()
+            await kconn.subscribe(Destination.queue("work.1"), on_message=lambda d: None)
+            reason = f"the peer does not offer {wire.CONTROL_LINK} on the control link"
+            await wait_until_async(lambda: OldControlLink.attached >= 3, "attempts again")
+            assert _federation(edge)["control"] == f"refused: {reason}"
+            # no receiver was ever attached on the hub, the refusal is logged once
+            assert hub.management.consumer_count("queue://work.1") == 0
+            assert _federation(edge)["queue_waiting"] == ["work.1"]
+            assert sum(reason in r.getMessage() for r in caplog.records) == 1
         finally:
             await edge.stop()

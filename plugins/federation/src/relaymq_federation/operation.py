@@ -61,6 +61,8 @@ class Federation:
         self.policies: PolicyRunner | None = None
         self.peer_links: Any = None
         self.events: SourceEvents | None = None
+        #: why the peer's answer to the control link was refused (None: it was not)
+        self.control_refused: str | None = None
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -135,7 +137,8 @@ class Federation:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - retried: the peer may come later
-                log.warning("federation %s: control link not attached: %s", cfg.name, exc)
+                if self.control_refused is None:  # a refusal is logged once, where it is found
+                    log.warning("federation %s: control link not attached: %s", cfg.name, exc)
                 await asyncio.sleep(max(conn.options.retry_interval, 0.5))
         assert self.publisher is not None and self.policies is not None
         self.publisher.origin = self.remote_id
@@ -193,12 +196,18 @@ class Federation:
             properties={wire.VERSION: 2, wire.CONFIGURATION: cfg.to_configuration_map(),
                         wire.FEDERATION_NAME: cfg.name},
             desired_capabilities=[wire.CONTROL_LINK])
-        offered = getattr(self.control, "remote_offered_capabilities", None)
-        if offered is not None and wire.CONTROL_LINK not in offered and \
-                getattr(self.control, "remote_properties", None) is not None and \
-                wire.VERSION not in (self.control.remote_properties or {}):
+        offered = getattr(self.control, "remote_offered_capabilities", None) or []
+        if wire.CONTROL_LINK not in offered:
+            # as Artemis: no federation without the capability on the answer
             await self.control.close()
-            raise RuntimeError(f"the peer does not offer {wire.CONTROL_LINK}: it has no AMQP federation")
+            self.control = None
+            reason = f"the peer does not offer {wire.CONTROL_LINK} on the control link"
+            if self.control_refused != reason:
+                log.warning("federation %s: refused: %s; tried again every %.1f s", cfg.name,
+                            reason, max(self.conn.options.retry_interval, 0.5))
+            self.control_refused = reason
+            raise RuntimeError(reason)
+        self.control_refused = None
         if self.peer_links is not None:
             # a federation connection now: the peer may attach its receivers over it
             # (it does on the remote policies sent next)
@@ -235,6 +244,8 @@ class Federation:
         p = self.policies
         return {
             "federation": self.config.name, "remote": self.remote_id,
+            "control": "refused: " + self.control_refused if self.control_refused else
+            ("attached" if self.control is not None and not self.control.closed else "detached"),
             "address_receivers": p.addresses.open_keys() if p and p.addresses else [],
             "queue_receivers": p.queues.open_keys() if p and p.queues else [],
             "received": sum(r.received for r in p.all_receivers()) if p else 0,
