@@ -225,9 +225,8 @@ class Consumer:
         inflight = self.inflight
         entries = []
         for did in delivery_ids:
-            entry = inflight.get(did)
-            if entry is not None:  # get and del: native calls (pop with a default is not)
-                del inflight[did]
+            entry = inflight.pop(did, None)
+            if entry is not None:
                 entries.append(entry)
         if not entries:
             return None

@@ -565,10 +565,7 @@ class ConsumerLink(Link):
     def on_delivery(self, d: Any) -> None:
         state = _remote_state(d)
         if state == _ACCEPTED:  # the common case, kept short
-            unsettled = self.unsettled
-            did = unsettled.get(d)
-            if did is not None:
-                del unsettled[d]  # (get and del are native calls; pop with a default is not)
+            did = self.unsettled.pop(d, None)
             if did is not None and self.consumer is not None and not self.browser:
                 acks = self._acks
                 if not acks:
@@ -618,9 +615,7 @@ class ConsumerLink(Link):
         if outcome is None:
             return  # no outcome yet
         name = outcome_name(outcome)
-        did = self.unsettled.get(d)
-        if did is not None:
-            del self.unsettled[d]
+        did = self.unsettled.pop(d, None)
         c = self.consumer
         if did is not None and c is not None and not self.browser:
             tx = kconn.transaction(kernel_txid(txn))
