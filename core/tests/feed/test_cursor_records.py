@@ -67,13 +67,14 @@ def test_records_of_the_earlier_wrapped_form_are_read() -> None:
 
 def test_a_message_removed_record_has_no_properties_and_reads_back_equal() -> None:
     q = Destination.queue("rec.rm")
-    msg = Message(b"gone", destination=q, message_id="ID:4", durable=False)
+    msg = Message(b"gone", destination=q, message_id="ID:4", durable=False, origin="broker-c")
     record = encode_event(removed(msg, q, "durable://c:s", 17, "killed", None))
     assert record.properties == {} and record.annotations is None
     rem = decode_event(stored(record))
     assert type(rem) is MessageRemoved and rem.destination == q and rem.key == "durable://c:s"
     assert (rem.seq, rem.reason, rem.origin) == (17, "killed", None)
     assert (rem.message.message_id, rem.message.durable) == ("ID:4", False)
+    assert rem.message.origin == "broker-c"  # a mirror names the broker it came from
 
 
 async def test_a_spilled_cursor_reads_ahead_and_keeps_order_while_more_arrives(monkeypatch) -> None:  # type: ignore[no-untyped-def]

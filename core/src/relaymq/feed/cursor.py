@@ -18,7 +18,7 @@ is its fields as a JSON list; the record of any other event is an empty message
 whose `feed` property holds its fields (as every record did before: every form
 is read back). A replayed
 `MessageRemoved` (read back from the store) carries a message with only its id,
-destination and persistence. Events of recovery (`recovered=True`)
+destination, persistence and origin broker. Events of recovery (`recovered=True`)
 are not captured: a cursor records changes, not the broker's restarts.
 """
 
@@ -289,14 +289,16 @@ def _removed_record(ev: MessageRemoved) -> Message:
     the store encodes no JSON map around JSON)."""
     m = ev.message
     body = _to_json([ev.origin, ev.destination.key, ev.key, ev.seq, ev.reason, m.message_id,
-                     m.durable]).encode()
+                     m.durable, m.origin]).encode()
     return Message(body, durable=True, type=REMOVED_TYPE)
 
 
 def _decode_removed(record: Message) -> ChangeEvent:
-    origin, dkey, key, seq, reason, mid, durable = json.loads(record.body)
+    f = json.loads(record.body)
+    origin, dkey, key, seq, reason, mid, durable = f[:7]
     dest = Destination.parse(dkey)
-    msg = Message(b"", destination=dest, message_id=mid, durable=bool(durable))
+    msg = Message(b"", destination=dest, message_id=mid, durable=bool(durable),
+                  origin=f[7] if len(f) > 7 else None)
     return removed(msg, dest, key, seq, reason, origin)
 
 
