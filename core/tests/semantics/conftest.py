@@ -24,10 +24,14 @@ import pytest
 from relaymq.broker.broker import Broker
 from relaymq.config.model import BrokerConfig, DeadLetterStrategyConfig, PolicyEntryConfig
 from relaymq.testing.broker_proxy import ProcessBroker, console_missing
-from relaymq.testing.transports import TRANSPORTS, connect_over, with_connector
-
-#: the suffix of a transport run against a broker process (`stomp-process`)
-PROCESS = "-process"
+from relaymq.testing.transports import (
+    PROCESS,
+    TRANSPORTS,
+    base_transport,
+    connect_over,
+    transport_params,
+    with_connector,
+)
 
 
 def over(*names: str, process: bool = True) -> pytest.MarkDecorator:
@@ -39,18 +43,8 @@ def over(*names: str, process: bool = True) -> pytest.MarkDecorator:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "transport" in metafunc.fixturenames:
-        marker = metafunc.definition.get_closest_marker("transports")
-        names: list[Any] = list(marker.args) if marker else ["vm"]
-        if marker is not None and marker.kwargs.get("process", True):
-            # a broker start each: ~2-4 s on a loaded machine
-            names += [pytest.param(f"{n}{PROCESS}", marks=pytest.mark.slow)
-                      for n in marker.args if n != "vm"]
-        metafunc.parametrize("transport", names)
-
-
-def base_transport(transport: str) -> str:
-    """`stomp` for `stomp` and `stomp-process`."""
-    return transport.removesuffix(PROCESS)
+        metafunc.parametrize("transport",
+                             transport_params(metafunc.definition.get_closest_marker("transports")))
 
 
 @pytest.fixture

@@ -7,11 +7,16 @@
 
 A test marked ``@pytest.mark.transports("vm", "stomp", "amqp")`` runs once per
 transport: the broker also listens for it and ``connect`` gives a client of it
-(``relaymq.testing.transports``); unmarked tests run over vm:// only.
+(``relaymq.testing.transports``); unmarked tests run over vm:// only. Each socket
+transport runs again against a broker process (``stomp-process``, ``amqp-process``):
+``start`` then runs ``relaymq run`` on the same configuration and gives a stand-in
+that answers ``connector_address``, ``queue_size`` and ``destination_stats`` over its
+REST API (``relaymq.testing.broker_proxy``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -21,7 +26,14 @@ from relaymq.client import ClientConsumer, Connection
 from relaymq.config.loader import load_config_text
 from relaymq.config.model import BrokerConfig
 from relaymq.testing.barriers import before_marker
-from relaymq.testing.transports import connect_over, with_connector
+from relaymq.testing.broker_proxy import ProcessBroker, console_missing
+from relaymq.testing.transports import (
+    PROCESS,
+    base_transport,
+    connect_over,
+    transport_params,
+    with_connector,
+)
 
 BROKER = ('<broker xmlns="http://activemq.apache.org/schema/core" brokerName="vt" '
           'persistent="false">{body}</broker>')
@@ -41,19 +53,28 @@ StartBroker = Callable[..., Awaitable[Broker]]
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "transport" in metafunc.fixturenames:
-        marker = metafunc.definition.get_closest_marker("transports")
-        metafunc.parametrize("transport", marker.args if marker else ("vm",))
+        metafunc.parametrize("transport",
+                             transport_params(metafunc.definition.get_closest_marker("transports")))
 
 
 @pytest.fixture
-async def start(transport: str) -> AsyncIterator[StartBroker]:
+async def start(transport: str, tmp_path_factory: pytest.TempPathFactory,
+                ) -> AsyncIterator[StartBroker]:
     brokers: list[Broker] = []
+    processes: list[ProcessBroker] = []
+    base = base_transport(transport)
+    if transport.endswith(PROCESS) and (missing := console_missing()) is not None:
+        pytest.skip(missing)
 
     async def _start(entries: list[str] | None = None, body: str = "", *,
-                     config: BrokerConfig | None = None, strict: bool = True) -> Broker:
+                     config: BrokerConfig | None = None, strict: bool = True) -> Any:
         cfg = config or load_config_text(broker_xml(entries, body), filename="activemq.xml",
                                          strict=strict)
-        broker = Broker(with_connector(cfg, transport), strict=strict)
+        if transport.endswith(PROCESS):
+            process = ProcessBroker(with_connector(cfg, base), tmp_path_factory.mktemp("vt"))
+            processes.append(process)
+            return await asyncio.to_thread(process.start)
+        broker = Broker(with_connector(cfg, base), strict=strict)
         await broker.start()
         brokers.append(broker)
         return broker
@@ -61,6 +82,8 @@ async def start(transport: str) -> AsyncIterator[StartBroker]:
     yield _start
     for broker in reversed(brokers):
         await broker.stop()
+    for process in processes:
+        await asyncio.to_thread(process.stop)
 
 
 @pytest.fixture
@@ -74,13 +97,14 @@ def paths() -> dict[int, tuple[Any, Any, str | None]]:
 async def connect(transport: str, paths: dict[int, tuple[Any, Any, str | None]],
                   ) -> AsyncIterator[Callable[..., Awaitable[Connection]]]:
     """``await connect(broker)``: a client of the test's transport (closed at the end)."""
-    if transport != "vm":
-        pytest.importorskip({"stomp": "stomp", "amqp": "proton"}[transport],
-                            reason=f"the {transport} client library is not installed")
+    base = base_transport(transport)
+    if base != "vm":
+        pytest.importorskip({"stomp": "stomp", "amqp": "proton"}[base],
+                            reason=f"the {base} client library is not installed")
     opened: list[Any] = []
 
-    async def _connect(broker: Broker, **kw: Any) -> Any:
-        c = await connect_over(transport, broker, **kw)
+    async def _connect(broker: Any, **kw: Any) -> Any:
+        c = await connect_over(base, broker, **kw)
         opened.append(c)
         make = c.consumer
 

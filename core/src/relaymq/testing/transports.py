@@ -55,6 +55,28 @@ class Listening(Protocol):
     def connector_address(self, scheme: str) -> str: ...
 
 
+#: the suffix of a transport run against a broker process (`stomp-process`)
+PROCESS = "-process"
+
+
+def base_transport(transport: str) -> str:
+    """`stomp` for `stomp` and `stomp-process`."""
+    return transport.removesuffix(PROCESS)
+
+
+def transport_params(marker: Any) -> list[Any]:
+    """The `transport` values of a test marked `transports(*names, process=True)`
+    (unmarked: vm only): each name, and each socket transport again against a broker
+    process (`stomp-process`, marked slow: a broker start each, ~2-4 s loaded)."""
+    import pytest
+
+    names: list[Any] = list(marker.args) if marker else ["vm"]
+    if marker is not None and marker.kwargs.get("process", True):
+        names += [pytest.param(f"{n}{PROCESS}", marks=pytest.mark.slow)
+                  for n in marker.args if n != "vm"]
+    return names
+
+
 def with_connector(config: BrokerConfig, transport: str) -> BrokerConfig:
     """A copy of `config` that also listens for `transport` on a free loopback port
     (vm: the config itself)."""
