@@ -60,17 +60,24 @@ def address_added_event(address: str) -> bytes:
         0x77, {ADDRESS_NAME: address})
 
 
-def decode_event(data: bytes) -> tuple[str, str | None]:
-    """(address, queue) of an event message (queue None: an address event);
-    ValueError for anything else."""
+def annotated_value(data: bytes, what: str) -> tuple[dict[Any, Any], Any]:
+    """(message annotations, body value) of a control or event message (annotations
+    {} when absent, value None without a body); ValueError naming `what` when `data`
+    is not an AMQP message."""
     try:
         s = scan(data)
         ann = decode(data, s.message_annotations[0])[0] if s.message_annotations else {}
         body = decode(data, s.body_start)[0] if s.body_end > s.body_start else None
     except Exception as exc:  # noqa: BLE001 - not an AMQP message
-        raise ValueError(f"undecodable event: {exc}") from None
-    kind = ann.get(wire.EVENT_TYPE) if isinstance(ann, dict) else None
-    value = getattr(body, "value", None)
+        raise ValueError(f"undecodable {what}: {exc}") from None
+    return (ann if isinstance(ann, dict) else {}), getattr(body, "value", None)
+
+
+def decode_event(data: bytes) -> tuple[str, str | None]:
+    """(address, queue) of an event message (queue None: an address event);
+    ValueError for anything else."""
+    ann, value = annotated_value(data, "event")
+    kind = ann.get(wire.EVENT_TYPE)
     if not isinstance(value, dict):
         raise ValueError(f"event {kind!r} without a map body")
     fields = {str(k): v for k, v in value.items()}

@@ -33,11 +33,10 @@ from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Terminus
 from relaymq_amqp.links import apply_outcome, condition_for
 from relaymq_amqp.mapping import from_kernel, with_delivery_count
-from relaymq_amqp.scanner import decode, scan
 
 from relaymq_federation import address_queue, wire
 from relaymq_federation.config import AddressPolicy, QueuePolicy
-from relaymq_federation.events import missing_address, missing_queue
+from relaymq_federation.events import annotated_value, missing_address, missing_queue
 from relaymq_federation.hops import hops_of, split_selector
 from relaymq_federation.remote import RemotePolicies
 from relaymq_federation.state import CONTROL_CREDIT, PRECONDITION, peer_state
@@ -124,14 +123,8 @@ class ControlLink:
 
     @staticmethod
     def _command(data: bytes) -> tuple[str, AddressPolicy | QueuePolicy]:
-        try:
-            s = scan(data)
-            ann = decode(data, s.message_annotations[0])[0] if s.message_annotations else {}
-            body = decode(data, s.body_start)[0] if s.body_end > s.body_start else None
-        except Exception as exc:  # noqa: BLE001 - not an AMQP message
-            raise ValueError(f"undecodable command: {exc}") from None
-        op = ann.get(wire.OP_TYPE) if isinstance(ann, dict) else None
-        value = getattr(body, "value", None)
+        ann, value = annotated_value(data, "command")
+        op = ann.get(wire.OP_TYPE)
         if op == wire.ADD_ADDRESS_POLICY:
             return op, AddressPolicy.from_map(value)
         if op == wire.ADD_QUEUE_POLICY:
