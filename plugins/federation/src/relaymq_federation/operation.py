@@ -64,6 +64,9 @@ class Federation:
         #: why the peer's answer to the control link was refused (None: it was not)
         self.control_refused: str | None = None
         self._task: asyncio.Task[None] | None = None
+        #: set by `stop`: the run loop ends even if a call it awaits turned the
+        #: cancellation into an ordinary error (it would otherwise retry for ever)
+        self._stopping = False
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any) -> Federation:
@@ -104,6 +107,7 @@ class Federation:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"federation {cfg.name}")
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             try:
@@ -128,7 +132,7 @@ class Federation:
     async def _run(self) -> None:
         conn = self.conn
         cfg = self.config
-        while True:
+        while not self._stopping:
             try:
                 await conn.wait_open()
                 self.remote_id = conn.remote_container
@@ -137,16 +141,20 @@ class Federation:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - retried: the peer may come later
+                if self._stopping:
+                    return
                 if self.control_refused is None:  # a refusal is logged once, where it is found
                     log.warning("federation %s: control link not attached: %s", cfg.name, exc)
                 await asyncio.sleep(max(conn.options.retry_interval, 0.5))
+        if self._stopping:
+            return
         assert self.publisher is not None and self.policies is not None
         self.publisher.origin = self.remote_id
         self.publisher.reset()
         self.policies.remote_id = self.remote_id
         conn.add_listener(self._reconnected)
         self.policies.enable()
-        while True:
+        while not self._stopping:
             await asyncio.sleep(RECONCILE_EVERY)
             if self.events is not None:
                 self.events.check()
