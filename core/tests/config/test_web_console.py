@@ -5,28 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from relaymq.config import load_config
-
-JETTY = """<beans xmlns="http://www.springframework.org/schema/beans">
-  <bean id="securityLoginService" class="org.eclipse.jetty.security.HashLoginService">
-    <property name="name" value="ActiveMQRealm" />
-    <property name="config" value="${activemq.conf}/jetty-realm.properties" />
-  </bean>
-  <bean id="securityConstraint" class="org.eclipse.jetty.util.security.Constraint">
-    <property name="name" value="BASIC" />
-    <property name="roles" value="user,admin" />
-    <property name="authenticate" value="%s" />
-  </bean>
-  <bean id="adminSecurityConstraint" class="org.eclipse.jetty.util.security.Constraint">
-    <property name="name" value="BASIC" />
-    <property name="roles" value="admin" />
-    <property name="authenticate" value="true" />
-  </bean>
-  <bean id="jettyPort" class="org.apache.activemq.web.WebConsolePort" init-method="start">
-    <property name="host" value="127.0.0.1"/>
-    <property name="port" value="%d"/>
-  </bean>
-</beans>
-"""
+from relaymq.testing.activemq_files import jetty_xml
 
 
 def activemq_xml(tmp: Path, management: str = "", jetty: bool = True) -> Path:
@@ -46,7 +25,7 @@ def implied(config) -> dict[str, str]:
 
 
 def test_jetty_xml_maps_to_the_consoles_host_port_groups_and_users(tmp_path) -> None:
-    (tmp_path / "jetty.xml").write_text(JETTY % ("true", 18161))
+    (tmp_path / "jetty.xml").write_text(jetty_xml(18161))
     config = load_config(activemq_xml(tmp_path), env={})
     attrs = implied(config)
     assert attrs["host"] == "127.0.0.1" and attrs["port"] == "18161"
@@ -61,7 +40,7 @@ def test_jetty_xml_maps_to_the_consoles_host_port_groups_and_users(tmp_path) -> 
 
 
 def test_jetty_xml_without_login(tmp_path) -> None:
-    (tmp_path / "jetty.xml").write_text(JETTY % ("false", 8161))
+    (tmp_path / "jetty.xml").write_text(jetty_xml(8161, authenticate=False))
     attrs = implied(load_config(activemq_xml(tmp_path), env={}))
     assert attrs["authenticate"] == "false" and "usersFile" not in attrs
 

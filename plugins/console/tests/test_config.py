@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from relaymq.testing.activemq_files import jetty_xml
 
 from .conftest import free_port
 
@@ -45,27 +46,6 @@ def test_a_port_in_use_is_one_line(tmp_path) -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
 
 
-JETTY = """<beans xmlns="http://www.springframework.org/schema/beans">
-  <bean id="securityLoginService" class="org.eclipse.jetty.security.HashLoginService">
-    <property name="name" value="ActiveMQRealm" />
-    <property name="config" value="${activemq.conf}/jetty-realm.properties" />
-  </bean>
-  <bean id="securityConstraint" class="org.eclipse.jetty.util.security.Constraint">
-    <property name="roles" value="user,admin" />
-    <property name="authenticate" value="true" />
-  </bean>
-  <bean id="adminSecurityConstraint" class="org.eclipse.jetty.util.security.Constraint">
-    <property name="roles" value="admin" />
-    <property name="authenticate" value="true" />
-  </bean>
-  <bean id="jettyPort" class="org.apache.activemq.web.WebConsolePort" init-method="start">
-    <property name="host" value="127.0.0.1"/>
-    <property name="port" value="%d"/>
-  </bean>
-</beans>
-"""
-
-
 def test_an_activemq_xml_importing_jetty_xml_gets_its_web_console(tmp_path) -> None:
     """No <console> element and no relaymq-auth: jetty.xml's port, its realm's users and
     roles, and <managementContext>'s JMX domain for the Jolokia-style reads."""
@@ -75,7 +55,7 @@ def test_an_activemq_xml_importing_jetty_xml_gets_its_web_console(tmp_path) -> N
     from relaymq.testing.processes import RelaymqProcess
 
     http_port, stomp_port = free_port(), free_port()
-    (tmp_path / "jetty.xml").write_text(JETTY % http_port)
+    (tmp_path / "jetty.xml").write_text(jetty_xml(http_port))
     md5 = hashlib.md5(b"look-secret", usedforsecurity=False).hexdigest()
     (tmp_path / "jetty-realm.properties").write_text(
         f"# username: password [,rolename ...]\nadmin: admin-secret, admin\nwatch: MD5:{md5}, user\n")

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from proton import Message, symbol
 from relaymq.config.model import BrokerConfig, PluginElement
 from relaymq.testing import broker_config, free_port
 from relaymq.testing.processes import RelaymqProcess
@@ -213,3 +214,15 @@ class BrokerProcess(RelaymqProcess):
 
     def stop(self, timeout: float = 30.0, must_stop: bool = False) -> None:
         super().stop(timeout, must_stop)
+
+
+def mirror_event(body: Any, instructions: dict[str, Any] | None = None, **ann: Any) -> bytes:
+    """An encoded mirror event as an Artemis source sends it: `instructions` are
+    delivery annotations, `ann` message annotations (the event type as a symbol)."""
+    m = Message(body=body, durable=True)
+    if instructions:
+        m.instructions = {symbol(k): v for k, v in instructions.items()}
+    if ann:
+        m.annotations = {symbol(k): symbol(v) if k == "x-opt-amq-mr-ev-type" else v
+                         for k, v in ann.items()}
+    return bytes(m.encode())

@@ -10,8 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mirrortools import BrokerProcess
-from proton import Message, symbol
+from mirrortools import BrokerProcess, mirror_event
 from proton.reactor import Copy
 from proton.utils import BlockingConnection
 from relaymq.testing.waits import wait_until_async
@@ -20,22 +19,12 @@ from relaymq_amqp.outgoing import AmqpConnection
 SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_relaymq"
 
 
-def _event(body: Any, instructions: dict[str, Any] | None = None, **ann: Any) -> bytes:
-    m = Message(body=body, durable=True)
-    if instructions:
-        m.instructions = {symbol(k): v for k, v in instructions.items()}
-    if ann:
-        m.annotations = {symbol(k): symbol(v) if k == "x-opt-amq-mr-ev-type" else v
-                         for k, v in ann.items()}
-    return bytes(m.encode())
-
-
 def _message(body: str, ident: int) -> bytes:
-    return _event(body, {"x-opt-amq-mr-id": ident, "x-opt-amq-mr-dst": "q"})
+    return mirror_event(body, {"x-opt-amq-mr-id": ident, "x-opt-amq-mr-dst": "q"})
 
 
 def _post_ack(ident: int) -> bytes:
-    return _event(ident, **{"x-opt-amq-mr-ev-type": "postAck", "x-opt-amq-mr-adr": "q",
+    return mirror_event(ident, **{"x-opt-amq-mr-ev-type": "postAck", "x-opt-amq-mr-adr": "q",
                             "x-opt-amq-mr-qu": "q"})
 
 

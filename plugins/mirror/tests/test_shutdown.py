@@ -10,23 +10,13 @@ import uuid
 from typing import Any
 
 import pytest
-from proton import Message, symbol
+from mirrortools import mirror_event
 from relaymq.testing.waits import wait_until_async
 from relaymq_amqp.outgoing import AmqpConnection
 from relaymq_mirror import target
 
 NODE = str(uuid.uuid4())
 SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_relaymq"
-
-
-def _event(body: Any, instructions: dict[str, Any] | None = None, **ann: Any) -> bytes:
-    m = Message(body=body, durable=True)
-    if instructions:
-        m.instructions = {symbol(k): v for k, v in instructions.items()}
-    if ann:
-        m.annotations = {symbol(k): symbol(v) if k == "x-opt-amq-mr-ev-type" else v
-                         for k, v in ann.items()}
-    return bytes(m.encode())
 
 
 def _retries(b: Any) -> list[asyncio.Task[Any]]:
@@ -48,9 +38,9 @@ async def test_broker_stop_cancels_a_pending_post_ack_retry(
             properties={"x-opt-amq-bkr-id": NODE},
             desired_capabilities=["amq.mirror", "AMQ_CORE_MESSAGE_TUNNELING"],
             rcv_settle_first=True)
-        stored = await sender.send(_event("m", {"x-opt-amq-mr-id": 1, "x-opt-amq-mr-dst": "q"}))
+        stored = await sender.send(mirror_event("m", {"x-opt-amq-mr-id": 1, "x-opt-amq-mr-dst": "q"}))
         # a postAck for a message that is not here (yet): accepted, then retried
-        ack = await sender.send(_event(424242, **{"x-opt-amq-mr-ev-type": "postAck",
+        ack = await sender.send(mirror_event(424242, **{"x-opt-amq-mr-ev-type": "postAck",
                                                   "x-opt-amq-mr-adr": "q",
                                                   "x-opt-amq-mr-qu": "q"}))
         assert (stored.state, ack.state) == ("accepted", "accepted")
