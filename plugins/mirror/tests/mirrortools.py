@@ -84,18 +84,36 @@ class BrokerThread(BaseBrokerThread):
 
 # -- proton clients --------------------------------------------------------------------------
 def send(url: str, address: str, bodies: list[Any], durable: bool = True,
-         ids: list[str] | None = None, **props: Any) -> None:
-    from proton import Message
-    from proton.utils import BlockingConnection
+         ids: list[str] | None = None, window: int = 256, **props: Any) -> None:
+    """Send `bodies` in order, up to `window` unsettled at a time (as an
+    asynchronous producer does: the broker stores a window's messages with one
+    sync instead of one each); returns once every one is accepted (raises
+    otherwise)."""
+    from proton import Delivery, Message
+    from proton.utils import BlockingConnection, SendException
 
     conn = BlockingConnection(url, timeout=30)
     try:
-        sender = conn.create_sender(address)
+        link = conn.create_sender(address).link
+        unsettled: list[Any] = []
+
+        def settle_all() -> None:
+            conn.wait(lambda: all(d.settled for d in unsettled),
+                      msg=f"{len(unsettled)} sends to {address} settled")
+            for d in unsettled:
+                if d.remote_state != Delivery.ACCEPTED:
+                    raise SendException(d.remote_state)
+                d.settle()
+            unsettled.clear()
+
         for i, body in enumerate(bodies):
             m = Message(body=body, durable=durable, properties=dict(props) or None)
             if ids is not None:
                 m.id = ids[i]
-            sender.send(m)
+            unsettled.append(link.send(m))
+            if len(unsettled) >= window:
+                settle_all()
+        settle_all()
     finally:
         conn.close()
 
