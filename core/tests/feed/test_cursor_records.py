@@ -77,6 +77,20 @@ def test_a_message_removed_record_has_no_properties_and_reads_back_equal() -> No
     assert rem.message.origin == "broker-c"  # a mirror names the broker it came from
 
 
+def test_a_message_removed_record_keeps_the_message_annotations() -> None:
+    """A mirrored message's internal id on its origin (an Artemis journal id, not
+    derived from its message id) is a broker annotation: an acknowledgement read
+    back from the store must still carry it, or the postAck names another message."""
+    q = Destination.queue("rec.ann")
+    ann = {"mirror_id": 2**40 + 3, "raw": b"\x00\x01", "note": "x"}
+    msg = Message(b"gone", destination=q, message_id="ID:5", durable=True, annotations=ann)
+    rem = decode_event(stored(encode_event(removed(msg, q, "queue://rec.ann", 3, "acked", None))))
+    assert rem.message.annotations == ann
+    plain = Message(b"", destination=q, message_id="ID:6", durable=True)
+    rem = decode_event(stored(encode_event(removed(plain, q, "queue://rec.ann", 4, "acked", None))))
+    assert rem.message.annotations is None
+
+
 async def test_a_spilled_cursor_reads_ahead_and_keeps_order_while_more_arrives(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Small window and pages: the backlog spills to the store; the next page is
     read ahead while the reader works and more events keep coming. Every event

@@ -254,3 +254,59 @@ def test_post_ack_reads_as_the_generic_encoding(origin: str | None, reason: int)
     assert inc.event == wire.POST_ACK and inc.ack_id() == 2**40 + 7
     assert inc.ack_reason() == reason
     assert inc.string(wire.QUEUE) == "q" * 260
+
+
+class HoldingTarget(ArtemisTarget):
+    """An Artemis target of its own node id that records every event and leaves
+    postAcks unsettled (so the source keeps them in its store-and-forward cursor)."""
+
+    node = str(uuid.uuid4())
+    seen: dict[str, Any] = {}
+
+    def attach(self) -> None:
+        self.seen.setdefault("messages", [])
+        self.link.open(properties={"x-opt-amq-bkr-id": self.node},
+                       offered_capabilities=["amq.mirror"], credit=1000)
+
+    def on_delivery(self, delivery: Any) -> None:
+        data = self.link.receive(delivery)
+        if data is not None:
+            m = Message()
+            m.decode(data)
+            self.seen["messages"].append(m)
+            if (m.annotations or {}).get("x-opt-amq-mr-ev-type") != "postAck":
+                self.link.accept(delivery)
+            self.link.flow(1)
+
+
+async def test_an_acknowledgement_read_back_keeps_the_artemis_internal_id(
+        brokers: Any, tmp_path: Any) -> None:
+    """Artemis -> RelayMQ B -> another Artemis: a message keeps the internal id its
+    Artemis origin gave it (a journal id, not derived from its message id), also in
+    B's postAck when B reads the acknowledgement back from its store (here: after
+    a restart, the postAck not yet settled by the target)."""
+    HoldingTarget.seen.clear()
+    t = brokers()
+    t.call(lambda: link_handlers.register(t.broker, "amq.mirror", HoldingTarget))
+    mirrors = [mirror_element(f"tcp://{t.address}", "dc3")]
+    b = brokers(store=tmp_path / "b", mirrors=mirrors)
+    conn, sender = await artemis_link(f"tcp://{b.address}")
+    try:
+        sent = await sender.send(data_message("from artemis", 4242, **{"x-opt-amq-mr-dst": "orders"}))
+        assert sent.state == "accepted"
+    finally:
+        await conn.close()
+    assert [m.body for m in receive(b.url, "queue://orders", 1)] == ["from artemis"]
+
+    def seen(event: str | None) -> list[Any]:
+        return [m for m in HoldingTarget.seen.get("messages", [])
+                if (m.annotations or {}).get("x-opt-amq-mr-ev-type") == event]
+
+    await wait_until_async(lambda: len(seen("postAck")) == 1, "the postAck at the target")
+    assert [m.instructions["x-opt-amq-mr-id"] for m in seen(None)] == [4242]
+    b.stop()
+    brokers(store=tmp_path / "b", mirrors=mirrors)  # B again, on its store
+    await wait_until_async(lambda: len(seen("postAck")) == 2,
+                           "the unsettled postAck sent again after B's restart")
+    assert [m.body for m in seen("postAck")] == [4242, 4242]
+    assert all(m.annotations["x-opt-amq-bkr-id"] == ARTEMIS_NODE for m in seen("postAck"))

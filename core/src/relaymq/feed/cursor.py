@@ -18,7 +18,8 @@ is its fields as a JSON list; the record of any other event is an empty message
 whose `feed` property holds its fields (as every record did before: every form
 is read back). A replayed
 `MessageRemoved` (read back from the store) carries a message with only its id,
-destination, persistence and origin broker. Events of recovery (`recovered=True`)
+destination, persistence, origin broker and broker annotations (a mirror keeps
+the internal id its origin gave the message there). Events of recovery (`recovered=True`)
 are not captured: a cursor records changes, not the broker's restarts.
 """
 
@@ -40,7 +41,7 @@ from relaymq.feed.events import (
     SubscriptionCreated,
     SubscriptionDeleted,
 )
-from relaymq.model.codec import decode_message
+from relaymq.model.codec import decode_message, from_json_map, json_map
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from relaymq.spi.persistence import AddDestination, AddMessage, RemoveDestination, RemoveMessage
@@ -286,19 +287,25 @@ def encode_event(ev: ChangeEvent) -> Message:
 def _removed_record(ev: MessageRemoved) -> Message:
     """An acknowledgement, the most frequent record after sends: its fields as a
     JSON list in the body of a message typed `REMOVED_TYPE` (no properties, so
-    the store encodes no JSON map around JSON)."""
+    the store encodes no JSON map around JSON). The message's broker annotations
+    come last when it has any (a mirrored message's internal id on its origin)."""
     m = ev.message
-    body = _to_json([ev.origin, ev.destination.key, ev.key, ev.seq, ev.reason, m.message_id,
-                     m.durable, m.origin]).encode()
-    return Message(body, durable=True, type=REMOVED_TYPE)
+    fields: list[Any] = [ev.origin, ev.destination.key, ev.key, ev.seq, ev.reason,
+                         m.message_id, m.durable, m.origin]
+    ann = m.annotations
+    if ann:
+        fields.append(json_map(ann))
+    return Message(_to_json(fields).encode(), durable=True, type=REMOVED_TYPE)
 
 
 def _decode_removed(record: Message) -> ChangeEvent:
     f = json.loads(record.body)
     origin, dkey, key, seq, reason, mid, durable = f[:7]
     dest = Destination.parse(dkey)
+    n = len(f)
     msg = Message(b"", destination=dest, message_id=mid, durable=bool(durable),
-                  origin=f[7] if len(f) > 7 else None)
+                  origin=f[7] if n > 7 else None,
+                  annotations=from_json_map(f[8]) if n > 8 and f[8] else None)
     return removed(msg, dest, key, seq, reason, origin)
 
 

@@ -241,6 +241,16 @@ _pack_u32 = _U32.pack
 _to_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
+def json_map(props: dict[str, Any]) -> dict[str, Any]:
+    """A properties or annotations map as JSON keeps it (typed values tagged);
+    `from_json_map` reads it back with the same types."""
+    return _encode_props(props)
+
+
+def from_json_map(data: dict[str, Any]) -> dict[str, Any]:
+    return _decode_props(data)
+
+
 def encode_message(m: Message) -> bytes:
     """The stored form of `m` (format 2)."""
     flags = _F_DURABLE if m.durable else 0

@@ -41,6 +41,10 @@ log = logging.getLogger("relaymq.mirror")
 LAG_SAMPLES = 2048
 #: events sent before the pump gives the loop a turn (socket writes, settlements)
 YIELD_EVERY = 200
+#: outcomes after which an event is sent again on the next link (the target drops
+#: repeats): released, modified, and a settlement without an outcome (a target
+#: that settles what it has not applied as its link closes has not stored it)
+AGAIN = frozenset({"released", "modified", "settled"})
 
 
 class LinkRefusal(Exception):
@@ -239,7 +243,7 @@ class MirrorSource:
             def settled(result: Any) -> None:
                 self._settled(position, result)
                 if not lost.done() and (isinstance(result, BaseException) or (
-                        result.state in ("released", "modified"))):
+                        result.state in AGAIN)):
                     lost.set_result(None)
 
             if raw_send_with is not None:
@@ -324,7 +328,7 @@ class MirrorSource:
         if isinstance(result, BaseException) or position not in self._unacked:
             return
         state = result.state
-        if state in ("released", "modified"):
+        if state in AGAIN:
             return  # sent again on the next link
         if state != "accepted":
             self.rejected += 1
