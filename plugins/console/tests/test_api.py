@@ -332,3 +332,35 @@ def test_the_broker_summary_counts_every_queue(console) -> None:
     summary = c.get("/api/v1/broker").json()
     assert summary["messages"] >= 3 and summary["enqueue_rate"] >= 0
     assert summary["dequeue_rate"] >= 0
+
+
+def test_delete_a_topic_and_a_durable_subscription(console) -> None:
+    c = console.client()
+    conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
+    conn.connect(*APP, wait=True, headers={"client-id": "api-durable"})
+    conn.subscribe("/topic/api.events", id="1",
+                   headers={"activemq.subscriptionName": "audit"})
+    conn.send("/topic/api.events", "kept for audit", headers={"persistent": "true"})
+
+    def subscription() -> list:
+        return [s for s in c.get("/api/v1/subscriptions").json()["items"]
+                if s["client_id"] == "api-durable"]
+
+    wait_until(lambda: subscription() and subscription()[0]["active"], "the subscription", 10)
+    busy = c.delete("/api/v1/subscriptions/api-durable/audit")
+    assert busy.status_code == 409 and "in use" in busy.json()["error"]
+    conn.unsubscribe("1")  # detaches; the durable subscription stays
+    conn.disconnect()
+    wait_until(lambda: subscription() and not subscription()[0]["active"], "detached", 10)
+    assert c.delete("/api/v1/subscriptions/api-durable/audit").json() == {"deleted": True}
+    assert subscription() == []
+    assert c.delete("/api/v1/subscriptions/api-durable/audit").json() == {"deleted": False}
+
+    topics = {t["name"] for t in c.get("/api/v1/topics", params={"size": 1000}).json()["items"]}
+    assert "api.events" in topics
+    assert c.delete("/api/v1/topics/api.events").json() == {"deleted": True}
+    topics = {t["name"] for t in c.get("/api/v1/topics", params={"size": 1000}).json()["items"]}
+    assert "api.events" not in topics
+    assert c.delete("/api/v1/topics/api.events").json() == {"deleted": False}
+    viewer = console.client(VIEWER).delete("/api/v1/topics/api.other")
+    assert viewer.status_code == 403

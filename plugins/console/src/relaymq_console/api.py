@@ -101,6 +101,7 @@ class Api:
             r("/api/v1/broker", self.broker_info),
             r("/api/v1/queues", self.queues, methods=["GET", "POST"]),
             r("/api/v1/topics", self.topics),
+            r("/api/v1/topics/{name:path}", self.delete_topic, methods=["DELETE"]),
             r("/api/v1/queues/{name:path}/messages", self.messages, methods=["GET", "POST"]),
             r("/api/v1/queues/{name:path}/purge", self.purge, methods=["POST"]),
             r("/api/v1/queues/{name:path}/pause", self.pause, methods=["POST"]),
@@ -113,6 +114,8 @@ class Api:
             r("/api/v1/connections", self.connections),
             r("/api/v1/connections/{cid:path}", self.close_connection, methods=["DELETE"]),
             r("/api/v1/subscriptions", self.subscriptions),
+            r("/api/v1/subscriptions/{client_id}/{name:path}", self.delete_subscription,
+              methods=["DELETE"]),
             r("/api/v1/broker-connections", self.broker_connections),
             r("/api/v1/broker-connections/{name}/{action}", self.broker_connection_action,
               methods=["POST"]),
@@ -163,6 +166,15 @@ class Api:
         async def go(req: Request) -> Any:
             await self.access.check(req, admin=False)
             return page_of(await self.m.destinations("topic"), **_listing_args(req))
+        return await self.call(request, go)
+
+    async def delete_topic(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            user = await self.access.check(req, admin=True)
+            dest = Destination.topic(req.path_params["name"])
+            deleted = await self.m.delete_destination(dest)
+            self.access.audit(user, "delete", dest, req)
+            return {"deleted": deleted}
         return await self.call(request, go)
 
     async def queue(self, request: Request) -> JSONResponse:
@@ -297,6 +309,20 @@ class Api:
         async def go(req: Request) -> Any:
             await self.access.check(req, admin=False)
             return {"items": plain(self.m.durable_subscriptions())}
+        return await self.call(request, go)
+
+    async def delete_subscription(self, request: Request) -> JSONResponse:
+        async def go(req: Request) -> Any:
+            user = await self.access.check(req, admin=True)
+            client_id, name = req.path_params["client_id"], req.path_params["name"]
+            if self.m.durable_subscription(client_id, name) is None:
+                return {"deleted": False}
+            try:
+                deleted = await self.m.delete_durable_subscription(client_id, name)
+            except DestinationError as exc:  # a consumer is attached
+                raise ApiError(409, str(exc)) from None
+            self.access.audit(user, "delete-subscription", f"{client_id}:{name}", req)
+            return {"deleted": deleted}
         return await self.call(request, go)
 
     async def broker_connections(self, request: Request) -> JSONResponse:

@@ -28,10 +28,12 @@ _SCALAR = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}
 
 
 def _op(summary: str, *, params: list[dict[str, Any]] | None = None,
-        body: dict[str, Any] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] | None = None, conflict: bool = False) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "parameters": params or [],
                           "responses": {"200": _OBJ, "400": _ERROR, "401": _ERROR,
                                         "403": _ERROR, "404": _ERROR, "429": _ERROR}}
+    if conflict:
+        op["responses"]["409"] = _ERROR
     if body is not None:
         op["requestBody"] = {"required": True,
                              "content": {"application/json": {"schema": body}}}
@@ -64,6 +66,8 @@ def openapi_document(queue_types: list[str] | None = None) -> dict[str, Any]:
                                                                 "queue_type": queue_type}}),
         },
         "/api/v1/topics": {"get": _op("Topics with statistics", params=LISTING)},
+        "/api/v1/topics/{name}": {"delete": _op("Delete a topic; its consumers are closed",
+                                                params=[_NAME])},
         "/api/v1/queues/{name}": {
             "get": _op("A queue's statistics, consumers and partitions", params=[_NAME]),
             "delete": _op("Delete a queue and its messages", params=[_NAME]),
@@ -95,6 +99,11 @@ def openapi_document(queue_types: list[str] | None = None) -> dict[str, Any]:
         "/api/v1/connections/{cid}": {"delete": _op("Close a connection", params=[
             {"name": "cid", "in": "path", "required": True, "schema": {"type": "string"}}])},
         "/api/v1/subscriptions": {"get": _op("Durable subscriptions")},
+        "/api/v1/subscriptions/{client_id}/{name}": {"delete": _op(
+            "Delete a durable subscription and its messages (409 while a consumer is attached)",
+            params=[{"name": "client_id", "in": "path", "required": True,
+                     "schema": {"type": "string", "pattern": _VISIBLE}}, _NAME],
+            conflict=True)},
         "/api/v1/broker-connections": {"get": _op("Broker connections and their state")},
         "/api/v1/broker-connections/{name}/{action}": {"post": _op(
             "Start or stop a broker connection, or sync its mirror", params=[
