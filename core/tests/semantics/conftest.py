@@ -8,8 +8,10 @@ transport's connector on a free port. The scenario's code is the same for all.
 Each socket transport also runs against a broker PROCESS (`stomp-process`,
 `amqp-process`): `make_broker` then starts `relaymq run` with the scenario's config
 (`relaymq.testing.broker_proxy.ProcessBroker`, one child per broker the scenario
-makes) and gives a stand-in that answers `connector_address`, `queue_size` and
-`destination_stats` over the child's REST API. A scenario that needs more of the
+makes, listening for STOMP and AMQP, and shared with later scenarios of the same
+config once cleaned: `relaymq.testing.broker_pool`) and gives a stand-in that
+answers `connector_address`, `queue_size` and `destination_stats` over the child's
+REST API. A scenario that needs more of the
 in-process broker (a barrier, a fake clock, its region) says
 `@over(..., process=False)`; docs/testing.md lists them.
 """
@@ -23,7 +25,9 @@ from typing import Any
 import pytest
 from relaymq.broker.broker import Broker
 from relaymq.config.model import BrokerConfig, DeadLetterStrategyConfig, PolicyEntryConfig
+from relaymq.testing.broker_pool import BrokerPool
 from relaymq.testing.broker_proxy import ProcessBroker, console_missing
+from relaymq.testing.pytest_plugin import failed_so_far, note_process_test
 from relaymq.testing.transports import (
     PROCESS,
     TRANSPORTS,
@@ -31,6 +35,7 @@ from relaymq.testing.transports import (
     connect_over,
     transport_params,
     with_connector,
+    with_socket_connectors,
 )
 
 
@@ -48,21 +53,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-async def make_broker(transport: str, tmp_path_factory: pytest.TempPathFactory
-                      ) -> AsyncIterator[Callable[..., Any]]:
+async def make_broker(transport: str, tmp_path_factory: pytest.TempPathFactory,
+                      request: pytest.FixtureRequest) -> AsyncIterator[Callable[..., Any]]:
     brokers: list[Broker] = []
     processes: list[ProcessBroker] = []
     base = base_transport(transport)
-    if transport.endswith(PROCESS) and (missing := console_missing()) is not None:
-        pytest.skip(missing)
+    pool: BrokerPool | None = None
+    if transport.endswith(PROCESS):
+        if (missing := console_missing()) is not None:
+            pytest.skip(missing)
+        pool = request.getfixturevalue("relaymq_process_brokers")
 
     async def make(config: BrokerConfig | None = None, **fields: Any) -> Any:
-        cfg = with_connector(config or BrokerConfig(persistent=False, **fields), base)
-        if transport.endswith(PROCESS):
-            p = ProcessBroker(cfg, tmp_path_factory.mktemp("broker"))
+        cfg = config or BrokerConfig(persistent=False, **fields)
+        if pool is not None:
+            p = await asyncio.to_thread(pool.acquire, with_socket_connectors(cfg),
+                                        lambda: tmp_path_factory.mktemp("broker"))
+            note_process_test()
             processes.append(p)
-            return await asyncio.to_thread(p.start)
-        b = Broker(cfg)
+            return p
+        b = Broker(with_connector(cfg, base))
         await b.start()
         brokers.append(b)
         return b
@@ -71,12 +81,15 @@ async def make_broker(transport: str, tmp_path_factory: pytest.TempPathFactory
     for b in brokers:
         await b.stop()
     for p in processes:
-        await asyncio.to_thread(p.stop)
+        assert pool is not None
+        await asyncio.to_thread(pool.release, p, failed=failed_so_far(request.node))
 
 
 @pytest.fixture
-async def connect(transport: str) -> AsyncIterator[Callable[..., Any]]:
-    """`await connect(broker, client_id=...)`: a client of the scenario's transport."""
+async def connect(transport: str, make_broker: Callable[..., Any]
+                  ) -> AsyncIterator[Callable[..., Any]]:
+    """`await connect(broker, client_id=...)`: a client of the scenario's transport
+    (closed before `make_broker`'s brokers stop or go back to the shared pool)."""
     conns: list[Any] = []
     base = base_transport(transport)
     if base != "vm":

@@ -11,7 +11,8 @@ transport: the broker also listens for it and ``connect`` gives a client of it
 transport runs again against a broker process (``stomp-process``, ``amqp-process``):
 ``start`` then runs ``relaymq run`` on the same configuration and gives a stand-in
 that answers ``connector_address``, ``queue_size`` and ``destination_stats`` over its
-REST API (``relaymq.testing.broker_proxy``).
+REST API (``relaymq.testing.broker_proxy``); tests with the same configuration share
+a process, cleaned between them (``relaymq.testing.broker_pool``).
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ from relaymq.client import ClientConsumer, Connection
 from relaymq.config.loader import load_config_text
 from relaymq.config.model import BrokerConfig
 from relaymq.testing.barriers import before_marker
+from relaymq.testing.broker_pool import BrokerPool
 from relaymq.testing.broker_proxy import ProcessBroker, console_missing
+from relaymq.testing.pytest_plugin import failed_so_far, note_process_test
 from relaymq.testing.transports import (
     PROCESS,
     base_transport,
     connect_over,
     transport_params,
     with_connector,
+    with_socket_connectors,
 )
 
 BROKER = ('<broker xmlns="http://activemq.apache.org/schema/core" brokerName="vt" '
@@ -59,21 +63,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 async def start(transport: str, tmp_path_factory: pytest.TempPathFactory,
-                ) -> AsyncIterator[StartBroker]:
+                request: pytest.FixtureRequest) -> AsyncIterator[StartBroker]:
     brokers: list[Broker] = []
     processes: list[ProcessBroker] = []
     base = base_transport(transport)
-    if transport.endswith(PROCESS) and (missing := console_missing()) is not None:
-        pytest.skip(missing)
+    pool: BrokerPool | None = None
+    if transport.endswith(PROCESS):
+        if (missing := console_missing()) is not None:
+            pytest.skip(missing)
+        pool = request.getfixturevalue("relaymq_process_brokers")
 
     async def _start(entries: list[str] | None = None, body: str = "", *,
                      config: BrokerConfig | None = None, strict: bool = True) -> Any:
         cfg = config or load_config_text(broker_xml(entries, body), filename="activemq.xml",
                                          strict=strict)
-        if transport.endswith(PROCESS):
-            process = ProcessBroker(with_connector(cfg, base), tmp_path_factory.mktemp("vt"))
+        if pool is not None:
+            process = await asyncio.to_thread(pool.acquire, with_socket_connectors(cfg),
+                                              lambda: tmp_path_factory.mktemp("vt"))
+            note_process_test()
             processes.append(process)
-            return await asyncio.to_thread(process.start)
+            return process
         broker = Broker(with_connector(cfg, base), strict=strict)
         await broker.start()
         brokers.append(broker)
@@ -83,7 +92,8 @@ async def start(transport: str, tmp_path_factory: pytest.TempPathFactory,
     for broker in reversed(brokers):
         await broker.stop()
     for process in processes:
-        await asyncio.to_thread(process.stop)
+        assert pool is not None
+        await asyncio.to_thread(pool.release, process, failed=failed_so_far(request.node))
 
 
 @pytest.fixture
@@ -95,8 +105,9 @@ def paths() -> dict[int, tuple[Any, Any, str | None]]:
 
 @pytest.fixture
 async def connect(transport: str, paths: dict[int, tuple[Any, Any, str | None]],
-                  ) -> AsyncIterator[Callable[..., Awaitable[Connection]]]:
-    """``await connect(broker)``: a client of the test's transport (closed at the end)."""
+                  start: StartBroker) -> AsyncIterator[Callable[..., Awaitable[Connection]]]:
+    """``await connect(broker)``: a client of the test's transport (closed at the end,
+    before ``start``'s brokers stop or go back to the shared pool)."""
     base = base_transport(transport)
     if base != "vm":
         pytest.importorskip({"stomp": "stomp", "amqp": "proton"}[base],

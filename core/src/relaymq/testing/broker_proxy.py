@@ -102,6 +102,31 @@ class ProcessBroker:
         with urllib.request.urlopen(self.url + path, timeout=10) as r:
             return json.loads(r.read())
 
+    def _delete(self, path: str) -> Any:
+        req = urllib.request.Request(self.url + path, method="DELETE")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def connections(self) -> list[dict[str, Any]]:
+        """The client connections the broker lists (REST `/connections`)."""
+        return list(self._get("/connections")["items"])
+
+    def durable_subscriptions(self) -> list[dict[str, Any]]:
+        """The durable subscriptions the broker lists (REST `/subscriptions`)."""
+        return list(self._get("/subscriptions")["items"])
+
+    def delete_destination(self, key: str) -> bool:
+        """Delete queue or topic `key` (`queue://NAME`, `topic://NAME`)."""
+        kind, _, name = key.partition("://")
+        return bool(self._delete(f"/{kind}s/{urllib.parse.quote(name, safe='')}")["deleted"])
+
+    def delete_durable_subscription(self, client_id: str, name: str) -> bool:
+        return bool(self._delete(f"/subscriptions/{urllib.parse.quote(client_id, safe='')}/"
+                                 f"{urllib.parse.quote(name, safe='')}")["deleted"])
+
+    def memory_used(self) -> int:
+        return int(self._get("/broker")["memory_used"])
+
     # -- what scenarios read of an in-process Broker --------------------------------------
 
     def connector_address(self, scheme: str) -> str:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -16,6 +16,9 @@ except ImportError:  # pragma: no cover - without pytest-asyncio, another async 
 from relaymq.client import Connection, connect_broker
 from relaymq.config.model import BrokerConfig
 from relaymq.testing.requirements import NOT_APPLICABLE, REQUIRE_ALL_ENV, require_all
+
+if TYPE_CHECKING:
+    from relaymq.testing.broker_pool import BrokerPool
 
 
 @async_fixture
@@ -59,6 +62,8 @@ def _allowed(reason: str) -> bool:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
+    if report.failed:
+        item.stash[_FAILED] = True
     if report.skipped and not hasattr(report, "wasxfail") and require_all():
         reason = _skip_reason(report)
         if not _allowed(reason):
@@ -74,7 +79,46 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
             _skipped_modules.append(f"{report.nodeid}: {reason}")
 
 
+# -- broker processes shared between scenarios (relaymq.testing.broker_pool) ---------------
+
+_FAILED = pytest.StashKey[bool]()
+_pools: list[BrokerPool] = []
+
+
+def failed_so_far(item: pytest.Item) -> bool:
+    """Whether `item` has failed so far (its setup or its call); a fixture's teardown
+    asks it to know whether what the test used may be trusted again."""
+    return item.stash.get(_FAILED, False)
+
+
+@pytest.fixture(scope="session")
+def relaymq_process_brokers() -> Iterator[BrokerPool]:
+    """`relaymq run` children shared by the tests of this run whose configurations are
+    the same, cleaned between them (`relaymq.testing.broker_pool`)."""
+    from relaymq.testing.broker_pool import BrokerPool
+
+    pool = BrokerPool()
+    _pools.append(pool)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def note_process_test() -> None:
+    """The running test works with a broker process it did not start itself (a shared
+    one): count it as a *process* test (`--test-kinds`)."""
+    if _current:
+        _kinds[_current[0]] = "process"
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _pools:
+        from relaymq.testing.broker_pool import describe
+
+        for pool in _pools:
+            terminalreporter.line(f"shared broker processes (relaymq.testing.broker_pool): "
+                                  f"{describe(pool.stats)}")
     if _kinds:
         counts = kind_counts()
         terminalreporter.section("tests by kind (--test-kinds)")

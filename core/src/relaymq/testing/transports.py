@@ -88,6 +88,22 @@ def with_connector(config: BrokerConfig, transport: str) -> BrokerConfig:
     return cfg
 
 
+def with_socket_connectors(config: BrokerConfig) -> BrokerConfig:
+    """A copy of `config` that listens for every socket transport whose plugin is
+    installed (STOMP, AMQP), each on a free loopback port: the configuration of a
+    broker process shared by the `stomp-process` and `amqp-process` variants of a
+    scenario (`relaymq.testing.broker_pool`), as a broker serving both protocols, like
+    ActiveMQ's stock activemq.xml, runs it. A connector nobody connects to changes
+    nothing a scenario observes."""
+    import importlib.util
+
+    cfg = config
+    for transport in TRANSPORTS:
+        if transport != "vm" and importlib.util.find_spec(f"relaymq_{transport}") is not None:
+            cfg = with_connector(cfg, transport)
+    return cfg
+
+
 async def connect_over(transport: str, broker: Broker | Listening, **kw: Any) -> Any:
     """A client of `transport` to `broker` (which listens for it: `with_connector`);
     vm:// needs an in-process `Broker`, the socket transports also take a
