@@ -5,7 +5,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import pytest  # noqa: E402
 from fedtools import Brokers  # noqa: E402
-from relaymq.testing.peers import rabbitmq  # noqa: E402,F401 - session fixture
 
 
 @pytest.fixture

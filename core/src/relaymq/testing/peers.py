@@ -3,9 +3,10 @@
 directories, started once per test session, never the system services; and
 (`relaymq run` processes: `relaymq.testing.processes.RelaymqProcess`).
 
-Use the session fixtures from a conftest::
-
-    from relaymq.testing.peers import activemq, rabbitmq  # noqa: F401
+The session fixtures `activemq` and `rabbitmq` are registered by the pytest plugin
+(`relaymq.testing.pytest_plugin`), so every package's tests share one of each per
+run: do not import them into a conftest, which would define a second fixture and
+start the peer again for that directory.
 
 A test that needs a peer whose package is absent is skipped with the reason
 (`.ci/run` installs both).

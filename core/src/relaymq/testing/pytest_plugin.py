@@ -15,6 +15,7 @@ except ImportError:  # pragma: no cover - without pytest-asyncio, another async 
     async_fixture = pytest.fixture  # type: ignore[assignment]
 from relaymq.client import Connection, connect_broker
 from relaymq.config.model import BrokerConfig
+from relaymq.testing.peers import activemq, rabbitmq  # noqa: F401 - session fixtures, once a run
 from relaymq.testing.requirements import NOT_APPLICABLE, REQUIRE_ALL_ENV, require_all
 
 if TYPE_CHECKING:
