@@ -7,8 +7,8 @@ PY := .venv/bin/python
 PYTEST_ARGS ?=
 COMPILE_ARGS ?=
 # type-checked by `make lint`: the kernel, and the plugins against the kernel's types
-# (relaymq ships py.typed); spark joins once it checks clean
-MYPY_PATHS := core/src $(filter-out plugins/spark/src,$(wildcard plugins/*/src))
+# (relaymq ships py.typed)
+MYPY_PATHS := core/src $(wildcard plugins/*/src)
 
 .PHONY: venv compile run test test-fast test-pure bench lint clean wheels
 
