@@ -1,5 +1,6 @@
 """A postAck that arrives before its message is kept in the target's store: a
-target killed with -9 and restarted still applies it when the message comes.
+target killed with -9 and restarted still applies it when the message comes,
+whichever way it comes.
 
 A proton client plays the source broker (as Artemis sends), the target is a
 `relaymq run` process (kahaDB)."""
@@ -10,17 +11,23 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mirrortools import BrokerProcess, mirror_event
+from mirrortools import BrokerProcess, mirror_event, send
 from proton.reactor import Copy
 from proton.utils import BlockingConnection
 from relaymq.testing.waits import wait_until_async
 from relaymq_amqp.outgoing import AmqpConnection
+from relaymq_mirror.wire import internal_id
 
 SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_relaymq"
 
 
-def _message(body: str, ident: int) -> bytes:
-    return mirror_event(body, {"x-opt-amq-mr-id": ident, "x-opt-amq-mr-dst": "q"})
+def _message(body: str, ident: int, origin: str | None = None) -> bytes:
+    """A mirrored message; `origin`: the broker it came from first (another than
+    the link's, as in a ring)."""
+    instructions: dict[str, Any] = {"x-opt-amq-mr-id": ident, "x-opt-amq-mr-dst": "q"}
+    if origin is not None:
+        instructions["x-opt-amq-bkr-id"] = origin
+    return mirror_event(body, instructions)
 
 
 def _post_ack(ident: int) -> bytes:
@@ -57,30 +64,42 @@ async def _mirror_link(b: BrokerProcess, node: str) -> tuple[AmqpConnection, Any
     return conn, sender
 
 
-async def test_a_pending_post_ack_survives_a_target_kill_9(tmp_path: Path) -> None:
-    node = str(uuid.uuid4())
-    # looks a minute apart: the postAck stays pending until the broker is killed
-    b = BrokerProcess(tmp_path, "b", args=["-D", "mirrorAckManagerRetryDelay=60000"]).start()
+async def test_a_pending_post_ack_survives_a_target_kill_9_and_is_applied_from_any_path(
+        tmp_path: Path) -> None:
+    """After the restart the pending postAcks are looked for before any mirror link
+    is back (a message that comes another way is found on the timer), and one whose
+    message comes over another source broker's link (a ring: it reached C first) is
+    applied at once, though the link of the broker that sent the postAck never returns."""
+    node_a, node_c = str(uuid.uuid4()), str(uuid.uuid4())
+    # many attempts: a postAck stays pending until its message comes
+    args = ["-D", "mirrorAckManagerRetryDelay=100", "-D", "mirrorAckManagerQueueAttempts=1000"]
+    b = BrokerProcess(tmp_path, "b", args=args).start()
     try:
-        conn, sender = await _mirror_link(b, node)
+        conn, sender = await _mirror_link(b, node_a)
         try:
             kept = await sender.send(_message("kept", 1))
-            # the acknowledgement of message 777 comes before the message itself
+            # acknowledgements on A of messages B has not received yet
             early = await sender.send(_post_ack(777))
-            assert (kept.state, early.state) == ("accepted", "accepted")
+            other = await sender.send(_post_ack(internal_id("ID:by-a-client")))
+            assert (kept.state, early.state, other.state) == ("accepted",) * 3
         finally:
             await conn.close()
-        b.kill9()  # the postAck was accepted: it must be stored
+        b.kill9()  # the postAcks were accepted: they must be stored
         b.start()
-        conn, sender = await _mirror_link(b, node)
+        # no mirror link is up: a message that comes another way is found on the timer
+        send(b.url, "queue://q", ["sent by a client"], ids=["ID:by-a-client"])
+        await wait_until_async(lambda: browse(b.url, "queue://q") == ["kept"],
+                               what="the client's message removed by the postAck kept across "
+                                    "the kill, with no mirror link up", timeout=30)
+        conn, sender = await _mirror_link(b, node_c)  # A's link does not come back
         try:
-            late = await sender.send(_message("acknowledged before it came", 777))
-            other = await sender.send(_message("another", 778))
-            assert (late.state, other.state) == ("accepted", "accepted")
-            # 777 arrives after its postAck (kept across the kill): it is removed at once
+            late = await sender.send(_message("acknowledged on A before it came", 777,
+                                              origin=node_a))
+            another = await sender.send(_message("another", 778, origin=node_a))
+            assert (late.state, another.state) == ("accepted", "accepted")
             await wait_until_async(
                 lambda: sorted(browse(b.url, "queue://q")) == ["another", "kept"],
-                what="message 777 removed by the postAck stored before the kill", timeout=30)
+                what="message 777, come over C's link, removed by A's pending postAck", timeout=30)
         finally:
             await conn.close()
     finally:

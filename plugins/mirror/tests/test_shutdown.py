@@ -1,5 +1,5 @@
-"""A mirror target stops cleanly: a postAck retry still pending when the broker
-stops is cancelled with the link, not left behind on the broker's loop."""
+"""A mirror target stops cleanly: the task looking for a pending postAck's message
+is cancelled when the broker stops, not left behind on the broker's loop."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from mirrortools import mirror_event
 from relaymq.testing.waits import wait_until_async
 from relaymq_amqp.outgoing import AmqpConnection
-from relaymq_mirror import target
+from relaymq_mirror import retries
 
 NODE = str(uuid.uuid4())
 SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_relaymq"
@@ -21,14 +21,13 @@ SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_relaymq"
 
 def _retries(b: Any) -> list[asyncio.Task[Any]]:
     def read() -> list[asyncio.Task[Any]]:
-        # the coroutine's repr names MirrorTarget._retry (compiled: _retry_MirrorTarget_gen)
-        return [t for t in asyncio.all_tasks() if "_retry" in repr(t.get_coro())]
+        return [t for t in asyncio.all_tasks() if "AckRetries._run" in repr(t.get_coro())]
     return list(b.call(read))
 
 
 async def test_broker_stop_cancels_a_pending_post_ack_retry(
         brokers: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(target, "ACK_RETRY_DELAY", 30.0)  # pending until the broker stops
+    monkeypatch.setattr(retries, "ACK_RETRY_DELAY", 30.0)  # pending until the broker stops
     b = brokers()
     conn = AmqpConnection(f"tcp://{b.address}", retry_interval=0.1, container_id=NODE)
     await conn.connect()

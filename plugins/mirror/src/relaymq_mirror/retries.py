@@ -2,30 +2,49 @@
 they are applied or given up (Artemis keeps its ack-retry list in its journal).
 
 A mirror target accepts a ``postAck`` it cannot apply at once only after its
-record is stored here: a target killed with -9 and restarted still has it, and
-tries again when a mirror link from that source is back. Records live under the
-store key `KEY`, like the kernel's queue declarations (``declared://`` keys are
-kept by every store and are not destinations): one record per pending ack, a
-message whose body is the JSON list ``[source, address, queue, id, reason]``;
-applying or giving up removes it. On a store that is not persistent they last
-for the broker process.
+record is stored here: a target killed with -9 and restarted still has it.
+Records live under the store key `KEY`, like the kernel's queue declarations
+(``declared://`` keys are kept by every store and are not destinations): one
+record per pending ack, a message whose body is the JSON list
+``[source, address, queue, id, reason]``; applying or giving up removes it. On
+a store that is not persistent they last for the broker process.
+
+One task per broker looks for the messages of every pending postAck, whichever
+broker sent it: every ``mirrorAckManagerRetryDelay`` ms, and at once when a
+mirror link (from any source) stored a message a pending postAck names. It
+starts with the broker (records a previous run left are looked for before any
+mirror link is back), ends when nothing is pending, and is cancelled when the
+broker stops. A timed look counts as an attempt only while a mirror link is
+attached (a restarted target waits for its peers to reconnect) and none of
+them is still storing a message (it may be the one); after
+``mirrorAckManagerQueueAttempts`` attempts, or ten times as many looks, the
+postAck is given up: counted and logged once per source.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
 
+from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from relaymq.spi.persistence import AddDestination, AddMessage, RemoveMessage
+from relaymq_amqp.mapping import destination_for
+
+from relaymq_mirror import wire
+from relaymq_mirror.state import applied, target_index
 
 log = logging.getLogger("relaymq.mirror")
 
 #: the store key of the records (the region does not recover ``declared://`` keys as queues)
 KEY = "declared://mirror-ack-retries"
-_EXTENSION = "mirror-ack-retries"
+EXTENSION = "mirror-ack-retries"
 PAGE = 500
+#: a postAck whose message is not found is tried again this often (Artemis: 5 x 100 ms)
+ACK_RETRIES = 5
+ACK_RETRY_DELAY = 0.1
 
 
 class PendingAck:
@@ -56,26 +75,40 @@ class AckRetries:
         self.broker = broker
         self.pending: dict[int, PendingAck] = {}  # by record number
         #: internal id -> how many pending acks name it (a message arriving with one
-        #: of these ids makes its link try again at once)
+        #: of these ids wakes the looking task)
         self.idents: dict[int, int] = {}
         self._last_seq = 0
         self.loaded = False
+        self._loading: asyncio.Task[None] | None = None
         self._created = False
+        #: the targets of the mirror links attached now (any source)
+        self.links: set[Any] = set()
+        #: postAcks given up, by source broker
+        self.not_found: dict[str, int] = {}
+        self._warned: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self.stopped = False
 
     @property
     def _persistent(self) -> bool:
         return bool(getattr(self.broker.region, "store_persistent", False))
 
     async def load(self) -> None:
-        """Read the records a previous run of this broker left (once)."""
-        if self.loaded:
-            return
-        self.loaded = True
+        """Read the records a previous run of this broker left (once; callers
+        that come while it is under way wait for it)."""
+        if self._loading is None:
+            self._loading = asyncio.get_running_loop().create_task(self._load())
+        await asyncio.shield(self._loading)
+
+    async def _load(self) -> None:
         if not self._persistent:
+            self.loaded = True
             return
         store = self.broker.region.store
         self._created = KEY in await store.destinations()
         if not self._created:
+            self.loaded = True
             return
         self._last_seq = max(self._last_seq, (await store.stats(KEY)).last_seq)
         after = 0
@@ -94,6 +127,7 @@ class AckRetries:
                     await self.broker.region.writer.write([RemoveMessage(KEY, rec.seq)])
             if len(page) < PAGE:
                 break
+        self.loaded = True
         if self.pending:
             log.info("mirror: %d postAck(s) waiting for their message since before the restart",
                      len(self.pending))
@@ -104,6 +138,8 @@ class AckRetries:
 
     async def add(self, items: list[tuple[str, str, str, int, str]]) -> list[PendingAck]:
         """Keep (source, address, queue, id, reason) postAcks; returns once stored."""
+        if not self.loaded:
+            await self.load()  # record numbers follow those a previous run left
         ops: list[Any] = []
         if self._persistent and not self._created:
             ops.append(AddDestination(KEY))
@@ -139,10 +175,141 @@ class AckRetries:
         if ops:
             await self.broker.region.writer.write(ops)
 
+    # -- looking for the messages --------------------------------------------------------
+    def start(self) -> None:
+        """Look for the pending postAcks' messages in the background (one task per
+        broker; it loads what a previous run left first, and ends when nothing is
+        pending)."""
+        task = self._task
+        if not self.stopped and (task is None or task.done()):
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def wake(self) -> None:
+        """A message a pending postAck names was stored: look now."""
+        self._wake.set()
+        if self.pending:
+            self.start()
+
+    def stop(self) -> None:
+        """The broker stops: no more looking (the records stay)."""
+        self.stopped = True
+        task, self._task = self._task, None
+        for t in (task, self._loading):
+            if t is not None and not t.done():
+                t.cancel()
+
+    def attached(self, link: Any) -> None:
+        """A mirror link from `link.source_id` attached: its source's pending postAcks
+        get their attempts afresh (it is back, and sends what it had not settled)."""
+        self.links.add(link)
+        for ack in self.pending.values():
+            if ack.source == link.source_id:
+                ack.attempts = ack.looks = 0
+        self.start()
+
+    def detached(self, link: Any) -> None:
+        self.links.discard(link)
+
+    async def _run(self) -> None:
+        await self.load()
+        wake = self._wake
+        delay, attempts = self._settings()
+        while self.pending and not self.stopped:
+            try:
+                await asyncio.wait_for(wake.wait(), delay)
+                timed = False
+            except TimeoutError:
+                timed = True
+            wake.clear()
+            await self.look(timed, attempts)
+
+    async def look(self, timed: bool, attempts: int) -> None:
+        """Apply every pending postAck whose message is here now; on a timed look,
+        count an attempt for the others (see the module's description)."""
+        links = self.links
+        counting = timed and bool(links)
+        busy = any(link.storing() for link in links)
+        finished = []
+        for ack in list(self.pending.values()):
+            if await self._apply(ack):
+                finished.append(ack)
+            elif counting:
+                ack.looks += 1
+                if not busy:
+                    ack.attempts += 1
+                if ack.attempts >= attempts or ack.looks >= 10 * attempts:
+                    finished.append(ack)
+                    self._given_up(ack)
+        if finished:
+            await self.done(finished)
+
+    async def _apply(self, ack: PendingAck) -> bool:
+        """Remove the message `ack` names when it is here; whether it was."""
+        broker = self.broker
+        holder = holder_of(broker, ack.address, ack.queue)
+        if holder is None:
+            return False
+        index = target_index(broker)
+        seq = await index.find(holder, ack.ident)
+        if seq is None:
+            return False
+        index.forget(holder.key, ack.ident)
+        applied(broker).ack(holder.key, seq, ack.source)
+        await holder.remove_messages([seq], ack.reason)
+        return True
+
+    def _given_up(self, ack: PendingAck) -> None:
+        self.not_found[ack.source] = self.not_found.get(ack.source, 0) + 1
+        if ack.source not in self._warned:
+            self._warned.add(ack.source)
+            log.warning("mirror: a postAck named message %d on %s, which is not here (consumed "
+                        "here already, or never mirrored); given up (from %s: further ones are "
+                        "counted, not logged)", ack.ident, ack.queue, ack.source)
+        else:
+            log.debug("mirror: postAck for unknown message %d on %s", ack.ident, ack.queue)
+
+    def _settings(self) -> tuple[float, int]:
+        """(seconds between looks, attempts): Artemis' ``mirrorAckManagerRetryDelay``
+        (ms) and ``mirrorAckManagerQueueAttempts`` as broker properties (``-D``),
+        else ACK_RETRY_DELAY and ACK_RETRIES."""
+        props = getattr(getattr(self.broker, "config", None), "properties", None) or {}
+        delay, attempts = ACK_RETRY_DELAY, ACK_RETRIES
+        try:
+            if "mirrorAckManagerRetryDelay" in props:
+                delay = max(int(props["mirrorAckManagerRetryDelay"]), 1) / 1000.0
+            if "mirrorAckManagerQueueAttempts" in props:
+                attempts = max(int(props["mirrorAckManagerQueueAttempts"]), 1)
+        except (TypeError, ValueError):
+            log.warning("mirror: mirrorAckManagerRetryDelay and mirrorAckManagerQueueAttempts "
+                        "take whole numbers; using %d ms and %d", int(delay * 1000), attempts)
+        return delay, attempts
+
+
+def holder_of(broker: Any, address: str, queue: str) -> Any:
+    """The queue or durable subscription a postAck (or deleteQueue) names: a
+    RelayMQ source writes ``queue://X``/``topic://X`` addresses, an Artemis one
+    bare names (a subscription queue is ``client-id.name``)."""
+    region = broker.region
+    if "://" in address:
+        dest = destination_for(address)
+        if dest.is_queue:
+            return region.queues.get(Destination.queue(queue) if queue else dest)
+        split = wire.split_subscription_queue(queue)
+        if split is None:
+            return None
+        return region.subscriptions.get(f"durable://{split[0]}:{split[1]}")
+    found = region.queues.get(Destination.queue(queue))
+    if found is not None:
+        return found
+    split = wire.split_subscription_queue(queue)
+    if split is not None:
+        return region.subscriptions.get(f"durable://{split[0]}:{split[1]}")
+    return None
+
 
 def ack_retries(broker: Any) -> AckRetries:
-    found = broker.extensions.get(_EXTENSION)
+    found = broker.extensions.get(EXTENSION)
     if not isinstance(found, AckRetries):
         found = AckRetries(broker)
-        broker.extensions[_EXTENSION] = found
+        broker.extensions[EXTENSION] = found
     return found

@@ -34,7 +34,7 @@ from relaymq_amqp.mapping import destination_for, to_kernel
 from relaymq_amqp.scanner import scan
 
 from relaymq_mirror import wire
-from relaymq_mirror.retries import ack_retries
+from relaymq_mirror.retries import ack_retries, holder_of
 from relaymq_mirror.state import applied, target_index
 from relaymq_mirror.wire import BadEvent, Incoming
 
@@ -45,9 +45,6 @@ log = logging.getLogger("relaymq.mirror")
 #: this broker's store syncs busy: a backlog drains in bigger store batches)
 CREDIT = 5000
 LOW_CREDIT = 2500
-#: a postAck whose message is not found is tried again this often (Artemis: 5 x 100 ms)
-ACK_RETRIES = 5
-ACK_RETRY_DELAY = 0.1
 DUPLICATE_ID = "_AMQ_DUPL_ID"
 #: postAcks applied together at most (they wait for one store sync)
 MAX_ACKS = 1000
@@ -91,13 +88,10 @@ class MirrorTarget:
         self._outstanding = 0
         self.applied = 0
         self.rejected = 0
-        self.acks_not_found = 0
         self._warned: set[str] = set()
-        #: postAcks waiting for their message, kept in the store (every link's)
+        #: postAcks waiting for their message, kept in the store (every link's, looked
+        #: for by one task of the broker's)
         self.retries = ack_retries(self.broker)
-        #: this link's task that tries them again: cancelled when the link goes
-        self._retry_task: asyncio.Task[None] | None = None
-        self._retry_wake = asyncio.Event()
         self._poke = False  # a message a pending postAck names is being stored
 
     # -- attach ----------------------------------------------------------------------
@@ -144,6 +138,7 @@ class MirrorTarget:
                   snd_settle_mode=link.remote_snd_settle_mode, rcv_settle_mode=pn.RCV_FIRST,
                   credit=CREDIT)
         self._outstanding = 0
+        self.retries.attached(self)
         log.info("mirror link %s from broker %s (%s) attached", link.name, source,
                  link.remote_container)
 
@@ -165,9 +160,11 @@ class MirrorTarget:
         log.info("mirror link %s from broker %s detached", self.link.name, self.source_id)
         self._queue.clear()
         self._acks.clear()
-        task, self._retry_task = self._retry_task, None
-        if task is not None:
-            task.cancel()
+        self.retries.detached(self)
+
+    def storing(self) -> bool:
+        """A message this link received is being stored."""
+        return bool(self._stores)
 
     async def _run(self) -> None:
         queue = self._queue
@@ -175,7 +172,6 @@ class MirrorTarget:
         try:
             if not self.retries.loaded:
                 await self.retries.load()  # what a previous run of this broker left
-            self._start_retries()
             while not self.link.closed:
                 if queue and len(self._acks) < MAX_ACKS:
                     delivery, data = queue.popleft()
@@ -311,7 +307,7 @@ class MirrorTarget:
             return
         for delivery, _ in later:
             self._settled(delivery, error, "amqp:internal-error")
-        self._start_retries()
+        self.retries.start()
 
     async def _remove_group(self, reason: str, holder: Any, seqs: list[int],
                             deliveries: list[Any]) -> None:
@@ -375,7 +371,7 @@ class MirrorTarget:
             self._settled(delivery)
             if self._poke:
                 self._poke = False
-                self._retry_wake.set()
+                self.retries.wake()
             return
         if stored is self._group_of:
             # the store writes a loop turn's messages together and hands each the
@@ -394,7 +390,7 @@ class MirrorTarget:
                 self._group_of = None
             if self._poke:
                 self._poke = False
-                self._retry_wake.set()  # a pending postAck's message may be here now
+                self.retries.wake()  # a pending postAck's message may be here now
             err = None if not f.cancelled() and f.exception() is None else str(
                 f.exception() if not f.cancelled() else "cancelled")
             if self.link.closed:
@@ -421,103 +417,7 @@ class MirrorTarget:
 
     # -- acknowledgements -------------------------------------------------------------
     def _holder(self, address: str, queue: str) -> Any:
-        region = self.broker.region
-        if "://" in address:
-            dest = destination_for(address)
-            if dest.is_queue:
-                return region.queues.get(Destination.queue(queue) if queue else dest)
-            split = wire.split_subscription_queue(queue)
-            if split is None:
-                return None
-            return region.subscriptions.get(f"durable://{split[0]}:{split[1]}")
-        found = region.queues.get(Destination.queue(queue))
-        if found is not None:
-            return found
-        split = wire.split_subscription_queue(queue)
-        if split is not None:
-            return region.subscriptions.get(f"durable://{split[0]}:{split[1]}")
-        return None
-
-    async def _remove(self, holder: Any, ident: int, reason: str) -> bool:
-        index = target_index(self.broker)
-        seq = await index.find(holder, ident)
-        if seq is None:
-            return False
-        index.forget(holder.key, ident)
-        applied(self.broker).ack(holder.key, seq, self.source_id)
-        await holder.remove_messages([seq], reason)
-        return True
-
-    def _start_retries(self) -> None:
-        """Try this source's pending postAcks again in the background (one task per link)."""
-        task = self._retry_task
-        if (task is None or task.done()) and not self.link.closed and \
-                self.retries.of(self.source_id):
-            self._retry_task = asyncio.get_running_loop().create_task(self._retry_loop())
-
-    async def _retry_loop(self) -> None:
-        """Every ACK_RETRY_DELAY, and at once when a message a pending postAck names
-        was stored, look for the messages of this source's pending postAcks. A
-        look counts as an attempt only while no message this link received is
-        still being stored (it may be the one); after ACK_RETRIES attempts (or
-        ten times as many looks) the postAck is given up: counted and logged."""
-        retries = self.retries
-        wake = self._retry_wake
-        delay, attempts = self._retry_settings()
-        while not self.link.closed:
-            if not retries.of(self.source_id):
-                return
-            try:
-                await asyncio.wait_for(wake.wait(), delay)
-                timed = False
-            except TimeoutError:
-                timed = True
-            wake.clear()
-            if self.link.closed:
-                return
-            busy = bool(self._stores)
-            finished = []
-            for ack in retries.of(self.source_id):
-                holder = self._holder(ack.address, ack.queue)
-                if holder is not None and await self._remove(holder, ack.ident, ack.reason):
-                    finished.append(ack)
-                    continue
-                if timed:
-                    ack.attempts += 1 if not busy else 0
-                    ack.looks += 1
-                    if ack.attempts >= attempts or ack.looks >= 10 * attempts:
-                        finished.append(ack)
-                        self._not_found(ack.ident, ack.queue)
-            if finished:
-                await retries.done(finished)
-
-    def _retry_settings(self) -> tuple[float, int]:
-        """(seconds between looks, attempts): Artemis' ``mirrorAckManagerRetryDelay``
-        (ms) and ``mirrorAckManagerQueueAttempts`` as broker properties (``-D``),
-        else ACK_RETRY_DELAY and ACK_RETRIES."""
-        props = getattr(getattr(self.broker, "config", None), "properties", None) or {}
-        delay, attempts = ACK_RETRY_DELAY, ACK_RETRIES
-        try:
-            if "mirrorAckManagerRetryDelay" in props:
-                delay = max(int(props["mirrorAckManagerRetryDelay"]), 1) / 1000.0
-            if "mirrorAckManagerQueueAttempts" in props:
-                attempts = max(int(props["mirrorAckManagerQueueAttempts"]), 1)
-        except (TypeError, ValueError):
-            if "bad-retry-settings" not in self._warned:
-                self._warned.add("bad-retry-settings")
-                log.warning("mirror: mirrorAckManagerRetryDelay and mirrorAckManagerQueueAttempts "
-                            "take whole numbers; using %d ms and %d", int(delay * 1000), attempts)
-        return delay, attempts
-
-    def _not_found(self, ident: int, queue: str) -> None:
-        self.acks_not_found += 1
-        if "ack-not-found" not in self._warned:
-            self._warned.add("ack-not-found")
-            log.warning("mirror link %s from %s: a postAck named message %d on %s, which is not "
-                        "here (consumed here already, or never mirrored); further ones are "
-                        "counted, not logged", self.link.name, self.source_id, ident, queue)
-        else:
-            log.debug("mirror: postAck for unknown message %d on %s", ident, queue)
+        return holder_of(self.broker, address, queue)
 
     # -- addresses and queues ------------------------------------------------------------
     def _mark(self, key: str) -> None:
@@ -597,6 +497,8 @@ class MirrorTarget:
             await self.broker.management.delete_destination(dest)
 
     def status(self) -> dict[str, Any]:
+        retries = self.retries
         return {"source": self.source_id, "link": self.link.name, "applied": self.applied,
-                "rejected": self.rejected, "acks_not_found": self.acks_not_found,
-                "acks_pending": len(self.retries.of(self.source_id))}
+                "rejected": self.rejected,
+                "acks_not_found": retries.not_found.get(self.source_id, 0),
+                "acks_pending": len(retries.of(self.source_id))}
