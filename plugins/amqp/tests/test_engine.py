@@ -16,7 +16,14 @@ from proton import Message
 from relaymq_amqp import engine as pn
 from relaymq_amqp.encode import frame, performative
 from relaymq_amqp.engine import Condition, Engine, Terminus
-from relaymq_amqp.frames import FrameGuard, plain_disposition
+from relaymq_amqp.frames import (
+    NOT_PLAIN,
+    PLAIN,
+    SETTLED_ACCEPT,
+    FrameGuard,
+    disposition_kind,
+    plain_disposition,
+)
 from relaymq_amqp.scanner import DecodeError, decode
 from relaymq_amqp.types import Described, Symbol, UInt, ULong
 
@@ -450,3 +457,74 @@ def test_free_gives_back_the_connection_and_its_deliveries() -> None:
     for _ in range(24):
         round_trip()
     assert _rss_kib() - before < 40 * 1024
+
+
+def _says_settled_accept(raw: bytes) -> bool:
+    """What a full decode says: the receiver settled the range with `accepted`."""
+    fields = decode(raw, 11)[0]
+    return (len(fields) >= 5 and fields[0] is True and fields[3] is True
+            and isinstance(fields[4], Described) and fields[4].descriptor == 0x24)
+
+
+def test_guard_knows_a_read_holds_only_settled_accepts() -> None:
+    """`accepts_only` (the connection then settles delivery events without asking
+    proton for their state) holds only when every disposition of the chunk is the
+    receiver's settled `accepted`, and never for a disposition it did not check
+    in place."""
+    accepted = Described(ULong(0x24), [])
+    released = Described(ULong(0x26), [])
+    header = b"AMQP\x00\x01\x00\x00"
+
+    def disp(*fields: Any) -> bytes:
+        return frame(performative(0x15, list(fields)))
+
+    accept_one, accept_range = disp(True, UInt(1), None, True, accepted), \
+        disp(True, UInt(2), UInt(9), True, accepted)
+    kinds = {
+        accept_one: SETTLED_ACCEPT,
+        accept_range: SETTLED_ACCEPT,
+        disp(True, UInt(3), UInt(3), True, accepted, True): SETTLED_ACCEPT,
+        disp(True, UInt(3), None, False, accepted): PLAIN,  # not settled
+        disp(True, UInt(3), None, True, released): PLAIN,
+        disp(True, UInt(3), None, True): PLAIN,  # settled without an outcome
+        disp(True, UInt(3), None, True, None): PLAIN,
+        disp(False, UInt(3), None, True, accepted): PLAIN,  # about the peer's transfers
+        disp(True, UInt(3)): PLAIN,
+    }
+    for raw, kind in kinds.items():
+        assert disposition_kind(raw, 11, len(raw)) == kind, raw.hex()
+        assert (kind == SETTLED_ACCEPT) == _says_settled_accept(raw), raw.hex()
+        guard = FrameGuard(512)
+        chunk = header + accept_one + raw + accept_range
+        assert guard.feed(chunk) == len(chunk)
+        assert guard.accepts_only == (kind == SETTLED_ACCEPT)
+        assert guard.feed(accept_one) == len(accept_one) and guard.accepts_only
+    # corrupted plain frames: whatever is passed as a settled accept decodes as one
+    rng = random.Random(1616)
+    checked = 0
+    for _ in range(3000):
+        data = bytearray(rng.choice([accept_one, accept_range]))
+        data[rng.randrange(11, len(data))] = rng.choice(
+            [0x00, 0x24, 0x26, 0x40, 0x41, 0x42, 0x43, 0x45, 0x52, 0x53, 0x70, 0xC0,
+             rng.randrange(256)])
+        raw = bytes(data)
+        if disposition_kind(raw, 11, len(raw)) == SETTLED_ACCEPT:
+            checked += 1
+            assert _says_settled_accept(raw), raw.hex()
+    assert checked > 50
+    # a rejected outcome carries fields: decoded in full, so proton says what it is
+    rejected = disp(True, UInt(4), None, True,
+                    Described(ULong(0x25), [Described(ULong(0x1D), [Symbol("amqp:x")])]))
+    assert disposition_kind(rejected, 11, len(rejected)) == NOT_PLAIN
+    guard = FrameGuard(512)
+    guard.feed(header)
+    assert guard.feed(accept_one + rejected) == len(accept_one) + len(rejected)
+    assert not guard.accepts_only
+    # a settled accept split across reads is judged, in full, by the read that ends it
+    guard.feed(accept_one[:7])
+    assert guard.accepts_only
+    assert guard.feed(accept_one[7:]) == len(accept_one) - 7
+    assert not guard.accepts_only
+    # transfers and flows alone say nothing about outcomes
+    flow = frame(performative(0x13, [UInt(0), UInt(100), UInt(0), UInt(100)]))
+    assert guard.feed(flow) == len(flow) and guard.accepts_only

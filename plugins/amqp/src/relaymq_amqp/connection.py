@@ -84,6 +84,9 @@ class AmqpConnection(LinkHost):
         self._closing = False  # a close was sent after an error: drop the socket once written
         self.flush_scheduled = False
         self.transactional = False
+        self.accepts_only = False
+        #: bytes went to proton since the events were last all handled
+        self._unpumped = False
         self._timer: asyncio.TimerHandle | None = None
         #: transfers (message, link, delivery, txn-id or None) and discharges (None,
         #: None, (coordinator, delivery), (txn-id, fail)) in arrival order
@@ -265,10 +268,15 @@ class AmqpConnection(LinkHost):
         assert engine is not None
         if self._closing:
             return
-        good = self.guard.feed(data)
+        guard = self.guard
+        good = guard.feed(data)
         if good == len(data):
+            # events of earlier bytes not handled yet: what they said must hold too
+            self.accepts_only = guard.accepts_only and (self.accepts_only or not self._unpumped)
+            self._unpumped = True
             engine.push(data)
             return
+        self.accepts_only = False
         if good:
             engine.push(data[:good])
         condition, description = self.guard.error or ("amqp:decode-error", "bad frame")
@@ -285,6 +293,7 @@ class AmqpConnection(LinkHost):
         self._pumping = True
         try:
             engine.pump(self)
+            self._unpumped = self.accepts_only = False
             if self._acking:
                 self._ack_accepted()
         except Exception:  # noqa: BLE001 - a bug in one connection must not stop the broker
@@ -302,6 +311,7 @@ class AmqpConnection(LinkHost):
         self._pumping = True
         try:
             engine.pump(self)
+            self._unpumped = self.accepts_only = False
             if self._acking:
                 self._ack_accepted()
         except Exception:  # noqa: BLE001 - a bug in one connection must not stop the broker

@@ -63,7 +63,7 @@ class FrameGuard:
     """Validates an AMQP frame stream that starts with the 8-byte protocol header."""
 
     __slots__ = ("max_frame_size", "_skip", "_partial", "error", "attaches", "receivers",
-                 "acquisitions")
+                 "acquisitions", "accepts_only")
 
     def __init__(self, max_frame_size: int) -> None:
         self.max_frame_size = max_frame_size
@@ -78,9 +78,15 @@ class FrameGuard:
         #: names of receiver links whose flow asked for transactional acquisition: the
         #: connection refuses each such link before that flow takes effect
         self.acquisitions: set[str] = set()
+        #: every disposition in the bytes `feed` last passed was a receiver's settled
+        #: `accepted` in the plain form (see `disposition_kind`; True when there was
+        #: none): the connection then knows the outcome of each delivery event those
+        #: bytes cause without asking proton for it
+        self.accepts_only = True
 
     def feed(self, data: bytes) -> int:
         """Check `data`; return how many of its bytes may go to proton."""
+        self.accepts_only = True
         if self.error is not None:
             return 0
         n = len(data)
@@ -115,8 +121,9 @@ class FrameGuard:
         maxf = self.max_frame_size or 0xFFFFFFFF
         header = _HEADER.unpack_from
         while pos < n:
-            # Fast path: a whole transfer (or heartbeat) header inside this chunk.
-            if n - pos >= 24:
+            # Fast path: a whole transfer (or heartbeat) header, or a whole plain
+            # disposition, inside this chunk.
+            if n - pos >= 11:
                 size, doff, ftype, _ = header(data, pos)
                 if ftype == 0 and doff == 2 and 8 <= size <= maxf:
                     end = pos + size
@@ -124,7 +131,8 @@ class FrameGuard:
                     if body == end:
                         pos = end
                         continue
-                    if data[body] == 0 and data[body + 1] == 0x53 and data[body + 2] == TRANSFER:
+                    if (n - pos >= 24 and data[body] == 0 and data[body + 1] == 0x53
+                            and data[body + 2] == TRANSFER):
                         t = data[body + 3]
                         if t == 0xC0:
                             fields_end = body + 5 + data[body + 4]
@@ -139,12 +147,15 @@ class FrameGuard:
                             pos = end
                             continue
                     elif (data[body] == 0 and data[body + 1] == 0x53
-                          and data[body + 2] == DISPOSITION and end <= n
-                          and plain_disposition(data, body + 3, end)):
+                          and data[body + 2] == DISPOSITION and end <= n):
                         # a consumer's outcome, one per message with individual
                         # settlement: checked in place instead of decoded
-                        pos = end
-                        continue
+                        kind = disposition_kind(data, body + 3, end)
+                        if kind != NOT_PLAIN:
+                            if kind != SETTLED_ACCEPT:
+                                self.accepts_only = False
+                            pos = end
+                            continue
             verdict = self._check(data, pos, n)
             if verdict is None:
                 self._partial = data[pos:]
@@ -217,6 +228,8 @@ class FrameGuard:
             return self._fail("amqp:decode-error", "performative runs past the end of its frame")
         if code == TRANSFER:
             return end
+        if code == DISPOSITION:
+            self.accepts_only = False  # one decoded in full: its outcome is proton's to say
         # A control frame: small, so decode it fully.
         if end > avail:
             if end - body > MAX_CONTROL_FRAME:
@@ -289,6 +302,17 @@ def _plain_field(data: bytes, p: int, end: int) -> int:
     return -1
 
 
+#: `disposition_kind`: not in the plain form (decode it fully)
+NOT_PLAIN = 0
+#: in the plain form, but not a receiver's settled `accepted`
+PLAIN = 1
+#: the receiver (role true) settles its deliveries with `accepted` (settled true,
+#: state accepted): the outcome one message with individual or ranged
+#: acknowledgement gets
+SETTLED_ACCEPT = 2
+_ACCEPTED_CODE = 0x24
+
+
 def plain_disposition(data: bytes, lst: int, end: int) -> bool:
     """True when the disposition fields at `lst` fill the frame up to `end` and
     are in the plain form every client writes for an outcome without details:
@@ -297,23 +321,38 @@ def plain_disposition(data: bytes, lst: int, end: int) -> bool:
     (accepted, released), and an optional batchable. Anything else (a rejected
     or modified outcome with fields, a transactional state, other encodings) is
     False: the guard then decodes the frame fully, as before."""
+    return disposition_kind(data, lst, end) != NOT_PLAIN
+
+
+def disposition_kind(data: bytes, lst: int, end: int) -> int:
+    """`NOT_PLAIN`, `PLAIN` or `SETTLED_ACCEPT` for the disposition fields at
+    `lst` (see `plain_disposition` for the plain form)."""
     if end - lst < 3 or data[lst] != 0xC0 or lst + 2 + data[lst + 1] != end:
-        return False
+        return NOT_PLAIN
     count = data[lst + 2]
     if count < 2 or count > 6:
-        return False
+        return NOT_PLAIN
     p = lst + 3
+    accept = count >= 5 and p < end and data[p] == 0x41  # role: receiver
     for i in range(count):
         if i == 4 and p + 2 < end and data[p] == 0 and data[p + 1] == 0x53:
+            if data[p + 2] != _ACCEPTED_CODE:
+                accept = False
             p += 3  # a state: small-ulong descriptor, then an empty list
             if p < end and data[p] == 0x45:
                 p += 1
             elif p + 2 < end and data[p] == 0xC0 and data[p + 1] == 1 and data[p + 2] == 0:
                 p += 3
             else:
-                return False
+                return NOT_PLAIN
         else:
+            if i == 3 and (p >= end or data[p] != 0x41):  # settled: true
+                accept = False
+            elif i == 4:  # no state
+                accept = False
             p = _plain_field(data, p, end)
             if p < 0:
-                return False
-    return p == end
+                return NOT_PLAIN
+    if p != end:
+        return NOT_PLAIN
+    return SETTLED_ACCEPT if accept else PLAIN

@@ -148,6 +148,11 @@ class LinkHost:
     #: a transaction controller was attached at some point: transfers may then name
     #: transactions (before that, no transfer's state needs looking at)
     transactional: bool
+    #: every disposition the events being handled now come from was the peer
+    #: receiver's settled `accepted` (the frame guard checked each one in place):
+    #: a delivery event on a consumer link then needs no question to proton about
+    #: its state (`FrameGuard.accepts_only`)
+    accepts_only: bool
 
     def submit(self, message: Message, link: ProducerLink, delivery: Any,
                txn: bytes | None = None) -> None:
@@ -563,6 +568,17 @@ class ConsumerLink(Link):
 
     # -- wire -> kernel ---------------------------------------------------------------
     def on_delivery(self, d: Any) -> None:
+        if self.conn.accepts_only:
+            # The peer settled it `accepted`: an event on a delivery we sent comes
+            # only from a disposition, and each of those was checked to say so.
+            did = self.unsettled.pop(d, None)
+            if did is not None and self.consumer is not None and not self.browser:
+                acks = self._acks
+                if not acks:
+                    self.conn.acks_due(self)
+                acks.append(did)
+            _settle(d)
+            return
         state = _remote_state(d)
         if state == _ACCEPTED:  # the common case, kept short
             did = self.unsettled.pop(d, None)
