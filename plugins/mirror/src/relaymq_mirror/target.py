@@ -50,6 +50,8 @@ DUPLICATE_ID = "_AMQ_DUPL_ID"
 MAX_ACKS = 1000
 #: events applied before giving the loop a turn (store writes, settlements, reads)
 YIELD_EVERY = 200
+#: addresses whose parsed destination is kept (cleared when full)
+SPOTS_KEPT = 4096
 
 
 def _to(data: bytes) -> str | None:
@@ -74,6 +76,10 @@ class MirrorTarget:
         self.link = link
         self.broker = link.broker
         self.source_id: str = ""
+        self.local_id: str = ""  # this broker's node id (set on attach)
+        self._applied = applied(self.broker)
+        #: an address written with its kind (``queue://X``) -> its destination
+        self._dests: dict[str, Destination] = {}
         self.kconn: ClientConnection | None = None
         self._queue: deque[tuple[Any, bytes]] = deque()
         self._running = False
@@ -130,6 +136,7 @@ class MirrorTarget:
             link.refuse("amqp:unauthorized-access", str(exc))
             return
         self.source_id = source
+        self.local_id = local
         self.kconn = ClientConnection(self.broker, kconn.principal, None, "amqp",
                                       kconn.remote_address, True, source)
         target_index(self.broker)  # index messages from now on
@@ -276,7 +283,7 @@ class MirrorTarget:
                     later.append((delivery, (self.source_id, address, queue_name, ident, reason)))
                     continue
                 index.forget(holder.key, ident)
-                applied(self.broker).ack(holder.key, seq, self.source_id)
+                self._applied.ack(holder.key, seq, self.source_id)
                 group = groups.get((holder.key, reason))
                 if group is None:
                     group = groups[(holder.key, reason)] = (holder, [], [])
@@ -336,7 +343,7 @@ class MirrorTarget:
         ident = inc.mirror_id()
         origin = inc.string(wire.BROKER_ID, "delivery", required=False) or self.source_id
         address = inc.string(wire.INTERNAL_DESTINATION, "delivery", required=False)
-        if origin == node_id(self.broker):
+        if origin == self.local_id:
             self._settled(delivery)  # our own message came back round: already here
             return
         if not address:
@@ -405,7 +412,14 @@ class MirrorTarget:
         RelayMQ writes them; a bare (Artemis) name is a queue or topic that exists
         by that name, else a queue."""
         if "://" in address:
-            return destination_for(address)
+            found = self._dests.get(address)
+            if found is None:
+                found = destination_for(address)
+                dests = self._dests
+                if len(dests) >= SPOTS_KEPT:
+                    dests.clear()
+                dests[address] = found
+            return found
         region = self.broker.region
         queue = Destination.queue(address)
         if queue in region.queues:

@@ -212,6 +212,7 @@ def _sections(data: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
+_EVENT_TYPE_NAME = EVENT_TYPE.encode()
 _DA_HEAD = b"\x00\x53\x71"
 _K_ID = encode(Symbol(INTERNAL_ID))
 _K_BROKER = encode(Symbol(BROKER_ID))
@@ -269,8 +270,19 @@ def _raw_map(data: bytes, start: int, end: int) -> dict[str, tuple[int, Any]]:
     else:
         raise BadEvent(f"annotations must be a map, not type 0x{code:02x}")
     out: dict[str, tuple[int, Any]] = {}
+    size = len(data)
     for _ in range(count // 2):
-        key, p = decode(data, p)
+        key: Any = None
+        if data[p] == 0xA3:  # a sym8 key (every mirror annotation): read as a plain str
+            key_end = p + 2 + data[p + 1]
+            if key_end <= size:
+                try:
+                    key = data[p + 2:key_end].decode("ascii")
+                    p = key_end
+                except UnicodeDecodeError:
+                    key = None
+        if key is None:
+            key, p = decode(data, p)  # anything else (and the errors) the general way
         vcode = data[p]
         value, p = decode(data, p)
         out[str(key)] = (vcode, value)
@@ -296,7 +308,9 @@ class Incoming:
             if code == _DA:
                 self.delivery_annotations = _raw_map(data, start, end)
                 da_span = (start, end)
-            elif code == _MA:
+            elif code == _MA and data.find(_EVENT_TYPE_NAME, start, end) >= 0:
+                # read only when it may name an event: a mirrored message's own
+                # annotations are the target's to keep, not to read here
                 self.annotations = _raw_map(data, start, end)
         ev = self.annotations.get(EVENT_TYPE)
         if ev is not None:
