@@ -287,6 +287,65 @@ def test_a_subscriber_that_stops_reading_slows_nobody_and_loses_nothing(tmp_path
         broker.stop()
 
 
+def test_a_cursor_that_cancels_pairs_drops_a_send_consumed_before_it_was_read(tmp_path: Path) -> None:
+    """`cancel_pairs` (what a mirror sets): a message sent and consumed before the
+    cursor handed its send out costs the reader nothing (neither event, no record
+    left); a send already read keeps its removal; a message from a peer broker
+    keeps both events (its removal must reach that peer)."""
+    from relaymq.broker.security import ConnectRequest
+    from relaymq.feed import MessageRemoved
+    from relaymq.model.message import Message
+
+    broker, _ = start(tmp_path)
+    try:
+        cursor = broker.run(broker.broker.change_feed.subscribe_durable(
+            "pairs", {MessageAdded, MessageRemoved}))
+        broker.call(lambda: setattr(cursor, "cancel_pairs", True))
+
+        async def from_peer() -> None:
+            peer = await broker.broker.connect(ConnectRequest(), network=True, origin="broker-b")
+            await peer.send(Message(b"peer", destination=Destination.queue("feed.pairs"),
+                                    durable=True))
+            await peer.close()
+
+        c = BlockingStomp(broker.port("stomp"))
+        for i in range(4):
+            assert c.send("/queue/feed.pairs", f"m{i}".encode())[0] == "RECEIPT"
+        broker.run(from_peer())
+        c.frame("SUBSCRIBE", {"destination": "/queue/feed.pairs", "id": "1",
+                              "ack": "client-individual", "activemq.prefetchSize": "1"})
+        for expected in (b"m0", b"m1", b"m2", b"m3", b"peer"):  # all consumed, none read yet
+            cmd, headers, body = c.read()
+            assert cmd == "MESSAGE" and body == expected
+            c.frame("ACK", {"id": headers["ack"]})
+        wait_until(lambda: broker.call(lambda: cursor.cancelled) == 4, what="four dropped pairs")
+
+        def read() -> list[tuple[str, bytes | None]]:
+            return [(e.kind, e.message.body if isinstance(e, MessageAdded) else None)
+                    for _, e in cursor.take(100)]
+
+        got: list[tuple[str, bytes | None]] = []
+        wait_until(lambda: got.extend(broker.call(read)) or len(got) >= 2, what="the peer's pair")
+        assert got == [("message.added", b"peer"), ("message.removed", None)]
+        # a send handed out before its consumption: its removal is recorded
+        c.frame("SEND", {"destination": "/queue/feed.pairs", "persistent": "true", "receipt": "r"},
+                b"m4")
+        frames = {f[0]: f for f in (c.read(), c.read())}  # its receipt, and it (to the consumer)
+        assert sorted(frames) == ["MESSAGE", "RECEIPT"] and frames["MESSAGE"][2] == b"m4"
+        wait_until(lambda: broker.call(lambda: cursor.pending) == 1, what="the send of m4")
+        assert broker.call(read) == [("message.added", b"m4")]
+        c.frame("ACK", {"id": frames["MESSAGE"][1]["ack"]})
+        wait_until(lambda: broker.call(lambda: cursor.pending) == 1, what="the removal of m4")
+        assert broker.call(read) == [("message.removed", None)]
+        assert broker.call(lambda: (cursor.cancelled, cursor.pending)) == (4, 0)
+        broker.run(cursor.ack())
+        c.close()
+        # nothing of the dropped pairs (nor anything read) is left in the store
+        assert broker.run(broker.broker.store.read(cursor.key, 0, 100)) == []
+    finally:
+        broker.stop()
+
+
 def test_reading_a_large_persistent_backlog_by_sequence_in_pages(tmp_path: Path) -> None:
     cfg = kaha_config(tmp_path)
     broker = BrokerLoop(cfg)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from relaymq.feed.constructors import added, removed
 from relaymq.feed.events import (
@@ -41,7 +41,7 @@ from relaymq.feed.events import (
     SubscriptionCreated,
     SubscriptionDeleted,
 )
-from relaymq.model.codec import decode_message, from_json_map, json_map
+from relaymq.model.codec import decode_message, from_json_map, json_encoder, json_map
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from relaymq.spi.persistence import AddDestination, AddMessage, RemoveDestination, RemoveMessage
@@ -57,7 +57,9 @@ PREFETCH_AT = PAGE // 2
 FEED_FIELD = "x-relaymq-feed"
 #: the `type` of a `MessageRemoved` record: its fields are the body, a JSON list
 REMOVED_TYPE = "x-relaymq-feed-removed"
-_to_json = json.JSONEncoder(separators=(",", ":")).encode
+#: with `cancel_pairs`, at most this many unread sends are tracked (older ones stay)
+PAIRS_KEPT = 100_000
+_to_json = json_encoder(True)
 
 
 def check_name(name: str) -> None:
@@ -90,6 +92,13 @@ class DurableSubscription:
         self._delivered: deque[int] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._prefetch: asyncio.Task[Any] | None = None  # the next page, being read
+        #: drop a send and its removal together while the send is unread (`capture`)
+        self.cancel_pairs = False
+        self.cancelled = 0  # pairs dropped so far (monitoring)
+        #: (queue key, queue seq) -> cursor seq of an unread, cancellable send
+        self._adds: dict[tuple[str, int], int] = {}
+        #: cursor seqs of sends dropped after they were captured: skipped when read
+        self._cancelled: set[int] = set()
 
     def wants_kind(self, cls: type[Any]) -> bool:
         return self.kinds is None or cls in self.kinds
@@ -114,16 +123,44 @@ class DurableSubscription:
         self.opened = True
 
     def capture(self, events: list[ChangeEvent], ops: list[Any]) -> list[tuple[int, ChangeEvent]]:
-        """Add a store record for each wanted event to `ops` (the commit's batch)."""
+        """Add a store record for each wanted event to `ops` (the commit's batch).
+
+        With `cancel_pairs`, the removal of a message whose send this cursor
+        holds unread is not recorded: the send's record is removed instead (in
+        the same batch) and never handed out, so a reader sees neither. Only a
+        send made here (no origin broker) with one placement is dropped so; a
+        reader that forwards changes (a mirror) then never sends a message
+        consumed before it got to it, nor its acknowledgement."""
         staged = []
         key = self.key
+        adds = self._adds if self.cancel_pairs else None
         for ev in events:
             if self.wants(ev):
+                cls = ev.__class__
+                if adds is not None and cls is MessageRemoved:
+                    rm = cast(MessageRemoved, ev)
+                    dropped = adds.pop((rm.key, rm.seq), 0)
+                    if dropped:
+                        ops.append(RemoveMessage(key, dropped))
+                        self._cancelled.add(dropped)
+                        self.cancelled += 1
+                        continue
                 self.last_seq += 1
                 seq = self.last_seq
                 ops.append(AddMessage(key, seq, encode_event(ev)))
                 staged.append((seq, ev))
+                if adds is not None and cls is MessageAdded and len(adds) < PAIRS_KEPT:
+                    ad = cast(MessageAdded, ev)
+                    if len(ad.placements) == 1 and ad.origin is None and ad.message.origin is None:
+                        adds[ad.placements[0]] = seq
         return staged
+
+    def _handed_out(self, ev: ChangeEvent) -> None:
+        """`ev` is read: its removal is recorded from now on."""
+        if ev.__class__ is MessageAdded:
+            placements = cast(MessageAdded, ev).placements
+            if len(placements) == 1:
+                self._adds.pop(placements[0], None)
 
     def committed(self, staged: list[tuple[int, ChangeEvent]]) -> None:
         """The batch holding `staged` is stored: they may be read now."""
@@ -165,6 +202,11 @@ class DurableSubscription:
                 if seq <= self.position:
                     continue
                 self.position = seq
+                if self._cancelled and seq in self._cancelled:
+                    self._cancelled.discard(seq)
+                    continue
+                if self._adds:
+                    self._handed_out(ev)
                 self._delivered.append(seq)
                 return ev
             if self._spilled and self.position < self._committed:
@@ -185,12 +227,19 @@ class DurableSubscription:
         out: list[tuple[int, ChangeEvent]] = []
         position = self.position
         delivered = self._delivered
+        cancelled = self._cancelled
+        adds = self._adds
         while buf and len(out) < limit:
             item = buf.popleft()
             seq = item[0]
             if seq <= position:
                 continue
             position = seq
+            if cancelled and seq in cancelled:
+                cancelled.discard(seq)
+                continue
+            if adds:
+                self._handed_out(item[1])
             delivered.append(seq)
             out.append(item)
         self.position = position
@@ -221,13 +270,23 @@ class DurableSubscription:
             if self._prefetch is task:
                 self._prefetch = None
         committed = self._committed
-        top = self._buffered_max
+        first = top = self._buffered_max
+        cancelled = self._cancelled
         for rec in records:
             if rec.seq > committed:
                 break  # its write is still under way: `committed` buffers it
             if rec.seq > top:
-                self._buffer.append((rec.seq, decode_event(rec.message)))
                 top = rec.seq
+                if cancelled and rec.seq in cancelled:
+                    continue  # dropped (`capture`), its removal still under way
+                self._buffer.append((rec.seq, decode_event(rec.message)))
+        if self.cancel_pairs:
+            if cancelled:  # dropped sends of this stretch are gone from the store too
+                self._cancelled = {s for s in cancelled if s <= first or s > top}
+            if not records:  # what is left up to `committed` was dropped unread
+                top = max(top, committed)
+            if not self._buffer and top >= committed and self.position < committed:
+                self.position = committed  # every event up to it was read or dropped
         self._buffered_max = top
         if top >= committed or not records:
             self._spilled = False

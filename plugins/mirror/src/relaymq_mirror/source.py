@@ -109,6 +109,10 @@ class MirrorSource:
         self.name = getattr(connection.options, "name", None) or connection.name
         self.snf = f"{wire.MIRROR_ADDRESS}_{self.name}"
         self.cursor = await self.broker.change_feed.subscribe_durable(self.snf, self.kinds())
+        # a message consumed here before its send went out is sent neither, nor its
+        # acknowledgement (the target would add and remove it); `sync` keeps every
+        # event, its clients wait for the target to have them
+        self.cursor.cancel_pairs = not self.config.sync
         self._read_upto = self._acked = self.cursor.position
         self._stopping = False
         self._wake = asyncio.Event()
@@ -145,6 +149,7 @@ class MirrorSource:
         return {"snf_queue": self.snf, "state": self.state, "target_node": self.remote_id,
                 "snf_depth": pending + len(self._unacked), "unsettled": len(self._unacked),
                 "sent": self.sent, "accepted": self.accepted, "rejected": self.rejected,
+                "dropped_unsent_pairs": getattr(self.cursor, "cancelled", 0),
                 "lag_ms": self._lags[-1] if self._lags else None,
                 "lag_p99_ms": p99, "sync": self.config.sync, "last_error": self.last_error}
 
@@ -283,11 +288,13 @@ class MirrorSource:
                         except Exception:  # noqa: BLE001 - one bad event, not the batch
                             log.exception("mirror %s: event %d cannot be sent; skipped",
                                           self.name, position)
+                    self._passed(cursor.position)
                     # give the loop a turn, so what is encoded so far goes out (and
                     # settlements come back) while more is read
                     await asyncio.sleep(0)
                     continue
                 if getter is None:
+                    self._passed(cursor.position)
                     getter = loop.create_task(cursor.get())
                 await asyncio.wait([getter, lost], return_when=asyncio.FIRST_COMPLETED)
                 if not getter.done():
@@ -323,6 +330,15 @@ class MirrorSource:
             self._stamps[position] = event.message.timestamp
         for data in msgs:
             send(position, data)
+
+    def _passed(self, position: int) -> None:
+        """Every event up to cursor `position` was handed out (and is forwarded) or
+        dropped by the cursor unread (a send consumed before it went out, and its
+        acknowledgement): the cursor may be acknowledged that far."""
+        if position > self._read_upto:
+            self._read_upto = position
+            if not self._unacked:
+                self._schedule_ack()
 
     def _settled(self, position: int, result: Any) -> None:
         if isinstance(result, BaseException) or position not in self._unacked:
