@@ -119,6 +119,15 @@ class Proc:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
 
+    async def mirror_status(self) -> dict[str, Any]:
+        """This broker's (first) mirror status, from its console."""
+        import httpx
+
+        url = f"http://127.0.0.1:{self.http_port}/api/v1/broker-connections"
+        async with httpx.AsyncClient() as client:
+            ops = _mirror_statuses((await client.get(url)).json())
+        return ops[0] if ops else {}
+
     async def mirror_settled(self, timeout: float) -> None:
         """Wait until this broker's mirror has nothing left to send or settle."""
         import httpx
@@ -240,11 +249,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await through(plain, 2000, [])  # warm-up
         await through(a, 2000, [b])
         base, _ = await through(plain, n, [])
+        status0 = await a.mirror_status()
         mirrored, (target_cpu,) = await through(a, n, [b])
+        status1 = await a.mirror_status()
         out["source_cpu_us_per_msg_without_mirror"] = round(base / n * 1e6, 1)
         out["source_cpu_us_per_msg_with_mirror"] = round(mirrored / n * 1e6, 1)
         out["source_overhead_us_per_msg"] = round((mirrored - base) / n * 1e6, 1)
         out["target_cpu_us_per_msg"] = round(target_cpu / n * 1e6, 1)
+        # events the mirror sent in that run, and messages consumed on A before their
+        # send went out (neither it nor its postAck sent: none of the target's work)
+        for key in ("sent", "dropped_unsent_pairs"):
+            if key in status1:
+                out[f"mirror_{key}_in_cpu_run"] = status1[key] - status0.get(key, 0)
         plain.stop()
         if args.cpu_only:
             return out
