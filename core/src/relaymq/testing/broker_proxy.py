@@ -29,7 +29,7 @@ from typing import Any
 
 from relaymq.config.model import BrokerConfig, PluginElement, TransportConnectorConfig
 from relaymq.testing.config_writer import config_xml
-from relaymq.testing.net import free_port
+from relaymq.testing.net import free_port_below_ephemeral as free_port
 from relaymq.testing.processes import RelaymqProcess
 from relaymq.testing.waits import wait_until
 
@@ -50,6 +50,8 @@ class ProcessBroker:
     """The broker of `config` in a child process (see the module's docstring)."""
 
     def __init__(self, config: BrokerConfig, directory: Path) -> None:
+        # ports below the ephemeral range: between the pick and the child's bind, no
+        # client connection's local port can take one (a start failed that way)
         self.directory = directory
         self.http_port = free_port()
         self.url = f"http://127.0.0.1:{self.http_port}/api/v1"
