@@ -45,9 +45,11 @@ test: compile
 test-fast: compile
 	.venv/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
-# the same sources interpreted, as a checkout runs them before `make compile`
+# the same sources interpreted, as a checkout runs them before `make compile`; the tests
+# against another system (PostgreSQL, ActiveMQ, RabbitMQ, Spark, a browser) run on the
+# compiled build only (relaymq.testing.external, docs/testing.md)
 test-pure: venv
-	RELAYMQ_PURE_PYTHON=1 .venv/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	RELAYMQ_PURE_PYTHON=1 .venv/bin/python -m pytest -m "not slow and not external" $(PYTEST_ARGS)
 
 bench: compile
 	.venv/bin/relaymq-bench suite bench/scenarios/standard.yaml

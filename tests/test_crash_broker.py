@@ -284,7 +284,8 @@ def test_the_check_counts_every_delivery() -> None:
         check(0, run, Counter({"p-2": 1}))
 
 
-@pytest.fixture(params=["kahadb", "jdbc-sqlite", "jdbc-postgresql"])
+@pytest.fixture(params=["kahadb", "jdbc-sqlite",
+                        pytest.param("jdbc-postgresql", marks=pytest.mark.external)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The persistence adapter under the broker: kahaDB, or the JDBC store on SQLite
     or on a private PostgreSQL server (relaymq_jdbc.testing's session fixture)."""

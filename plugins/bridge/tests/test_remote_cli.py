@@ -154,6 +154,7 @@ def test_credentials_from_the_environment(broker) -> None:
     assert {b["name"] for b in json.loads(r.stdout)} == {"fwd", "idle"}
 
 
+@pytest.mark.external  # chromium
 def test_the_console_page_pauses_and_resumes_a_bridge(broker, tmp_path) -> None:
     import shutil
 

@@ -84,6 +84,7 @@ def test_jdbc_commits_and_batches_move_with_persistent_sends(tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.external  # chromium
 def test_the_dashboard_shows_the_journal_moving(console, tmp_path_factory) -> None:
     import os
     import shutil

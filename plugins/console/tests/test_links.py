@@ -94,6 +94,7 @@ def test_a_mirrors_lag_is_on_the_api_and_metrics(mirrored) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.external  # chromium
 def test_the_broker_connections_page_shows_the_lag(mirrored, tmp_path_factory) -> None:
     if CHROMIUM is None:
         pytest.skip("chromium (Debian package chromium) is not installed")

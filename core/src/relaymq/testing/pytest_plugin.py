@@ -15,6 +15,7 @@ except ImportError:  # pragma: no cover - without pytest-asyncio, another async 
     async_fixture = pytest.fixture  # type: ignore[assignment]
 from relaymq.client import Connection, connect_broker
 from relaymq.config.model import BrokerConfig
+from relaymq.testing import external
 from relaymq.testing.peers import activemq, rabbitmq  # noqa: F401 - session fixtures, once a run
 from relaymq.testing.requirements import NOT_APPLICABLE, REQUIRE_ALL_ENV, require_all
 
@@ -170,6 +171,7 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "transports(*names): run a semantics scenario over these "
                                        "transports (relaymq's core/tests/semantics)")
+    external.configure(config)
     if config.getoption("--test-kinds", default=False):
         import sys
 
@@ -185,6 +187,24 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
     finally:
         _current.clear()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    external.mark_items(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> None:
+    external.note_fixture(fixturedef, request)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    result = yield
+    if (why := external.unmarked_peers(item)) is not None:
+        pytest.fail(why, pytrace=False)
+    return result
 
 
 def kind_counts() -> dict[str, dict[str, int]]:
