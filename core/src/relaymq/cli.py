@@ -21,26 +21,22 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from relaymq import __version__, compiled
-from relaymq.checks import CheckResult, check
-from relaymq.config.defaults import default_config
-from relaymq.config.loader import load_config
-from relaymq.config.model import BrokerConfig
 from relaymq.errors import ConfigError, RelayMQError
-from relaymq.logsetup import configure_logging
-from relaymq.plugins import (
-    CLI,
-    GROUPS,
-    TRANSPORTS,
-    PluginRegistry,
-    enabled_names,
-    install_hint,
-    plugin_elements,
-)
+
+if TYPE_CHECKING:
+    from relaymq.checks import CheckResult
+    from relaymq.config.model import BrokerConfig
+    from relaymq.plugins import PluginRegistry
+
+# Start-up time: every ``relaymq`` invocation (``--help``, the admin commands, health
+# checks in loops) imports this module, so the configuration loader (yaml, the XML
+# parser), the checks and the plugin registry (pluggy, stevedore) are imported by the
+# commands that use them, not here. docs/operations.md has the measurements.
 
 log = logging.getLogger("relaymq.cli")
 
@@ -66,14 +62,20 @@ class RelayMQGroup(click.Group):
         root = ctx.find_root()
         registry = root.meta.get("relaymq.registry")
         if registry is None:
+            from relaymq.plugins import PluginRegistry
+
             registry = root.meta["relaymq.registry"] = PluginRegistry()
         return registry  # type: ignore[no-any-return]
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        from relaymq.plugins import CLI
+
         plugin_names = self._registry(ctx).names(CLI)
         return sorted({*super().list_commands(ctx), *plugin_names})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from relaymq.plugins import CLI
+
         registry = self._registry(ctx)
         plugin_claims = registry.entry_points(CLI, cmd_name)
         builtin = super().get_command(ctx, cmd_name)
@@ -183,6 +185,10 @@ def run(config_path: str | None, strict: bool, allow_vm_only: bool, bind: str,
         defines: tuple[str, ...], log_level: str, drain_timeout: float,
         log_config: str | None) -> None:
     """Run a broker until SIGINT or SIGTERM, then stop it gracefully."""
+    from relaymq.checks import check
+    from relaymq.logsetup import configure_logging
+    from relaymq.plugins import PluginRegistry
+
     _setup_logging(log_level)
     registry = PluginRegistry(strict=strict)
     props = _parse_defines(defines)
@@ -218,6 +224,8 @@ def _print_errors(source: str, errors: list[str]) -> None:
 
 
 def _log_enabled(result: CheckResult) -> None:
+    from relaymq.plugins import TRANSPORTS, enabled_names
+
     config = result.config
     assert config is not None
     log.info("relaymq %s, configuration %s", __version__, config.source)
@@ -335,6 +343,16 @@ def plugins() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins_list(config_path: str | None, defines: tuple[str, ...], as_json: bool) -> None:
     """Installed distributions, versions, the names each provides, and what is enabled."""
+    from relaymq.config.defaults import default_config
+    from relaymq.config.loader import load_config
+    from relaymq.plugins import (
+        GROUPS,
+        PluginRegistry,
+        enabled_names,
+        install_hint,
+        plugin_elements,
+    )
+
     _quiet_logging()
     registry = PluginRegistry()
     try:
@@ -418,6 +436,9 @@ def config_group() -> None:
               help="Accept a configuration that serves no network transport.")
 def config_check(file: str, defines: tuple[str, ...], strict: bool, allow_vm_only: bool) -> None:
     """Load FILE and resolve every plugin it names; exit 1 listing every error."""
+    from relaymq.checks import check
+    from relaymq.plugins import PluginRegistry
+
     _quiet_logging()
     registry = PluginRegistry(strict=strict)
     result = check(file, registry, _parse_defines(defines), strict=strict,
