@@ -13,13 +13,14 @@ from typing import Any
 import httpx
 import pytest
 from bridge_helpers import RELAYMQ, free_port
+from click.testing import CliRunner, Result
 from relaymq.testing import wait_until
 from relaymq.testing.console_broker import ADMIN, APP, VIEWER, ConsoleBrokerProcess
 
 pytest.importorskip("relaymq_console", reason="relaymq-console is not installed")
 pytest.importorskip("relaymq_auth", reason="relaymq-auth is not installed")
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
-
+from relaymq_bridge.cli import bridge as bridge_group  # noqa: E402
 
 
 class BridgeBroker(ConsoleBrokerProcess):
@@ -78,10 +79,20 @@ def cli(broker: BridgeBroker, *args: str, who: tuple[str, str] | None = ADMIN,
                           capture_output=True, text=True, timeout=60)
 
 
+def in_process(*args: str, env: dict[str, str | None] | None = None) -> Result:
+    """`relaymq bridge ARGS` run in this process (the same click group): for checks of
+    the commands' own logic (option > environment > file, error lines, exit codes),
+    which would otherwise pay a Python start and a relaymq import each. Every command
+    also runs as a real `relaymq` process through `cli`."""
+    return CliRunner().invoke(bridge_group, list(args), env=env, catch_exceptions=False)
+
+
 def state(broker: BridgeBroker, name: str) -> str:
-    r = cli(broker, "status", name, "--json")
-    assert r.returncode == 0, r.stderr
-    return str(json.loads(r.stdout)["state"])
+    """The bridge's state from the console's API (what `relaymq bridge status` reads):
+    the precondition polls need no process of their own."""
+    r = httpx.get(f"{broker.url}/api/v1/bridges/{name}", auth=ADMIN, timeout=10)
+    assert r.status_code == 200, r.text
+    return str(r.json()["state"])
 
 
 def test_list_shows_both_bridges_with_their_states(broker) -> None:
@@ -90,8 +101,9 @@ def test_list_shows_both_bridges_with_their_states(broker) -> None:
     assert r.returncode == 0, r.stderr
     states = {b["name"]: b["state"] for b in json.loads(r.stdout)}
     assert states == {"fwd": "running", "idle": "stopped"}
-    table = cli(broker, "list")
-    assert table.returncode == 0, table.stderr
+    # the table is the command's formatting: read in this process
+    table = in_process("list", "--url", broker.url, "--user", ADMIN[0], "--password", ADMIN[1])
+    assert table.exit_code == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].split()[:3] == ["name", "state", "quality_of_service"]
     assert any(line.split()[:3] == ["fwd", "running", "DUPLICATES_OK"] for line in lines[1:])
@@ -140,10 +152,11 @@ def test_refusals_are_one_clear_line_and_exit_1(broker) -> None:
     r = cli(broker, "status", "nope")
     assert r.returncode == 1 and "no bridge named 'nope'" in r.stderr, r.stderr
     assert "fwd" in r.stderr  # the configured names are listed
-    r = cli(broker, "list", who=("ops", "wrong"))
-    assert r.returncode == 1 and "401" in r.stderr, r.stderr
-    r = cli(broker, "list", url=f"http://127.0.0.1:{free_port()}")
-    assert r.returncode == 1 and "cannot reach the console" in r.stderr, r.stderr
+    r2 = in_process("list", "--url", broker.url, "--user", "ops", "--password", "wrong")
+    assert r2.exit_code == 1 and "401" in r2.stderr, r2.stderr
+    r2 = in_process("list", "--url", f"http://127.0.0.1:{free_port()}", "--user", ADMIN[0],
+                    "--password", ADMIN[1])
+    assert r2.exit_code == 1 and "cannot reach the console" in r2.stderr, r2.stderr
 
 
 def test_credentials_from_the_environment(broker) -> None:
@@ -224,48 +237,54 @@ def test_the_admin_cli_config_file(broker, tmp_path: Path) -> None:
              if k not in ("RELAYMQ_CONSOLE_URL", "RELAYMQ_USER", "RELAYMQ_PASSWORD",
                           "RELAYMQ_CLI_CONFIG", "XDG_CONFIG_HOME")}
 
-    def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([RELAYMQ, "bridge", *args], capture_output=True, text=True,
-                              timeout=60, env={**clean, **env})
+    unset: dict[str, str | None] = dict.fromkeys(
+        ("RELAYMQ_CONSOLE_URL", "RELAYMQ_USER", "RELAYMQ_PASSWORD", "RELAYMQ_CLI_CONFIG",
+         "XDG_CONFIG_HOME"))
+
+    def run(*args: str, **env: str) -> Result:
+        # the precedence rules are the command's logic: checked in this process
+        return in_process(*args, env={**unset, **env})
 
     good = tmp_path / "cli.toml"
     good.write_text(f'url = "{broker.url}"\nuser = "{ADMIN[0]}"\npassword = "{ADMIN[1]}"\n')
     good.chmod(0o600)
-    r = run("list", "--json", "--config", str(good))
-    assert r.returncode == 0, r.stderr
-    assert {b["name"] for b in json.loads(r.stdout)} == {"fwd", "idle"}
+    # one real process reads the file named by --config
+    p = subprocess.run([RELAYMQ, "bridge", "list", "--json", "--config", str(good)],
+                       capture_output=True, text=True, timeout=60, env=clean)
+    assert p.returncode == 0, p.stderr
+    assert {b["name"] for b in json.loads(p.stdout)} == {"fwd", "idle"}
     r = run("status", "fwd", "--json", RELAYMQ_CLI_CONFIG=str(good))
-    assert r.returncode == 0 and json.loads(r.stdout)["name"] == "fwd", r.stderr
+    assert r.exit_code == 0 and json.loads(r.stdout)["name"] == "fwd", r.stderr
     xdg = tmp_path / "xdg"
     (xdg / "relaymq").mkdir(parents=True)
     (xdg / "relaymq" / "cli.toml").write_text(good.read_text())
     r = run("status", "fwd", "--json", XDG_CONFIG_HOME=str(xdg))
-    assert r.returncode == 0 and json.loads(r.stdout)["name"] == "fwd", r.stderr
+    assert r.exit_code == 0 and json.loads(r.stdout)["name"] == "fwd", r.stderr
 
     # the file names a wrong password and a dead URL: options and environment win
     stale = tmp_path / "stale.toml"
     stale.write_text(f'url = "http://127.0.0.1:{free_port()}"\nuser = "{ADMIN[0]}"\n'
                      'password = "wrong"\n')
     r = run("list", "--json", "--config", str(stale))
-    assert r.returncode == 1 and "cannot reach the console" in r.stderr, r.stderr
+    assert r.exit_code == 1 and "cannot reach the console" in r.stderr, r.stderr
     r = run("list", "--json", "--config", str(stale), "--url", broker.url)
-    assert r.returncode == 1 and r.stderr.startswith("Error: 401"), r.stderr
+    assert r.exit_code == 1 and r.stderr.startswith("Error: 401"), r.stderr
     r = run("list", "--json", "--config", str(stale), "--url", broker.url,
             RELAYMQ_PASSWORD=ADMIN[1])
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
     r = run("list", "--json", "--config", str(stale), RELAYMQ_CONSOLE_URL=broker.url,
             RELAYMQ_PASSWORD="wrong-too")
-    assert r.returncode == 1 and "401" in r.stderr, r.stderr
+    assert r.exit_code == 1 and "401" in r.stderr, r.stderr
     r = run("list", "--json", "--config", str(stale), "--password", ADMIN[1],
             RELAYMQ_CONSOLE_URL=broker.url, RELAYMQ_PASSWORD="wrong-too")
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
 
     bad = tmp_path / "bad.toml"
     bad.write_text("url = [unclosed\n")
     r = run("list", "--config", str(bad))
-    assert r.returncode == 1 and "not valid TOML" in r.stderr and len(r.stderr.splitlines()) == 1
+    assert r.exit_code == 1 and "not valid TOML" in r.stderr and len(r.stderr.splitlines()) == 1
     bad.write_text('url = "x"\ncolour = "red"\n')
     r = run("list", "--config", str(bad))
-    assert r.returncode == 1 and "unknown setting(s) colour" in r.stderr, r.stderr
+    assert r.exit_code == 1 and "unknown setting(s) colour" in r.stderr, r.stderr
     r = run("list", "--config", str(tmp_path / "missing.toml"))
-    assert r.returncode == 1 and "cannot read" in r.stderr, r.stderr
+    assert r.exit_code == 1 and "cannot read" in r.stderr, r.stderr
