@@ -5,7 +5,10 @@ job reading the same data from Parquet (the physical reference).
     .venv/bin/python bench/scripts/spark_bench.py --count 100000
 
 Starts its own broker (`relaymq run`, kahaDB, private port) and Spark session;
-prints one line per measurement (messages/s, wall time). Before measuring, each
+prints one line per measurement (messages/s, wall time, and the CPU seconds the
+broker and Spark -- its JVM and the Python processes it starts -- spent on it:
+on a shared machine the wall time mostly measures the other load, the CPU time
+what the job costs). Before measuring, each
 path runs once untimed on `--warmup` messages of another queue: the first job
 of a session pays for starting Python workers and loading pyarrow (seconds on
 a loaded machine), which is not throughput."""
@@ -27,11 +30,48 @@ from proton import Message  # noqa: E402
 from relaymq_spark.client import Client, Endpoint  # noqa: E402
 
 
+def _cpu_by_pid() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds of it and its reaped children) from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[int, float]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]) / tick)
+    return out
+
+
+def cpu(broker_pid: int) -> tuple[float, float]:
+    """(broker CPU s, CPU s of this process's other descendants: Spark's JVM and
+    the Python processes it starts, ended ones counted in their parent)."""
+    procs = _cpu_by_pid()
+    mine = {os.getpid()}
+    grew = True
+    while grew:
+        grew = False
+        for pid, (parent, _) in procs.items():
+            if parent in mine and pid not in mine and pid != broker_pid:
+                mine.add(pid)
+                grew = True
+    spark = sum(procs[p][1] for p in mine if p in procs and p != os.getpid())
+    return procs.get(broker_pid, (0, 0.0))[1], spark
+
+
+BROKER_PID = 0
+
+
 def timed(label: str, count: int, fn) -> float:  # type: ignore[no-untyped-def]
+    b0, s0 = cpu(BROKER_PID)
     start = time.perf_counter()
     fn()
     took = time.perf_counter() - start
-    print(f"{label:<44} {count / took:>10,.0f} msg/s  ({took:.1f} s for {count:,})", flush=True)
+    b1, s1 = cpu(BROKER_PID)
+    print(f"{label:<44} {count / took:>10,.0f} msg/s  ({took:.1f} s for {count:,}; CPU s: "
+          f"broker {b1 - b0:.1f}, Spark {s1 - s0:.1f})", flush=True)
     return took
 
 
@@ -44,6 +84,8 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     broker = BrokerProcess(work).start()
+    global BROKER_PID
+    BROKER_PID = broker.proc.pid if broker.proc is not None else 0
     try:
         import relaymq_spark
         from pyspark.sql import SparkSession
@@ -59,6 +101,8 @@ def main() -> None:
             Message(body=body, address="queue://BENCH") for _ in range(n)))
         out = work / "stream-out"
 
+        progress: list[dict] = []  # type: ignore[type-arg]
+
         def stream(queue: str = "BENCH", to: Path = out, chk: str = "chk") -> None:
             q = (spark.readStream.format("relaymq").option("url", broker.url)
                  .option("destination", queue).option("releaseOnCommit", "false").load()
@@ -66,6 +110,7 @@ def main() -> None:
                  .option("checkpointLocation", str(work / chk)).trigger(availableNow=True)
                  .start())
             q.awaitTermination()
+            progress[:] = q.recentProgress
 
         if args.warmup:
             client.send(Message(body=body, address="queue://WARM") for _ in range(args.warmup))
@@ -74,6 +119,13 @@ def main() -> None:
                 "body_string", "body").write.format("relaymq").option("url", broker.url) \
                 .option("destination", "WARM-SUNK").mode("append").save()
         timed("stream source -> Parquet (relaymq)", n, stream)
+        rows_in = sum(p["numInputRows"] for p in progress)
+        busy = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
+        read = sum(p["durationMs"].get("addBatch", 0) for p in progress) / 1000
+        if busy:
+            print(f"{'  in its micro-batches (Spark triggerExecution)':<44} "
+                  f"{rows_in / busy:>10,.0f} msg/s  ({busy:.1f} s, of which addBatch "
+                  f"{read:.1f} s; the rest is query start and stop)", flush=True)
         timed("same job from Parquet (reference)", n, lambda: spark.read.parquet(str(out))
               .write.mode("overwrite").parquet(str(work / "ref-out")))
         rows = spark.read.parquet(str(out)).select("body_string").withColumnRenamed(

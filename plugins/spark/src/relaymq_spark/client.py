@@ -13,7 +13,9 @@ connection (Spark tasks come and go; nothing is shared between them):
 * `send(messages)` — persistent sends, each settled `accepted` only once stored;
   `send_encoded(data)` the same for messages already encoded (the sink).
 
-No pyspark import here: the client is usable (and tested) on its own.
+No pyspark import here: the client is usable (and tested) on its own. `Endpoint`,
+`RelayMQError` and `address_of` live in `endpoint.py` (no proton import: the
+sink, journal and JDBC paths never load python-qpid-proton) and are re-exported here.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
 
 from proton import Delivery, Described, Message, SSLDomain, symbol, ulong
 from proton.handlers import IncomingMessageHandler, MessagingHandler, OutgoingMessageHandler
 from proton.reactor import Container, Copy, Filter
+
+from relaymq_spark.endpoint import Endpoint, RelayMQError, address_of
+
+__all__ = ["Client", "DataLoss", "Encoded", "Endpoint", "RelayMQError", "address_of",
+           "check_loss", "split_batch"]
 
 RANGE_FILTER = "relaymq-seq-range"
 RANGE_DESCRIPTOR = "relaymq:seq-range:list"
@@ -43,50 +48,6 @@ _DATA_SECTION = b"\x00\x53\x75\xb0"
 #: one stored message as read: (sequence number, broker timestamp in ms, AMQP bytes)
 Encoded = tuple[int, int, bytes]
 
-
-
-class RelayMQError(RuntimeError):
-    """The broker refused a request or could not be reached; the message says which.
-    `retryable`: the connection failed or was lost (not a refusal): trying again
-    later may work."""
-
-    def __init__(self, message: str, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where and how to connect: `url` (amqp:// or amqps://), credentials, TLS."""
-
-    url: str
-    user: str | None = None
-    password: str | None = None
-    ssl_ca: str | None = None
-    ssl_verify: bool = True
-    timeout: float = 60.0
-    #: seconds to keep retrying reads while the broker cannot be reached (restarts)
-    retry: float = 60.0
-    extra: dict[str, str] = field(default_factory=dict)
-
-    def host_url(self) -> str:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("amqp", "amqps"):
-            raise RelayMQError(f"url {self.url!r}: the scheme must be amqp:// or amqps://")
-        host = parts.hostname or "127.0.0.1"
-        port = parts.port or (5671 if parts.scheme == "amqps" else 5672)
-        return f"{parts.scheme}://{host}:{port}"
-
-    def credentials(self) -> tuple[str | None, str | None]:
-        parts = urlsplit(self.url)
-        user = self.user or (unquote(parts.username) if parts.username else None)
-        password = self.password or (unquote(parts.password) if parts.password else None)
-        return user, password
-
-
-def address_of(destination: str) -> str:
-    """`queue://X`, `durable://C:N`, or a bare queue name, as a link address."""
-    return destination if "://" in destination else f"queue://{destination}"
 
 
 class _Call(MessagingHandler):  # type: ignore[misc]

@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from relaymq_spark.client import address_of
+from relaymq_spark.endpoint import address_of
 from relaymq_spark.rows import arrow_schema, kernel_row, property_columns, record_batch, schema_for
 
 PAGE = 5000

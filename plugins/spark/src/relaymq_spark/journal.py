@@ -29,7 +29,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from relaymq_spark.client import address_of
+from relaymq_spark.endpoint import address_of
 from relaymq_spark.rows import (
     arrow_schema,
     columns_batch,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from relaymq_spark.client import Endpoint, address_of
+from relaymq_spark.endpoint import Endpoint, address_of
 
 
 class OptionError(ValueError):

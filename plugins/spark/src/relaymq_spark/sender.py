@@ -20,7 +20,7 @@ import ssl
 from collections.abc import Iterator
 from typing import Any
 
-from relaymq_spark.client import Endpoint, RelayMQError
+from relaymq_spark.endpoint import Endpoint, RelayMQError
 
 #: messages handed to the engine between two turns of the event loop
 CHUNK = 256

@@ -35,7 +35,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import relaymq_spark.options as opt
-from relaymq_spark.client import address_of
+from relaymq_spark.endpoint import address_of
 from relaymq_spark.sender import send_encoded
 
 KNOWN = {"body", "destination", "properties", "priority", "message_id", "correlation_id",
