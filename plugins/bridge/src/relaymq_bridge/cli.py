@@ -18,22 +18,28 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
-from relaymq.config import load_config_text
-from relaymq.config.model import BrokerConfig
 from relaymq.errors import ConfigError, RelayMQError
-from relaymq.outgoing import OutgoingConnections
-from relaymq.plugins import PluginRegistry
 
-from relaymq_bridge.bridge import Bridge, BridgeState
-from relaymq_bridge.manager import BridgeManager
 from relaymq_bridge.remote import add_remote_commands
+
+if TYPE_CHECKING:
+    from relaymq.config.model import BrokerConfig
+    from relaymq.outgoing import OutgoingConnections
+    from relaymq.plugins import PluginRegistry
+
+    from relaymq_bridge.bridge import Bridge
+
+# `relaymq bridge list|status|...` (console requests) and `relaymq --help` import this
+# module; the configuration loader and the bridge machinery are imported by `run`.
 
 
 def load_bridges_config(path: Path) -> BrokerConfig:
+    import yaml
+    from relaymq.config import load_config_text
+
     data = path.read_bytes()
     text = data.decode("utf-8")
     if path.suffix.lower() in (".yaml", ".yml"):
@@ -51,6 +57,8 @@ def load_bridges_config(path: Path) -> BrokerConfig:
 def build_bridges(config: BrokerConfig, outgoing: OutgoingConnections,
                   registry: PluginRegistry) -> list[Bridge]:
     """The bridges a configuration names, for a standalone run (no local broker)."""
+    from relaymq_bridge.manager import BridgeManager
+
     manager = BridgeManager()
 
     class _NoBroker:
@@ -81,6 +89,8 @@ def build_bridges(config: BrokerConfig, outgoing: OutgoingConnections,
 
 
 async def run_bridges(bridges: list[Bridge], status_every: float) -> int:
+    from relaymq_bridge.bridge import BridgeState
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -133,6 +143,9 @@ def run(config: Path, status_every: float) -> None:
         cfg = load_bridges_config(config)
         for w in cfg.warnings:
             click.echo(f"warning: {w}", err=True)
+
+        from relaymq.outgoing import OutgoingConnections
+        from relaymq.plugins import PluginRegistry
 
         async def main() -> int:
             registry = PluginRegistry()

@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import quote
 
 import click
-import httpx
 from relaymq.cli_config import DEFAULT_URL, config_option, resolve
 
 LIST_COLUMNS = ["name", "state", "quality_of_service", "forwarded", "failures", "retries",
@@ -40,6 +39,8 @@ def call(url: str | None, user: str | None, password: str | None, method: str, p
     """One request to the console, with the option > environment > config file
     precedence of `relaymq.cli_config`."""
     url, user, password = resolve(url, user, password)
+    import httpx  # here, not at module level: `relaymq --help` imports this module
+
     auth = (user, password or "") if user else None
     try:
         with httpx.Client(base_url=url.rstrip("/"), auth=auth, timeout=30) as http:

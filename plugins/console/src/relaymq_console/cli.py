@@ -19,17 +19,20 @@ from typing import Any
 from urllib.parse import quote
 
 import click
-import httpx
 
 from relaymq_console.cli_config import DEFAULT_URL, config_option, resolve
 
 
 class ConsoleClient:
     def __init__(self, url: str, user: str | None, password: str | None) -> None:
+        import httpx  # here, not at module level: `relaymq --help` imports this module
+
         auth = (user, password or "") if user else None
         self.http = httpx.Client(base_url=url.rstrip("/"), auth=auth, timeout=30)
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
+        import httpx
+
         try:
             r = self.http.request(method, path, **kw)
         except httpx.HTTPError as exc:

@@ -12,15 +12,19 @@ import time
 from typing import Any
 
 import click
-import sqlalchemy as sa
-from relaymq.model.codec import decode_message
 
-from relaymq_jdbc.datasource import DataSourceError, parse_url
-from relaymq_jdbc.engines import db_now_ms
-from relaymq_jdbc.schema import make_schema
+# SQLAlchemy (over a second to import on a loaded machine) is imported by the
+# command that reads a store, not by `relaymq --help`, which imports this module.
 
 
 def inspect_store(url: str, table_prefix: str = "") -> dict[str, Any]:
+    import sqlalchemy as sa
+    from relaymq.model.codec import decode_message
+
+    from relaymq_jdbc.datasource import parse_url
+    from relaymq_jdbc.engines import db_now_ms
+    from relaymq_jdbc.schema import make_schema
+
     schema = make_schema(table_prefix)
     engine = sa.create_engine(parse_url(url))
     k, m, lk = schema.keys, schema.msgs, schema.lock
@@ -78,6 +82,10 @@ def jdbc() -> None:
 def inspect_cmd(url: str, table_prefix: str, as_json: bool) -> None:
     """Per-destination counts, sizes, oldest message and the lease holder of URL
     (postgresql+psycopg://user@host/db or sqlite:///path)."""
+    import sqlalchemy as sa
+
+    from relaymq_jdbc.datasource import DataSourceError
+
     try:
         rep = inspect_store(url, table_prefix)
     except DataSourceError as exc:

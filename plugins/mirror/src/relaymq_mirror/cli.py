@@ -13,7 +13,6 @@ import json
 from urllib.parse import quote
 
 import click
-import httpx
 
 
 @click.group(help="Mirrors (<mirror> in <amqp-connection>) of a running broker.")
@@ -29,6 +28,8 @@ def mirror() -> None:
 @click.option("--password", envvar="RELAYMQ_PASSWORD", help="Console password.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 def sync(name: str, url: str, user: str | None, password: str | None, as_json: bool) -> None:
+    import httpx  # here, not at module level: `relaymq --help` imports this module
+
     auth = (user, password or "") if user else None
     try:
         with httpx.Client(base_url=url.rstrip("/"), auth=auth, timeout=600) as http:
