@@ -9,7 +9,10 @@ config = load_config("activemq.xml", properties={"activemq.data": "/var/lib/rela
 ``Config`` dataclass; plugin authors may call it for nested elements too.
 """
 
-from relaymq.config.loader import load_config, load_config_text
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from relaymq.config.model import (
     BrokerConfig,
     DeadLetterStrategyConfig,
@@ -23,6 +26,9 @@ from relaymq.config.model import (
 )
 from relaymq.config.typed import BYTES, Bytes, convert, parse_bool, parse_size
 from relaymq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from relaymq.config.loader import load_config, load_config_text
 
 __all__ = [
     "BYTES",
@@ -43,3 +49,16 @@ __all__ = [
     "parse_bool",
     "parse_size",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`load_config` and `load_config_text` on first use: the loader brings the YAML
+    and XML parsers, which the plugin registry and `relaymq --help` (importing
+    `relaymq.config.model`, hence this package) do not need."""
+    if name in ("load_config", "load_config_text"):
+        from relaymq.config import loader
+
+        value = getattr(loader, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
