@@ -21,14 +21,23 @@ venv: .venv/.synced
 	  echo "uv not found: installing it into .tools/ (a project-local environment; rm -rf .tools removes it)"; \
 	  python3 -m venv .tools && .tools/bin/python -m pip install --quiet uv; uv=.tools/bin/uv; \
 	fi; \
-	echo "$$uv sync --all-packages --frozen"; \
-	$$uv sync --all-packages --frozen || $$uv sync --all-packages
+	echo "$$uv sync --all-packages --frozen --compile-bytecode"; \
+	$$uv sync --all-packages --frozen --compile-bytecode || $$uv sync --all-packages --compile-bytecode
+	$(BYTECODE)
 	@touch $@
+
+# Bytecode (.pyc) for the workspace's own sources, and (uv sync --compile-bytecode) for
+# every installed distribution: Python reads .pyc files even where it may not write them
+# (PYTHONDONTWRITEBYTECODE=1, read-only installs), and without them every `relaymq`
+# process compiles ~700 modules from source first, which doubles `relaymq run`'s time
+# to listen (docs/operations.md#start-up-time). Stale files are only ignored, never wrong.
+BYTECODE = $(PY) -m compileall -q core/src $(wildcard plugins/*/src)
 
 # Per-message modules as C extensions (mypyc); a no-op when nothing changed, and
 # without a C compiler the packages stay pure Python (tools/compile_hot_paths.py).
 compile: venv
 	$(PY) tools/compile_hot_paths.py $(COMPILE_ARGS)
+	$(BYTECODE)
 
 # The built-in default: AMQP 127.0.0.1:5672 and STOMP 127.0.0.1:61613, kahaDB in ./data/kahadb,
 # no authentication (any user name is accepted): RUN_ARGS="--config conf/activemq.xml" to change it.
