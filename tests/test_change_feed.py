@@ -319,6 +319,8 @@ def test_a_cursor_that_cancels_pairs_drops_a_send_consumed_before_it_was_read(tm
             assert cmd == "MESSAGE" and body == expected
             c.frame("ACK", {"id": headers["ack"]})
         wait_until(lambda: broker.call(lambda: cursor.cancelled) == 4, what="four dropped pairs")
+        # what is left to read: the peer's send and its removal, not the dropped sends
+        wait_until(lambda: broker.call(lambda: cursor.pending) == 2, what="the peer's pair")
 
         def read() -> list[tuple[str, bytes | None]]:
             return [(e.kind, e.message.body if isinstance(e, MessageAdded) else None)

@@ -184,8 +184,10 @@ class DurableSubscription:
     # -- reading ---------------------------------------------------------------------
     @property
     def pending(self) -> int:
-        """Events stored and not read yet (an estimate while spilled to the store)."""
-        return max(self._committed - self.position, len(self._buffer))
+        """Events stored and not read yet (an estimate while spilled to the store);
+        sends dropped with their removal (`cancel_pairs`) do not count."""
+        dropped = len(self._cancelled)
+        return max(self._committed - self.position - dropped, len(self._buffer) - dropped, 0)
 
     @property
     def unacknowledged(self) -> int:
