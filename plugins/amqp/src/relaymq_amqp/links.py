@@ -571,22 +571,12 @@ class ConsumerLink(Link):
         if self.conn.accepts_only:
             # The peer settled it `accepted`: an event on a delivery we sent comes
             # only from a disposition, and each of those was checked to say so.
-            did = self.unsettled.pop(d, None)
-            if did is not None and self.consumer is not None and not self.browser:
-                acks = self._acks
-                if not acks:
-                    self.conn.acks_due(self)
-                acks.append(did)
+            self._accepted(d)
             _settle(d)
             return
         state = _remote_state(d)
         if state == _ACCEPTED:  # the common case, kept short
-            did = self.unsettled.pop(d, None)
-            if did is not None and self.consumer is not None and not self.browser:
-                acks = self._acks
-                if not acks:
-                    self.conn.acks_due(self)
-                acks.append(did)
+            self._accepted(d)
             if not _is_settled(d):
                 _update(d, state)
             _settle(d)
@@ -610,6 +600,16 @@ class ConsumerLink(Link):
         if not settled:
             _update(d, state)
         _settle(d)
+
+    def _accepted(self, d: Any) -> None:
+        """Queue the acknowledgement of an accepted delivery (flushed to the kernel
+        in one call per read: `flush_acks`)."""
+        did = self.unsettled.pop(d, None)
+        if did is not None and self.consumer is not None and not self.browser:
+            acks = self._acks
+            if not acks:
+                self.conn.acks_due(self)
+            acks.append(did)
 
     def _transactional(self, d: Any) -> None:
         """A disposition in a transaction. Its outcome takes effect at discharge
