@@ -58,6 +58,7 @@ test-fast: compile
 # against another system (PostgreSQL, ActiveMQ, RabbitMQ, Spark, a browser) run on the
 # compiled build only (relaymq.testing.external, docs/testing.md)
 test-pure: venv
+	$(BYTECODE)
 	RELAYMQ_PURE_PYTHON=1 .venv/bin/python -m pytest -m "not slow and not external" $(PYTEST_ARGS)
 
 bench: compile
