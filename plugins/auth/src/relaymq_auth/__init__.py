@@ -10,8 +10,9 @@ The API management and the console use: `security_service(broker)` ->
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from relaymq.lazy_names import lazy_names
 
 from relaymq_auth.passwords import hash_password
 
@@ -28,12 +29,4 @@ _LAZY = {
 __all__ = ["LoginFailed", "SecurityService", "hash_password", "security_service"]
 
 
-def __getattr__(name: str) -> Any:
-    """The names above, imported on first use: `relaymq <command> --help` and the
-    other plugin commands import this package without needing the security service."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)

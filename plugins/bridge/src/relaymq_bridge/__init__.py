@@ -3,8 +3,9 @@ destination on another, over AMQP 1.0 or STOMP (docs/bridge.md)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from relaymq.lazy_names import lazy_names
 
 from relaymq_bridge.config import BridgeConfig, QualityOfService
 
@@ -21,12 +22,4 @@ _LAZY = {
 __all__ = ["Bridge", "BridgeConfig", "BridgeManager", "BridgeState", "QualityOfService"]
 
 
-def __getattr__(name: str) -> Any:
-    """The names above, imported on first use: `relaymq <command> --help` and the
-    other plugin commands import this package without needing the bridge machinery."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)

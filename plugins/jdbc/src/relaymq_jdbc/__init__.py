@@ -8,8 +8,9 @@ URLs), `schema` (tables), `engines`, `lease` (master/slave locker), `writer`
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from relaymq.lazy_names import lazy_names
 
 from relaymq_jdbc.config import JDBCConfig, LockerConfig
 
@@ -24,12 +25,4 @@ _LAZY = {
 __all__ = ["JDBCConfig", "JDBCPersistenceAdapter", "JDBCStoreError", "LockerConfig"]
 
 
-def __getattr__(name: str) -> Any:
-    """The names above, imported on first use: `relaymq <command> --help` and the
-    other plugin commands import this package without needing SQLAlchemy."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)

@@ -7,10 +7,10 @@ silently drops data. See docs/kahadb.md.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from relaymq import compiled as _compiled
+from relaymq.lazy_names import lazy_names
 
 _compiled.select(__name__, __path__[0])
 
@@ -26,12 +26,4 @@ _LAZY = {
 __all__ = ["KahaDBConfig", "KahaDBPersistenceAdapter"]
 
 
-def __getattr__(name: str) -> Any:
-    """The names above, imported on first use: `relaymq <command> --help` and the
-    other plugin commands import this package without needing the store."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)

@@ -5,8 +5,9 @@ Configured as in ActiveMQ Classic, under ``<plugins>``; see docs/selector-cache.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from relaymq.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from relaymq_selector_cache.cache import MATCH_EVERYTHING, CachedSelector, SelectorCache
@@ -29,12 +30,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """The names above, imported on first use: `relaymq <command> --help` and the
-    other plugin commands import this package without needing the selector parser."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)
