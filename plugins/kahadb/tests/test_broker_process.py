@@ -3,6 +3,7 @@ STOMP clients, `relaymq kahadb inspect`."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def test_inspect_refuses_a_directory_that_is_not_a_store(tmp_path: Path, layout:
 
 def test_corrupt_middle_file_after_kill_9_is_quarantined_and_the_loss_named(tmp_path: Path) -> None:
     """Pipelined persistent sends (one journal record per loop turn), kill -9 before
-    any checkpoint, 300 damaged bytes in the middle of db-2.log: the broker starts,
+    any checkpoint, 300 damaged bytes in a message in the middle of db-2.log: the broker starts,
     db-2.log is in quarantine/, and only the messages whose bytes were hit are
     missing, each named in the log."""
     broker = BrokerProcess(tmp_path, 'journalMaxFileLength="64kb" checkpointInterval="600000"')
@@ -61,8 +62,12 @@ def test_corrupt_middle_file_after_kill_9_is_quarantined_and_the_loss_named(tmp_
     broker.kill()
     victim = tmp_path / "kahadb" / "db-2.log"
     assert (tmp_path / "kahadb" / "db-3.log").exists()  # db-2.log is in the middle
+    # Aim at a message's bytes: a file ends where the next batch no longer fit, and
+    # under load (bigger batches) that unused tail can start before mid-file.
+    bodies = [m.start() for m in re.finditer(rb"c\d{4}\.{20}", victim.read_bytes())]
+    assert bodies, "db-2.log holds no message"
     with open(victim, "r+b") as fh:
-        fh.seek(min(20000, victim.stat().st_size // 2))
+        fh.seek(bodies[len(bodies) // 2] + 50)
         fh.write(b"\xff" * 300)
     broker.start()
     try:
