@@ -82,6 +82,21 @@ def test_encoded_reads_come_in_batches_with_every_message(broker) -> None:
     assert [m.body for m in decoded] == ["m0", "m1", "m2"]
     assert [m.properties for m in decoded] == [{"i": 0}, {"i": 1}, {"i": 2}]
     assert all(stamp > 0 for _, stamp, _ in got)  # the broker's timestamp
+    # driven by its consumer: the read pauses (yields) once asked to, and goes on after
+    from relaymq_spark.range_read import read_encoded
+
+    held: list[int] = []
+    handed: list[list[int]] = []
+    for _ in read_encoded(Endpoint(broker.url), "R4", 0, 1234,
+                          lambda recs: held.extend(s for s, _, _ in recs), batch=100,
+                          pause=lambda: len(held) >= 250):
+        handed.append(held[:])
+        held.clear()
+    handed.append(held)
+    assert [s for part in handed for s in part] == list(range(1, 1235))
+    assert len(handed) >= 4 and all(len(part) >= 250 for part in handed[:-1])
+    with pytest.raises(RelayMQError, match="queue://NOPE does not exist"):
+        c.read_encoded("NOPE", 0, 10, got.extend)
 
 
 def test_encoded_reads_ride_out_a_broker_restart(broker) -> None:

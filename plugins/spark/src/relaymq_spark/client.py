@@ -8,7 +8,8 @@ connection (Spark tasks come and go; nothing is shared between them):
 * `read(dest, after, until)` — the stored messages with ``after < seq <= until``
   as `(seq, proton.Message)`; the broker closes the link at the range's end;
 * `read_encoded(dest, after, until, on_batch)` — the same as encoded AMQP bytes,
-  many messages per transfer (``relaymq-seq-batch``): what executors use;
+  many messages per transfer (``relaymq-seq-batch``), over relaymq-amqp's own
+  connection (`range_read`, what executors use; no proton there);
 * `release(dest, through)` — what a query committed is removed on the broker;
 * `send(messages)` — persistent sends, each settled `accepted` only once stored;
   `send_encoded(data)` the same for messages already encoded (the sink).
@@ -20,7 +21,6 @@ sink, journal and JDBC paths never load python-qpid-proton) and are re-exported 
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -31,6 +31,8 @@ from proton.handlers import IncomingMessageHandler, MessagingHandler, OutgoingMe
 from proton.reactor import Container, Copy, Filter
 
 from relaymq_spark.endpoint import Endpoint, RelayMQError, address_of
+from relaymq_spark.range_read import DataLoss, Encoded, check_loss, split_batch
+from relaymq_spark.range_read import read_encoded as _read_encoded
 
 __all__ = ["Client", "DataLoss", "Encoded", "Endpoint", "RelayMQError", "address_of",
            "check_loss", "split_batch"]
@@ -40,15 +42,6 @@ RANGE_DESCRIPTOR = "relaymq:seq-range:list"
 RELEASE_FILTER = "relaymq-seq-release"
 RELEASE_DESCRIPTOR = "relaymq:seq-release:list"
 INFO_FILTER = "relaymq-seq-info"
-BATCH_FILTER = "relaymq-seq-batch"
-BATCH_DESCRIPTOR = "relaymq:seq-batch:list"
-BATCH_HEAD = struct.Struct(">QQI")
-_DATA_SECTION = b"\x00\x53\x75\xb0"
-
-#: one stored message as read: (sequence number, broker timestamp in ms, AMQP bytes)
-Encoded = tuple[int, int, bytes]
-
-
 
 class _Call(MessagingHandler):  # type: ignore[misc]
     """One connection, one link, one request; errors become `RelayMQError`."""
@@ -184,92 +177,6 @@ class _RangeCall(_Call):
             self.on_link_error(event)
 
 
-class _EncodedRangeCall(_RangeCall):
-    """A range read that hands over the messages' AMQP bytes, many per transfer
-    when the broker batches (no `proton.Message` per message)."""
-
-    def __init__(self, endpoint: Endpoint, dest: str, after: int, until: int, batch: int,
-                 on_batch: Callable[[list[Encoded]], None], prefetch: int) -> None:
-        flt = _seq_filter(RANGE_FILTER, RANGE_DESCRIPTOR, [after, until])
-        flt.filter_set[symbol(BATCH_FILTER)] = Described(symbol(BATCH_DESCRIPTOR), [ulong(batch)])
-        super().__init__(endpoint, dest, flt, None, prefetch)
-        # deliveries are read here (on_delivery), not decoded into proton Messages
-        handlers: Any = self.handlers
-        self.handlers = [h for h in handlers if not isinstance(h, IncomingMessageHandler)]
-        self.on_batch = on_batch
-        self.batched: bool | None = None
-        self.partial = bytearray()
-
-    def _read_info(self, link: Any) -> None:
-        super()._read_info(link)
-        src = link.remote_source
-        if self.batched is None and src is not None and src.filter is not None:
-            data = src.filter
-            data.rewind()
-            info = data.get_object() if data.next() is not None else None
-            self.batched = symbol(BATCH_FILTER) in (info or {})
-
-    def on_delivery(self, event: Any) -> None:
-        dlv = event.delivery
-        link = dlv.link
-        if not link.is_receiver:
-            return
-        chunk = link.recv(dlv.pending)
-        if dlv.partial:
-            if chunk:
-                self.partial += chunk
-            return
-        data = bytes(self.partial + chunk) if self.partial else bytes(chunk)
-        self.partial = bytearray()
-        tag = dlv.tag
-        dlv.settle()
-        if self.deadline is not None:  # the timeout is for a quiet broker, not the whole read
-            self.deadline.cancel()
-            self.deadline = event.container.schedule(self.endpoint.timeout, self)
-        if self.batched:
-            self.on_batch(split_batch(data))
-        else:
-            seq, _, stamp = str(tag.decode() if isinstance(tag, bytes) else tag).partition(":")
-            self.on_batch([(int(seq), int(stamp or 0), data)])
-
-
-def split_batch(data: bytes) -> list[Encoded]:
-    """The messages of one batched transfer (relaymq_amqp.ranges)."""
-    if not data.startswith(_DATA_SECTION):
-        raise RelayMQError("a batched range transfer is not one data section")
-    end = 8 + int.from_bytes(data[4:8], "big")
-    if end != len(data):
-        raise RelayMQError("a batched range transfer has a wrong length")
-    out: list[Encoded] = []
-    pos = 8
-    head = BATCH_HEAD.unpack_from
-    size = BATCH_HEAD.size
-    while pos < end:
-        seq, stamp, n = head(data, pos)
-        pos += size
-        out.append((seq, stamp, data[pos:pos + n]))
-        pos += n
-    if pos != end:
-        raise RelayMQError("a batched range transfer ends inside a message")
-    return out
-
-
-class DataLoss(RelayMQError):
-    """Messages a query had not read yet are gone from the broker."""
-
-
-def check_loss(dest: str, position: int, first: int) -> None:
-    """Raise `DataLoss` when `dest` no longer holds the messages right after
-    `position` (a query's read position): its lowest held number is `first`."""
-    if first - 1 > position:
-        raise DataLoss(
-            f"{dest}: messages after sequence number {position} up to {first - 1} were removed "
-            "before this query read them (another query or a consumer on the same queue, a "
-            "purge, or expiry took them). Give each query its own queue (a virtual topic's "
-            "Consumer.<query> queue) or durable subscription; set failOnDataLoss=false to "
-            "skip them and go on")
-
-
 class Client:
     """Requests to one broker (see the module doc)."""
 
@@ -338,23 +245,9 @@ class Client:
         last message delivered. When the broker no longer holds messages of the
         range that were never read (someone else removed them), `fail_on_loss`
         raises `DataLoss` once the read is done."""
-        pos = [after]
-
-        def deliver(records: list[Encoded]) -> None:
-            if records:
-                on_batch(records)
-                pos[0] = records[-1][0]
-
-        def once() -> None:
-            if until > pos[0]:
-                at = pos[0]
-                call = _EncodedRangeCall(self.endpoint, dest, at, until, batch, deliver,
-                                         prefetch)
-                call.run()
-                if fail_on_loss and call.bounds is not None:
-                    check_loss(dest, at, call.bounds[0])
-
-        self._retrying(once)
+        for _ in _read_encoded(self.endpoint, dest, after, until, on_batch, batch=batch,
+                               prefetch=prefetch, fail_on_loss=fail_on_loss):
+            pass
 
     def release(self, dest: str, through: int) -> None:
         """Remove what `dest` holds up to `through` (a committed position)."""

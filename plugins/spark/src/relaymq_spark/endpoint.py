@@ -8,6 +8,7 @@ re-exports the names for the readers that talk to the broker through it.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
@@ -54,3 +55,15 @@ class Endpoint:
 def address_of(destination: str) -> str:
     """`queue://X`, `durable://C:N`, or a bare queue name, as a link address."""
     return destination if "://" in destination else f"queue://{destination}"
+
+
+def ssl_context(ep: Endpoint) -> ssl.SSLContext | None:
+    """The TLS context of an ``amqps://`` endpoint (None for ``amqp://``), for
+    relaymq-amqp's outgoing connection (the sink's sender, live reads)."""
+    if not ep.host_url().startswith("amqps"):
+        return None
+    ctx = ssl.create_default_context(cafile=ep.ssl_ca)
+    if not ep.ssl_verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx

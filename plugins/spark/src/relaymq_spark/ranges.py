@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
-import queue
-import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import InputPartition
 
-from relaymq_spark.client import Client, Endpoint, RelayMQError
 from relaymq_spark.columns import Columns, add_encoded_many
+from relaymq_spark.endpoint import Endpoint, RelayMQError
+from relaymq_spark.range_read import Encoded, read_encoded
 from relaymq_spark.rows import columns_batch
+
+if TYPE_CHECKING:
+    from relaymq_spark.client import Client
 
 DEFAULT_PER_PARTITION = 10_000
 #: a micro-batch or batch read is split into at least this many partitions when
@@ -23,8 +24,8 @@ DEFAULT_MIN_PARTITIONS = 2
 MIN_PER_PARTITION = 1000
 #: messages per transfer the broker is asked for (relaymq-seq-batch)
 BATCH = 500
-#: transfers read ahead of the rows being built
-DEPTH = 8
+#: transfers in flight (credit) while rows are built and handed over
+PREFETCH = 4
 #: rows per Arrow record batch handed to Spark
 ROWS_PER_BATCH = 2000
 
@@ -57,63 +58,34 @@ def split(dest: str, after: int, until: int, per_partition: int,
     return out
 
 
-class _Stopped(Exception):
-    """The partition's consumer went away: the reading thread ends."""
-
-
-_END = object()
-
-
 def read_range(endpoint: Endpoint, part: RangePartition, columns: list[tuple[str, str]],
                schema: Any, fail_on_loss: bool = True) -> Iterator[Any]:
     """The rows of one partition as Arrow record batches (`schema`: the Arrow
     schema). One connection reads the whole partition, `BATCH` messages per
-    transfer, in a thread that stays at most `DEPTH` transfers ahead of the
-    rows built here (bounded executor memory)."""
-    feed: queue.Queue[Any] = queue.Queue(maxsize=DEPTH)
-    stop = threading.Event()
-
-    def put(item: Any) -> None:
-        while not stop.is_set():
-            try:
-                feed.put(item, timeout=0.5)
-                return
-            except queue.Full:
-                continue
-        raise _Stopped
-
-    def fetch() -> None:
-        try:
-            Client(endpoint).read_encoded(part.dest, part.after, part.until, put, batch=BATCH,
-                                          fail_on_loss=fail_on_loss)
-            put(_END)
-        except _Stopped:
-            return
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
-            with contextlib.suppress(_Stopped):
-                put(exc)
-
-    reader = threading.Thread(target=fetch, name=f"relaymq-read-{part.dest}", daemon=True)
-    reader.start()
+    transfer, on this thread: each transfer is decoded into the columns as it
+    arrives (`range_read`), and the read pauses while a full record batch is
+    handed to Spark; credit keeps at most `PREFETCH` transfers in flight
+    (bounded executor memory)."""
     dest = part.dest
     names = [n for n, _ in columns]
+    cols = [Columns(names)]
+
+    def take(records: list[Encoded]) -> None:
+        add_encoded_many(cols[0], dest, records)
+
+    def full() -> bool:
+        return len(cols[0]) >= ROWS_PER_BATCH
+
+    reads = read_encoded(endpoint, dest, part.after, part.until, take, batch=BATCH,
+                         prefetch=PREFETCH, fail_on_loss=fail_on_loss, pause=full)
     try:
-        cols = Columns(names)
-        while True:
-            item = feed.get()
-            if item is _END:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            add_encoded_many(cols, dest, item)
-            if len(cols) >= ROWS_PER_BATCH:
-                yield columns_batch(cols, columns, schema)
-                cols = Columns(names)
-        if len(cols):
-            yield columns_batch(cols, columns, schema)
+        for _ in reads:
+            done, cols[0] = cols[0], Columns(names)
+            yield columns_batch(done, columns, schema)
     finally:
-        stop.set()
-        reader.join(5)
+        reads.close()  # Spark may stop early: the connection closes now, not when collected
+    if len(cols[0]):
+        yield columns_batch(cols[0], columns, schema)
 
 
 def resolve_start(client: Client, dest: str, wanted: str | int) -> int:

@@ -16,11 +16,10 @@ duplicate ids make the repeat harmless).
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Iterator
 from typing import Any
 
-from relaymq_spark.endpoint import Endpoint, RelayMQError
+from relaymq_spark.endpoint import Endpoint, RelayMQError, ssl_context
 
 #: messages handed to the engine between two turns of the event loop
 CHUNK = 256
@@ -56,15 +55,6 @@ class _Progress:
         self.wake.set()
 
 
-def _ssl_context(ep: Endpoint) -> ssl.SSLContext | None:
-    if not ep.host_url().startswith("amqps"):
-        return None
-    ctx = ssl.create_default_context(cafile=ep.ssl_ca)
-    if not ep.ssl_verify:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    return ctx
-
 
 def send_encoded(ep: Endpoint, messages: Iterator[bytes], window: int = 1000) -> int:
     """Send each encoded message (its `to` names the destination); returns how
@@ -80,7 +70,7 @@ async def _send(ep: Endpoint, messages: Iterator[bytes], window: int) -> int:
     url = ep.host_url()
     conn = AmqpConnection(url, user=user, password=password if user else None,
                           reconnect_attempts=0, connect_timeout=ep.timeout,
-                          ssl_context=_ssl_context(ep), name="relaymq-spark-sink")
+                          ssl_context=ssl_context(ep), name="relaymq-spark-sink")
     try:
         try:
             await asyncio.wait_for(conn.connect(), ep.timeout)

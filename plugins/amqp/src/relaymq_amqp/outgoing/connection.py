@@ -37,7 +37,7 @@ from relaymq.outgoing.base import ReconnectingConnection
 from relaymq.spi.outgoing import AuthenticationFailed, ConnectOptions, Endpoint, OutgoingError
 
 from relaymq_amqp import engine as pn
-from relaymq_amqp.engine import Engine, Terminus
+from relaymq_amqp.engine import Condition, Engine, Terminus
 from relaymq_amqp.frames import FrameGuard
 from relaymq_amqp.outgoing.common import (
     AmqpConnectionError,
@@ -436,10 +436,15 @@ class AmqpConnection(ReconnectingConnection):
     async def attach_receiver(self, name: str, source: Terminus, target: Terminus, *,
                               on_message: Callable[[IncomingMessage], Any], credit: int = 100,
                               properties: dict[str, Any] | None = None,
-                              desired_capabilities: list[str] | None = None) -> Receiver:
+                              desired_capabilities: list[str] | None = None,
+                              on_remote_close: Callable[[Condition | None], None] | None = None,
+                              ) -> Receiver:
         """A receiver with termini, link properties and desired capabilities as
-        given (federation's address and queue receivers)."""
+        given (federation's address and queue receivers). `on_remote_close`: see
+        `Receiver.on_remote_close` (set before the attach: a peer may close the
+        link in the same frames that answer it)."""
         receiver = Receiver(self, name, source, target, credit, on_message, False)
+        receiver.on_remote_close = on_remote_close
         receiver.properties = dict(properties or {})
         receiver.desired_capabilities = list(desired_capabilities or [])
         await self._open(receiver)

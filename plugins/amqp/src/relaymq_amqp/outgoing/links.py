@@ -42,6 +42,10 @@ class _Link:
         self.remote_properties: dict[str, Any] = {}
         self.remote_offered_capabilities: list[str] = []
         self.remote_desired_capabilities: list[str] = []
+        #: called with the peer's condition (None: none given) when the peer closes
+        #: the link after attaching it; a close is then the owner's to judge (a
+        #: sequence-range link closes without one at the range's end), not logged
+        self.on_remote_close: Callable[[Condition | None], None] | None = None
 
     def _attach(self, session: Any) -> None:
         raise NotImplementedError
@@ -65,15 +69,18 @@ class _Link:
     def _remote_closed(self) -> None:
         cond = pn.link_remote_condition(self.pn)
         err = LinkRefused(f"link {self.name} closed by the peer: {cond or 'no reason given'}", cond)
-        if not self.attached.done():
+        opened = self.attached.done()
+        if not opened:
             self.attached.set_exception(err)
-        else:
+        elif self.on_remote_close is None:
             log.warning("%s", err)
         self._lost(err)
         self.closed = True
         self.conn._links.pop(self.name, None)
         if not pn.link_local_closed(self.pn):
             pn.link_close(self.pn)
+        if opened and self.on_remote_close is not None:
+            self.on_remote_close(cond)
 
     def _lost(self, error: Exception) -> None:
         """The connection (or the link) went away."""
@@ -219,6 +226,11 @@ class IncomingMessage:
         self._delivery = delivery
         self._engine = receiver.conn._engine  # the delivery belongs to this connection only
         self.settled = settled
+
+    @property
+    def receiver(self) -> Receiver:
+        """The link it came on (its `remote_source` holds what the peer's attach said)."""
+        return self._receiver
 
     def _settle(self, state: int, condition: Condition | None = None, failed: bool = False,
                 undeliverable: bool = False) -> None:
