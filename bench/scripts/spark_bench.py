@@ -80,7 +80,11 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=20_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--warmup", type=int, default=2000)
+    ap.add_argument("--paths", default="stream,sink,journal",
+                    help="which paths to measure (comma-separated): stream, sink, journal; "
+                         "e.g. --paths journal --count 1000000 for the journal at scale")
     args = ap.parse_args()
+    paths = {p.strip() for p in args.paths.split(",") if p.strip()}
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     broker = BrokerProcess(work).start()
@@ -89,6 +93,7 @@ def main() -> None:
     try:
         import relaymq_spark
         from pyspark.sql import SparkSession
+        from relaymq_spark.sender import send_encoded
 
         spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
                  .config("spark.python.authenticate.socketTimeout", "120s").getOrCreate())
@@ -96,10 +101,19 @@ def main() -> None:
         relaymq_spark.register(spark)
         body = "x" * args.size
         n = args.count
-        client = Client(Endpoint(broker.url))
-        timed("fill (AMQP client, persistent)", n, lambda: client.send(
-            Message(body=body, address="queue://BENCH") for _ in range(n)))
+        ep = Endpoint(broker.url)
+        encoded = bytes(Message(body=body, address="queue://BENCH", durable=True).encode())
+
+        def fill() -> None:
+            left = n
+            while left:  # one connection per 50 000 (a Spark task's share, roughly)
+                k = min(left, 50_000)
+                send_encoded(ep, iter([encoded] * k))
+                left -= k
+
+        timed("fill (relaymq-amqp client, persistent)", n, fill)
         out = work / "stream-out"
+        records = n  # message records the journal will hold
 
         progress: list[dict] = []  # type: ignore[type-arg]
 
@@ -112,38 +126,54 @@ def main() -> None:
             q.awaitTermination()
             progress[:] = q.recentProgress
 
-        if args.warmup:
+        if args.warmup and paths & {"stream", "sink"}:
+            client = Client(ep)
             client.send(Message(body=body, address="queue://WARM") for _ in range(args.warmup))
             stream("WARM", work / "warm-out", "warm-chk")
             spark.read.parquet(str(work / "warm-out")).select("body_string").withColumnRenamed(
                 "body_string", "body").write.format("relaymq").option("url", broker.url) \
                 .option("destination", "WARM-SUNK").mode("append").save()
-        timed("stream source -> Parquet (relaymq)", n, stream)
-        rows_in = sum(p["numInputRows"] for p in progress)
-        busy = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
-        read = sum(p["durationMs"].get("addBatch", 0) for p in progress) / 1000
-        if busy:
-            print(f"{'  in its micro-batches (Spark triggerExecution)':<44} "
-                  f"{rows_in / busy:>10,.0f} msg/s  ({busy:.1f} s, of which addBatch "
-                  f"{read:.1f} s; the rest is query start and stop)", flush=True)
-        timed("same job from Parquet (reference)", n, lambda: spark.read.parquet(str(out))
-              .write.mode("overwrite").parquet(str(work / "ref-out")))
-        rows = spark.read.parquet(str(out)).select("body_string").withColumnRenamed(
-            "body_string", "body").cache()
-        rows.count()
-        timed("sink -> persistent queue (relaymq)", n, lambda: rows.write.format("relaymq")
-              .option("url", broker.url).option("destination", "SUNK").mode("append").save())
-        timed("same rows -> Parquet (reference)", n, lambda: rows.write.mode("overwrite")
-              .parquet(str(work / "sink-ref")))
+            records += 2 * args.warmup
+        if "stream" in paths:
+            timed("stream source -> Parquet (relaymq)", n, stream)
+            rows_in = sum(p["numInputRows"] for p in progress)
+            busy = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
+            read = sum(p["durationMs"].get("addBatch", 0) for p in progress) / 1000
+            if busy:
+                print(f"{'  in its micro-batches (Spark triggerExecution)':<44} "
+                      f"{rows_in / busy:>10,.0f} msg/s  ({busy:.1f} s, of which addBatch "
+                      f"{read:.1f} s; the rest is query start and stop)", flush=True)
+            timed("same job from Parquet (reference)", n, lambda: spark.read.parquet(str(out))
+                  .write.mode("overwrite").parquet(str(work / "ref-out")))
+        elif "sink" in paths:  # the rows to sink, untimed
+            spark.read.format("relaymq").option("url", broker.url).option(
+                "destination", "BENCH").load().write.parquet(str(out))
+        if "sink" in paths:
+            rows = spark.read.parquet(str(out)).select("body_string").withColumnRenamed(
+                "body_string", "body").cache()
+            rows.count()
+            timed("sink -> persistent queue (relaymq)", n, lambda: rows.write.format("relaymq")
+                  .option("url", broker.url).option("destination", "SUNK").mode("append")
+                  .save())
+            timed("same rows -> Parquet (reference)", n, lambda: rows.write.mode("overwrite")
+                  .parquet(str(work / "sink-ref")))
+            records += n
         broker.stop()
-        copy = work / "kahadb-copy"
-        shutil.copytree(broker.data, copy)
-        total = 2 * (n + args.warmup)  # message records: BENCH, SUNK, WARM, WARM-SUNK
-        timed("journal reader, whole directory (relaymq)", total, lambda: spark.read
-              .format("relaymq-journal").load(str(copy)).write.format("noop").mode("overwrite")
-              .save())
-        timed("Parquet of the same messages (reference)", n, lambda: spark.read.parquet(str(out))
-              .write.format("noop").mode("overwrite").save())
+        if "journal" in paths:
+            copy = work / "kahadb-copy"
+            shutil.copytree(broker.data, copy)
+            shutil.rmtree(broker.data, ignore_errors=True)
+
+            def journal(fmt: str = "noop", to: Path | None = None) -> None:
+                w = spark.read.format("relaymq-journal").load(str(copy)).write.format(fmt) \
+                    .mode("overwrite")
+                w.save(str(to)) if to is not None else w.save()
+
+            if not out.exists():  # the Parquet reference: the same messages, untimed
+                journal("parquet", out)
+            timed("journal reader, whole directory (relaymq)", records, journal)
+            timed("Parquet of the same messages (reference)", n, lambda: spark.read.parquet(
+                str(out)).write.format("noop").mode("overwrite").save())
         spark.stop()
     finally:
         broker.stop()
