@@ -348,6 +348,59 @@ def test_a_cursor_that_cancels_pairs_drops_a_send_consumed_before_it_was_read(tm
         broker.stop()
 
 
+def test_a_cursor_that_shares_messages_stores_a_send_once(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`share_messages` (what a mirror sets): a persistent send's record is the
+    message its queue stores, so kahaDB holds its bytes once (both index entries
+    at one location). Read back from the store (a window of 2), a send is the same
+    message without placements; with `cancel_pairs`, a send read back so keeps its
+    removal (it was handed out: the reader's peer must hear of the removal)."""
+    from relaymq.feed import MessageRemoved
+    from relaymq.feed import cursor as cursor_mod
+
+    monkeypatch.setattr(cursor_mod, "WINDOW", 2)
+    broker, _ = start(tmp_path)
+    try:
+        cursor = broker.run(broker.broker.change_feed.subscribe_durable(
+            "share", {MessageAdded, MessageRemoved}))
+        broker.call(lambda: (setattr(cursor, "cancel_pairs", True),
+                             setattr(cursor, "share_messages", True)))
+        c = BlockingStomp(broker.port("stomp"))
+        for i in range(6):
+            assert c.send("/queue/feed.share", f"s{i}".encode(), foo=str(i))[0] == "RECEIPT"
+        wait_until(lambda: broker.call(lambda: cursor.pending) == 6, what="six sends")
+        store = broker.broker.store
+        queued = broker.run(store.read("queue://feed.share", 0, 10))
+        records = broker.run(store.read(cursor.key, 0, 10))
+        assert len(queued) == len(records) == 6
+        at = broker.call(lambda: [(store.index.location("queue://feed.share", q.seq),
+                                   store.index.location(cursor.key, r.seq))
+                                  for q, r in zip(queued, records, strict=True)])
+        assert all(a is not None and a == b for a, b in at), at
+
+        async def read(n: int) -> list[Any]:
+            return [await cursor.get() for _ in range(n)]
+
+        sends = broker.run(read(6))
+        assert [e.message.body for e in sends] == [f"s{i}".encode() for i in range(6)]
+        assert all(e.destination == Destination.queue("feed.share") for e in sends)
+        assert [e.message.properties["foo"] for e in sends] == [str(i) for i in range(6)]
+        assert [len(e.placements) for e in sends] == [1, 1, 0, 0, 0, 0]  # 2 in memory
+        c.frame("SUBSCRIBE", {"destination": "/queue/feed.share", "id": "1",
+                              "ack": "client-individual"})
+        for i in range(6):
+            cmd, headers, body = c.read()
+            assert cmd == "MESSAGE" and body == f"s{i}".encode()
+            c.frame("ACK", {"id": headers["ack"]})
+        wait_until(lambda: broker.call(lambda: cursor.pending) == 6, what="six removals")
+        removed = broker.run(read(6))
+        assert [e.kind for e in removed] == ["message.removed"] * 6
+        assert broker.call(lambda: cursor.cancelled) == 0
+        c.close()
+    finally:
+        broker.stop()
+
+
 def test_reading_a_large_persistent_backlog_by_sequence_in_pages(tmp_path: Path) -> None:
     cfg = kaha_config(tmp_path)
     broker = BrokerLoop(cfg)

@@ -8,7 +8,7 @@ import json
 
 from relaymq.feed import MessageAdded, MessageRemoved
 from relaymq.feed.constructors import added, removed
-from relaymq.feed.cursor import FEED_FIELD, decode_event, encode_event
+from relaymq.feed.cursor import FEED_FIELD, REMOVED_TYPE, decode_event, encode_event, shared_record
 from relaymq.model.codec import decode_message, encode_message
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
@@ -46,6 +46,36 @@ def test_several_placements_and_none() -> None:
         back = decode_event(record)
         assert back.placements == placements and back.message.annotations is None
         assert decode_event(record).placements == placements  # the record itself is unchanged
+
+
+def test_a_shared_record_is_the_message_itself_when_it_says_the_rest() -> None:
+    q = Destination.queue("rec.share")
+    msg = Message(b"s" * 64, destination=q, message_id="ID:7", durable=True,
+                  properties={"feed": "not a record"}, annotations={"a": 1}, origin="peer-2")
+    ev = added(msg, q, (("queue://rec.share", 8),), "peer-2")
+    assert shared_record(ev) is msg  # not even a copy: the queue's store op has it
+    back = decode_event(stored(msg))
+    assert type(back) is MessageAdded and back.destination == q and back.origin == "peer-2"
+    assert back.placements == ()  # the one thing a shared record does not say
+    m = back.message
+    assert (m.body, m.message_id, m.durable, m.properties, m.annotations, m.origin) == (
+        msg.body, "ID:7", True, {"feed": "not a record"}, {"a": 1}, "peer-2")
+    # what the message does not say itself: a record of its own (the wrapped form)
+    for other in (
+            added(Message(b"", destination=q, message_id="ID:8", durable=False), q, (), None),
+            added(Message(b"", destination=q, message_id="ID:9", durable=True), q, (), "peer-3"),
+            added(Message(b"", destination=q, message_id="ID:10", durable=True), Destination.queue("x"),
+                  (), None),
+            added(Message(b"", destination=None, message_id="ID:11", durable=True), q, (), None),
+            added(Message(b"", destination=q, durable=True, type=REMOVED_TYPE), q, (), None),
+            added(Message(b"", destination=q, durable=True, annotations={FEED_FIELD: "{}"}), q,
+                  ((q.key, 1),), None)):
+        record = shared_record(other)
+        assert record is not other.message and FEED_FIELD in record.annotations
+        again = decode_event(stored(record))
+        assert (again.destination, again.origin, again.placements) == (
+            other.destination, other.origin, other.placements)
+        assert again.message.durable == other.message.durable
 
 
 def test_records_of_the_earlier_wrapped_form_are_read() -> None:

@@ -16,7 +16,12 @@ queue's copy) with the event's fields as JSON in the annotation `FEED_FIELD`;
 the record of a `MessageRemoved` is a message typed `REMOVED_TYPE` whose body
 is its fields as a JSON list; the record of any other event is an empty message
 whose `feed` property holds its fields (as every record did before: every form
-is read back). A replayed
+is read back). With `share_messages` (a cursor's choice) the record of a
+`MessageAdded` is, where it can be, the event's message itself, unchanged: the
+object its queue stores in the same batch, so a store that shares one batch's
+copies of a message (kahaDB) writes it once; such a record is told apart by
+having a destination and no `FEED_FIELD` (the other records have no
+destination), and read back it gives the event without its placements. A replayed
 `MessageRemoved` (read back from the store) carries a message with only its id,
 destination, persistence, origin broker and broker annotations (a mirror keeps
 the internal id its origin gave the message there). Events of recovery (`recovered=True`)
@@ -97,6 +102,12 @@ class DurableSubscription:
         self.cancelled = 0  # pairs dropped so far (monitoring)
         #: (queue key, queue seq) -> cursor seq of an unread, cancellable send
         self._adds: dict[tuple[str, int], int] = {}
+        #: the same, cursor seq -> (queue key, queue seq): a send read back from the
+        #: store is known by its sequence number (a shared record has no placements)
+        self._add_seqs: dict[int, tuple[str, int]] = {}
+        #: a send's record is the sent message itself when that says everything a
+        #: reader needs (`shared_record`): no second copy to encode and store
+        self.share_messages = False
         #: cursor seqs of sends dropped after they were captured: skipped when read
         self._cancelled: set[int] = set()
 
@@ -134,6 +145,7 @@ class DurableSubscription:
         staged = []
         key = self.key
         adds = self._adds if self.cancel_pairs else None
+        share = self.share_messages
         for ev in events:
             if self.wants(ev):
                 cls = ev.__class__
@@ -141,26 +153,33 @@ class DurableSubscription:
                     rm = cast(MessageRemoved, ev)
                     dropped = adds.pop((rm.key, rm.seq), 0)
                     if dropped:
+                        self._add_seqs.pop(dropped, None)
                         ops.append(RemoveMessage(key, dropped))
                         self._cancelled.add(dropped)
                         self.cancelled += 1
                         continue
                 self.last_seq += 1
                 seq = self.last_seq
-                ops.append(AddMessage(key, seq, encode_event(ev)))
+                if share and cls is MessageAdded:
+                    record = shared_record(cast(MessageAdded, ev))
+                else:
+                    record = encode_event(ev)
+                ops.append(AddMessage(key, seq, record))
                 staged.append((seq, ev))
                 if adds is not None and cls is MessageAdded and len(adds) < PAIRS_KEPT:
                     ad = cast(MessageAdded, ev)
                     if len(ad.placements) == 1 and ad.origin is None and ad.message.origin is None:
-                        adds[ad.placements[0]] = seq
+                        placement = ad.placements[0]
+                        adds[placement] = seq
+                        self._add_seqs[seq] = placement
         return staged
 
-    def _handed_out(self, ev: ChangeEvent) -> None:
-        """`ev` is read: its removal is recorded from now on."""
-        if ev.__class__ is MessageAdded:
-            placements = cast(MessageAdded, ev).placements
-            if len(placements) == 1:
-                self._adds.pop(placements[0], None)
+    def _handed_out(self, seq: int) -> None:
+        """The event at `seq` is read: if it is a cancellable send, its removal is
+        recorded from now on."""
+        placement = self._add_seqs.pop(seq, None)
+        if placement is not None:
+            self._adds.pop(placement, None)
 
     def committed(self, staged: list[tuple[int, ChangeEvent]]) -> None:
         """The batch holding `staged` is stored: they may be read now."""
@@ -208,7 +227,7 @@ class DurableSubscription:
                     self._cancelled.discard(seq)
                     continue
                 if self._adds:
-                    self._handed_out(ev)
+                    self._handed_out(seq)
                 self._delivered.append(seq)
                 return ev
             if self._spilled and self.position < self._committed:
@@ -241,7 +260,7 @@ class DurableSubscription:
                 cancelled.discard(seq)
                 continue
             if adds:
-                self._handed_out(item[1])
+                self._handed_out(seq)
             delivered.append(seq)
             out.append(item)
         self.position = position
@@ -384,6 +403,32 @@ def _added_record(ev: MessageAdded) -> Message:
     return rec
 
 
+def shared_record(ev: MessageAdded) -> Message:
+    """A send's record for a cursor with `share_messages`: the event's message
+    itself, the same object its queue stores in this batch, when it says the rest
+    of the event (its destination and origin are the event's, it is persistent,
+    it carries no record marker); else `encode_event`'s copy. A store that writes
+    a batch's copies of one message once (kahaDB: one write, an index entry
+    each) then neither encodes nor writes it a second time. Read back, such a
+    record gives an event without placements."""
+    msg = ev.message
+    dest = msg.destination
+    if dest is None or not msg.durable or msg.origin != ev.origin or msg.type == REMOVED_TYPE \
+            or not (dest is ev.destination or dest == ev.destination):
+        return _added_record(ev)
+    ann = msg.annotations
+    if ann and FEED_FIELD in ann:
+        return _added_record(ev)
+    return msg
+
+
+def _decode_shared(record: Message) -> ChangeEvent:
+    msg = record.copy()  # the store may hand out the record it keeps (memory store)
+    dest = msg.destination
+    assert dest is not None
+    return added(msg, dest, (), msg.origin)
+
+
 def _decode_added(record: Message, fields: str) -> ChangeEvent:
     f = json.loads(fields)
     msg = record.copy()  # the store may hand out the record it keeps (memory store)
@@ -397,13 +442,15 @@ def _decode_added(record: Message, fields: str) -> ChangeEvent:
 
 
 def decode_event(record: Message) -> ChangeEvent:
-    if record.type == REMOVED_TYPE:
-        return _decode_removed(record)
     ann = record.annotations
-    if ann:
+    if ann:  # first: a sent message's own `type` may be anything
         fields = ann.get(FEED_FIELD)
         if isinstance(fields, str):
             return _decode_added(record, fields)
+    if record.type == REMOVED_TYPE:
+        return _decode_removed(record)
+    if record.destination is not None:  # `shared_record`: the others have none
+        return _decode_shared(record)
     f = json.loads(record.properties["feed"])
     kind = f["k"]
     origin = f.get("o")

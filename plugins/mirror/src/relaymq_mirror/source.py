@@ -113,6 +113,9 @@ class MirrorSource:
         # acknowledgement (the target would add and remove it); `sync` keeps every
         # event, its clients wait for the target to have them
         self.cursor.cancel_pairs = not self.config.sync
+        # a send's record is the message its queue stores (one copy in the store),
+        # where the message itself says everything the pump reads back
+        self.cursor.share_messages = True
         self._read_upto = self._acked = self.cursor.position
         self._stopping = False
         self._wake = asyncio.Event()
