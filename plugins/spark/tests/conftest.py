@@ -14,6 +14,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 from brokers import BrokerProcess  # noqa: E402
+from jvm_options import FAST_START  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +37,7 @@ def spark() -> Iterator[object]:
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.python.authenticate.socketTimeout", "120s")
+               .config("spark.driver.extraJavaOptions", FAST_START)  # jvm_options.py
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     import relaymq_spark

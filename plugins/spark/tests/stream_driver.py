@@ -16,6 +16,7 @@ def main() -> None:
     role, url, dest, data, checkpoint, mode, most = sys.argv[1:8]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     import relaymq_spark
+    from jvm_options import FAST_START
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName(f"relaymq-{role}-driver")
@@ -24,6 +25,7 @@ def main() -> None:
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.driver.host", "127.0.0.1")
              .config("spark.python.authenticate.socketTimeout", "120s")
+             .config("spark.driver.extraJavaOptions", FAST_START)  # jvm_options.py
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     relaymq_spark.register(spark)

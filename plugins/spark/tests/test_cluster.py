@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import relaymq_spark
 from brokers import free_port
+from jvm_options import FAST_START
 from relaymq.testing.waits import wait_until
 from test_stream_source import fill
 
@@ -39,7 +40,8 @@ def test_archive_by_spark_submit_on_a_standalone_cluster(spark, broker, tmp_path
     fill(broker.url, "CLUSTER", count)
     env = dict(os.environ, SPARK_HOME=str(_spark_home()), PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(tmp_path / "logs"), SPARK_WORKER_DIR=str(tmp_path / "work"))
+               SPARK_LOG_DIR=str(tmp_path / "logs"), SPARK_WORKER_DIR=str(tmp_path / "work"),
+               SPARK_DAEMON_JAVA_OPTS=FAST_START)  # the master's and workers' JVMs
     port = free_port()
     master_url = f"spark://127.0.0.1:{port}"
     procs = [_start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
@@ -57,8 +59,9 @@ def test_archive_by_spark_submit_on_a_standalone_cluster(spark, broker, tmp_path
         done = subprocess.run(
             [str(_spark_home() / "bin" / "spark-submit"), "--master", master_url,
              "--conf", "spark.python.authenticate.socketTimeout=120s",
-             "--conf", "spark.executor.memory=512m", main, "archive", "--url", broker.url,
-             "--destination", "CLUSTER", "--out", str(out), "--max-per-trigger", "1000"],
+             "--conf", "spark.executor.memory=512m", "--driver-java-options", FAST_START,
+             "--conf", f"spark.executor.extraJavaOptions={FAST_START}", main, "archive",
+             "--url", broker.url, "--destination", "CLUSTER", "--out", str(out), "--max-per-trigger", "1000"],
             env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
         assert f"archived {count} messages" in done.stdout

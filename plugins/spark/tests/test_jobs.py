@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from jvm_options import submit_env
 from proton import Message
 from proton.utils import BlockingConnection
 from relaymq_spark.client import Client, Endpoint
@@ -102,6 +103,6 @@ def test_journal_usage_command(broker, tmp_path: Path) -> None:
     relaymq = str(Path(sys.executable).with_name("relaymq"))
     done = subprocess.run([relaymq, "spark", "journal-usage", str(broker.data), "--out",
                            str(tmp_path / "u"), "--master", "local[1]"],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=submit_env())
     assert done.returncode == 0, done.stderr[-3000:]
     assert "queue://CLI" in done.stdout and (tmp_path / "u" / "journal-usage.png").exists()
