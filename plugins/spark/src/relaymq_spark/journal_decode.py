@@ -37,10 +37,7 @@ from relaymq_kahadb.journal.records import (
 
 from relaymq_spark.columns import Columns, add_properties, text
 
-_OPKEY = struct.Struct(">BH")
-_MSG = struct.Struct(">QII")
 _FIXED = struct.Struct(">IBqqq")  # the kernel codec's format 2 header (after b"R2")
-_U32 = struct.Struct(">I")
 _SEQ_FILE = struct.Struct(">QI")
 _UPTO = struct.Struct(">QH")
 _F_DURABLE = 1 << 0
@@ -53,7 +50,19 @@ _F_BODY_IN_ENCODED = 1 << 5
 # reply_to, type, group_id, user_id, content_type, body_type, encoding, origin, producer_id
 _N_STR = 12
 _OP_NAMES = {OP_ADD: "add", OP_MOVE: "move", OP_REF: "ref"}
+#: the string fields no column shows: destination (the op's key is used), origin,
+#: producer_id -- skipped undecoded; encoding (9) is only compared with "amqp"
+_ENCODING = 9
 
+
+def _u32(p: bytes, pos: int) -> int:
+    """The big-endian unsigned 32-bit integer at p[pos] (compiled: no tuple, no call
+    into struct)."""
+    return (p[pos] << 24) | (p[pos + 1] << 16) | (p[pos + 2] << 8) | p[pos + 3]
+
+
+def _u64(p: bytes, pos: int) -> int:
+    return (_u32(p, pos) << 32) | _u32(p, pos + 4)
 
 
 def _json_value(v: Any) -> Any:
@@ -96,7 +105,7 @@ def _amqp_in_place(p: bytes, start: int, end: int) -> tuple[int, int, int, int] 
             c = p[pos]
             if c == 0xB0 or c == 0xB1:
                 b = pos + 5
-                e = b + _U32.unpack_from(p, pos + 1)[0]
+                e = b + _u32(p, pos + 1)
             elif c == 0xA0 or c == 0xA1:
                 b = pos + 2
                 e = b + p[pos + 1]
@@ -158,14 +167,22 @@ def _append(c: Columns, key: str, seq: int, offset: int, op: str, body: bytes | 
     if flags & _F_DURABLE:
         hk.append("durable")
         hv.append("true")
-    for name, i in (("content_type", 7), ("reply_to", 3), ("user_id", 6)):
-        v = fields[i]
-        if v:
-            hk.append(name)
-            hv.append(v)
-    for k, v in annotations.items():
-        hk.append(str(k))
-        hv.append(text(v) or "")
+    v = fields[7]
+    if v:
+        hk.append("content_type")
+        hv.append(v)
+    v = fields[3]
+    if v:
+        hk.append("reply_to")
+        hv.append(v)
+    v = fields[6]
+    if v:
+        hk.append("user_id")
+        hv.append(v)
+    if annotations:
+        for k, a in annotations.items():
+            hk.append(str(k))
+            hv.append(text(a) or "")
     c.h_offsets.append(len(hk))
     add_properties(c, props, fields[8] or "bytes")
     c.journal_offset.append(offset)
@@ -182,37 +199,40 @@ def _message(c: Columns, p: bytes, m: int, ln: int, key: str, seq: int, offset: 
     flags, priority, expiration, timestamp, _group_seq = _FIXED.unpack_from(p, m + 2)
     pos = m + 2 + 29
     fields: list[str | None] = [None] * _N_STR
+    amqp = False
     bit = 1 << 8
     for i in range(_N_STR):
         if flags & bit:
-            n = _U32.unpack_from(p, pos)[0]
+            n = _u32(p, pos)
             pos += 4
-            fields[i] = p[pos:pos + n].decode()
+            if i == _ENCODING:
+                amqp = n == 4 and p[pos:pos + 4] == b"amqp"
+            elif i != 1 and i < 10:
+                fields[i] = p[pos:pos + n].decode()
             pos += n
         bit <<= 1
     if flags & _F_SCHED:
         pos += 24
     props: dict[Any, Any] = {}
     if flags & _F_PROPS:
-        n = _U32.unpack_from(p, pos)[0]
+        n = _u32(p, pos)
         pos += 4
         props = _json_map(p[pos:pos + n])
         pos += n
     annotations: dict[str, Any] = {}
     if flags & _F_ANN:
-        n = _U32.unpack_from(p, pos)[0]
+        n = _u32(p, pos)
         pos += 4
         annotations = _json_map(p[pos:pos + n])
         pos += n
     body: bytes | None = None
     if not flags & _F_BODY_IN_ENCODED:
-        n = _U32.unpack_from(p, pos)[0]
+        n = _u32(p, pos)
         pos += 4
         body = p[pos:pos + n]
         pos += n
-    amqp = fields[9] == "amqp"
     if flags & _F_ENCODED:
-        n = _U32.unpack_from(p, pos)[0]
+        n = _u32(p, pos)
         pos += 4
         es = pos
         ee = pos + n
@@ -286,7 +306,8 @@ def _batch(c: Columns, p: bytes, offset: int, keys: set[str] | None,
     end = len(p)
     pos = 0
     while pos < end:
-        code, kl = _OPKEY.unpack_from(p, pos)
+        code = p[pos]
+        kl = (p[pos + 1] << 8) | p[pos + 2]
         pos += 3
         kb = p[pos:pos + kl]
         key = interned.get(kb)
@@ -296,13 +317,16 @@ def _batch(c: Columns, p: bytes, offset: int, keys: set[str] | None,
         pos += kl
         wanted = keys is None or key in keys
         if code == OP_ADD or code == OP_MOVE:
-            seq, _crc, ln = _MSG.unpack_from(p, pos)
+            seq = _u64(p, pos)
+            ln = _u32(p, pos + 12)
             pos += 16
             if wanted:
                 _message(c, p, pos, ln, key, seq, offset, _OP_NAMES[code])
             pos += ln
         elif code == OP_REF:
-            seq, rel, ln = _MSG.unpack_from(p, pos)
+            seq = _u64(p, pos)
+            rel = _u32(p, pos + 8)
+            ln = _u32(p, pos + 12)
             pos += 16
             if wanted:
                 _message(c, p, rel, ln, key, seq, offset, "ref")
@@ -320,7 +344,7 @@ def _skip_op(p: bytes, pos: int, code: int) -> int:
         n = _UPTO.unpack_from(p, pos)[1]
         return pos + 10 + 4 * n
     if code == 8:  # ADD_SUB
-        return pos + 4 + _U32.unpack_from(p, pos)[0]
+        return pos + 4 + _u32(p, pos)
     if code == 11:  # ADD_DUPID
         return pos + 10 + ((p[pos + 8] << 8) | p[pos + 9])
     if code == 12:  # REMOVE_DUPID
