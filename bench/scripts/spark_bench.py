@@ -96,6 +96,7 @@ def main() -> None:
         from relaymq_spark.sender import send_encoded
 
         spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.python.authenticate.socketTimeout", "120s").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         relaymq_spark.register(spark)
