@@ -62,3 +62,63 @@ def test_consumer_link_states_how_it_sends(connect: Any, amqp_broker: Any, mode:
         assert not r.fetcher.unsettled[0].settled
         r.accept()
     c.wait(lambda: amqp_broker.queue_size("SETTLE.C") == 0, msg="not acknowledged")
+
+
+def test_detaching_a_consumer_link_returns_its_unsettled_deliveries_only(
+        connect: Any, amqp_broker: Any) -> None:
+    """The broker finds the link of each disposition through one map per connection
+    of the deliveries its consumer links sent unsettled. Detaching a link that holds
+    unsettled deliveries returns exactly those to the queue (what it had accepted
+    stays acknowledged), and the links attached before and after it on the same
+    session still settle theirs."""
+    c = connect()
+    for queue, count in (("A", 4), ("B", 2), ("C", 2)):
+        sender = c.create_sender(f"queue://SETTLE.{queue}")
+        for i in range(count):
+            sender.send(Message(body=f"{queue}{i}"))
+    ra = c.create_receiver("queue://SETTLE.A", credit=4)
+    rb = c.create_receiver("queue://SETTLE.B", credit=2)
+    assert [ra.receive(timeout=5).body for _ in range(4)] == ["A0", "A1", "A2", "A3"]
+    assert rb.receive(timeout=5).body == "B0"
+    ra.accept()
+    ra.accept()
+    c.wait(lambda: amqp_broker.queue_size("SETTLE.A") == 2, msg="A0, A1 not acknowledged")
+    assert amqp_broker.call(lambda: _unsettled_by_link(amqp_broker)) == [2, 2]
+    ra.close()  # A2 and A3 unsettled: back to the queue
+    c.wait(lambda: amqp_broker.call(lambda: _unsettled_by_link(amqp_broker)) == [2],
+           msg="the detached link's deliveries are still mapped")
+    assert rb.receive(timeout=5).body == "B1"
+    rb.accept()
+    rb.accept()
+    c.wait(lambda: amqp_broker.queue_size("SETTLE.B") == 0, msg="B not acknowledged")
+    for _ in range(3):  # new links (and deliveries) after the detach settle theirs too
+        rc = c.create_receiver("queue://SETTLE.C", credit=2)
+        assert rc.receive(timeout=5).body == "C0"
+        rc.close()
+    rc = c.create_receiver("queue://SETTLE.C", credit=2)
+    assert [rc.receive(timeout=5).body for _ in range(2)] == ["C0", "C1"]
+    rc.accept()
+    rc.accept()
+    c.wait(lambda: amqp_broker.queue_size("SETTLE.C") == 0, msg="C not acknowledged")
+    ra = c.create_receiver("queue://SETTLE.A", credit=4)
+    again = [ra.receive(timeout=5) for _ in range(2)]
+    assert [m.body for m in again] == ["A2", "A3"]
+    assert all(m.delivery_count >= 1 for m in again)  # returned, not new
+    ra.accept()
+    ra.accept()
+    c.wait(lambda: amqp_broker.queue_size("SETTLE.A") == 0, msg="A2, A3 not acknowledged")
+    assert amqp_broker.call(lambda: _unsettled_by_link(amqp_broker)) == []
+
+
+def _unsettled_by_link(broker_thread: Any) -> list[int]:
+    """How many unsettled deliveries each consumer link of the broker's one AMQP
+    connection has in the connection's map (`LinkHost.sent_deliveries`), by link name; every
+    entry's link is a live link of that connection."""
+    (connector,) = [c for c in broker_thread.broker.connectors if hasattr(c, "connections")]
+    (sock,) = connector.connections
+    conn = sock.conn
+    counts: dict[str, int] = {}
+    for link, _did in conn.sent_deliveries.values():
+        assert not link.closed and conn.links.get(link.link) is link
+        counts[link.name] = counts.get(link.name, 0) + 1
+    return [counts[name] for name in sorted(counts)]

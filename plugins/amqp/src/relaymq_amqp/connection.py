@@ -85,6 +85,7 @@ class AmqpConnection(LinkHost):
         self.flush_scheduled = False
         self.transactional = False
         self.accepts_only = False
+        self.sent_deliveries = {}
         #: bytes went to proton since the events were last all handled
         self._unpumped = False
         self._timer: asyncio.TimerHandle | None = None

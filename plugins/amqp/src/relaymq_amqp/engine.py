@@ -475,6 +475,11 @@ class DeliveryHandler:
 
     def on_delivery(self, delivery: Any) -> None: ...
 
+    def on_disposition(self, delivery: Any, number: int) -> None:
+        """An event on a delivery of the handler's `sent_deliveries` entry (see `Engine.pump`),
+        with the number the entry holds."""
+        self.on_delivery(delivery)
+
 
 class Handler:
     """What `Engine.pump` calls; every method is optional."""
@@ -697,13 +702,18 @@ class Engine:
         """Dispatch every collected event to `h` (see `Handler`). Deliveries,
         the one event per message, take the short way: when `h` has a `links`
         dict (proton link -> `DeliveryHandler`), straight to
-        the link's handler; deliveries of other links go to ``h.on_delivery``."""
+        the link's handler; deliveries of other links go to ``h.on_delivery``.
+        When `h` also has a `sent_deliveries` dict (a delivery it sent and has not settled
+        -> (its link's handler, a number of the handler's)), an event on such
+        a delivery, the peer's disposition, goes to that handler's
+        `on_disposition` without asking proton for the delivery's link."""
         col = self.collector
         peek = _pn_collector_peek
         pop = _pn_collector_pop
         etype = _pn_event_type
         event_delivery = _pn_event_delivery
         links: dict[Any, DeliveryHandler] | None = getattr(h, "links", None)
+        sent: dict[Any, tuple[DeliveryHandler, int]] | None = getattr(h, "sent_deliveries", None)
         on_delivery = h.on_delivery
         dispatch = self._dispatch
         while True:
@@ -715,7 +725,10 @@ class Engine:
                 # asking for the type of the one event each message causes.
                 d = event_delivery(ev)
                 if d:
-                    if links is not None:
+                    entry = sent.get(d) if sent is not None else None
+                    if entry is not None:
+                        entry[0].on_disposition(d, entry[1])
+                    elif links is not None:
                         link = delivery_link(d)
                         handler = links.get(link)
                         if handler is not None:

@@ -153,6 +153,12 @@ class LinkHost:
     #: a delivery event on a consumer link then needs no question to proton about
     #: its state (`FrameGuard.accepts_only`)
     accepts_only: bool
+    #: deliveries the consumer links sent and the peer has not settled -> (the link,
+    #: the kernel's delivery id): `Engine.pump` hands the peer's disposition of one
+    #: straight to its link (no question to proton about the delivery's link).
+    #: Exact at all times: an entry goes when its delivery is settled or its link
+    #: detaches, before proton may free the delivery (and reuse its address)
+    sent_deliveries: dict[Any, tuple[DeliveryHandler, int]]
 
     def submit(self, message: Message, link: ProducerLink, delivery: Any,
                txn: bytes | None = None) -> None:
@@ -450,7 +456,9 @@ class ConsumerLink(Link):
     def __init__(self, conn: LinkHost, link: Any) -> None:
         super().__init__(conn, link)
         self.consumer: Consumer | None = None
-        self.unsettled: dict[Any, int] = {}
+        #: the connection's map of unsettled deliveries (`LinkHost.sent_deliveries`): this
+        #: link's entries are its unsettled deliveries -> kernel delivery ids
+        self._sent = conn.sent_deliveries
         #: delivery ids the peer accepted in the events being handled now: the
         #: kernel acknowledges them together (`flush_acks`), one queue call
         self._acks: list[int] = []
@@ -545,7 +553,7 @@ class ConsumerLink(Link):
                 self._settle(self.consumer.ack, delivery.id)
         else:
             tag = self._tag = self._tag + 1
-            self.unsettled[self._engine.send(self.link, tag, data)] = delivery.id
+            self._sent[self._engine.send(self.link, tag, data)] = (self, delivery.id)
         conn = self.conn
         if not conn.flush_scheduled:
             conn.want_flush()
@@ -568,15 +576,21 @@ class ConsumerLink(Link):
 
     # -- wire -> kernel ---------------------------------------------------------------
     def on_delivery(self, d: Any) -> None:
+        """An event on a delivery this link does not hold unsettled (any more)."""
+        self.on_disposition(d, -1)
+
+    def on_disposition(self, d: Any, did: int) -> None:
+        """The peer's disposition of `d`, the kernel's delivery `did` (-1: a delivery
+        without an entry in `_sent`; `Engine.pump` finds the entry)."""
         if self.conn.accepts_only:
             # The peer settled it `accepted`: an event on a delivery we sent comes
             # only from a disposition, and each of those was checked to say so.
-            self._accepted(d)
+            self._accepted(d, did)
             _settle(d)
             return
         state = _remote_state(d)
         if state == _ACCEPTED:  # the common case, kept short
-            self._accepted(d)
+            self._accepted(d, did)
             if not _is_settled(d):
                 _update(d, state)
             _settle(d)
@@ -584,14 +598,14 @@ class ConsumerLink(Link):
         if self._acks:
             self.flush_acks()  # outcomes reach the kernel in the order they came
         if state == TRANSACTIONAL_STATE:
-            self._transactional(d)
+            self._transactional(d, did)
             return
         settled = _is_settled(d)
         if not settled and (state == 0 or state == pn.RECEIVED):
             return
-        did = self.unsettled.pop(d, None)
+        self._forget(d, did)
         c = self.consumer
-        if did is None or c is None or self.browser:
+        if did < 0 or c is None or self.browser:
             _settle(d)
             return
         fut = apply_outcome(c, did, d, state)
@@ -601,17 +615,19 @@ class ConsumerLink(Link):
             _update(d, state)
         _settle(d)
 
-    def _accepted(self, d: Any) -> None:
+    def _accepted(self, d: Any, did: int) -> None:
         """Queue the acknowledgement of an accepted delivery (flushed to the kernel
         in one call per read: `flush_acks`)."""
-        did = self.unsettled.pop(d, None)
-        if did is not None and self.consumer is not None and not self.browser:
+        if did < 0:
+            return
+        del self._sent[d]
+        if self.consumer is not None and not self.browser:
             acks = self._acks
             if not acks:
                 self.conn.acks_due(self)
             acks.append(did)
 
-    def _transactional(self, d: Any) -> None:
+    def _transactional(self, d: Any, did: int) -> None:
         """A disposition in a transaction. Its outcome takes effect at discharge
         (AMQP 1.0 §4.4.2): `accepted` acknowledges the delivery at commit;
         `released`, `modified` and `rejected` are applied at commit as they would
@@ -631,9 +647,9 @@ class ConsumerLink(Link):
         if outcome is None:
             return  # no outcome yet
         name = outcome_name(outcome)
-        did = self.unsettled.pop(d, None)
+        self._forget(d, did)
         c = self.consumer
-        if did is not None and c is not None and not self.browser:
+        if did >= 0 and c is not None and not self.browser:
             tx = kconn.transaction(kernel_txid(txn))
             try:
                 if name == "accepted":
@@ -653,6 +669,13 @@ class ConsumerLink(Link):
             _settle(d)
         else:
             settle_transactional(d, txn, outcome)
+
+    def _forget(self, d: Any, did: int) -> None:
+        """`d` (the kernel's delivery `did`, -1 when it has no entry) is about to be
+        settled: its entry in `_sent` goes. (The outcomes flushed to the kernel just
+        before may have closed the link, and its entries with it.)"""
+        if did >= 0:
+            self._sent.pop(d, None)
 
     def flush_acks(self) -> None:
         """Acknowledge the deliveries accepted since the last call, in one kernel call."""
@@ -679,7 +702,12 @@ class ConsumerLink(Link):
         self.flush_acks()  # accepted before the detach: acknowledged, not returned
         c = self.consumer
         self.consumer = None
-        self.unsettled.clear()
+        sent = self._sent
+        if sent:
+            # its unsettled deliveries return to the queue with the kernel consumer and
+            # are freed by proton with the link: no entry may outlive them
+            for d in [d for d, entry in sent.items() if entry[0] is self]:
+                del sent[d]
         kconn = self.conn.kconn
         if c is not None and kconn is not None:
             kconn.close_consumer(c)
