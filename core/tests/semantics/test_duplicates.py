@@ -99,3 +99,26 @@ async def test_topic_address_and_composite_parts(make_broker, connect):
     c2 = await p.consumer("queue://C2")
     assert await before_marker(p, "queue://C2", c2) == ["both"]
     assert b.destination_stats()["topic://T"]["duplicates"] == 1
+
+
+async def test_an_id_given_beside_the_message_is_checked_and_not_added_to_it(make_broker):
+    """What a mirror target does (`submit(message, None, id)`): the id is checked
+    and recorded as `_AMQ_DUPL_ID` would be, and the message's properties stay as
+    they came (nothing to parse or store)."""
+    from relaymq.broker.security import ConnectRequest
+    from relaymq.model.destination import Destination
+    from relaymq.model.message import Message
+
+    b = await make_broker()
+    conn = await b.connect(ConnectRequest())
+    q = Destination.queue("BESIDE")
+    for body, beside, props in ((b"first", "m-1", {"n": 1}), (b"again", "m-1", {"n": 2}),
+                                (b"as a property", None, {DUP: "m-1"}), (b"other", "m-2", {})):
+        stored = await conn.submit(Message(body, destination=q, durable=True, properties=props),
+                                   None, beside)
+        if stored is not None:
+            await stored
+    held = [e.message for e in b.region.queues[q].memory_entries()]
+    assert [(m.body, m.properties) for m in held] == [(b"first", {"n": 1}), (b"other", {})]
+    info = await b.management.destination("queue://BESIDE")
+    assert info.duplicates == 2

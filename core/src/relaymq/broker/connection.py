@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from relaymq.broker.chain import SendChain
+from relaymq.broker.duplicates import DUPLICATE_ID
 from relaymq.broker.events import BrokerEvents
 from relaymq.broker.region import Region
 from relaymq.broker.security import Principal
@@ -200,9 +201,14 @@ class ClientConnection:
         if stored is not None:
             await stored
 
-    async def submit(self, message: Message, txid: str | None = None) -> Awaitable[None] | None:
+    async def submit(self, message: Message, txid: str | None = None,
+                     duplicate_id: str | None = None) -> Awaitable[None] | None:
         """Route `message` and hand its store work to the store; return an awaitable
         that completes when it is accepted (stored), or None when it already is.
+        `duplicate_id`: the send's duplicate-detection id, given apart from the
+        message (a mirror target's): checked as `_AMQ_DUPL_ID` would be, not added
+        to the message's properties (unless the message is scheduled: it is
+        checked when it is routed, later).
 
         Transports that pipeline (AMQP unsettled transfers, STOMP SENDs with
         receipts) call this for each message in arrival order and settle each one
@@ -232,6 +238,10 @@ class ClientConnection:
             await self._region.flow_control(memory.wait(), dest)
         scheduler = self._scheduler
         if scheduler is not None and asks_scheduling(message):  # stored first when persistent
+            if duplicate_id is not None:  # checked when it is routed, from the stored message
+                props = dict(message.properties)
+                props[DUPLICATE_ID] = duplicate_id
+                message.properties = props
             return scheduler.schedule(message, self)
         batch = SendBatch()
         txn = None
@@ -241,7 +251,7 @@ class ClientConnection:
                 raise TransactionError(f"unknown transaction {txid}")
         try:
             routed = self._chain.call(SendContext(self, batch, txn is not None, self.network, None,
-                                              self.origin), message)
+                                              self.origin, duplicate_id), message)
             if routed is not DONE:
                 await routed
         except BaseException:

@@ -34,7 +34,9 @@ class Router:
         dest = message.destination
         if dest is None:
             raise ValueError("a message needs a destination to be sent")
-        dup = message.peek_property(DUPLICATE_ID, DUPLICATE_ID_MARKER)
+        dup: Any = ctx.duplicate_id
+        if dup is None:
+            dup = message.peek_property(DUPLICATE_ID, DUPLICATE_ID_MARKER)
         if dup is not None and not dest.is_composite and ctx.connection is not None \
                 and self._duplicate(ctx, message, dest, dup):
             return DONE

@@ -72,11 +72,12 @@ class SendContext:
     (A plain class: one is made per send, and a dataclass's generated __init__
     would run interpreted even where this module is compiled.)"""
 
-    __slots__ = ("connection", "batch", "in_transaction", "network", "notes", "origin")
+    __slots__ = ("connection", "batch", "in_transaction", "network", "notes", "origin",
+                 "duplicate_id")
 
     def __init__(self, connection: Any, batch: SendBatch, in_transaction: bool = False,
                  network: bool = False, notes: dict[str, Any] | None = None,
-                 origin: str | None = None) -> None:
+                 origin: str | None = None, duplicate_id: str | None = None) -> None:
         self.connection = connection  # ClientConnection; Any keeps filters free of the import
         self.batch = batch
         self.in_transaction = in_transaction
@@ -87,6 +88,9 @@ class SendContext:
         #: the broker id of the peer (mirror, federation) this send came from; None
         #: for local clients. Change-feed events of the send carry it.
         self.origin = origin
+        #: the send's duplicate-detection id when the sender gives it apart from the
+        #: message (a mirror target): checked instead of the `_AMQ_DUPL_ID` property
+        self.duplicate_id = duplicate_id
 
     def __repr__(self) -> str:
         return (f"SendContext(connection={self.connection!r}, in_transaction={self.in_transaction},"

@@ -7,7 +7,8 @@ order they arrive; each delivery is accepted once its work is stored:
 * a message (no ``x-opt-amq-mr-ev-type``): routed to ``x-opt-amq-mr-dst`` (or
   its own address) on a kernel connection that speaks for the source broker,
   with the duplicate id ``$ACTIVEMQ_ARTEMIS_MIRROR_<origin>:<internal id>``
-  (Artemis' cache id), so a resend after a crash is accepted and dropped;
+  (Artemis' cache id; given to the kernel beside the message, not added to its
+  properties), so a resend after a crash is accepted and dropped;
 * ``postAck``: the message with that internal id leaves the queue, with the
   reason the source gave;
 * ``addAddress``/``createQueue``/``deleteQueue``/``deleteAddress``: the
@@ -45,7 +46,6 @@ log = logging.getLogger("relaymq.mirror")
 #: this broker's store syncs busy: a backlog drains in bigger store batches)
 CREDIT = 5000
 LOW_CREDIT = 2500
-DUPLICATE_ID = "_AMQ_DUPL_ID"
 #: postAcks applied together at most (they wait for one store sync)
 MAX_ACKS = 1000
 #: events applied before giving the loop a turn (store writes, settlements, reads)
@@ -361,13 +361,12 @@ class MirrorTarget:
             ann = dict(message.annotations or {})
             ann[wire.ANNOTATION_ID] = ident
             message.annotations = ann
-        props = dict(message.properties)
-        props[DUPLICATE_ID] = f"{wire.MIRROR_ADDRESS}_{origin}:{ident}"
-        message.properties = props
         kconn = self.kconn
         assert kconn is not None
         try:
-            stored = await kconn.submit(message)
+            # the duplicate id goes beside the message, not into its properties: they
+            # stay unparsed (and are not stored again as JSON)
+            stored = await kconn.submit(message, None, f"{wire.MIRROR_ADDRESS}_{origin}:{ident}")
         except Exception as exc:  # noqa: BLE001 - refused by the kernel
             self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
             return
