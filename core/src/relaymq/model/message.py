@@ -124,10 +124,13 @@ class Message:
     def peek_property(self, name: str, marker: bytes) -> Any:
         """The property `name` or None, without parsing lazily loaded properties
         whose encoded bytes do not contain `marker` (the name as it is encoded):
-        what the routing path asks of every message (`_AMQ_DUPL_ID`)."""
+        what the routing path asks of every message (`_AMQ_DUPL_ID`). Properties
+        parsed here are not kept: they stay lazy, so the store keeps them only in
+        the encoded form (a loaded map is stored again as JSON next to it)."""
         props = self._properties
         if props is None:
-            if self._loader is None:
+            loader = self._loader
+            if loader is None:
                 return None
             encoded = self.encoded
             if encoded is not None:
@@ -140,6 +143,7 @@ class Message:
                     end -= len(body)
                 if encoded.find(marker, 0, end) < 0:
                     return None
+                return loader(self).get(name)
             props = self.properties
         return props.get(name)
 
