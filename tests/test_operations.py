@@ -377,8 +377,9 @@ def dead_letter_one(conn: stomp.Connection12, listener: Collect, queue: str, sub
     # persistent: like ActiveMQ, the DLQ strategies drop non-persistent messages by default
     conn.send(f"/queue/{queue}", f"poison on {queue}",
               headers={"receipt": f"s-{sub}", "persistent": "true"})
+    seen = len(listener.messages)  # counted before subscribing: the delivery may come at once
     conn.subscribe(f"/queue/{queue}", id=sub, ack="client-individual")
-    frame = listener.wait(len(listener.messages) + 1)[-1]
+    frame = listener.wait(seen + 1)[-1]
     conn.nack(frame.headers["ack"])
     conn.unsubscribe(sub)
 
