@@ -142,6 +142,7 @@ class _Read:
         self.bounds: tuple[int, int] | None = None
         self.batched: bool | None = None
         self.conn: Any = None
+        self.receiver: Any = None
         self.ended = False
         self.error: RelayMQError | None = None
         self.paused = False
@@ -182,6 +183,7 @@ class _Read:
             raise RelayMQError(str(cond) if cond is not None else "link refused") from None
         except (OutgoingError, OSError, TimeoutError) as exc:
             raise RelayMQError(f"{self.url}: {exc}", retryable=True) from None
+        self.receiver = receiver
         self._answered(receiver)
         if self.error is not None:
             raise self.error
@@ -220,6 +222,7 @@ class _Read:
             return
         if not self.paused and self.pause():
             self.paused = True
+            msg.receiver.stop()  # no more credit: at most what is granted comes meanwhile
             self._wake()
 
     def _closed(self, cond: Any) -> None:
@@ -246,7 +249,10 @@ class _Read:
 
     async def until_pause(self) -> bool:
         """Run until `pause()` asked for a pause (False) or the range is read (True)."""
-        self.paused = False
+        if self.paused:
+            self.paused = False
+            if self.receiver is not None and not self.ended:
+                self.receiver.resume(self.prefetch)
         loop = asyncio.get_running_loop()
         while True:
             if self.error is not None:
