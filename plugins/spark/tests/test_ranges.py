@@ -94,10 +94,10 @@ def test_encoded_reads_come_in_batches_with_every_message(broker) -> None:
         held.clear()
     handed.append(held)
     assert [s for part in handed for s in part] == list(range(1, 1235))
-    # a pause comes once 250 are held, and then only the granted credit (4 transfers
-    # of at most 100) still arrives before the consumer asks for more
-    assert len(handed) >= 2 and all(250 <= len(part) < 250 + 100 + 4 * 100
-                                    for part in handed[:-1]), [len(part) for part in handed]
+    # a pause comes once 250 are held, never before (what still arrives while the
+    # loop stops is not bounded here: see docs/spark.md)
+    assert len(handed) >= 2 and all(len(part) >= 250 for part in handed[:-1]), \
+        [len(part) for part in handed]
     with pytest.raises(RelayMQError, match="queue://NOPE does not exist"):
         c.read_encoded("NOPE", 0, 10, got.extend)
 
