@@ -83,21 +83,15 @@ def test_encoded_reads_come_in_batches_with_every_message(broker) -> None:
     assert [m.properties for m in decoded] == [{"i": 0}, {"i": 1}, {"i": 2}]
     assert all(stamp > 0 for _, stamp, _ in got)  # the broker's timestamp
     # driven by its consumer: the read pauses (yields) once asked to, and goes on after
-    from relaymq_spark.range_read import read_encoded
-
-    held: list[int] = []
-    handed: list[list[int]] = []
-    for _ in read_encoded(Endpoint(broker.url), "R4", 0, 1234,
-                          lambda recs: held.extend(s for s, _, _ in recs), batch=100,
-                          pause=lambda: len(held) >= 250):
-        handed.append(held[:])
-        held.clear()
-    handed.append(held)
-    assert [s for part in handed for s in part] == list(range(1, 1235))
-    # a pause comes once 250 are held, never before (what still arrives while the
-    # loop stops is not bounded here: see docs/spark.md)
-    assert len(handed) >= 2 and all(len(part) >= 250 for part in handed[:-1]), \
-        [len(part) for part in handed]
+    for at in (250, 100, 100, 100):
+        handed, asked = _paused_read(broker.url, "R4", 1234, at)
+        assert [s for part in handed for s in part] == list(range(1, 1235))
+        assert len(handed) >= 2 and all(a >= at for a in asked), (asked, at)
+        # while paused no credit is granted: after the pause was asked only what was
+        # granted then still arrives (prefetch 4, one of them the transfer that asked),
+        # also when the pause is asked while the link is still opening
+        assert all(len(part) <= a + 3 * 100 for part, a in zip(handed, asked, strict=False)), \
+            ([len(part) for part in handed], asked)
     with pytest.raises(RelayMQError, match="queue://NOPE does not exist"):
         c.read_encoded("NOPE", 0, 10, got.extend)
 
@@ -128,3 +122,35 @@ def test_partitions_split_for_parallel_reads() -> None:
     assert [(p.after, p.until) for p in split("queue://Q", 10, 1510, 10_000, 4)] == [(10, 1510)]
     assert len(split("queue://Q", 0, 25_000, per_partition=10_000, min_partitions=2)) == 3
     assert split("queue://Q", 5, 5, 10_000, 2) == []
+
+
+def _paused_read(url: str, dest: str, until: int, at: int) -> tuple[list[list[int]], list[int]]:
+    """Read `dest` up to `until` in transfers of 100, pausing once `at` rows are
+    held; a slow consumer until the first hand-over (every granted transfer is
+    there before it takes the rows). The parts handed over, and how many rows
+    were held when each pause was asked."""
+    import time
+
+    from relaymq_spark.range_read import read_encoded
+
+    held: list[int] = []
+    handed: list[list[int]] = []
+    asked: list[int] = []
+
+    def on_batch(recs: list[tuple[int, int, bytes]]) -> None:
+        held.extend(s for s, _, _ in recs)
+        if not handed:
+            time.sleep(0.05)  # a consumer slower than the broker
+
+    def pause() -> bool:
+        if len(held) < at:
+            return False
+        if len(asked) == len(handed):
+            asked.append(len(held))
+        return True
+
+    for _ in read_encoded(Endpoint(url), dest, 0, until, on_batch, batch=100, pause=pause):
+        handed.append(held[:])
+        held.clear()
+    handed.append(held)
+    return handed, asked

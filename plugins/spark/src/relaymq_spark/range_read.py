@@ -145,7 +145,11 @@ class _Read:
         self.receiver: Any = None
         self.ended = False
         self.error: RelayMQError | None = None
+        #: `pause()` said so: the link's credit is stopped (see `until_pause`)
         self.paused = False
+        #: `until_pause` returned for the current pause: the caller has its rows,
+        #: and the next `until_pause` grants credit again
+        self.handed = False
         self.active = False
         self.waiter: asyncio.Future[None] | None = None
 
@@ -248,9 +252,13 @@ class _Read:
             waiter.set_result(None)
 
     async def until_pause(self) -> bool:
-        """Run until `pause()` asked for a pause (False) or the range is read (True)."""
-        if self.paused:
-            self.paused = False
+        """Run until `pause()` asked for a pause (False) or the range is read (True).
+
+        Credit is granted again only for a pause this has returned for: a pause
+        asked while the link was still opening (its first transfers can come in
+        the same frames as the attach's answer) is returned first, not resumed."""
+        if self.handed:
+            self.handed = self.paused = False
             if self.receiver is not None and not self.ended:
                 self.receiver.resume(self.prefetch)
         loop = asyncio.get_running_loop()
@@ -260,6 +268,7 @@ class _Read:
             if self.ended:
                 return True
             if self.paused:
+                self.handed = True
                 return False
             self.active = False
             self.waiter = loop.create_future()
