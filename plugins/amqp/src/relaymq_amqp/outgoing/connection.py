@@ -118,6 +118,10 @@ class AmqpConnection(ReconnectingConnection):
         self.remote_properties: dict[str, Any] = {}
         self._links: dict[str, _Link] = {}
         self._by_ptr: dict[Any, _Link] = {}
+        #: the same map under the name `Engine.pump` looks for: a delivery or a
+        #: settlement of one of our links goes straight to the link's (compiled)
+        #: `on_delivery`, not through this (interpreted) class
+        self.links: dict[Any, _Link] = self._by_ptr
         self._lost: asyncio.Future[Any] | None = None
         self._engine: Engine | None = None
         #: reads the capabilities of the peer's attaches (proton drops them), see `attach`

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from relaymq_amqp import engine as pn
-from relaymq_amqp.engine import Condition, Terminus
+from relaymq_amqp.engine import Condition, DeliveryHandler, Terminus
 from relaymq_amqp.outgoing.common import _STATES, ConnectionLost, LinkRefused, Outcome
 from relaymq_amqp.types import Symbol
 
@@ -23,7 +23,11 @@ log = logging.getLogger("relaymq.amqp.outgoing")
 _Waiter = asyncio.Future[Outcome] | Callable[[Outcome | BaseException], None]
 
 
-class _Link:
+class _Link(DeliveryHandler):
+    """A link of an outgoing connection. `Engine.pump` hands its deliveries (a
+    receiver's transfers, a sender's settlements) straight to `on_delivery`
+    (the connection's `links`)."""
+
     def __init__(self, conn: AmqpConnection, name: str, source: Terminus, target: Terminus) -> None:
         self.conn = conn
         self.name = name
@@ -49,6 +53,12 @@ class _Link:
 
     def _attach(self, session: Any) -> None:
         raise NotImplementedError
+
+    def on_delivery(self, delivery: Any) -> None:
+        self._on_delivery(delivery)
+
+    def _on_delivery(self, d: Any) -> None:
+        """A transfer (receiver) or the peer's settlement (sender) of `d`."""
 
     def _set_properties(self) -> None:
         if self.properties:
