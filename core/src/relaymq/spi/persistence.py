@@ -35,7 +35,13 @@ from typing import Any, Final, Union
 from relaymq.model.message import Message
 
 
-@dataclass(frozen=True, slots=True)
+# The operations made for every stored message (`AddMessage`, `RemoveMessage`,
+# `AddDuplicateId`, `RemoveDuplicateId`) are not frozen dataclasses, only
+# hashable and compared by value like the others: a frozen dataclass's
+# `__init__` sets each field through `object.__setattr__` (three times as long,
+# a few of them per message on every path that stores). Never change one after
+# making it: a store may hold it until its batch is written.
+@dataclass(slots=True, unsafe_hash=True)  # per message: not frozen (see AddMessage)
 class AddMessage:
     """Store `message` under destination key `dest` at sequence `seq`."""
 
@@ -44,7 +50,7 @@ class AddMessage:
     message: Message
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # per message: not frozen (see AddMessage)
 class RemoveMessage:
     """The message at `seq` on `dest` was consumed (acknowledged) or moved away."""
 
@@ -98,7 +104,7 @@ class RemoveSubscription:
     key: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # per message: not frozen (see AddMessage)
 class AddDuplicateId:
     """Remember duplicate-detection id `dup_id` on `address` as its number `seq`.
 
@@ -111,7 +117,7 @@ class AddDuplicateId:
     dup_id: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # per message: not frozen (see AddMessage)
 class RemoveDuplicateId:
     """Forget the id stored as number `seq` on `address` (it left the id cache)."""
 
