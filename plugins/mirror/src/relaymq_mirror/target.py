@@ -182,7 +182,12 @@ class MirrorTarget:
             while not self.link.closed:
                 if queue and len(self._acks) < MAX_ACKS:
                     delivery, data = queue.popleft()
-                    await self._apply(delivery, data)
+                    inc = self._parse(delivery, data)
+                    if inc is not None:
+                        if inc.event == wire.POST_ACK:
+                            self._acks.append((delivery, inc))  # applied with the next ones
+                        else:
+                            await self._apply(delivery, inc)
                     turn += 1
                     if turn >= YIELD_EVERY:
                         # let the store write what is routed so far, settle what is
@@ -219,16 +224,24 @@ class MirrorTarget:
                         self.source_id, error)
         self._settled(delivery, error)
 
-    async def _apply(self, delivery: Any, data: bytes) -> None:
+    def _parse(self, delivery: Any, data: bytes) -> Incoming | None:
+        """The event in `data`, or None when it cannot be read (refused)."""
         try:
-            inc = Incoming(data)
+            return Incoming(data)
+        except BadEvent as exc:
+            self._bad(delivery, str(exc))
+        except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
+            log.exception("mirror link %s: reading an event failed", self.link.name)
+            self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+        return None
+
+    async def _apply(self, delivery: Any, inc: Incoming) -> None:
+        """Apply a message or a control event (postAcks are gathered by `_run`)."""
+        try:
             if inc.event is None:
                 await self._send(delivery, inc)
                 return
             event = inc.event
-            if event == wire.POST_ACK:
-                self._acks.append((delivery, inc))  # applied with the next ones
-                return
             await self._apply_acks()  # in order: the postAcks before this event first
             await self._drain()  # control events see every message routed before them
             if event == wire.ADD_ADDRESS:
@@ -260,8 +273,13 @@ class MirrorTarget:
             return
         await self._drain()  # a postAck finds every message routed before it
         index = target_index(self.broker)
+        index.absorb()  # what the feed reported so far: most postAcks are found at once
+        ids = index.ids
         groups: dict[tuple[str, str], tuple[Any, list[int], list[Any]]] = {}
         later: list[tuple[Any, tuple[str, str, str, int, str]]] = []
+        #: (address, queue) -> its holder, looked up once per batch (a batch's
+        #: postAcks mostly name one queue)
+        holders: dict[tuple[str, str], Any] = {}
         for delivery, inc in acks:
             if self.link.closed:
                 return
@@ -270,7 +288,11 @@ class MirrorTarget:
                 queue_name = inc.string(wire.QUEUE) or ""
                 ident = inc.ack_id()
                 reason = wire.REMOVALS[inc.ack_reason()]
-                holder = self._holder(address, queue_name)
+                spot = (address, queue_name)
+                if spot in holders:
+                    holder = holders[spot]
+                else:
+                    holder = holders[spot] = self._holder(address, queue_name)
                 if holder is None:
                     if f"queue {queue_name}" not in self._warned:
                         self._warned.add(f"queue {queue_name}")
@@ -278,7 +300,10 @@ class MirrorTarget:
                                     "exist here; ignored", self.link.name, queue_name, address)
                     self._settled(delivery)
                     continue
-                seq = await index.find(holder, ident)
+                per = ids.get(holder.key)
+                seq = per.get(ident) if per is not None else None
+                if seq is None:  # not indexed yet: absorb, read the queue once, look again
+                    seq = await index.find(holder, ident)
                 if seq is None:  # not here (yet): kept (stored), tried again in the background
                     later.append((delivery, (self.source_id, address, queue_name, ident, reason)))
                     continue
