@@ -8,8 +8,11 @@ RELAYMQ_PURE_PYTHON=1 for the interpreted one). Clients are the outgoing AMQP
 client (pipelined, proton's engine) in this process. Four measurements:
 
 1. source CPU per message: broker A's CPU (utime+stime from /proc) for
-   --messages persistent 1 KiB messages sent to a queue and consumed, with a
-   mirror to B, minus the same on a broker without a mirror, per message;
+   --messages persistent 1 KiB messages sent to a queue and then consumed
+   (with a mirror: consumed once B has applied every send, so the mirror sends
+   each send and each acknowledgement in every run; --overlap consumes while
+   sending, as before), with a mirror to B, minus the same on a broker without
+   a mirror, per message;
 2. target CPU per message: B's CPU over the same run, per message (B applies
    the send and the acknowledgement of each). Both brokers' CPU is read once
    the mirror on A reports nothing left to send or settle (`snf_depth` and
@@ -215,13 +218,28 @@ class Consumer:
 _RUNS = iter(range(1, 1000))
 
 
-async def through(broker: Proc, n: int, others: list[Proc]) -> tuple[float, list[float]]:
+async def through(broker: Proc, n: int, others: list[Proc],
+                  overlap: bool = False) -> tuple[float, list[float]]:
     """Send n messages to `broker` and consume them there; CPU seconds of each.
     Each run's message ids are new: a target drops a message id it has seen as a
-    duplicate (its postAck then finds nothing), which a bench must not measure."""
+    duplicate (its postAck then finds nothing), which a bench must not measure.
+
+    The messages are all sent (and, with a mirror, applied by the target) before
+    they are consumed, so the mirror sends every send and every acknowledgement:
+    the same work in every run. With `overlap` the consumer runs while they are
+    sent (as before round 6): then a message consumed before the mirror read its
+    send is not sent at all (neither it nor its postAck), and how many are
+    depends on how far the mirror lags, i.e. on the machine's load."""
     before = [p.cpu() for p in [broker, *others]]
-    consumer = await Consumer().start(broker.uri)
-    await produce(broker.uri, n, start=next(_RUNS) * 10**6)
+    start = next(_RUNS) * 10**6
+    if overlap:
+        consumer = await Consumer().start(broker.uri)
+        await produce(broker.uri, n, start=start)
+    else:
+        await produce(broker.uri, n, start=start)
+        if others:
+            await broker.mirror_settled(600)
+        consumer = await Consumer().start(broker.uri)
     await consumer.wait_for(n, 600)
     await consumer.close()
     if others:  # B has applied (stored) every event of the run
@@ -231,12 +249,38 @@ async def through(broker: Proc, n: int, others: list[Proc]) -> tuple[float, list
     return after[0] - before[0], [a - b for a, b in zip(after[1:], before[1:], strict=True)]
 
 
+async def drain(a: Proc, b: Proc, backlog: int, out: dict[str, Any]) -> None:
+    """Measurement 4: `backlog` messages sent to A while B is down, then B starts."""
+    b.stop()
+    t0 = time.monotonic()
+    await produce(a.uri, backlog, start=2 * 10**9)
+    out["snf_backlog_produce_s"] = round(time.monotonic() - t0, 1)
+    consumer = Consumer()
+    t0 = time.monotonic()
+    b.start()
+    await consumer.start(b.uri)
+    await consumer.wait_for(backlog, 3600 + backlog / 100)
+    out["snf_drain_total_s"] = round(time.monotonic() - t0, 1)
+    times = sorted(t for t, _ in consumer.arrivals)
+    lo, hi = times[int(len(times) * 0.1)], times[int(len(times) * 0.9)]
+    out["snf_backlog"] = backlog
+    out["snf_drain_events_per_s"] = round(0.8 * len(times) / max(hi - lo, 1e-9))
+    await consumer.close()
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
     out: dict[str, Any] = {"store": args.store, "messages": args.messages,
                            "build": "pure" if os.environ.get("RELAYMQ_PURE_PYTHON") else "as built"}
     procs: list[Proc] = []
     try:
+        if args.drain_only:
+            b = Proc(root, "b", args.store).start()
+            procs.append(b)
+            a = Proc(root, "a", args.store, mirror_to=b.port).start()
+            procs.append(a)
+            await drain(a, b, args.backlog, out)
+            return out
         # 1-2: CPU per message
         plain = Proc(root, "plain", args.store).start()
         procs.append(plain)
@@ -248,10 +292,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         n = args.messages
         await through(plain, 2000, [])  # warm-up
         await through(a, 2000, [b])
-        base, _ = await through(plain, n, [])
+        base, _ = await through(plain, n, [], args.overlap)
         status0 = await a.mirror_status()
-        mirrored, (target_cpu,) = await through(a, n, [b])
+        mirrored, (target_cpu,) = await through(a, n, [b], args.overlap)
         status1 = await a.mirror_status()
+        out["cpu_run"] = "consumer while sending" if args.overlap else "send all, then consume"
         out["source_cpu_us_per_msg_without_mirror"] = round(base / n * 1e6, 1)
         out["source_cpu_us_per_msg_with_mirror"] = round(mirrored / n * 1e6, 1)
         out["source_overhead_us_per_msg"] = round((mirrored - base) / n * 1e6, 1)
@@ -261,6 +306,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for key in ("sent", "dropped_unsent_pairs"):
             if key in status1:
                 out[f"mirror_{key}_in_cpu_run"] = status1[key] - status0.get(key, 0)
+        sent = out.get("mirror_sent_in_cpu_run")
+        if sent:  # per event the target applied (a send or a postAck)
+            out["target_cpu_us_per_event"] = round(target_cpu / sent * 1e6, 1)
         plain.stop()
         if args.cpu_only:
             return out
@@ -275,17 +323,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         out["lag_p99_ms"] = round(lags[int(len(lags) * 0.99)], 1)
         await consumer.close()
         # 4: SnF drain
-        b.stop()
-        await produce(a.uri, args.backlog, start=2 * 10**9)
-        drain = Consumer()
-        b.start()
-        await drain.start(b.uri)
-        await drain.wait_for(args.backlog, 3600)
-        times = sorted(t for t, _ in drain.arrivals)
-        lo, hi = times[int(len(times) * 0.1)], times[int(len(times) * 0.9)]
-        out["snf_backlog"] = args.backlog
-        out["snf_drain_events_per_s"] = round(0.8 * len(times) / max(hi - lo, 1e-9))
-        await drain.close()
+        await drain(a, b, args.backlog, out)
     finally:
         for p in procs:
             p.stop()
@@ -302,6 +340,11 @@ def main() -> None:
     ap.add_argument("--store", choices=["kahadb", "memory"], default="kahadb")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--cpu-only", action="store_true", help="measurements 1-2 only")
+    ap.add_argument("--overlap", action="store_true",
+                    help="measurements 1-2 with the consumer running while sending (how the "
+                    "bench measured before round 6; the mirror's work then depends on the load)")
+    ap.add_argument("--drain-only", action="store_true", help="measurement 4 only (a 1M backlog: "
+                    "--backlog 1000000)")
     args = ap.parse_args()
     out = asyncio.run(run(args))
     if args.json:
