@@ -248,6 +248,15 @@ class StoreWriter:
         for queue, entry in placed:
             queue.enqueue(entry)
 
+    async def settled(self) -> None:
+        """Return once everything handed over so far is stored and visible (or
+        failed: its callers see the error). A reader that subscribes to the change
+        feed and then reads queues and store waits here in between: a send handed
+        over before the subscription made no event, and is not visible yet."""
+        last = self._future or self._tail
+        if last is not None and not last.done():
+            await asyncio.wait([last])
+
     @property
     def busy(self) -> bool:
         """A write is pending or under way."""

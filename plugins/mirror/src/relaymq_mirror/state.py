@@ -100,8 +100,11 @@ class TargetIndex:
         return None
 
     async def _scan(self, queue: Any) -> None:
-        """Read what the queue holds (memory and store) into the index, once."""
+        """Read what the queue holds (memory and store) into the index, once. The
+        feed reports what is stored after the index subscribed; a send handed to
+        the store writer before that is waited for, so the read sees it."""
         self.scanned.add(queue.key)
+        await self.broker.region.writer.settled()
         per = self.ids.setdefault(queue.key, {})
         for entry in queue.memory_entries():
             per.setdefault(id_of(entry.message), entry.seq)
