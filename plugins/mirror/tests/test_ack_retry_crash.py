@@ -54,6 +54,11 @@ def browse(url: str, address: str) -> list[str]:
         conn.close()
 
 
+def _state(b: BrokerProcess) -> str:
+    """What a failed wait shows: the queue and the broker's output."""
+    return f"queue q holds {browse(b.url, 'queue://q')}; the broker said:\n{b.output()[-4000:]}"
+
+
 async def _mirror_link(b: BrokerProcess, node: str) -> tuple[AmqpConnection, Any]:
     conn = AmqpConnection(f"tcp://127.0.0.1:{b.port}", retry_interval=0.1, container_id=node)
     await conn.connect()
@@ -81,7 +86,7 @@ async def test_a_pending_post_ack_survives_a_target_kill_9_and_is_applied_from_a
             # acknowledgements on A of messages B has not received yet
             early = await sender.send(_post_ack(777))
             other = await sender.send(_post_ack(internal_id("ID:by-a-client")))
-            assert (kept.state, early.state, other.state) == ("accepted",) * 3
+            assert (kept.state, early.state, other.state) == ("accepted",) * 3, _state(b)
         finally:
             await conn.close()
         b.kill9()  # the postAcks were accepted: they must be stored
@@ -90,7 +95,8 @@ async def test_a_pending_post_ack_survives_a_target_kill_9_and_is_applied_from_a
         send(b.url, "queue://q", ["sent by a client"], ids=["ID:by-a-client"])
         await wait_until_async(lambda: browse(b.url, "queue://q") == ["kept"],
                                what="the client's message removed by the postAck kept across "
-                                    "the kill, with no mirror link up", timeout=30)
+                                    "the kill, with no mirror link up", timeout=30,
+                               detail=lambda: _state(b))
         conn, sender = await _mirror_link(b, node_c)  # A's link does not come back
         try:
             late = await sender.send(_message("acknowledged on A before it came", 777,
@@ -99,7 +105,8 @@ async def test_a_pending_post_ack_survives_a_target_kill_9_and_is_applied_from_a
             assert (late.state, another.state) == ("accepted", "accepted")
             await wait_until_async(
                 lambda: sorted(browse(b.url, "queue://q")) == ["another", "kept"],
-                what="message 777, come over C's link, removed by A's pending postAck", timeout=30)
+                what="message 777, come over C's link, removed by A's pending postAck", timeout=30,
+                detail=lambda: _state(b))
         finally:
             await conn.close()
     finally:

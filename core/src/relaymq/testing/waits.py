@@ -41,7 +41,8 @@ def wait_until(probe: Callable[[], T], what: str = "the condition",
 
 
 async def wait_until_async(probe: Callable[[], T], what: str = "the condition",
-                           timeout: float = DEFAULT_TIMEOUT, interval: float = 0.01) -> T:
+                           timeout: float = DEFAULT_TIMEOUT, interval: float = 0.01,
+                           detail: Callable[[], str] | None = None) -> T:
     """`wait_until` for tests on the event loop: polls without blocking it."""
     deadline = time.monotonic() + timeout
     while True:
@@ -49,7 +50,7 @@ async def wait_until_async(probe: Callable[[], T], what: str = "the condition",
         if last:
             return last
         if time.monotonic() >= deadline:
-            raise _fail(what, timeout, last)
+            raise _fail(what, timeout, last, detail)
         await asyncio.sleep(interval)
 
 
