@@ -49,6 +49,7 @@ from relaymq.model.message import MessageIdGenerator
 from relaymq.outgoing.registry import OutgoingConnections
 from relaymq.selector import Selector
 from relaymq.spi.persistence import (
+    EncodedRecord,
     LockState,
     PersistenceAdapter,
     StoredMessage,
@@ -597,6 +598,30 @@ class Broker:
             out = out[:limit] if limit is not None else out
         if until is not None:
             out = [r for r in out if r.seq <= until]
+        return out
+
+    async def read_encoded(self, destination: Destination | str, after: int = 0,
+                           until: int | None = None, limit: int | None = 1000,
+                           encoding: str = "amqp") -> list[EncodedRecord]:
+        """`read_messages` for a reader that sends the messages on in a transport's
+        encoding (`PersistenceAdapter.read_encoded`): ``(seq, timestamp, bytes)``
+        for a message stored with its bytes of `encoding`, as they are, else
+        ``(seq, timestamp, Message)``."""
+        key = destination if isinstance(destination, str) else destination.key
+        if limit is not None and limit <= 0:
+            return []
+        region = self.region
+        if region.store_persistent:
+            out = await region.store.read_encoded(key, after, limit, encoding)
+        else:
+            out = []
+            for r in await self.read_messages(key, after, None, limit):
+                m = r.message
+                data = m.encoded
+                out.append((r.seq, m.timestamp,
+                            data if data is not None and m.encoding == encoding else m))
+        if until is not None and out and out[-1][0] > until:
+            out = [r for r in out if r[0] <= until]
         return out
 
     def queue_size(self, name: str) -> int:

@@ -234,6 +234,7 @@ _V2_FIELDS = ("message_id", "destination", "correlation_id", "reply_to", "type",
               "user_id", "content_type", "body_type", "encoding", "origin", "producer_id")
 _STR_BIT = {name: 1 << (8 + i) for i, name in enumerate(_V2_FIELDS)}
 _STR_BITS = tuple(_STR_BIT.values())  # in _V2_FIELDS order
+_ENCODING_BIT = _STR_BIT["encoding"]
 _pack_u32 = _U32.pack
 
 
@@ -317,6 +318,57 @@ def encode_message(m: Message) -> bytes:
     parts[0] = MAGIC2 + _FIXED.pack(flags, m.priority & 0xFF, m.expiration, m.timestamp,
                                     m.group_seq)
     return b"".join(parts)
+
+
+def encoded_span(data: bytes, encoding: str) -> tuple[int, int, int]:
+    """Where a stored record keeps its message's transport bytes when they are of
+    `encoding`: ``(timestamp, start, end)`` (``data[start:end]`` are the bytes as
+    the transport gave them, the body included), read from the record's header
+    alone, so a store can hand the bytes on without building a `Message`.
+    ``(timestamp, -1, -1)`` when the record holds no bytes of that encoding, and
+    ``(0, -1, -1)`` for a record of format 1: decode those with `decode_message`.
+    Raises `CorruptMessage` for a record that ends before its fields do."""
+    if data[:2] != MAGIC2:
+        if data[:2] == MAGIC:
+            return 0, -1, -1
+        raise CorruptMessage("not a RelayMQ message record (bad magic)")
+    size = len(data)
+    if size < 2 + _FIXED.size:
+        raise CorruptMessage("message record truncated in its header")
+    flags, _priority, _expiration, timestamp, _group_seq = _FIXED.unpack_from(data, 2)
+    pos = 2 + _FIXED.size
+    unpack = _U32.unpack_from
+    wanted = encoding.encode()
+    same = False
+    for bit in _STR_BITS:
+        if flags & bit:
+            if pos + 4 > size:
+                raise CorruptMessage("message record truncated in its fields")
+            n = unpack(data, pos)[0]
+            pos += 4
+            if bit == _ENCODING_BIT:
+                same = data[pos:pos + n] == wanted
+            pos += n
+    if not same or not flags & _F_ENCODED:
+        return timestamp, -1, -1
+    if flags & _F_SCHED:
+        pos += _SCHED.size
+    for bit in (_F_PROPS, _F_ANN):
+        if flags & bit:
+            if pos + 4 > size:
+                raise CorruptMessage("message record truncated in its properties")
+            pos += 4 + unpack(data, pos)[0]
+    if not flags & _F_BODY_IN_ENCODED:
+        if pos + 4 > size:
+            raise CorruptMessage("message record truncated in body")
+        pos += 4 + unpack(data, pos)[0]
+    if pos + 4 > size:
+        raise CorruptMessage("message record truncated in encoded form")
+    n = unpack(data, pos)[0]
+    pos += 4
+    if pos + n > size:
+        raise CorruptMessage("message record truncated in encoded form")
+    return timestamp, pos, pos + n
 
 
 def _stored_body(encoding: str | None, encoded: bytes | None) -> bytes:

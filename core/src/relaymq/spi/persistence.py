@@ -146,6 +146,11 @@ class StoredMessage:
     message: Message
 
 
+#: what `PersistenceAdapter.read_encoded` gives per message: (sequence number,
+#: timestamp in epoch ms, its stored transport bytes or the decoded `Message`)
+EncodedRecord = tuple[int, int, "bytes | Message"]
+
+
 @dataclass(slots=True)
 class DestinationStats:
     count: int = 0
@@ -206,6 +211,22 @@ class PersistenceAdapter(abc.ABC):
     @abc.abstractmethod
     async def read(self, dest: str, after: int = 0, limit: int | None = None) -> list[StoredMessage]:
         """Stored messages of `dest` with seq > `after`, in seq order, at most `limit`."""
+
+    async def read_encoded(self, dest: str, after: int = 0, limit: int | None = None,
+                           encoding: str = "amqp") -> list[EncodedRecord]:
+        """`read` for a reader that hands the messages on in a transport's
+        encoding (the Spark source's sequence-range reads): ``(seq, timestamp,
+        the stored bytes of `encoding`)`` for each message stored with such
+        bytes, as they are, or ``(seq, timestamp, Message)`` for one that was
+        not. A store that can find the bytes without building a `Message`
+        (kahaDB) overrides this; the default reads through `read`."""
+        out: list[EncodedRecord] = []
+        for r in await self.read(dest, after, limit):
+            m = r.message
+            data = m.encoded
+            out.append((r.seq, m.timestamp,
+                        data if data is not None and m.encoding == encoding else m))
+        return out
 
     @abc.abstractmethod
     async def duplicate_ids(self) -> list[DuplicateIdRecord]:

@@ -381,6 +381,26 @@ class StoreConformance:
             assert_same_message(got[0].message, m)
             assert_same_message(got[1].message, text)
 
+    async def test_read_encoded_gives_the_stored_bytes(self, store: PersistenceAdapter,
+                                                       reopen: Reopen) -> None:
+        m = self.full_message()
+        text = Message(b"plain", destination=Destination.parse(Q), message_id="ID:plain",
+                       timestamp=1_700_000_000_002)
+        await store.write([AddMessage(Q, 1, m), AddMessage(Q, 2, text), AddMessage(Q, 3, m)])
+        for _ in range(2 if store.persistent else 1):
+            got = await store.read_encoded(Q, 0, None, "amqp-conformance-opaque")
+            assert [(s, t) for s, t, _ in got] == [(1, m.timestamp), (2, text.timestamp),
+                                                 (3, m.timestamp)]
+            # the bytes as stored for the asked encoding; the message for any other
+            assert got[0][2] == m.encoded and got[2][2] == m.encoded
+            assert isinstance(got[1][2], Message)
+            assert_same_message(got[1][2], text)
+            other = await store.read_encoded(Q, 1, 1, "another-encoding")
+            assert len(other) == 1 and isinstance(other[0][2], Message)
+            assert other[0][2].message_id == "ID:plain"
+            if store.persistent:
+                store = await reopen(store)
+
     async def test_lazy_properties_survive(self, store: PersistenceAdapter, reopen: Reopen) -> None:
         wire = json.dumps({"props": {"color": "red", "n": 3}}).encode()
         m = Message(b"body", destination=Destination.parse(Q), message_id="ID:lazy",

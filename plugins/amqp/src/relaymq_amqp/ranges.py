@@ -37,12 +37,13 @@ from typing import Any
 
 from relaymq.errors import DestinationError
 from relaymq.model.destination import Destination
+from relaymq.model.message import Message
 
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition
 from relaymq_amqp.link_handlers import IncomingLink
 from relaymq_amqp.links import condition_for
-from relaymq_amqp.mapping import destination_for, from_kernel
+from relaymq_amqp.mapping import ENCODING, destination_for, from_kernel
 from relaymq_amqp.types import Described, Symbol
 
 log = logging.getLogger("relaymq.amqp.ranges")
@@ -191,19 +192,17 @@ class RangeReader:
                     if pos < 0:
                         break
                     continue
-                page = await broker.read_messages(key, after=pos, until=until,
-                                                  limit=min(credit, PAGE))
+                page = await broker.read_encoded(key, after=pos, until=until,
+                                                 limit=min(credit, PAGE), encoding=ENCODING)
                 if link.closed:
                     return
                 if not page:
                     break
-                for rec in page:
-                    msg = rec.message
-                    data = msg.encoded
-                    if data is None or msg.encoding != "amqp":
-                        data = from_kernel(msg, 0)
-                    pn.delivery_settle(pn.send(link.pn, _tag(rec.seq, msg.timestamp), data))
-                    pos = rec.seq
+                for seq, stamp, data in page:
+                    if isinstance(data, Message):
+                        data = from_kernel(data, 0)
+                    pn.delivery_settle(pn.send(link.pn, _tag(seq, stamp), data))
+                    pos = seq
                 link.flush()
         except Exception as exc:  # noqa: BLE001
             log.warning("range read of %s failed: %s", key, exc)
@@ -215,25 +214,24 @@ class RangeReader:
         """One transfer of up to `batch` messages after `pos`; the new position,
         or -1 when there is nothing more (or the link closed)."""
         link = self.link
-        page = await link.broker.read_messages(key, after=pos, until=until, limit=self.batch)
+        page = await link.broker.read_encoded(key, after=pos, until=until, limit=self.batch,
+                                              encoding=ENCODING)
         if link.closed or not page:
             return -1
-        parts: list[bytes] = []
+        parts: list[bytes] = [b""]  # the data section's head, once its size is known
         size = 0
         head = BATCH_HEAD.pack
-        for rec in page:
-            msg = rec.message
-            data = msg.encoded
-            if data is None or msg.encoding != "amqp":
-                data = from_kernel(msg, 0)
-            parts.append(head(rec.seq, msg.timestamp or 0, len(data)))
+        for seq, stamp, data in page:
+            if isinstance(data, Message):
+                data = from_kernel(data, 0)
+            parts.append(head(seq, stamp or 0, len(data)))
             parts.append(data)
-            pos = rec.seq
+            pos = seq
             size += len(data) + BATCH_HEAD.size
             if size >= BATCH_BYTES:
                 break  # the rest comes with the next unit of credit
-        body = b"".join(parts)
-        payload = b"".join((_DATA_SECTION, len(body).to_bytes(4, "big"), body))
+        parts[0] = _DATA_SECTION + size.to_bytes(4, "big")
+        payload = b"".join(parts)  # one copy of the messages' bytes
         pn.delivery_settle(pn.send(link.pn, str(pos).encode(), payload))
         link.flush()
         return pos

@@ -25,11 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from relaymq.model.codec import CorruptMessage, decode_message
+from relaymq.model.codec import CorruptMessage, decode_message, encoded_span
 from relaymq.model.message import Message
 from relaymq.spi.persistence import (
     DestinationStats,
     DuplicateIdRecord,
+    EncodedRecord,
     LockState,
     PersistenceAdapter,
     StoredMessage,
@@ -338,6 +339,23 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
             self._drop_corrupt(dest, bad)
         return out
 
+    async def read_encoded(self, dest: str, after: int = 0, limit: int | None = None,
+                           encoding: str = "amqp") -> list[EncodedRecord]:
+        """`read` as the stored transport bytes (`PersistenceAdapter.read_encoded`):
+        the record's header says where they are, no `Message` is built."""
+        k = self.index.keys.get(dest)
+        if k is None or not k.live or (limit is not None and limit <= 0):
+            return []
+        entries = k.read(after, limit)
+        if not entries:
+            return []
+        if self._reader is None:
+            raise StoreClosed(f"the KahaDB store at {self.directory} is not started")
+        out, bad = await asyncio.to_thread(_read_encoded, self._reader, entries, encoding)
+        if bad:
+            self._drop_corrupt(dest, bad)
+        return out
+
     def _drop_corrupt(self, dest: str, bad: list[tuple[int, tuple[int, int, int], str]]) -> None:
         """A stored message failed its checksum: report exactly which, and remove it
         (journaled) so it is not handed out or reported again."""
@@ -492,6 +510,30 @@ def _read_decode(reader: JournalReader, entries: list[tuple[int, int, int, int]]
         except CorruptMessage as exc:
             out.append(str(exc))
     return out
+
+
+def _read_encoded(reader: JournalReader, entries: list[tuple[int, int, int, int]], encoding: str
+                  ) -> tuple[list[EncodedRecord], list[tuple[int, tuple[int, int, int], str]]]:
+    """Runs in a worker thread: bytes by location, then each record's `encoding`
+    bytes cut out of it (`encoded_span`), or the decoded message when the record
+    has none. Also the records that failed their checksum or are unreadable."""
+    datas = reader.read([(f, off, ln) for _seq, f, off, ln in entries])
+    out: list[EncodedRecord] = []
+    bad: list[tuple[int, tuple[int, int, int], str]] = []
+    for (seq, f, off, ln), data in zip(entries, datas, strict=True):
+        if data is None:
+            bad.append((seq, (f, off, ln), "checksum mismatch"))
+            continue
+        try:
+            stamp, start, end = encoded_span(data, encoding)
+            if start >= 0:
+                out.append((seq, stamp, data[start:end]))
+            else:
+                m = decode_message(data)
+                out.append((seq, m.timestamp, m))
+        except CorruptMessage as exc:
+            bad.append((seq, (f, off, ln), str(exc)))
+    return out, bad
 
 
 def _pairs(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[float, int]]:
