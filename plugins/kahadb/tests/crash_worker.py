@@ -26,6 +26,7 @@ from relaymq.spi.persistence import (
     AddSubscription,
     RemoveDestination,
     RemoveMessage,
+    RemoveMessages,
     StoreOp,
     SubscriptionRecord,
 )
@@ -77,12 +78,18 @@ async def main(directory: str, seed: int, strategy: str) -> None:
                 seq = last[key]
                 ops.append(AddMessage(key, seq, Message(body(key, seq, r), message_id=f"{key}:{seq}")))
                 lines.append(f"A {key} {seq}\n")
+            runs: dict[str, list[int]] = {}
             for _ in range(r.randrange(0, 6)):
                 key = r.choice(KEYS)
                 if len(live[key]) > 20 and key != TMP:
                     seq = live[key].pop(r.randrange(0, len(live[key]) // 2))
-                    ops.append(RemoveMessage(key, seq))
+                    runs.setdefault(key, []).append(seq)
                     lines.append(f"R {key} {seq}\n")
+            for key, seqs in runs.items():  # as the broker's acks (REMOVE_RUN) or one by one
+                if r.random() < 0.5:
+                    ops.append(RemoveMessages(key, tuple(seqs)))
+                else:
+                    ops.extend(RemoveMessage(key, seq) for seq in seqs)
             intents = [f"r{line[1:]}" for line in lines if line[0] == "R"]
             if intents:
                 out.write("".join(intents))

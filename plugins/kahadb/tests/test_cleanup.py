@@ -11,6 +11,7 @@ from relaymq.spi.persistence import (
     RemoveDestination,
     RemoveDuplicateId,
     RemoveMessage,
+    RemoveMessages,
 )
 from relaymq.testing import wait_until_async
 from relaymq_kahadb import KahaDBPersistenceAdapter
@@ -78,10 +79,13 @@ async def test_long_run_with_a_few_stuck_messages(open_store: Opener, tmp_path: 
     assert await rebuilt_content(d) == expected
 
 
-async def test_ack_pins_are_forwarded(open_store: Opener, tmp_path: Path) -> None:
+@pytest.mark.parametrize("runs", [False, True], ids=["per-message", "runs"])
+async def test_ack_pins_are_forwarded(open_store: Opener, tmp_path: Path, runs: bool) -> None:
     """Each old file keeps a live message (no message compaction here) and had
     another one acknowledged much later: the files holding those acks must not
-    be kept alive by them, and a rebuild must not bring the acked messages back."""
+    be kept alive by them, and a rebuild must not bring the acked messages back.
+    The acks are per-message REMOVE records or REMOVE_RUN ops (with an ack of a
+    message that never existed in each run)."""
     d = tmp_path / "kahadb"
     store = await open_store(journal_max_file_length=FILE, compaction_threshold=0.0,
                              compact_acks_after_no_gc=1)
@@ -92,7 +96,10 @@ async def test_ack_pins_are_forwarded(open_store: Opener, tmp_path: Path) -> Non
         seq = await traffic(store, seq, 70)
     pinned_by_files = []
     for k in range(1, 21):  # ack one of the two, each ack in a file of its own
-        await store.write([RemoveMessage(S, 2 * k)])
+        if runs:
+            await store.write([RemoveMessages(S, (2 * k, 10_000 + k))])
+        else:
+            await store.write([RemoveMessage(S, 2 * k)])
         pinned_by_files.append(store.tail_file)
         seq = await traffic(store, seq, 70)
     await store.cleaner.run()

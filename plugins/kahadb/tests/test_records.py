@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zlib
 
+import pytest
 from relaymq_kahadb.journal.records import (
     FILE_HEADER_LEN,
     OP_ADD,
@@ -14,9 +15,11 @@ from relaymq_kahadb.journal.records import (
     OP_REF,
     OP_REMOVE,
     OP_REMOVE_DEST,
+    OP_REMOVE_RUN,
     REC_HEADER_LEN,
     RT_BATCH,
     BatchEncoder,
+    CorruptRecord,
     ScanResult,
     check_file_header,
     file_header,
@@ -49,6 +52,37 @@ def test_batch_round_trip() -> None:
     assert crc == zlib.crc32(b"hello")
     assert {op[0] for op in enc.ops} == {OP_ADD_DEST, OP_ADD, OP_REF, OP_MOVE, OP_REMOVE,
                                          OP_REMOVE_DEST, OP_PURGE, OP_ADD_SUB}
+
+
+def test_removal_run_round_trip_and_layout() -> None:
+    """REMOVE_RUN: key once, a count, the sequences, then the files, big-endian."""
+    enc = BatchEncoder()
+    enc.remove(OP_REMOVE, "queue://A", 4, 2)
+    enc.remove_run("queue://A", [7, 5, 2**40], [3, 0xFFFFFFFF, 1])
+    enc.remove_run("queue://B", [], [])
+    payload = enc.payload()
+    assert parse_batch(payload) == enc.ops == [
+        (OP_REMOVE, "queue://A", 4, 2),
+        (OP_REMOVE_RUN, "queue://A", [7, 5, 2**40], [3, 0xFFFFFFFF, 1]),
+        (OP_REMOVE_RUN, "queue://B", [], []),
+    ]
+    run = payload[3 + 9 + 12:]
+    assert run[:12] == bytes([OP_REMOVE_RUN, 0, 9]) + b"queue://A"
+    assert int.from_bytes(run[12:16], "big") == 3
+    assert [int.from_bytes(run[16 + 8 * i:24 + 8 * i], "big") for i in range(3)] == [7, 5, 2**40]
+    assert [int.from_bytes(run[40 + 4 * i:44 + 4 * i], "big") for i in range(3)] == [
+        3, 0xFFFFFFFF, 1]
+
+
+def test_removal_run_overrunning_its_record_is_corrupt() -> None:
+    enc = BatchEncoder()
+    enc.remove_run("queue://A", [1, 2], [1, 1])
+    payload = enc.payload()
+    with pytest.raises(CorruptRecord):
+        parse_batch(payload[:-1])
+    forged = payload[:12] + (10**6).to_bytes(4, "big") + payload[16:]
+    with pytest.raises(CorruptRecord):
+        parse_batch(forged)
 
 
 def build_file(file_id: int, payloads: list[bytes]) -> tuple[bytearray, list[int]]:

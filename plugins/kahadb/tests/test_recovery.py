@@ -12,10 +12,12 @@ from relaymq.spi.persistence import (
     AddDestination,
     AddSubscription,
     RemoveMessage,
+    RemoveMessages,
     SubscriptionRecord,
 )
 from relaymq_kahadb import KahaDBPersistenceAdapter
 from relaymq_kahadb.errors import MissingJournalFiles
+from relaymq_kahadb.journal.records import OP_NAMES, RT_BATCH, parse_batch, scan
 
 from .conftest import Opener, adds, config, content, data_files
 
@@ -257,6 +259,57 @@ async def test_subscriptions_and_sequences_survive_a_rebuild_after_cleanup(
     assert await store.destinations() == [A]
     assert (await store.stats(A)).last_seq == 399
     assert await store.read(A) == []
+
+
+def journal_ops(directory: Path) -> set[str]:
+    """The names of the operations in the journal's batch records."""
+    names: set[str] = set()
+    for path in data_files(directory):
+        fid = int(path.stem.split("-")[1])
+        for _off, rtype, payload in scan(path.read_bytes(), fid):
+            if rtype == RT_BATCH:
+                names.update(OP_NAMES[op[0]] for op in parse_batch(payload))
+    return names
+
+
+@pytest.mark.parametrize("style", ["per-message", "runs", "mixed"])
+async def test_acks_are_recovered_from_either_removal_record(open_store: Opener, tmp_path: Path,
+                                                             style: str) -> None:
+    """Acks are journaled as one REMOVE per message (every journal written before
+    REMOVE_RUN existed, and still transactions, the cleaner and single acks) or as
+    REMOVE_RUN ops (a turn's acks of a destination). An index rebuilt from a journal
+    of either kind, or of both, equals the live one: the same messages, the same
+    per-file accounting and the same ack references between files."""
+    d = tmp_path / "kahadb"
+    store = await open_store()
+    b = "queue://B"
+    await store.write([AddDestination(A), AddDestination(b)])
+    for s in range(1, 301):  # about 60 messages per data file
+        await store.write([*adds(A, [s], 1000), *adds(b, [s], 100)])
+    acked = [*range(1, 120, 2), *range(250, 200, -3), 299, 4, 300, 5000]  # unknown: 5000
+    for i in range(0, len(acked), 7):
+        chunk = acked[i:i + 7]
+        runs = style == "runs" or (style == "mixed" and i % 2 == 0)
+        if runs:
+            await store.write([RemoveMessages(A, tuple(chunk)), RemoveMessages(b, tuple(chunk[:2]))])
+        else:
+            await store.write([*(RemoveMessage(A, s) for s in chunk),
+                               *(RemoveMessage(b, s) for s in chunk[:2])])
+    idx = store.index
+    live = (dict(idx.file_keys), dict(idx.file_bytes), dict(idx.ack_refs))
+    assert idx.ack_refs, "acks of messages in older files should pin them"
+    before = await content(store)
+    assert [e[0] for e in before[A][0]] == sorted(set(range(1, 301)) - set(acked))
+    await store.stop()
+    names = journal_ops(d)
+    assert ("remove" in names) == (style != "runs")
+    assert ("remove-run" in names) == (style != "per-message")
+    (d / "index.ckpt").unlink()
+    store = await open_store()
+    assert store.recovery.report.rebuilt  # type: ignore[union-attr]
+    idx = store.index
+    assert (dict(idx.file_keys), dict(idx.file_bytes), dict(idx.ack_refs)) == live
+    assert await content(store) == before
 
 
 async def test_missing_data_file_stops_start_up(open_store: Opener, tmp_path: Path) -> None:

@@ -27,7 +27,13 @@ from relaymq.feed.constructors import added, removed
 from relaymq.feed.events import ChangeEvent
 from relaymq.feed.feed import ChangeFeed
 from relaymq.model.message import Message
-from relaymq.spi.persistence import AddMessage, PersistenceAdapter, RemoveMessage, StoreOp
+from relaymq.spi.persistence import (
+    AddMessage,
+    PersistenceAdapter,
+    RemoveMessage,
+    RemoveMessages,
+    StoreOp,
+)
 
 log = logging.getLogger("relaymq.store")
 
@@ -132,7 +138,10 @@ class StoreWriter:
         self._store_limit = store_limit
         self._store_space = store_space
         self._batches: list[Batch] = []
-        self._removes: list[StoreOp] = []
+        #: this turn's removals: destination key -> sequences, in the order handed over
+        #: (no object per acknowledgement; `_removal_ops` makes the store operations)
+        self._removes: dict[str, list[int]] = {}
+        self._runs = bool(getattr(store, "removal_runs", False))
         self._events: list[ChangeEvent] = []
         self._future: asyncio.Future[None] | None = None
         self._tail: asyncio.Future[None] | None = None  # the last write started
@@ -198,7 +207,12 @@ class StoreWriter:
                     self._events.append(ev)
             return None
         fut = self._pending()
-        self._removes.append(RemoveMessage(queue.key, entry.seq))
+        key = queue.key
+        seqs = self._removes.get(key)
+        if seqs is None:
+            self._removes[key] = [entry.seq]
+        else:
+            seqs.append(entry.seq)
         if feed.watch_removed:
             self._events.append(removed(entry.message, queue.destination, queue.key, entry.seq,
                                         reason, removal_origin(entry)))
@@ -211,7 +225,12 @@ class StoreWriter:
         Its `MessageRemoved` carries `message` when the caller read it, else a
         message with only its destination."""
         fut = self._pending()
-        self._removes.append(RemoveMessage(queue.key, seq))
+        key = queue.key
+        seqs = self._removes.get(key)
+        if seqs is None:
+            self._removes[key] = [seq]
+        else:
+            seqs.append(seq)
         if self.feed.watch_removed:
             dest = queue.destination
             msg = message if message is not None else Message(b"", destination=dest)
@@ -265,7 +284,8 @@ class StoreWriter:
     # -- the group commit ---------------------------------------------------------------
     def _flush(self) -> None:
         batches, self._batches = self._batches, []
-        removes, self._removes = self._removes, []
+        runs, self._removes = self._removes, {}
+        removes = self._removal_ops(runs) if runs else []
         events, self._events = self._events, []
         fut, self._future = self._future, None
         assert fut is not None
@@ -290,6 +310,19 @@ class StoreWriter:
             return
         self._tail = asyncio.ensure_future(
             self._write(chunks, removes, batches, events, staged, fut, prev))
+
+    def _removal_ops(self, runs: dict[str, list[int]]) -> list[StoreOp]:
+        """The store operations of a turn's removals: one `RemoveMessages` per
+        destination for a store that takes them, else one `RemoveMessage` each."""
+        ops: list[StoreOp] = []
+        if self._runs:
+            for key, seqs in runs.items():
+                ops.append(RemoveMessages(key, tuple(seqs)))
+        else:
+            for key, seqs in runs.items():
+                for seq in seqs:
+                    ops.append(RemoveMessage(key, seq))
+        return ops
 
     async def _write(self, chunks: list[list[StoreOp]], removes: list[StoreOp],
                      batches: list[Batch], events: list[ChangeEvent], staged: Any,

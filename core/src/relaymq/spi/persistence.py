@@ -59,6 +59,16 @@ class RemoveMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class RemoveMessages:
+    """The messages at `seqs` on `dest` were consumed: the same as one `RemoveMessage`
+    per sequence, in one operation. The kernel hands a turn's acknowledgements of one
+    destination over this way, and only to stores whose `removal_runs` is true."""
+
+    dest: str
+    seqs: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class AddDestination:
     """A destination was created (so it exists again after a restart)."""
 
@@ -135,7 +145,7 @@ class DuplicateIdRecord:
 
 
 StoreOp = Union[  # noqa: UP007 - a plain union reads best in docs
-    AddMessage, RemoveMessage, AddDestination, RemoveDestination, AddSubscription,
+    AddMessage, RemoveMessage, RemoveMessages, AddDestination, RemoveDestination, AddSubscription,
     RemoveSubscription, AddDuplicateId, RemoveDuplicateId,
 ]
 
@@ -186,6 +196,10 @@ class PersistenceAdapter(abc.ABC):
     persistent: bool = True
     #: a `LockState`; stores that lock keep it current through `lock_changed`
     lock_state: str = LockState.NONE
+    #: True when `write` takes `RemoveMessages`; the kernel then hands each turn's
+    #: removals of one destination over as one operation instead of one object per
+    #: acknowledgement (a store without it gets `RemoveMessage`s, as before)
+    removal_runs: bool = False
 
     @abc.abstractmethod
     async def start(self) -> None:

@@ -50,6 +50,7 @@ from relaymq.spi.persistence import (
     RemoveDestination,
     RemoveDuplicateId,
     RemoveMessage,
+    RemoveMessages,
     RemoveSubscription,
     StoredMessage,
     StoreOp,
@@ -216,6 +217,20 @@ class StoreConformance:
         assert seqs_of(await store.read(Q)) == [3, 4, 6, 7, 8, 9]
         assert seqs_of(await store.read(Q, after=4, limit=2)) == [6, 7]
         assert (await store.stats(Q)).count == 6
+
+    async def test_remove_messages_in_runs(self, store: PersistenceAdapter) -> None:
+        """A store with `removal_runs` takes `RemoveMessages` as one `RemoveMessage`
+        per sequence, in a batch with other operations too."""
+        if not store.removal_runs:
+            pytest.skip(f"{NOT_APPLICABLE}{type(store).__name__} takes no RemoveMessages")
+        await store.write([*adds(Q, range(1, 11)), *adds(Q2, range(1, 4))])
+        await store.write([RemoveMessages(Q, (1, 2, 5)), RemoveMessages(Q2, (3,))])
+        await store.write([*adds(Q, [11]), RemoveMessages(Q, (10, 11, 99, 1)),
+                           RemoveMessages("queue://nowhere", (1, 2))])
+        assert seqs_of(await store.read(Q)) == [3, 4, 6, 7, 8, 9]
+        assert seqs_of(await store.read(Q2)) == [1, 2]
+        assert (await store.stats(Q)).count == 6
+        assert (await store.stats(Q)).last_seq == 11
 
     async def test_remove_unknown_is_harmless(self, store: PersistenceAdapter) -> None:
         await store.write(adds(Q, [1]))

@@ -72,6 +72,7 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
 
     Config = KahaDBConfig
     persistent = True
+    removal_runs = True  # a turn's acks of a destination: one REMOVE_RUN op
 
     def __init__(self, config: KahaDBConfig | None = None, **overrides: Any) -> None:
         if config is None:

@@ -48,6 +48,7 @@ from relaymq_kahadb.journal.records import (
     OP_PURGE,
     OP_REMOVE,
     OP_REMOVE_DEST,
+    OP_REMOVE_RUN,
     OP_REMOVE_SUB,
     RT_BATCH,
     BatchEncoder,
@@ -235,6 +236,10 @@ class Cleaner:
             if code in (OP_REMOVE, OP_ACK_FWD):
                 if op[3] in present and op[3] < f:
                     enc.remove(OP_ACK_FWD, key, op[2], op[3])
+            elif code == OP_REMOVE_RUN:
+                for seq, target in zip(op[2], op[3], strict=True):
+                    if target in present and target < f:
+                        enc.remove(OP_ACK_FWD, key, seq, target)
             else:
                 targets = tuple(t for t in op[3] if t in present and t < f)
                 if targets:
@@ -285,7 +290,8 @@ def _removals_in(path: Path, file_id: int) -> list[tuple]:  # type: ignore[type-
         if rtype != RT_BATCH:
             continue
         for op in parse_batch(payload, keys):
-            if op[0] in (OP_REMOVE, OP_ACK_FWD, OP_REMOVE_DEST, OP_REMOVE_SUB, OP_PURGE):
+            if op[0] in (OP_REMOVE, OP_REMOVE_RUN, OP_ACK_FWD, OP_REMOVE_DEST, OP_REMOVE_SUB,
+                         OP_PURGE):
                 out.append(op)
     return out
 

@@ -4,7 +4,8 @@
 one journal record and the op tuples `StoreIndex.apply` understands. Removals
 carry the data file their message lived in (read from the index now), which is
 what lets the cleaner know which older files a file's acks depend on. The two
-commonest batches — one send, one ack — take a single `struct.pack`.
+commonest batches — one send, one ack — take a single `struct.pack`. A turn's
+acknowledgements of one destination (`RemoveMessages`) become one REMOVE_RUN op.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from relaymq.spi.persistence import (
     RemoveDestination,
     RemoveDuplicateId,
     RemoveMessage,
+    RemoveMessages,
     RemoveSubscription,
     StoreOp,
     SubscriptionRecord,
@@ -50,6 +52,10 @@ def encode_ops(ops: Sequence[StoreOp], index: StoreIndex, checksum: bool = True
         if type(op) is RemoveMessage:  # one ack
             loc = index.location(op.dest, op.seq)
             return single_remove(op.dest, op.seq, loc[0] if loc is not None else NO_FILE)
+        if type(op) is RemoveMessages and len(op.seqs) == 1:  # one ack, from the kernel
+            seq = op.seqs[0]
+            loc = index.location(op.dest, seq)
+            return single_remove(op.dest, seq, loc[0] if loc is not None else NO_FILE)
     enc = BatchEncoder(checksum)
     shared: dict[int, tuple[int, int]] = {}
     for op in ops:
@@ -67,6 +73,15 @@ def encode_ops(ops: Sequence[StoreOp], index: StoreIndex, checksum: bool = True
             loc = index.location(op.dest, op.seq)  # type: ignore[union-attr]
             enc.remove(OP_REMOVE, op.dest, op.seq,  # type: ignore[union-attr]
                        loc[0] if loc is not None else NO_FILE)
+        elif t is RemoveMessages:
+            key = op.dest  # type: ignore[union-attr]
+            seqs = list(op.seqs)  # type: ignore[union-attr]
+            k = index.keys.get(key)
+            if k is None:
+                targets = [NO_FILE] * len(seqs)
+            else:
+                targets = [k.file_of(seq) for seq in seqs]
+            enc.remove_run(key, seqs, targets)
         elif t is AddDestination:
             enc.add_dest(op.dest)  # type: ignore[union-attr]
         elif t is RemoveDestination:

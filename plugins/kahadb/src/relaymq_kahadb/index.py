@@ -39,6 +39,7 @@ from relaymq_kahadb.journal.records import (
     OP_REMOVE,
     OP_REMOVE_DEST,
     OP_REMOVE_DUPID,
+    OP_REMOVE_RUN,
     OP_REMOVE_SUB,
     Op,
     dup_ids_from_json,
@@ -100,29 +101,85 @@ class KeyIndex:
         self.nbytes += ln
         return None
 
-    def get(self, seq: int) -> Location | None:
+    def _find(self, seq: int) -> int:
+        """Position of `seq` at or after the head, or -1. Sequences of a key are
+        usually consecutive (tombstones keep their places), so the position is
+        first guessed from the head's sequence, then looked for by bisection."""
         seqs = self.seqs
-        i = bisect_left(seqs, seq, self.head)
-        if i < len(seqs) and seqs[i] == seq and self.lengths[i]:
-            return self.files[i], self.offsets[i], self.lengths[i]
+        head = self.head
+        n = len(seqs)
+        if head < n:
+            i = head + (seq - seqs[head])
+            if head <= i < n and seqs[i] == seq:
+                return i
+        i = bisect_left(seqs, seq, head)
+        if i < n and seqs[i] == seq:
+            return i
+        return -1
+
+    def get(self, seq: int) -> Location | None:
+        i = self._find(seq)
+        if i >= 0:
+            ln = self.lengths[i]
+            if ln:
+                return self.files[i], self.offsets[i], ln
         return None
+
+    def file_of(self, seq: int) -> int:
+        """The data file holding live `seq` (NO_FILE when it is not live)."""
+        i = self._find(seq)
+        if i >= 0 and self.lengths[i]:
+            return self.files[i]
+        return NO_FILE
 
     def remove(self, seq: int) -> Location | None:
         """Remove `seq`; returns where it was, or None when it was not live."""
-        seqs = self.seqs
-        lengths = self.lengths
-        head = self.head
-        i = bisect_left(seqs, seq, head)
-        if i >= len(seqs) or seqs[i] != seq:
+        i = self._find(seq)
+        if i < 0:
             return None
-        ln = lengths[i]
+        ln = self.lengths[i]
         if not ln:
             return None
         loc = (self.files[i], self.offsets[i], ln)
+        self._kill(i, ln)
+        return loc
+
+    def remove_run(self, seqs: list[int]) -> list[tuple[int, int, int]]:
+        """Remove each of `seqs` that is live; returns (data file, entries, bytes)
+        of what was removed, consecutive removals from one file counted together."""
+        out: list[tuple[int, int, int]] = []
+        last = -1
+        count = 0
+        nbytes = 0
+        for seq in seqs:
+            i = self._find(seq)
+            if i < 0:
+                continue
+            ln = self.lengths[i]
+            if not ln:
+                continue
+            f = self.files[i]
+            self._kill(i, ln)
+            if f != last:
+                if count:
+                    out.append((last, count, nbytes))
+                last = f
+                count = 0
+                nbytes = 0
+            count += 1
+            nbytes += ln
+        if count:
+            out.append((last, count, nbytes))
+        return out
+
+    def _kill(self, i: int, ln: int) -> None:
+        """Make live entry `i` (of length `ln`) a tombstone."""
+        lengths = self.lengths
         lengths[i] = 0
         self.live -= 1
         self.nbytes -= ln
-        n = len(seqs)
+        n = len(lengths)
+        head = self.head
         if i == head:
             head += 1
             while head < n and not lengths[head]:
@@ -132,7 +189,6 @@ class KeyIndex:
                 self._trim()
         elif n - head - self.live > max(4096, 2 * self.live):
             self._compact()
-        return loc
 
     def drop_upto(self, upto: int) -> list[tuple[int, int]]:
         """Remove every live entry with seq <= upto; returns their (file, length)."""
@@ -296,6 +352,16 @@ class StoreIndex:
                     if refs is None:
                         refs = self.ack_refs[file_id] = set()
                     refs.add(target)
+            elif code == OP_REMOVE_RUN:
+                k = keys.get(key)
+                if k is not None:
+                    for f, count, nbytes in k.remove_run(op[2]):
+                        self._unaccount_many(key, f, count, nbytes)
+                        if f != file_id:
+                            refs = self.ack_refs.get(file_id)
+                            if refs is None:
+                                refs = self.ack_refs[file_id] = set()
+                            refs.add(f)
             elif code == OP_ADD_DEST:
                 self.dests[key] = None
                 if key not in keys:
@@ -385,12 +451,15 @@ class StoreIndex:
         return lost
 
     def _unaccount(self, key: str, f: int, ln: int) -> None:
+        self._unaccount_many(key, f, 1, ln)
+
+    def _unaccount_many(self, key: str, f: int, count: int, nbytes: int) -> None:
         fk = self.file_keys.get(f)
         if fk is not None:
-            c = fk.get(key, 0) - 1
+            c = fk.get(key, 0) - count
             if c > 0:
                 fk[key] = c
             else:
                 fk.pop(key, None)
-        b = self.file_bytes.get(f, 0) - ln
+        b = self.file_bytes.get(f, 0) - nbytes
         self.file_bytes[f] = b if b > 0 else 0

@@ -41,6 +41,7 @@ from relaymq_kahadb.journal.records import (
     OP_REMOVE,
     OP_REMOVE_DEST,
     OP_REMOVE_DUPID,
+    OP_REMOVE_RUN,
     OP_REMOVE_SUB,
     REC_HEADER,
     REC_HEADER_LEN,
@@ -190,6 +191,12 @@ class _Walk:
                 seq, _target = _SEQ_FILE.unpack_from(p, at)
                 out.skipped.append(f"ack of {key} seq {seq}")
                 return at + 12
+            if code == OP_REMOVE_RUN:
+                (n,) = _U32.unpack_from(p, at)
+                if at + 4 + 12 * n > self.end:
+                    return None
+                out.skipped.append(f"{n} ack(s) of {key}")
+                return at + 4 + 12 * n
             if code == OP_ADD_DEST:
                 self.ops.append((code, key))
                 self.created.add(key)

@@ -22,6 +22,9 @@ ADD / MOVE     seq u64, crc32 u32 of the message, length u32, message bytes (the
 REF            seq u64, offset u32 of an earlier ADD/MOVE's message in this payload,
                length u32 (fan-out of one message to many keys stores it once)
 REMOVE         seq u64, target file u32 (where the message lived; 0xFFFFFFFF unknown)
+REMOVE_RUN     count u32, then seq u64 * count, then target file u32 * count: several
+               REMOVEs of one key in one op (a turn's acknowledgements of a
+               destination); the same as one REMOVE per seq, in order
 ACK_FWD        as REMOVE: an ack rewritten forward by compaction
 ADD_DEST       (nothing)
 REMOVE_DEST,   upto seq u64, count u16, target files u32 * count: every message of the
@@ -45,10 +48,12 @@ from __future__ import annotations
 import json
 import mmap
 import struct
+import sys
 import zlib
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 FILE_MAGIC = b"RMQKDB01"
 FILE_HEADER = struct.Struct(">8sII")  # magic, file id, crc32 of the first 12 bytes
@@ -59,30 +64,31 @@ REC_HEADER = struct.Struct(">2sBII")
 REC_HEADER_LEN = REC_HEADER.size  # 11
 _SEED = struct.Struct(">QQBI")
 
-RT_BATCH = 1
-RT_STATE = 2
+RT_BATCH: Final = 1
+RT_STATE: Final = 2
 RECORD_TYPES = {RT_BATCH: "batch", RT_STATE: "state"}
 
-OP_ADD = 1
-OP_MOVE = 2
-OP_REF = 3
-OP_REMOVE = 4
-OP_ACK_FWD = 5
-OP_ADD_DEST = 6
-OP_REMOVE_DEST = 7
-OP_ADD_SUB = 8
-OP_REMOVE_SUB = 9
-OP_PURGE = 10
-OP_ADD_DUPID = 11
-OP_REMOVE_DUPID = 12
-OP_NAMES = {
+OP_ADD: Final = 1
+OP_MOVE: Final = 2
+OP_REF: Final = 3
+OP_REMOVE: Final = 4
+OP_ACK_FWD: Final = 5
+OP_ADD_DEST: Final = 6
+OP_REMOVE_DEST: Final = 7
+OP_ADD_SUB: Final = 8
+OP_REMOVE_SUB: Final = 9
+OP_PURGE: Final = 10
+OP_ADD_DUPID: Final = 11
+OP_REMOVE_DUPID: Final = 12
+OP_REMOVE_RUN: Final = 13
+OP_NAMES: Final = {
     OP_ADD: "add", OP_MOVE: "move", OP_REF: "ref", OP_REMOVE: "remove", OP_ACK_FWD: "ack-fwd",
     OP_ADD_DEST: "add-dest", OP_REMOVE_DEST: "remove-dest", OP_ADD_SUB: "add-sub",
     OP_REMOVE_SUB: "remove-sub", OP_PURGE: "purge", OP_ADD_DUPID: "add-dupid",
-    OP_REMOVE_DUPID: "remove-dupid",
+    OP_REMOVE_DUPID: "remove-dupid", OP_REMOVE_RUN: "remove-run",
 }  # fmt: skip
 
-NO_FILE = 0xFFFFFFFF
+NO_FILE: Final = 0xFFFFFFFF
 
 #: What the scanners read: a whole data file in memory or mapped.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
@@ -94,6 +100,11 @@ _UPTO = struct.Struct(">QH")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _DUPID = struct.Struct(">QH")
+#: REMOVE_RUN's arrays are big-endian like every other field; `array` packs them in one
+#: call (its "Q"/"I" codes are 8 and 4 bytes on every platform RelayMQ builds for,
+#: checked here so a platform where they are not fails at import, not on disk)
+_SWAP = sys.byteorder == "little"
+assert array("Q").itemsize == 8 and array("I").itemsize == 4
 #: Bytes between a message's crc field and its first byte: crc u32 + length u32.
 MSG_PREFIX = 8
 
@@ -138,6 +149,7 @@ def record_header(file_id: int, offset: int, rtype: int, payload: bytes | memory
 #: A parsed/encoded operation. Shapes, by op code:
 #: ADD/MOVE/REF: (op, key, seq, msg_offset_in_payload, length)
 #: REMOVE/ACK_FWD: (op, key, seq, target_file)
+#: REMOVE_RUN: (op, key, seqs, target_files) (two sequences of equal length)
 #: ADD_DEST: (op, key)
 #: REMOVE_DEST/REMOVE_SUB/PURGE: (op, key, upto_seq, target_files)
 #: ADD_SUB: (op, key, record_dict)
@@ -198,6 +210,15 @@ class BatchEncoder:
         self.pos += 12
         self.ops.append((code, key, seq, target))
 
+    def remove_run(self, key: str, seqs: list[int], targets: list[int]) -> None:
+        """REMOVE_RUN: every `seqs[i]` of `key` is gone (it lived in `targets[i]`)."""
+        self._key(OP_REMOVE_RUN, key)
+        self.parts.append(_U32.pack(len(seqs)))
+        self.parts.append(_be_array("Q", seqs))
+        self.parts.append(_be_array("I", targets))
+        self.pos += 4 + 12 * len(seqs)
+        self.ops.append((OP_REMOVE_RUN, key, seqs, targets))
+
     def add_dest(self, key: str) -> None:
         self._key(OP_ADD_DEST, key)
         self.ops.append((OP_ADD_DEST, key))
@@ -245,6 +266,21 @@ def single_message(code: int, key: str, seq: int, data: bytes, checksum: bool = 
     head = struct.pack(f">BH{kl}sQII", code, kl, kb, seq, zlib.crc32(data) if checksum else 0,
                        len(data))
     return head + data, [(code, key, seq, kl + 19, len(data))]
+
+
+def _be_array(code: str, values: list[int]) -> bytes:
+    a = array(code, values)
+    if _SWAP:
+        a.byteswap()
+    return a.tobytes()
+
+
+def _from_be(code: str, data: bytes) -> list[int]:
+    a = array(code)
+    a.frombytes(data)
+    if _SWAP:
+        a.byteswap()
+    return a.tolist()
 
 
 def single_remove(key: str, seq: int, target: int) -> tuple[bytes, list[Op]]:
@@ -326,6 +362,16 @@ def parse_batch(payload: bytes | memoryview, keys: dict[bytes, str] | None = Non
                 seq, target = _SEQ_FILE.unpack_from(buf, pos)
                 pos += 12
                 ops.append((code, key, seq, target))
+            elif code == OP_REMOVE_RUN:
+                (n,) = _U32.unpack_from(buf, pos)
+                pos += 4
+                if pos + 12 * n > end:
+                    raise CorruptRecord("removal run overruns the record")
+                run_seqs = _from_be("Q", bytes(buf[pos:pos + 8 * n]))
+                pos += 8 * n
+                run_files = _from_be("I", bytes(buf[pos:pos + 4 * n]))
+                pos += 4 * n
+                ops.append((code, key, run_seqs, run_files))
             elif code == OP_ADD_DEST:
                 ops.append((code, key))
             elif code in (OP_REMOVE_DEST, OP_REMOVE_SUB, OP_PURGE):
