@@ -79,6 +79,14 @@ class PendingList:
         self._bytes -= entry.message.size
         return True
 
+    def get(self, seq: int) -> QueueEntry | None:
+        """The waiting entry with sequence number `seq`, if any (O(1) per level)."""
+        for level in self._levels:
+            entry = level.get(seq)
+            if entry is not None:
+                return entry
+        return None
+
     def popleft(self) -> QueueEntry | None:
         for level in reversed(self._levels):
             if level:

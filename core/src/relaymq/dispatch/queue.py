@@ -677,7 +677,14 @@ class Queue(QueueBase):
         wanted = set(seqs)
         n = 0
         last: Awaitable[None] | None = None
-        for entry in [e for e in self.pending if e.seq in wanted]:
+        pending = self.pending
+        if len(wanted) * 4 < len(pending):
+            # a few of many (a mirror target's batch of postAcks on a deep queue):
+            # looked up by sequence number, not a pass over every waiting message
+            found = [e for e in (pending.get(s) for s in sorted(wanted)) if e is not None]
+        else:
+            found = [e for e in pending if e.seq in wanted]
+        for entry in found:
             wanted.discard(entry.seq)
             if entry.removed or entry.consumer is not None or not self.pending.remove(entry):
                 continue
