@@ -171,7 +171,7 @@ class Sender(_Link):
                     _resolve(fut, _OUTCOMES[pn.ACCEPTED])
             elif fut is not None:
                 self._unsettled[d] = fut
-        if sent:
+        if sent and not self.conn._flush_scheduled:  # one flush a loop turn (no call per send)
             self.conn._flush()
 
     def _on_flow(self) -> None:
