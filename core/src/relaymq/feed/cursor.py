@@ -49,7 +49,14 @@ from relaymq.feed.events import (
 from relaymq.model.codec import decode_message, from_json_map, json_encoder, json_map
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
-from relaymq.spi.persistence import AddDestination, AddMessage, RemoveDestination, RemoveMessage
+from relaymq.spi.persistence import (
+    AddDestination,
+    AddMessage,
+    RemoveDestination,
+    RemoveMessage,
+    RemoveMessages,
+    StoreOp,
+)
 
 #: store keys of durable cursors start with this
 CURSOR_PREFIX = "feed://"
@@ -321,7 +328,12 @@ class DurableSubscription:
         while delivered and delivered[0] <= upto:
             seqs.append(delivered.popleft())
         if seqs:
-            await self._writer.write([RemoveMessage(self.key, s) for s in seqs])
+            ops: list[StoreOp]
+            if getattr(self._store, "removal_runs", False):
+                ops = [RemoveMessages(self.key, tuple(seqs))]  # one op (one REMOVE_RUN)
+            else:
+                ops = [RemoveMessage(self.key, s) for s in seqs]
+            await self._writer.write(ops)
         return len(seqs)
 
     async def destroy(self) -> None:
