@@ -319,16 +319,26 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         return [DuplicateIdRecord(address, seq, ids[seq])
                 for address, ids in sorted(self.index.dup_ids.items()) for seq in sorted(ids)]
 
-    async def read(self, dest: str, after: int = 0, limit: int | None = None) -> list[StoredMessage]:
+    def _entries(self, dest: str, after: int, limit: int | None
+                 ) -> tuple[JournalReader, list[tuple[int, int, int, int]]] | None:
+        """The journal reader and the index entries (seq, file, offset, length) a read
+        of `dest` returns; None when there are none."""
         k = self.index.keys.get(dest)
         if k is None or not k.live or (limit is not None and limit <= 0):
-            return []
+            return None
         entries = k.read(after, limit)
         if not entries:
-            return []
+            return None
         if self._reader is None:
             raise StoreClosed(f"the KahaDB store at {self.directory} is not started")
-        results = await asyncio.to_thread(_read_decode, self._reader, entries)
+        return self._reader, entries
+
+    async def read(self, dest: str, after: int = 0, limit: int | None = None) -> list[StoredMessage]:
+        found = self._entries(dest, after, limit)
+        if found is None:
+            return []
+        reader, entries = found
+        results = await asyncio.to_thread(_read_decode, reader, entries)
         out: list[StoredMessage] = []
         bad: list[tuple[int, tuple[int, int, int], str]] = []
         for (seq, f, off, ln), res in zip(entries, results, strict=True):
@@ -344,15 +354,11 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
                            encoding: str = "amqp") -> list[EncodedRecord]:
         """`read` as the stored transport bytes (`PersistenceAdapter.read_encoded`):
         the record's header says where they are, no `Message` is built."""
-        k = self.index.keys.get(dest)
-        if k is None or not k.live or (limit is not None and limit <= 0):
+        found = self._entries(dest, after, limit)
+        if found is None:
             return []
-        entries = k.read(after, limit)
-        if not entries:
-            return []
-        if self._reader is None:
-            raise StoreClosed(f"the KahaDB store at {self.directory} is not started")
-        out, bad = await asyncio.to_thread(_read_encoded, self._reader, entries, encoding)
+        reader, entries = found
+        out, bad = await asyncio.to_thread(_read_encoded, reader, entries, encoding)
         if bad:
             self._drop_corrupt(dest, bad)
         return out
