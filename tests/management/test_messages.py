@@ -201,3 +201,29 @@ def test_removal_returns_once_the_store_no_longer_holds_the_message(start_broker
     released, bounds = broker.run(release_then_look())
     assert released == 2
     assert bounds == (last, last)
+
+
+def test_a_message_a_client_browsed_can_still_be_removed(start_broker) -> None:  # type: ignore[no-untyped-def]
+    """A browser's copy of a message does not hold it: after an AMQP client browsed
+    the queue (distribution mode copy), removing by id (management, a mirror
+    target's postAck) takes the message, and the listing does not show it in flight."""
+    from proton.reactor import Copy
+
+    broker = start_broker()
+    m = broker.management
+    send_backlog(broker, "BROWSED", 3)
+    amqp = BlockingConnection(broker.amqp)
+    try:
+        browser = amqp.create_receiver("queue://BROWSED", options=Copy(), credit=10)
+        seen = []
+        for _ in range(3):
+            seen.append(browser.receive(timeout=10).properties["n"])
+            browser.accept()
+        browser.close()
+    finally:
+        amqp.close()
+    assert seen == ["0", "1", "2"]
+    listed = broker.run(m.browse("BROWSED")).messages
+    assert [msg.in_flight for msg in listed] == [False, False, False]
+    assert broker.run(m.remove_messages("BROWSED", message_ids=[listed[1].message_id])) == 1
+    assert [msg.properties["n"] for msg in broker.run(m.browse("BROWSED")).messages] == ["0", "2"]

@@ -76,8 +76,9 @@ async def test_a_pending_post_ack_survives_a_target_kill_9_and_is_applied_from_a
     message comes over another source broker's link (a ring: it reached C first) is
     applied at once, though the link of the broker that sent the postAck never returns."""
     node_a, node_c = str(uuid.uuid4()), str(uuid.uuid4())
-    # many attempts: a postAck stays pending until its message comes
-    args = ["-D", "mirrorAckManagerRetryDelay=100", "-D", "mirrorAckManagerQueueAttempts=1000"]
+    # many attempts: a postAck stays pending until its message comes; looks a second
+    # apart: the client's message is browsed (by the waits below) before it is looked for
+    args = ["-D", "mirrorAckManagerRetryDelay=1000", "-D", "mirrorAckManagerQueueAttempts=1000"]
     b = BrokerProcess(tmp_path, "b", args=args).start()
     try:
         conn, sender = await _mirror_link(b, node_a)

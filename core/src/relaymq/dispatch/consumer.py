@@ -189,11 +189,13 @@ class Consumer:
             self.queue.dispatch()
 
     def _took(self, entry: QueueEntry) -> Delivery:
-        """Record a delivery of `entry` to this consumer (called by the queue)."""
+        """Record a delivery of `entry` to this consumer (called by the queue). A
+        browser's copy leaves the entry as it was: it stays waiting (or held by the
+        consumer it was delivered to), removable by management and mirror acks."""
         did = next(self._next_delivery)
-        entry.consumer = self
-        entry.delivery_id = did
         if not self.browser:
+            entry.consumer = self
+            entry.delivery_id = did
             self.inflight[did] = entry
         if self.credit_mode or self.prefetch <= 0:
             self.credit -= 1

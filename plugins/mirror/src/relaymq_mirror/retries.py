@@ -221,7 +221,10 @@ class AckRetries:
             except TimeoutError:
                 timed = True
             wake.clear()
-            await self.look(timed, attempts)
+            try:
+                await self.look(timed, attempts)
+            except Exception:  # noqa: BLE001 - keep looking: a postAck waits for this task
+                log.exception("mirror: looking for the messages of pending postAcks failed")
 
     async def look(self, timed: bool, attempts: int) -> None:
         """Apply every pending postAck whose message is here now; on a timed look,
