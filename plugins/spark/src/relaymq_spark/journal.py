@@ -150,6 +150,7 @@ def read_removals(file_id: int, path: Path, keys: set[str] | None
         OP_PURGE,
         OP_REMOVE,
         OP_REMOVE_DEST,
+        OP_REMOVE_RUN,
         OP_REMOVE_SUB,
         RT_BATCH,
         CorruptRecord,
@@ -176,6 +177,9 @@ def read_removals(file_id: int, path: Path, keys: set[str] | None
             name = OP_NAMES.get(code, str(code))
             if code in (OP_REMOVE, OP_ACK_FWD):
                 yield (key, op[2], None, file_id, offset, name)
+            elif code == OP_REMOVE_RUN:  # the same as one remove per sequence
+                for seq in op[2]:
+                    yield (key, seq, None, file_id, offset, name)
             elif code in (OP_PURGE, OP_REMOVE_DEST, OP_REMOVE_SUB):
                 yield (key, None, op[2], file_id, offset, name)
 

@@ -349,6 +349,8 @@ def _skip_op(p: bytes, pos: int, code: int) -> int:
         return pos + 10 + ((p[pos + 8] << 8) | p[pos + 9])
     if code == 12:  # REMOVE_DUPID
         return pos + 8
+    if code == 13:  # REMOVE_RUN: count, then a seq (u64) and a file (u32) per message
+        return pos + 4 + 12 * _u32(p, pos)
     raise ValueError(f"unknown operation code {code}")
 
 
