@@ -30,9 +30,8 @@ from relaymq.model.message import Message
 from relaymq.spi.persistence import (
     AddMessage,
     PersistenceAdapter,
-    RemoveMessage,
-    RemoveMessages,
     StoreOp,
+    removal_ops,
 )
 
 log = logging.getLogger("relaymq.store")
@@ -139,7 +138,7 @@ class StoreWriter:
         self._store_space = store_space
         self._batches: list[Batch] = []
         #: this turn's removals: destination key -> sequences, in the order handed over
-        #: (no object per acknowledgement; `_removal_ops` makes the store operations)
+        #: (no object per acknowledgement; `removal_ops` makes the store operations)
         self._removes: dict[str, list[int]] = {}
         self._runs = bool(getattr(store, "removal_runs", False))
         self._events: list[ChangeEvent] = []
@@ -207,12 +206,7 @@ class StoreWriter:
                     self._events.append(ev)
             return None
         fut = self._pending()
-        key = queue.key
-        seqs = self._removes.get(key)
-        if seqs is None:
-            self._removes[key] = [entry.seq]
-        else:
-            seqs.append(entry.seq)
+        self._removing(queue.key, entry.seq)
         if feed.watch_removed:
             self._events.append(removed(entry.message, queue.destination, queue.key, entry.seq,
                                         reason, removal_origin(entry)))
@@ -225,17 +219,20 @@ class StoreWriter:
         Its `MessageRemoved` carries `message` when the caller read it, else a
         message with only its destination."""
         fut = self._pending()
-        key = queue.key
-        seqs = self._removes.get(key)
-        if seqs is None:
-            self._removes[key] = [seq]
-        else:
-            seqs.append(seq)
+        self._removing(queue.key, seq)
         if self.feed.watch_removed:
             dest = queue.destination
             msg = message if message is not None else Message(b"", destination=dest)
             self._events.append(removed(msg, dest, queue.key, seq, reason, None))
         return fut
+
+    def _removing(self, key: str, seq: int) -> None:
+        """Add `seq` to this turn's removals from destination `key`."""
+        seqs = self._removes.get(key)
+        if seqs is None:
+            self._removes[key] = [seq]
+        else:
+            seqs.append(seq)
 
     def note(self, event: ChangeEvent) -> None:
         """An event of work that needed no store write: published now, or after the
@@ -285,7 +282,7 @@ class StoreWriter:
     def _flush(self) -> None:
         batches, self._batches = self._batches, []
         runs, self._removes = self._removes, {}
-        removes = self._removal_ops(runs) if runs else []
+        removes = removal_ops(runs, self._runs) if runs else []
         events, self._events = self._events, []
         fut, self._future = self._future, None
         assert fut is not None
@@ -310,19 +307,6 @@ class StoreWriter:
             return
         self._tail = asyncio.ensure_future(
             self._write(chunks, removes, batches, events, staged, fut, prev))
-
-    def _removal_ops(self, runs: dict[str, list[int]]) -> list[StoreOp]:
-        """The store operations of a turn's removals: one `RemoveMessages` per
-        destination for a store that takes them, else one `RemoveMessage` each."""
-        ops: list[StoreOp] = []
-        if self._runs:
-            for key, seqs in runs.items():
-                ops.append(RemoveMessages(key, tuple(seqs)))
-        else:
-            for key, seqs in runs.items():
-                for seq in seqs:
-                    ops.append(RemoveMessage(key, seq))
-        return ops
 
     async def _write(self, chunks: list[list[StoreOp]], removes: list[StoreOp],
                      batches: list[Batch], events: list[ChangeEvent], staged: Any,

@@ -54,8 +54,7 @@ from relaymq.spi.persistence import (
     AddMessage,
     RemoveDestination,
     RemoveMessage,
-    RemoveMessages,
-    StoreOp,
+    removal_ops,
 )
 
 #: store keys of durable cursors start with this
@@ -328,12 +327,8 @@ class DurableSubscription:
         while delivered and delivered[0] <= upto:
             seqs.append(delivered.popleft())
         if seqs:
-            ops: list[StoreOp]
-            if getattr(self._store, "removal_runs", False):
-                ops = [RemoveMessages(self.key, tuple(seqs))]  # one op (one REMOVE_RUN)
-            else:
-                ops = [RemoveMessage(self.key, s) for s in seqs]
-            await self._writer.write(ops)
+            runs = bool(getattr(self._store, "removal_runs", False))
+            await self._writer.write(removal_ops({self.key: seqs}, runs))
         return len(seqs)
 
     async def destroy(self) -> None:

@@ -150,6 +150,21 @@ StoreOp = Union[  # noqa: UP007 - a plain union reads best in docs
 ]
 
 
+def removal_ops(runs: dict[str, list[int]], as_runs: bool) -> list[StoreOp]:
+    """The store operations of removals given as sequence numbers per destination:
+    one `RemoveMessages` per destination for a store that takes them (`as_runs`,
+    its `removal_runs`), else one `RemoveMessage` per sequence number."""
+    ops: list[StoreOp] = []
+    if as_runs:
+        for key, seqs in runs.items():
+            ops.append(RemoveMessages(key, tuple(seqs)))
+    else:
+        for key, seqs in runs.items():
+            for seq in seqs:
+                ops.append(RemoveMessage(key, seq))
+    return ops
+
+
 @dataclass(slots=True)
 class StoredMessage:
     seq: int
