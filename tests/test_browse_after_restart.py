@@ -59,7 +59,7 @@ class Listener(stomp.ConnectionListener):
 
 
 def _text(message: Any) -> str:
-    """A STOMP SEND without content-type reaches AMQP as a data (binary) body; its
+    """A STOMP SEND with content-length (stomp.py adds it) reaches AMQP as a data body; its
     memoryview lives only as long as the message, so convert while holding it."""
     body = message.body
     return body if isinstance(body, str) else bytes(body).decode()
