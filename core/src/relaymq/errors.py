@@ -96,3 +96,10 @@ class UnknownDelivery(RelayMQError):
 class MessageFormatError(RelayMQError):
     """A message carries a field or property value the broker cannot use (e.g. an
     `_AMQ_DUPL_ID` that is neither a string nor binary); only that send fails."""
+
+
+class StoreWriteError(RelayMQError):
+    """The store could not write a batch of work (disk full, an I/O error, a
+    database error): the sends, acknowledgements and commits of that batch failed
+    and their clients get this error; work stored before it is kept, and later
+    batches are written again if the store recovers. The cause is chained."""

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from relaymq.dispatch.batch import SendBatch
 from relaymq.dispatch.consumer import QueueBase
 from relaymq.dispatch.entry import QueueEntry
+from relaymq.errors import RelayMQError, StoreWriteError
 from relaymq.feed.constructors import added, removed
 from relaymq.feed.events import ChangeEvent
 from relaymq.feed.feed import ChangeFeed
@@ -282,10 +283,18 @@ class StoreWriter:
     def _flush(self) -> None:
         batches, self._batches = self._batches, []
         runs, self._removes = self._removes, {}
-        removes = removal_ops(runs, self._runs) if runs else []
         events, self._events = self._events, []
         fut, self._future = self._future, None
         assert fut is not None
+        try:
+            self._start(batches, runs, events, fut)
+        except BaseException as exc:  # noqa: BLE001 - the turn's waiters must learn of it
+            self._fail_turn(batches, fut, exc, "preparing")
+
+    def _start(self, batches: list[Batch], runs: dict[str, list[int]],
+               events: list[ChangeEvent], fut: asyncio.Future[None]) -> None:
+        """Cut the turn's work into store writes and start writing them."""
+        removes = removal_ops(runs, self._runs) if runs else []
         capturing = self.feed.capturing
         staged = None
         if len(batches) == 1:
@@ -332,33 +341,82 @@ class StoreWriter:
             else:  # issued in order; the store syncs them together
                 await asyncio.gather(*[store.write(ops) for ops in chunks])
         except BaseException as exc:  # noqa: BLE001 - handed to every waiter
-            error = exc
-            if not isinstance(exc, asyncio.CancelledError):
-                log.error("store write of %d operation(s) failed: %s",
-                          sum(len(c) for c in chunks) + len(removes), exc)
-        if prev is not None and not prev.done():
-            await asyncio.wait([prev])  # earlier writes become visible first
+            error = _store_error(exc, sum(len(c) for c in chunks) + len(removes))
+        try:
+            if prev is not None and not prev.done():
+                await asyncio.wait([prev])  # earlier writes become visible first
+        except BaseException as exc:  # noqa: BLE001 - cancelled while waiting (stopping)
+            if error is None:
+                error = exc
         self._finish(batches, events, staged, fut, error)
 
     def _finish(self, batches: list[Batch], events: list[ChangeEvent], staged: Any,
                 fut: asyncio.Future[None], error: BaseException | None) -> None:
+        """Settle the turn: on success publish its events and make its messages
+        visible, then complete `fut`; on failure abandon its batches and fail `fut`.
+        `fut` is completed whatever raises on the way: what was written stays
+        written, and a client waiting on it must not wait for ever."""
         if error is not None:
-            for b in batches:
-                b.abandon()
-            if not fut.done():
-                if isinstance(error, asyncio.CancelledError):
-                    fut.cancel()
-                else:
-                    fut.set_exception(error)
-                    fut.exception()  # retrieved: removals' futures are often not awaited
+            self._fail_turn(batches, fut, error, None)
             return
-        if staged:
-            for cursor, items in staged:
-                cursor.committed(items)
-        if events:
-            self.feed.publish(events)
+        try:
+            if staged:
+                for cursor, items in staged:
+                    cursor.committed(items)
+            if events:
+                self.feed.publish(events)
+        except Exception:  # noqa: BLE001 - stored: the senders still succeed
+            log.exception("publishing the change-feed events of a store write failed")
         for b in batches:
-            for queue, entry in b.placed:
-                queue.enqueue(entry)
+            placed = b.placed
+            for i in range(len(placed)):
+                queue, entry = placed[i]
+                try:
+                    queue.enqueue(entry)
+                except Exception:  # noqa: BLE001 - one queue's failure is not the senders'
+                    log.exception("making a stored message visible on %s failed (it stays "
+                                  "stored; its sender is told it is stored)", queue.destination)
         if not fut.done():
             fut.set_result(None)
+
+    def _fail_turn(self, batches: list[Batch], fut: asyncio.Future[None],
+                   error: BaseException, stage: str | None) -> None:
+        """Fail the turn's waiters with `error` (`stage`: the writer's own step that
+        raised, logged here; a store error was logged by `_store_error`)."""
+        if stage is not None and not isinstance(error, asyncio.CancelledError):
+            log.error("%s a store write failed; its sends and acknowledgements fail",
+                      stage.capitalize(), exc_info=error)
+            if not isinstance(error, RelayMQError):
+                wrapped = StoreWriteError(f"the broker could not store this: "
+                                          f"{type(error).__name__}: {error}")
+                wrapped.__cause__ = error
+                error = wrapped
+        for b in batches:
+            try:
+                b.abandon()
+            except Exception:  # noqa: BLE001 - the others are still abandoned
+                log.exception("abandoning a failed send's work failed")
+        if not fut.done():
+            if isinstance(error, asyncio.CancelledError):
+                fut.cancel()
+            else:
+                fut.set_exception(error)
+                fut.exception()  # retrieved: removals' futures are often not awaited
+
+
+def _store_error(exc: BaseException, ops: int) -> BaseException:
+    """What the waiters of a failed store write get: the store's own RelayMQ error
+    (a full store, a lost lock), else a `StoreWriteError` naming the cause (an
+    `OSError` from a full disk, a database driver's error). Logged once here,
+    unless the store already reported it (its own `StoreWriteError`)."""
+    if isinstance(exc, asyncio.CancelledError):
+        return exc
+    if isinstance(exc, StoreWriteError):
+        return exc
+    log.error("store write of %d operation(s) failed; its sends and acknowledgements "
+              "fail: %s: %s", ops, type(exc).__name__, exc)
+    if isinstance(exc, RelayMQError):
+        return exc
+    err = StoreWriteError(f"the store could not write this: {type(exc).__name__}: {exc}")
+    err.__cause__ = exc
+    return err

@@ -710,7 +710,10 @@ class AmqpConnection(LinkHost):
                 error = ConnectionError("the send was cancelled")
             else:
                 error = fut.exception()
-            link.sent(d, error)
+            try:
+                link.sent(d, error)
+            except Exception:  # noqa: BLE001 - the other waiting transfers are still settled
+                log.exception("settling a stored transfer on link %s failed", link.name)
         self.want_flush()
 
     def watch(self, fut: Awaitable[None]) -> None:
@@ -842,7 +845,8 @@ def _version() -> str:
 
 
 def _log_failure(fut: asyncio.Future[None]) -> None:
+    # The store writer logged the failed write once; this names the connection's part.
     if not fut.cancelled() and fut.exception() is not None:
-        log.error("storing an acknowledgement failed: %s", fut.exception())
+        log.info("storing an acknowledgement failed: %s", fut.exception())
 
 

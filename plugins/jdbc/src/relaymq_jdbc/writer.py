@@ -34,6 +34,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from relaymq.errors import RelayMQError
+from relaymq.errors import StoreWriteError as KernelStoreWriteError
 from relaymq.model.codec import encode_message
 from relaymq.spi.persistence import (
     AddDestination,
@@ -137,7 +138,7 @@ def _prepare_other(op: StoreOp) -> Prepared:
     raise TypeError(f"unknown store operation {op!r}")  # pragma: no cover - a new op type
 
 
-class StoreWriteError(RelayMQError):
+class StoreWriteError(KernelStoreWriteError):
     """A store transaction failed (connection lost, disk full, deadlock, a value too
     long for its column): the sends and acks in it were not stored."""
 

@@ -202,15 +202,18 @@ class StompSession(SubscriptionHost):
                 error = ConnectionError("the send was cancelled")
             else:
                 error = fut.exception()
-            if error is not None:
-                for receipt in receipts:
-                    self._failed(error, F.SEND, receipt)  # type: ignore[arg-type]
-                if all(r is None for r in receipts):
-                    self._failed(error, F.SEND, None)  # type: ignore[arg-type]
-            elif not self.closing:
-                for receipt in receipts:
-                    if receipt is not None:
-                        self.write(_receipt(receipt, version))
+            try:
+                if error is not None:
+                    for receipt in receipts:
+                        self._failed(error, F.SEND, receipt)  # type: ignore[arg-type]
+                    if all(r is None for r in receipts):
+                        self._failed(error, F.SEND, None)  # type: ignore[arg-type]
+                elif not self.closing:
+                    for receipt in receipts:
+                        if receipt is not None:
+                            self.write(_receipt(receipt, version))
+            except Exception:  # noqa: BLE001 - the later writes' SENDs are still answered
+                log.exception("answering stored SENDs from %s failed", self.ctx.remote_address)
 
     async def stored(self) -> None:
         """Wait until every SEND handled so far is stored and answered."""
