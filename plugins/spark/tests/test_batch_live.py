@@ -41,6 +41,13 @@ def test_batch_read_by_range_with_typed_properties(spark, broker) -> None:
             .load())
     assert sorted(x.sequence for x in part.collect()) == list(range(101, 151))
     assert Client(Endpoint(broker.url)).bounds("LIVE") == (1, 3000)
+    # a schema of the job's own: only those columns, typed properties among them
+    few = (spark.read.format("relaymq").option("url", broker.url).option("destination", "LIVE")
+           .option("propertyColumns", "region:string,amount:double")
+           .schema("amount double, sequence long, body_string string").load())
+    assert few.columns == ["amount", "sequence", "body_string"]
+    assert sorted((r.sequence, r.body_string, r.amount) for r in few.collect())[:2] == \
+        [(1, "m0", 0.0), (2, "m1", 1.5)]
 
 
 def test_batch_write_then_read_back(spark, broker) -> None:

@@ -40,3 +40,7 @@ def test_jdbc_store_in_id_ranges(spark, store_url: str, tmp_path: Path) -> None:
     only_k = spark.read.format("relaymq-jdbc").option("url", url).option("destination", "KQ") \
         .load()
     assert only_k.count() == 300
+    ids = (spark.read.format("relaymq-jdbc").option("url", url).option("destination", "KQ")
+           .schema("id long, body_string string").load().collect())
+    assert sorted(r.body_string for r in ids) == sorted(f"k{i}" for i in range(300))
+    assert len({r.id for r in ids}) == 300

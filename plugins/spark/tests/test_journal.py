@@ -42,8 +42,27 @@ def test_journal_of_a_killed_broker(spark, tmp_path: Path) -> None:
     assert counts == {"queue://JA": 1000, "queue://JB": 700}
     only_b = spark.read.format("relaymq-journal").option("destination", "JB").load(str(copy))
     assert only_b.count() == 700
+    # the job's own schema picks the columns read, in its order
+    picked = (spark.read.format("relaymq-journal").option("propertyColumns", "n:long")
+              .schema("n long, sequence long, journal_file int").option("destination", "JA")
+              .load(str(copy)))
+    assert picked.columns == ["n", "sequence", "journal_file"]
+    got = picked.collect()
+    assert sorted(r.sequence for r in got) == list(range(1, 1501))
+    assert all(r.n == r.sequence - 1 and r.journal_file >= 1 for r in got)
+    runs = (spark.read.format("relaymq-journal").option("what", "removals")
+            .schema("sequence long, destination string").load(str(copy)))
+    assert sorted(r.sequence for r in runs.where("destination = 'queue://JA'").collect()) == \
+        list(range(1, 501))
 
 
 def test_journal_errors_are_clear(spark, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="no journal files"):
         spark.read.format("relaymq-journal").load(str(tmp_path)).collect()
+    with pytest.raises(Exception, match="does not have; its columns are: body binary"):
+        spark.read.format("relaymq-journal").schema("sequence long, payload binary") \
+            .load(str(tmp_path)).collect()
+    with pytest.raises(Exception, match="column 'sequence' is bigint here, the schema asks "
+                                        "for string"):
+        spark.read.format("relaymq-journal").schema("sequence string") \
+            .load(str(tmp_path)).collect()

@@ -18,6 +18,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from relaymq_spark.endpoint import address_of
+from relaymq_spark.projection import check_projection, ddl_columns, project_rows
 from relaymq_spark.rows import arrow_schema, kernel_row, property_columns, record_batch, schema_for
 
 PAGE = 5000
@@ -36,7 +37,7 @@ class JdbcDataSource(DataSource):  # type: ignore[misc]
         return "relaymq-jdbc"
 
     def schema(self) -> str:
-        return schema_for(property_columns(self.options.get("propertyColumns"))) + ", id long"
+        return jdbc_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return JdbcReader(self.options, schema)
@@ -57,6 +58,11 @@ def _msgs(prefix: str) -> Any:
     return make_schema(prefix).msgs
 
 
+def jdbc_schema(options: Mapping[str, str]) -> str:
+    """The source's own schema for its options (`propertyColumns`)."""
+    return schema_for(property_columns(options.get("propertyColumns"))) + ", id long"
+
+
 class JdbcReader(DataSourceReader):  # type: ignore[misc]
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.schema = schema
@@ -69,6 +75,9 @@ class JdbcReader(DataSourceReader):  # type: ignore[misc]
         self.keys = sorted({address_of(d.strip()) for d in raw.split(",") if d.strip()})
         self.columns = property_columns(options.get("propertyColumns"))
         self.partitions_wanted = int(options.get("partitions", "4"))
+        own = jdbc_schema(options)
+        self.positions = check_projection(schema, own, "relaymq-jdbc")
+        self.width = len(ddl_columns(own))
 
     def partitions(self) -> Sequence[InputPartition]:
         from sqlalchemy import create_engine, func, select
@@ -92,7 +101,7 @@ class JdbcReader(DataSourceReader):  # type: ignore[misc]
         schema = arrow_schema(self.schema)
         for page in read_ids(self.url, self.table, self.keys, partition.low, partition.high,
                              self.columns):
-            yield record_batch(page, schema)
+            yield record_batch(project_rows(page, self.positions, self.width), schema)
 
 
 def read_ids(url: str, table: str, keys: list[str], low: int, high: int,

@@ -30,6 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from relaymq_spark.endpoint import address_of
+from relaymq_spark.projection import check_projection, ddl_columns, project_rows
 from relaymq_spark.rows import (
     arrow_schema,
     columns_batch,
@@ -58,12 +59,17 @@ class JournalDataSource(DataSource):  # type: ignore[misc]
         return "relaymq-journal"
 
     def schema(self) -> str:
-        if self.options.get("what", "messages") == "removals":
-            return REMOVALS_SCHEMA
-        return schema_for(property_columns(self.options.get("propertyColumns"))) + JOURNAL_COLUMNS
+        return journal_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return JournalReader(self.options, schema)
+
+
+def journal_schema(options: Mapping[str, str]) -> str:
+    """The source's own schema for its options (`what`, `propertyColumns`)."""
+    if options.get("what", "messages") == "removals":
+        return REMOVALS_SCHEMA
+    return schema_for(property_columns(options.get("propertyColumns"))) + JOURNAL_COLUMNS
 
 
 class JournalReader(DataSourceReader):  # type: ignore[misc]
@@ -82,6 +88,9 @@ class JournalReader(DataSourceReader):  # type: ignore[misc]
         raw = options.get("destination") or ""
         self.keys = {address_of(d.strip()) for d in raw.split(",") if d.strip()} or None
         self.columns = property_columns(options.get("propertyColumns"))
+        own = journal_schema(options)
+        self.positions = check_projection(schema, own, "relaymq-journal")
+        self.width = len(ddl_columns(own))
 
     def partitions(self) -> Sequence[InputPartition]:
         from relaymq_kahadb.journal.files import list_data_files
@@ -102,10 +111,10 @@ class JournalReader(DataSourceReader):  # type: ignore[misc]
         for row in read_removals(partition.file_id, Path(partition.path), self.keys):
             rows.append(row)
             if len(rows) >= ROWS_PER_BATCH:
-                yield record_batch(rows, schema)
+                yield record_batch(project_rows(rows, self.positions, self.width), schema)
                 rows = []
         if rows:
-            yield record_batch(rows, schema)
+            yield record_batch(project_rows(rows, self.positions, self.width), schema)
 
 
 def read_messages(file_id: int, path: Path, keys: set[str] | None,
@@ -134,9 +143,10 @@ def read_messages(file_id: int, path: Path, keys: set[str] | None,
     import pyarrow as pa
 
     n = len(cols)
-    batch = columns_batch(cols, columns, schema, [
-        pa.array([file_id] * n, pa.int32()), pa.array(cols.journal_offset, pa.int64()),
-        pa.array(cols.op, pa.string())])
+    batch = columns_batch(cols, columns, schema, {
+        "journal_file": lambda: pa.array([file_id] * n, pa.int32()),
+        "journal_offset": lambda: pa.array(cols.journal_offset, pa.int64()),
+        "op": lambda: pa.array(cols.op, pa.string())})
     for start in range(0, batch.num_rows, ROWS_PER_BATCH):
         yield batch.slice(start, ROWS_PER_BATCH)
 

@@ -31,7 +31,7 @@ rows (`kernel_row`, `record_batch`).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 BASE_SCHEMA = (
@@ -136,45 +136,72 @@ def record_batch(rows: Sequence[Sequence[Any]], schema: Any) -> Any:
 
 
 def columns_batch(cols: Any, columns: list[tuple[str, str]], schema: Any,
-                  more: Sequence[Any] = ()) -> Any:
-    """One `pyarrow.RecordBatch` from a `columns.Columns` (then the arrays `more`
-    for the schema's remaining columns): one pyarrow call per column."""
+                  more: Mapping[str, Callable[[], Any]] | None = None) -> Any:
+    """One `pyarrow.RecordBatch` from a `columns.Columns`, with the columns of the
+    Arrow `schema` in its order (`more`: how to build the reader's own columns by
+    name); only the columns the schema names are built, each in one pyarrow call."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     types = {f.name: f.type for f in schema}
-    body = pa.array(cols.body, pa.binary())
-    try:
-        body_string = body.cast(pa.string())  # checks the UTF-8, shares the buffers
-    except pa.ArrowInvalid:
-        body_string = pa.array([None if b is None else b.decode("utf-8", "replace")
-                                for b in cols.body], pa.string())
+    made: dict[str, Any] = {}
 
-    def stamps(ms: list[int | None]) -> Any:
-        return pc.multiply(pa.array(ms, pa.int64()), 1000).cast(types["timestamp"])
+    def body() -> Any:
+        arr = made.get("body")
+        if arr is None:
+            arr = made["body"] = pa.array(cols.body, pa.binary())
+        return arr
+
+    def body_string() -> Any:
+        try:
+            return body().cast(pa.string())  # checks the UTF-8, shares the buffers
+        except pa.ArrowInvalid:
+            return pa.array([None if b is None else b.decode("utf-8", "replace")
+                             for b in cols.body], pa.string())
+
+    def stamps(ms: list[int | None], name: str) -> Any:
+        return pc.multiply(pa.array(ms, pa.int64()), 1000).cast(types[name])
 
     def mapping(offsets: list[int], keys: list[str], values: list[Any], name: str) -> Any:
         return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
                                        pa.array(values, pa.string()), type=types[name])
 
-    arrays = [
-        body, body_string, pa.array(cols.message_id, pa.string()),
-        pa.array(cols.destination, pa.string()), pa.array(cols.sequence, pa.int64()),
-        stamps(cols.timestamp), stamps(cols.expiration), pa.array(cols.priority, pa.int32()),
-        pa.array(cols.redelivered, pa.bool_()), pa.array(cols.correlation_id, pa.string()),
-        pa.array(cols.type, pa.string()), pa.array(cols.group_id, pa.string()),
-        mapping(cols.h_offsets, cols.h_keys, cols.h_values, "headers"),
-        mapping(cols.p_offsets, cols.p_keys, cols.p_values, "properties"),
-        pa.array(cols.body_type, pa.string()),
-    ]
+    def text(values: list[Any]) -> Callable[[], Any]:
+        return lambda: pa.array(values, pa.string())
+
+    builders: dict[str, Callable[[], Any]] = {
+        "body": body, "body_string": body_string, "message_id": text(cols.message_id),
+        "destination": text(cols.destination),
+        "sequence": lambda: pa.array(cols.sequence, pa.int64()),
+        "timestamp": lambda: stamps(cols.timestamp, "timestamp"),
+        "expiration": lambda: stamps(cols.expiration, "expiration"),
+        "priority": lambda: pa.array(cols.priority, pa.int32()),
+        "redelivered": lambda: pa.array(cols.redelivered, pa.bool_()),
+        "correlation_id": text(cols.correlation_id), "type": text(cols.type),
+        "group_id": text(cols.group_id),
+        "headers": lambda: mapping(cols.h_offsets, cols.h_keys, cols.h_values, "headers"),
+        "properties": lambda: mapping(cols.p_offsets, cols.p_keys, cols.p_values, "properties"),
+        "body_type": text(cols.body_type),
+    }
     for (name, kind), raw in zip(columns, cols.extra, strict=True):
-        convert = _TYPES[kind]
+        builders[name] = _typed(raw, _TYPES[kind], name, types)
+    if more:
+        builders.update(more)
+    return pa.RecordBatch.from_arrays([builders[f.name]() for f in schema], schema=schema)
+
+
+def _typed(raw: list[Any], convert: Callable[[Any], Any], name: str,
+           types: dict[str, Any]) -> Callable[[], Any]:
+    """How to build a property column: each raw value converted (null when it is
+    missing or does not convert)."""
+    def build() -> Any:
+        import pyarrow as pa
+
         values: list[Any] = []
         for v in raw:
             try:
                 values.append(None if v is None else convert(v))
             except (TypeError, ValueError):
                 values.append(None)
-        arrays.append(pa.array(values, types[name]))
-    arrays.extend(more)
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+        return pa.array(values, types[name])
+    return build

@@ -17,6 +17,7 @@ from pyspark.sql.types import StructType
 
 import relaymq_spark.options as opt
 from relaymq_spark.client import Client
+from relaymq_spark.projection import check_projection
 from relaymq_spark.ranges import (
     DEFAULT_MIN_PARTITIONS,
     DEFAULT_PER_PARTITION,
@@ -69,6 +70,7 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
                                               DEFAULT_PER_PARTITION) or DEFAULT_PER_PARTITION
         self.min_partitions = opt.positive_int(options, "minPartitions",
                                                DEFAULT_MIN_PARTITIONS) or 1
+        check_projection(schema, schema_for(self.columns), "relaymq")
         self.schema = schema  # a StructType: pickled to executors with the reader
         self.starting = opt.starting_offsets(options.get("startingOffsets"), self.dests)
         self.ending = opt.starting_offsets(options.get("endingOffsets", "latest"), self.dests)

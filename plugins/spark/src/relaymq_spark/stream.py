@@ -34,6 +34,7 @@ from pyspark.sql.types import StructType
 
 import relaymq_spark.options as opt
 from relaymq_spark.client import Client, check_loss
+from relaymq_spark.projection import check_projection
 from relaymq_spark.ranges import (
     DEFAULT_MIN_PARTITIONS,
     DEFAULT_PER_PARTITION,
@@ -42,7 +43,7 @@ from relaymq_spark.ranges import (
     resolve_start,
     split,
 )
-from relaymq_spark.rows import arrow_schema, property_columns
+from relaymq_spark.rows import arrow_schema, property_columns, schema_for
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
@@ -54,6 +55,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
                                               DEFAULT_PER_PARTITION) or DEFAULT_PER_PARTITION
         self.min_partitions = opt.positive_int(options, "minPartitions",
                                                DEFAULT_MIN_PARTITIONS) or 1
+        check_projection(schema, schema_for(self.columns), "relaymq")
         self.schema = schema  # a StructType: pickled to executors with the reader
         self.max_per_trigger = opt.positive_int(options, "maxMessagesPerTrigger", None)
         self.starting = opt.starting_offsets(options.get("startingOffsets"), self.dests)
