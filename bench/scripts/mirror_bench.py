@@ -258,14 +258,38 @@ async def drain(a: Proc, b: Proc, backlog: int, out: dict[str, Any]) -> None:
     consumer = Consumer()
     t0 = time.monotonic()
     b.start()
+    cpu0 = (a.cpu(), b.cpu())
     await consumer.start(b.uri)
     await consumer.wait_for(backlog, 3600 + backlog / 100)
-    out["snf_drain_total_s"] = round(time.monotonic() - t0, 1)
+    wall = time.monotonic() - t0
+    out["snf_drain_total_s"] = round(wall, 1)
+    # each broker's CPU over the drain as a share of one core: well under 100 % on
+    # both means they wait on each other (round trips), not on work
+    out["snf_drain_cpu_pct_a_b"] = (round((a.cpu() - cpu0[0]) / wall * 100),
+                                    round((b.cpu() - cpu0[1]) / wall * 100))
     times = sorted(t for t, _ in consumer.arrivals)
     lo, hi = times[int(len(times) * 0.1)], times[int(len(times) * 0.9)]
     out["snf_backlog"] = backlog
     out["snf_drain_events_per_s"] = round(0.8 * len(times) / max(hi - lo, 1e-9))
     await consumer.close()
+
+
+async def lag(a: Proc, b: Proc, args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """Measurement 3: a consumer on B, a steady --rate of sends to A."""
+    consumer = await Consumer().start(b.uri)
+    total = int(args.rate * args.seconds)
+    await produce(a.uri, total, rate=args.rate, start=10**9)
+    await consumer.wait_for(total, 120)
+    lags = sorted(max(0.0, t * 1000 - ts) for t, ts in consumer.arrivals)
+    out["lag_rate_msg_per_s"] = args.rate
+    out["lag_p50_ms"] = round(lags[len(lags) // 2], 1)
+    out["lag_p90_ms"] = round(lags[int(len(lags) * 0.9)], 1)
+    out["lag_p99_ms"] = round(lags[int(len(lags) * 0.99)], 1)
+    await consumer.close()
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -274,6 +298,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                            "build": "pure" if os.environ.get("RELAYMQ_PURE_PYTHON") else "as built"}
     procs: list[Proc] = []
     try:
+        if args.lag_only:
+            b = Proc(root, "b", args.store).start()
+            procs.append(b)
+            a = Proc(root, "a", args.store, mirror_to=b.port).start()
+            procs.append(a)
+            await asyncio.sleep(2)
+            await through(a, 2000, [b])  # warm-up
+            await lag(a, b, args, out)
+            return out
         if args.drain_only:
             b = Proc(root, "b", args.store).start()
             procs.append(b)
@@ -313,15 +346,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.cpu_only:
             return out
         # 3: lag at a steady rate
-        consumer = await Consumer().start(b.uri)
-        total = int(args.rate * args.seconds)
-        await produce(a.uri, total, rate=args.rate, start=10**9)
-        await consumer.wait_for(total, 120)
-        lags = sorted(max(0.0, t * 1000 - ts) for t, ts in consumer.arrivals)
-        out["lag_rate_msg_per_s"] = args.rate
-        out["lag_p50_ms"] = round(lags[len(lags) // 2], 1)
-        out["lag_p99_ms"] = round(lags[int(len(lags) * 0.99)], 1)
-        await consumer.close()
+        await lag(a, b, args, out)
         # 4: SnF drain
         await drain(a, b, args.backlog, out)
     finally:
@@ -345,8 +370,11 @@ def main() -> None:
                     "bench measured before round 6; the mirror's work then depends on the load)")
     ap.add_argument("--drain-only", action="store_true", help="measurement 4 only (a 1M backlog: "
                     "--backlog 1000000)")
+    ap.add_argument("--lag-only", action="store_true", help="measurement 3 only")
     args = ap.parse_args()
+    load0 = loadavg()
     out = asyncio.run(run(args))
+    out["load_average_before_after"] = f"{load0} / {loadavg()}"
     if args.json:
         print(json.dumps(out, indent=2))
     else:
