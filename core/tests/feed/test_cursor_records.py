@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from relaymq.feed import MessageAdded, MessageRemoved
 from relaymq.feed.constructors import added, removed
 from relaymq.feed.cursor import FEED_FIELD, REMOVED_TYPE, decode_event, encode_event, shared_record
@@ -121,10 +122,12 @@ def test_a_message_removed_record_keeps_the_message_annotations() -> None:
     assert rem.message.annotations is None
 
 
-async def test_a_spilled_cursor_reads_ahead_and_keeps_order_while_more_arrives(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("early", [False, True], ids=["after-store", "read-early"])
+async def test_a_spilled_cursor_reads_ahead_and_keeps_order_while_more_arrives(monkeypatch, early) -> None:  # type: ignore[no-untyped-def]
     """Small window and pages: the backlog spills to the store; the next page is
     read ahead while the reader works and more events keep coming. Every event
-    arrives once, in order; acknowledged ones are gone."""
+    arrives once, in order; acknowledged ones are gone (also when events are
+    handed out as they are captured, `read_early`)."""
     import asyncio
 
     from relaymq.broker.broker import Broker
@@ -139,6 +142,7 @@ async def test_a_spilled_cursor_reads_ahead_and_keeps_order_while_more_arrives(m
     await broker.start()
     try:
         cur = await broker.change_feed.subscribe_durable("spill", {MessageAdded})
+        cur.read_early = early
         conn = await broker.connect(ConnectRequest())
         q = Destination.queue("rec.spill")
         for i in range(300):
@@ -193,5 +197,59 @@ async def test_take_hands_out_what_is_in_memory_in_order_without_waiting() -> No
         assert cur.take(10) == [] and cur.unacknowledged == 5
         await cur.ack(seqs[2])
         assert cur.unacknowledged == 2
+    finally:
+        await broker.stop()
+
+
+async def test_read_early_hands_out_events_while_their_store_write_is_under_way() -> None:
+    """`read_early`: a captured event can be taken before the store write that
+    holds it completes; `stored_upto` stays below it (a reader must not forget it
+    yet) until the write completes, and `on_stored` then says so."""
+    import asyncio
+
+    from relaymq.broker.broker import Broker
+    from relaymq.broker.security import ConnectRequest
+    from relaymq.config.model import BrokerConfig
+
+    broker = Broker(BrokerConfig(persistent=False))
+    await broker.start()
+    try:
+        cur = await broker.change_feed.subscribe_durable("early", {MessageAdded})
+        cur.read_early = True
+        stored: list[int] = []
+        cur.on_stored = stored.append
+        conn = await broker.connect(ConnectRequest())
+        q = Destination.queue("rec.early")
+        await conn.send(Message(b"0", destination=q, durable=True))  # the buffer is in step now
+        first = await asyncio.wait_for(cur.get(), 5)
+        assert int(first.message.body) == 0  # type: ignore[attr-defined]
+        before = cur.stored_upto
+        gate = asyncio.Event()
+        store = broker.store
+        write = store.write
+
+        async def held(ops):  # type: ignore[no-untyped-def]
+            await gate.wait()
+            return await write(ops)
+
+        store.write = held
+        try:
+            sends = [asyncio.ensure_future(conn.send(Message(f"{i}".encode(), destination=q,
+                                                             durable=True))) for i in (1, 2)]
+            deadline = asyncio.get_running_loop().time() + 5
+            got: list[tuple[int, object]] = []
+            while len(got) < 2:
+                assert asyncio.get_running_loop().time() < deadline, got
+                await asyncio.sleep(0.01)
+                got += cur.take(10)
+            assert [int(ev.message.body) for _, ev in got] == [1, 2]  # type: ignore[attr-defined]
+            assert cur.stored_upto == before and stored == [before]
+            gate.set()
+            await asyncio.wait_for(asyncio.gather(*sends), 5)
+        finally:
+            store.write = write
+        assert cur.stored_upto == got[-1][0] and stored[-1] == got[-1][0]
+        await cur.ack(cur.stored_upto)
+        assert cur.unacknowledged == 0
     finally:
         await broker.stop()

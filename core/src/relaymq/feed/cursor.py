@@ -116,6 +116,13 @@ class DurableSubscription:
         self.share_messages = False
         #: cursor seqs of sends dropped after they were captured: skipped when read
         self._cancelled: set[int] = set()
+        #: hand each captured event to the reader at once, while the store write
+        #: that holds it is under way (`stored_upto` says how far the store has
+        #: them): a reader that forwards events need not wait for the local sync,
+        #: but must not acknowledge (forget) an event beyond `stored_upto`
+        self.read_early = False
+        #: with `read_early`: called with `stored_upto` after each stored batch
+        self.on_stored: Any = None
 
     def wants_kind(self, cls: type[Any]) -> bool:
         return self.kinds is None or cls in self.kinds
@@ -178,6 +185,10 @@ class DurableSubscription:
                         placement = ad.placements[0]
                         adds[placement] = seq
                         self._add_seqs[seq] = placement
+        if staged and self.read_early and staged[0][0] == self._buffered_max + 1:
+            # the events before these are in the buffer (or read) already: the
+            # reader may have these now; otherwise `committed` buffers them in order
+            self._buffer_staged(staged)
         return staged
 
     def _handed_out(self, seq: int) -> None:
@@ -188,10 +199,24 @@ class DurableSubscription:
             self._adds.pop(placement, None)
 
     def committed(self, staged: list[tuple[int, ChangeEvent]]) -> None:
-        """The batch holding `staged` is stored: they may be read now."""
+        """The batch holding `staged` is stored: they may be read now (with
+        `read_early` they were handed over at `capture` already, unless the
+        buffer was full then)."""
         if not staged:
             return
         self._committed = max(self._committed, staged[-1][0])
+        self._buffer_staged(staged)
+        if self.read_early and self.on_stored is not None:
+            self.on_stored(self._committed)
+
+    @property
+    def stored_upto(self) -> int:
+        """Every event up to this sequence number is in the store."""
+        return self._committed
+
+    def _buffer_staged(self, staged: list[tuple[int, ChangeEvent]]) -> None:
+        """Put `staged` in the reader's buffer (or leave them to be paged in from
+        the store once it is full) and wake the reader."""
         if self._spilled or len(self._buffer) >= WINDOW:
             self._spilled = True
         else:

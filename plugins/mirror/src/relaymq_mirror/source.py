@@ -116,6 +116,13 @@ class MirrorSource:
         # a send's record is the message its queue stores (one copy in the store),
         # where the message itself says everything the pump reads back
         self.cursor.share_messages = True
+        # an event goes to the target as soon as it is captured, while the local
+        # store write that holds it (and its sync) is under way: the two brokers'
+        # syncs overlap instead of following each other. The cursor forgets an
+        # event only once the target accepted it *and* it is stored here
+        # (`_ack`): a kill -9 in between resends it (the target drops repeats)
+        self.cursor.read_early = True
+        self.cursor.on_stored = self._stored
         self._read_upto = self._acked = self.cursor.position
         self._stopping = False
         self._wake = asyncio.Event()
@@ -136,6 +143,8 @@ class MirrorSource:
                     pass
         self._task = self._ack_task = None
         if self.cursor is not None:
+            self.cursor.on_stored = None
+            self.cursor.read_early = False
             self.cursor.close()
         self._set_state("stopped")
 
@@ -374,13 +383,21 @@ class MirrorSource:
         first = next(iter(self._unacked), None)
         return self._read_upto if first is None else first - 1
 
+    def _stored(self, upto: int) -> None:
+        """The cursor's events up to `upto` are in the local store: those the
+        target accepted meanwhile may be forgotten now."""
+        if self._acked < upto and self._acked < self.safe_position():
+            self._schedule_ack()
+
     def _schedule_ack(self) -> None:
         if self._ack_task is None or self._ack_task.done():
             self._ack_task = asyncio.get_running_loop().create_task(self._ack())
 
     async def _ack(self) -> None:
         while True:
-            upto = self.safe_position()
+            # accepted by the target and stored here (read early, an event may be
+            # accepted before its local write completed)
+            upto = min(self.safe_position(), self.cursor.stored_upto)
             if upto <= self._acked:
                 return
             await self.cursor.ack(upto)
