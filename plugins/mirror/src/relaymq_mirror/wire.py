@@ -186,30 +186,25 @@ def _escape(s: str) -> str:
 
 
 # -- data messages --------------------------------------------------------------------
-def _sections(data: bytes) -> list[tuple[int, int, int]]:
-    """(code, start, end) of each section of an encoded message."""
-    out = []
-    pos = 0
+def _section_at(data: bytes, pos: int) -> tuple[int, int]:
+    """(code, end) of the message section at `pos`."""
     n = len(data)
-    while pos < n:
-        if data[pos] != 0x00 or pos + 2 >= n:
-            raise BadEvent(f"not an AMQP message section at offset {pos}")
-        c = data[pos + 1]
-        if c == 0x53:
-            code = data[pos + 2]
-        elif c == 0x80:
-            code = int.from_bytes(data[pos + 2:pos + 10], "big")
-        else:
-            code = -1
-        try:
-            end = skip(data, pos)
-        except (DecodeError, IndexError) as exc:
-            raise BadEvent(f"undecodable message section at offset {pos}: {exc}") from None
-        if end > n:
-            raise BadEvent("message section runs past the end")
-        out.append((code, pos, end))
-        pos = end
-    return out
+    if data[pos] != 0x00 or pos + 2 >= n:
+        raise BadEvent(f"not an AMQP message section at offset {pos}")
+    c = data[pos + 1]
+    if c == 0x53:
+        code = data[pos + 2]
+    elif c == 0x80:
+        code = int.from_bytes(data[pos + 2:pos + 10], "big")
+    else:
+        code = -1
+    try:
+        end = skip(data, pos)
+    except (DecodeError, IndexError) as exc:
+        raise BadEvent(f"undecodable message section at offset {pos}: {exc}") from None
+    if end > n:
+        raise BadEvent("message section runs past the end")
+    return code, end
 
 
 _EVENT_TYPE_NAME = EVENT_TYPE.encode()
@@ -297,34 +292,42 @@ class Incoming:
     __slots__ = ("event", "annotations", "body", "message_bytes", "delivery_annotations")
 
     def __init__(self, data: bytes) -> None:
-        secs = _sections(data)
         self.event: str | None = None
         self.annotations: dict[str, tuple[int, Any]] = {}
         self.delivery_annotations: dict[str, tuple[int, Any]] = {}
         self.body: Any = None
         self.message_bytes = data
-        da_span = None
-        for code, start, end in secs:
+        da_start = da_end = -1
+        pos = 0
+        n = len(data)
+        while pos < n:
+            code, end = _section_at(data, pos)
             if code == _DA:
-                self.delivery_annotations = _raw_map(data, start, end)
-                da_span = (start, end)
-            elif code == _MA and data.find(_EVENT_TYPE_NAME, start, end) >= 0:
-                # read only when it may name an event: a mirrored message's own
-                # annotations are the target's to keep, not to read here
-                self.annotations = _raw_map(data, start, end)
+                self.delivery_annotations = _raw_map(data, pos, end)
+                da_start, da_end = pos, end
+            elif code == _MA:
+                if data.find(_EVENT_TYPE_NAME, pos, end) >= 0:
+                    # read only when it may name an event: a mirrored message's own
+                    # annotations are the target's to keep, not to read here
+                    self.annotations = _raw_map(data, pos, end)
+            elif code == 0x70:
+                pass  # the header
+            elif EVENT_TYPE not in self.annotations:
+                # properties or later of a mirrored message: `to_kernel` reads
+                # (and checks) them, once
+                break
+            elif code == 0x77:
+                vpos = pos + 3 if data[pos + 1] == 0x53 else pos + 10
+                self.body = (data[vpos], decode(data, vpos)[0])
+            pos = end
         ev = self.annotations.get(EVENT_TYPE)
         if ev is not None:
             vcode, value = ev
             if vcode not in _SYMBOL_CODES:
                 raise BadEvent(f"{EVENT_TYPE} must be a symbol (it was type 0x{vcode:02x})")
             self.event = str(value)
-            for code, start, _end in secs:
-                if code == 0x77:
-                    pos = start + 3 if data[start + 1] == 0x53 else start + 10
-                    vcode = data[pos]
-                    self.body = (vcode, decode(data, pos)[0])
-        elif da_span is not None:
-            self.message_bytes = data[:da_span[0]] + data[da_span[1]:]
+        elif da_start >= 0:
+            self.message_bytes = data[:da_start] + data[da_end:]
 
     def string(self, key: str, where: str = "annotations", required: bool = True) -> str | None:
         found = (self.annotations if where == "annotations" else self.delivery_annotations).get(key)
