@@ -260,8 +260,38 @@ async def drain(a: Proc, b: Proc, backlog: int, out: dict[str, Any]) -> None:
     b.start()
     cpu0 = (a.cpu(), b.cpu())
     await consumer.start(b.uri)
-    await consumer.wait_for(backlog, 3600 + backlog / 100)
+    unsettled: list[int] = []
+    accepted: list[tuple[float, int]] = []
+
+    async def watch() -> None:  # how full the mirror's window is while it drains
+        while True:
+            await asyncio.sleep(0.5)
+            try:
+                st = await a.mirror_status()
+            except Exception:  # noqa: BLE001 - a sample missed
+                continue
+            unsettled.append(int(st.get("unsettled") or 0))
+            accepted.append((time.monotonic(), int(st.get("accepted") or 0)))
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await consumer.wait_for(backlog, 3600 + backlog / 100)
+    finally:
+        watcher.cancel()
     wall = time.monotonic() - t0
+    if len(accepted) > 2:
+        # the same rate as the source sees it (events the target accepted), which
+        # the bench's own consumer on B does not limit
+        base = accepted[0][1]
+        lo_s = next((x for x in accepted if x[1] - base >= 0.1 * backlog), None)
+        hi_s = next((x for x in accepted if x[1] - base >= 0.9 * backlog), None)
+        if lo_s is not None and hi_s is not None and hi_s[0] > lo_s[0]:
+            out["snf_drain_accepted_per_s"] = round((hi_s[1] - lo_s[1]) / (hi_s[0] - lo_s[0]))
+    if unsettled:
+        unsettled.sort()
+        out["snf_drain_unsettled_p10_p50_p90"] = (unsettled[len(unsettled) // 10],
+                                                  unsettled[len(unsettled) // 2],
+                                                  unsettled[len(unsettled) * 9 // 10])
     out["snf_drain_total_s"] = round(wall, 1)
     # each broker's CPU over the drain as a share of one core: well under 100 % on
     # both means they wait on each other (round trips), not on work
