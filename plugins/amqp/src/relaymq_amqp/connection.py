@@ -631,36 +631,52 @@ class AmqpConnection(LinkHost):
             update = pn.delivery_update
             settle = pn.delivery_settle
             accepted = pn.ACCEPTED
-            while q:
+            while q and not self._closing:
                 message, link, d, txn = q.popleft()
-                if txn is not None or message is None or link is None:
-                    await self._transactional(message, link, d, txn)
-                    continue
                 try:
-                    stored = await submit(message)
-                except Exception as exc:  # noqa: BLE001 - refused sends are settled rejected
-                    link.sent(d, exc)
-                    continue
-                if stored is not None:
-                    # Routed in order; settle when the store has it, while the next
-                    # transfers are routed (the store merges their syncs).
-                    self._settle_when_stored(stored, link, d)
-                    continue
-                link.inflight -= 1
-                if link.closed:
-                    continue
-                if d is not None:
-                    update(d, accepted)
-                    settle(d)
-                if link.credit + link.inflight <= link.low_water:
-                    link._top_up()
-        except Exception:  # noqa: BLE001 - never leave the pipeline stuck
-            log.exception("AMQP send pipeline of %s failed", self.remote_address)
+                    if txn is not None or message is None or link is None:
+                        await self._transactional(message, link, d, txn)
+                        continue
+                    try:
+                        stored = await submit(message)
+                    except Exception as exc:  # noqa: BLE001 - refused sends are settled rejected
+                        link.sent(d, exc)
+                        continue
+                    if stored is not None:
+                        # Routed in order; settle when the store has it, while the next
+                        # transfers are routed (the store merges their syncs).
+                        self._settle_when_stored(stored, link, d)
+                        continue
+                    link.inflight -= 1
+                    if link.closed:
+                        continue
+                    if d is not None:
+                        update(d, accepted)
+                        settle(d)
+                    if link.credit + link.inflight <= link.low_water:
+                        link._top_up()
+                except Exception as exc:  # noqa: BLE001 - never leave the pipeline stuck
+                    self._pipeline_failed(exc)
         finally:
             self._sending = False
-            if self.closed:
+            if self.closed or self._closing:
                 q.clear()
+            elif q:  # stopped early (cancelled): what is queued goes on now, not
+                self.loop.call_soon(self._start_sending)  # when the next transfer comes
         self.want_flush()
+
+    def _pipeline_failed(self, exc: Exception) -> None:
+        """A step of the send pipeline raised where no refusal was expected (not a
+        refused send: those are settled `rejected`). Whether the transfer's delivery
+        was settled is not known, so the connection is not trusted any more: it
+        closes with `amqp:internal-error` and the reason. Its transfers not settled
+        yet were not accepted (the client sends them again), and the messages its
+        consumers hold go back to their queues for redelivery."""
+        log.error("AMQP send pipeline of %s failed; closing the connection",
+                  self.remote_address, exc_info=exc)
+        self._fail(Condition("amqp:internal-error",
+                             f"the broker could not process a transfer: "
+                             f"{type(exc).__name__}: {exc}"))
 
     async def _transactional(self, message: Message | None, link: ProducerLink | None, d: Any,
                              txn: Any) -> None:

@@ -13,6 +13,7 @@ modified undeliverable-here=poison, rejected=reject, the DLQ).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Final
@@ -542,10 +543,14 @@ class ConsumerLink(Link):
     def _on_message(self, delivery: Delivery) -> None:
         msg = delivery.message
         data = msg.encoded
-        if data is None or msg.encoding != "amqp":
-            data = from_kernel(msg, delivery.delivery_count)
-        elif delivery.delivery_count:
-            data = with_delivery_count(data, delivery.delivery_count)
+        try:
+            if data is None or msg.encoding != "amqp":
+                data = from_kernel(msg, delivery.delivery_count)
+            elif delivery.delivery_count:
+                data = with_delivery_count(data, delivery.delivery_count)
+        except Exception as exc:  # noqa: BLE001 - only this delivery fails
+            self._unsendable(delivery, exc)
+            return
         if self.presettled:
             d = pn.send(self.link, b"", data)
             _settle(d)
@@ -557,6 +562,32 @@ class ConsumerLink(Link):
         conn = self.conn
         if not conn.flush_scheduled:
             conn.want_flush()
+
+    def _unsendable(self, delivery: Delivery, exc: Exception) -> None:
+        """`delivery`'s message cannot be encoded for AMQP (a field another protocol
+        gave it has no AMQP form). Like ActiveMQ's AMQP transport, the broker
+        poison-acks it (the redeliveryPlugin's policy, else the dead-letter queue) once
+        the dispatch that handed it over is done; nothing went out on the link, so
+        the consumer's credit is taken from the link again, and the deliveries
+        around it go out as usual."""
+        log.warning("message %s on %s cannot be sent to AMQP consumer link %s (%s: %s); "
+                    "it is poison-acked (dead-letter queue)", delivery.message.message_id,
+                    delivery.message.destination, self.name, type(exc).__name__, exc)
+        if self.browser:
+            return  # a browser's copy: nothing to settle
+        did = delivery.id
+
+        def poison() -> None:
+            consumer = self.consumer
+            if consumer is None:
+                return  # the link closed meanwhile: the kernel released its deliveries
+            try:
+                consumer.nack(did, NackMode.POISON)
+            except UnknownDelivery:
+                pass  # settled meanwhile (the consumer closed)
+            self.on_flow()
+
+        asyncio.get_running_loop().call_soon(poison)
 
     def _on_drained(self) -> None:
         if not self.closed:
