@@ -10,6 +10,7 @@ import importlib.util
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
 from proton import Delivery, Message, symbol  # noqa: E402 (after the skips)
 from proton.utils import BlockingConnection  # noqa: E402
+from relaymq.client import connect_broker  # noqa: E402
 from relaymq.testing.barriers import MARKER_PROPERTY, new_marker  # noqa: E402
 from relaymq.testing.store_brokers import (  # noqa: E402
     STORE_PLUGINS,
@@ -204,3 +206,49 @@ def test_a_cron_job_survives_kill_9(store: str, cron_brokers: dict[str, Broker])
     # run first, waited for the same minute)
     got = collect(broker.stomp, "/queue/CRON", 1, 1000, timeout=75)
     assert got == ["cron"]
+
+
+async def test_a_duplicate_id_given_apart_stays_apart_across_a_restart(tmp_path: Path) -> None:
+    """A mirror target schedules a mirrored message with its duplicate id given
+    apart: the stored job keeps the id (not the message), a copy fired after a
+    restart carries only its producer's properties, and the id still drops a
+    replay of the event."""
+    from relaymq.model.destination import Destination
+    from relaymq.model.message import Message as KernelMessage
+    from relaymq.testing import broker_config, plugin_element, running_broker
+    from relaymq.testing.waits import wait_until_async
+
+    def kaha() -> Any:
+        c = broker_config(persistent=True, data_directory=str(tmp_path), scheduler_support=True)
+        c.persistence_adapter = plugin_element("kahaDB")
+        return c
+
+    dest = Destination.queue("DUP.LATER")
+
+    def message(delay: int) -> KernelMessage:
+        m = KernelMessage(b"later", destination=dest, durable=True, properties={"k": "v"})
+        m.scheduled_delay = delay
+        return m
+
+    async with running_broker(kaha()) as broker:
+        stored = await broker.internal_connection().submit(message(1500), None, "mirror:1")
+        assert stored is not None
+        await stored
+        assert broker.scheduler is not None and broker.scheduler.pending == 1
+    async with running_broker(kaha()) as broker:
+        assert broker.scheduler is not None
+        await wait_until_async(lambda: broker.management.queue(dest) is not None
+                               and broker.management.queue(dest).size() == 1,
+                               what="the recovered job fired", timeout=20)
+        vm = await connect_broker(broker)
+        consumer = await vm.consumer(dest)
+        got = await consumer.receive(timeout=5)
+        assert got is not None
+        assert got.message.properties == {"k": "v"}
+        assert not got.message.annotations
+        await vm.close()
+        replay = await broker.internal_connection().submit(message(0), None, "mirror:1")
+        if replay is not None:
+            await replay
+        assert broker.management.queue(dest).stats.duplicates == 1
+        assert broker.management.queue(dest).size() == 0

@@ -159,15 +159,18 @@ class BrokerProcess(RelaymqProcess):
     management listings (`api`) instead of guessing from the passing of time."""
 
     def __init__(self, tmp: Path, name: str, mirrors: str = "", console: bool = False,
-                 args: Sequence[str] = ()) -> None:
+                 args: Sequence[str] = (), stomp: bool = False, scheduler: bool = False) -> None:
         self.tmp = tmp
         self.name = name
         self.port = free_port()
+        #: with `stomp`, a STOMP connector too
+        self.stomp_port = free_port() if stomp else None
+        self.scheduler = scheduler  # schedulerSupport="true"
         self.http_port = free_port() if console else None
         self.dir = tmp / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.mirrors = mirrors
-        ports = [self.port] if self.http_port is None else [self.port, self.http_port]
+        ports = [p for p in (self.port, self.http_port, self.stomp_port) if p is not None]
         super().__init__(self.dir / "activemq.xml", self.dir / "broker.log", ports, args=args)
 
     def api(self, path: str) -> Any:
@@ -211,11 +214,15 @@ class BrokerProcess(RelaymqProcess):
     def write(self) -> Path:
         console = ("" if self.http_port is None else
                    f'<plugins><console host="127.0.0.1" port="{self.http_port}"/></plugins>')
+        stomp = ("" if self.stomp_port is None else
+                 f'<transportConnector name="stomp" uri="stomp://127.0.0.1:{self.stomp_port}"/>')
+        scheduler = ' schedulerSupport="true"' if self.scheduler else ""
         self.config.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
-        brokerName="{self.name}" dataDirectory="{self.dir}">
+        brokerName="{self.name}" dataDirectory="{self.dir}"{scheduler}>
   <persistenceAdapter><kahaDB directory="{self.dir / 'kahadb'}"/></persistenceAdapter>
   <transportConnectors>
     <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.port}"/>
+    {stomp}
   </transportConnectors>
   {self.mirrors}
   {console}

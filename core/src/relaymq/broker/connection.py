@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from relaymq.broker.chain import SendChain
-from relaymq.broker.duplicates import DUPLICATE_ID
 from relaymq.broker.events import BrokerEvents
 from relaymq.broker.region import Region
 from relaymq.broker.security import Principal
@@ -69,8 +68,8 @@ class Scheduling(Protocol):
 
     def wants(self, message: Message) -> bool: ...
 
-    def schedule(self, message: Message,
-                 connection: ClientConnection) -> asyncio.Future[None] | None: ...
+    def schedule(self, message: Message, connection: ClientConnection,
+                 duplicate_id: str | None = None) -> asyncio.Future[None] | None: ...
 
 
 class ConnectionHost(Protocol):
@@ -207,8 +206,8 @@ class ClientConnection:
         that completes when it is accepted (stored), or None when it already is.
         `duplicate_id`: the send's duplicate-detection id, given apart from the
         message (a mirror target's): checked as `_AMQ_DUPL_ID` would be, not added
-        to the message's properties (unless the message is scheduled: it is
-        checked when it is routed, later).
+        to the message's properties (a scheduled message's is kept with its job
+        and checked when each copy is routed).
 
         Transports that pipeline (AMQP unsettled transfers, STOMP SENDs with
         receipts) call this for each message in arrival order and settle each one
@@ -238,11 +237,8 @@ class ClientConnection:
             await self._region.flow_control(memory.wait(), dest)
         scheduler = self._scheduler
         if scheduler is not None and asks_scheduling(message):  # stored first when persistent
-            if duplicate_id is not None:  # checked when it is routed, from the stored message
-                props = dict(message.properties)
-                props[DUPLICATE_ID] = duplicate_id
-                message.properties = props
-            return scheduler.schedule(message, self)
+            # a duplicate id given apart stays apart: checked when each copy is routed
+            return scheduler.schedule(message, self, duplicate_id)
         batch = SendBatch()
         txn = None
         if txid is not None:

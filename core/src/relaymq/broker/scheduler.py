@@ -24,6 +24,14 @@ stored job; one whose time passed while the broker was down is delivered at once
 Non-persistent scheduled messages (or any on a non-persistent store) stay in
 memory only, as in ActiveMQ for non-persistent messages they are lost with the
 broker.
+
+**What a delivered copy carries**: the message as its producer sent it, without
+the `AMQ_SCHEDULED_*` properties (as ActiveMQ removes them, so a copy that goes on
+over a network or a mirror is not scheduled again there). A duplicate-detection
+id given apart from the message (a mirror target's) stays apart: it belongs to
+the job (stored as the private annotation `DUPLICATE_ID_ANNOTATION` of the
+stored copy only) and is checked when each copy is routed; it never becomes a
+property a consumer sees.
 """
 
 from __future__ import annotations
@@ -47,15 +55,22 @@ log = logging.getLogger("relaymq.scheduler")
 SCHEDULER_KEY = "durable://relaymq.scheduler"
 CRON = SCHEDULED_CRON
 _CRON_MARKER = SCHEDULED_CRON_MARKER
+#: the properties that ask for scheduling; a delivered copy has none of them
+SCHEDULING_PROPERTIES = ("AMQ_SCHEDULED_DELAY", "AMQ_SCHEDULED_PERIOD", "AMQ_SCHEDULED_REPEAT",
+                         "AMQ_SCHEDULED_START", CRON)
+#: the annotation of a stored job holding the duplicate id given apart from its message
+DUPLICATE_ID_ANNOTATION = "relaymq_scheduled_duplicate_id"
 
 
 class Job:
     """One scheduled message: what to send, when, and how often."""
 
-    __slots__ = ("message", "conn", "due", "period", "remaining", "seq", "handle", "cron")
+    __slots__ = ("message", "conn", "due", "period", "remaining", "seq", "handle", "cron",
+                 "duplicate_id")
 
     def __init__(self, message: Message, conn: ClientConnection | None, due: int, period: int,
-                 remaining: int, seq: int | None, cron: Cron | None = None) -> None:
+                 remaining: int, seq: int | None, cron: Cron | None = None,
+                 duplicate_id: str | None = None) -> None:
         self.message = message
         self.conn = conn
         self.due = due  # epoch ms
@@ -64,16 +79,18 @@ class Job:
         self.seq = seq  # where it is stored (None: memory only)
         self.handle: asyncio.TimerHandle | None = None
         self.cron = cron  # a cron job: `period` is the delay after each cron time
+        self.duplicate_id = duplicate_id  # given apart from the message (a mirror target's)
 
     def following(self) -> Job | None:
         """The job's next state after it fired, None when it is done."""
         if self.cron is not None:
             due = self.cron.next_after(max(self.due - self.period, now_millis())) + self.period
-            return Job(self.message, self.conn, due, self.period, -1, None, self.cron)
+            return Job(self.message, self.conn, due, self.period, -1, None, self.cron,
+                       self.duplicate_id)
         if self.remaining <= 0:
             return None
         return Job(self.message, self.conn, self.due + self.period, self.period,
-                   self.remaining - 1, None)
+                   self.remaining - 1, None, None, self.duplicate_id)
 
     def stored_form(self) -> Message:
         """The copy kept in the store: the message with the job's state in its
@@ -82,6 +99,10 @@ class Job:
         m.scheduled_delay = self.due
         m.scheduled_period = self.period
         m.scheduled_repeat = self.remaining
+        if self.duplicate_id is not None:
+            ann = dict(m.annotations or {})
+            ann[DUPLICATE_ID_ANNOTATION] = self.duplicate_id
+            m.annotations = ann
         return m
 
 
@@ -117,8 +138,13 @@ class Scheduler:
                                   m.message_id)
                     await broker.region.writer.write([RemoveMessage(SCHEDULER_KEY, sm.seq)])
                     continue
+            duplicate_id = None
+            if m.annotations and DUPLICATE_ID_ANNOTATION in m.annotations:
+                ann = dict(m.annotations)
+                duplicate_id = str(ann.pop(DUPLICATE_ID_ANNOTATION))
+                m.annotations = ann or None
             job = Job(m, None, m.scheduled_delay, m.scheduled_period, m.scheduled_repeat, sm.seq,
-                      cron)
+                      cron, duplicate_id)
             self._last_seq = max(self._last_seq, sm.seq)
             self._arm(job)
         if stored:
@@ -130,10 +156,13 @@ class Scheduler:
         """Whether `message` asks to be scheduled."""
         return asks_scheduling(message)
 
-    def schedule(self, message: Message, connection: ClientConnection) -> asyncio.Future[None] | None:
+    def schedule(self, message: Message, connection: ClientConnection,
+                 duplicate_id: str | None = None) -> asyncio.Future[None] | None:
         """Take a message with scheduling fields. Returns a future that completes when
         a persistent one is stored (acknowledge the producer then), else None.
-        An unusable cron entry raises `MessageFormatError` (that send fails)."""
+        An unusable cron entry raises `MessageFormatError` (that send fails).
+        `duplicate_id`: the send's duplicate-detection id given apart from the
+        message; each copy is checked with it when it is routed."""
         if self._broker is None:
             self._broker = connection.broker
         delay = max(message.scheduled_delay, 0)
@@ -141,11 +170,12 @@ class Scheduler:
         if entry is not None:
             cron = Cron(str(entry))
             due = cron.next_after(now_millis()) + delay
-            job = Job(message, connection, due, delay, -1, None, cron)
+            job = Job(message, connection, due, delay, -1, None, cron, duplicate_id)
         else:
             period = max(message.scheduled_period, 0)
             repeat = max(message.scheduled_repeat, 0) if period > 0 else 0
-            job = Job(message, connection, now_millis() + delay, period, repeat, None)
+            job = Job(message, connection, now_millis() + delay, period, repeat, None, None,
+                      duplicate_id)
         if not (message.durable and self.persistent):
             self._arm(job)
             return None
@@ -190,6 +220,9 @@ class Scheduler:
         copy = message.copy(message_id=message.message_id if once else None,
                             timestamp=now_millis())
         copy.scheduled_delay = copy.scheduled_period = copy.scheduled_repeat = 0
+        props = copy.properties
+        if props and not props.keys().isdisjoint(SCHEDULING_PROPERTIES):
+            copy.properties = {k: v for k, v in props.items() if k not in SCHEDULING_PROPERTIES}
         if copy.message_id is None:
             copy.message_id = conn.new_message_id()
         try:
@@ -199,7 +232,8 @@ class Scheduler:
             nxt = None
         batch = SendBatch()
         try:
-            routed = broker.send_chain.call(SendContext(conn, batch, False, conn.network), copy)
+            routed = broker.send_chain.call(SendContext(conn, batch, False, conn.network, None,
+                                                        None, job.duplicate_id), copy)
             if routed is not DONE:
                 await routed
         except Exception:  # noqa: BLE001 - a refused firing is logged; the job goes on

@@ -1,0 +1,213 @@
+"""What clients see on a mirror's source and target: two `relaymq run` processes
+(kahaDB, scheduler support, AMQP and STOMP, the console) started once for the
+module, A mirroring to B. Each test uses its own queues."""
+
+from __future__ import annotations
+
+import queue
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mirrortools import BrokerProcess
+from proton import Message, Timeout, symbol
+from proton.utils import BlockingConnection
+from relaymq.testing.waits import wait_until
+
+pytest.importorskip("relaymq_console", reason="relaymq-console is not installed (the tests "
+                    "read the brokers' management listings through it)")
+stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
+
+DUPLICATE_ID = "_AMQ_DUPL_ID"
+
+
+def mirror_xml(port: int, name: str) -> str:
+    return f"""<broker-connections>
+    <amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200">
+      <mirror/>
+    </amqp-connection>
+  </broker-connections>"""
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    tmp: Path = tmp_path_factory.mktemp("pair")
+    b = BrokerProcess(tmp, "b", console=True, stomp=True, scheduler=True).start()
+    try:
+        a = BrokerProcess(tmp, "a", mirror_xml(b.port, "B"), console=True, stomp=True,
+                          scheduler=True).start()
+        try:
+            wait_until(a.mirror_idle, "A's mirror to B connected", timeout=60,
+                       detail=lambda: repr(a.mirror_statuses()))
+            yield a, b
+        finally:
+            a.stop()
+    finally:
+        b.stop()
+
+
+def mirror_done(source: BrokerProcess) -> None:
+    wait_until(source.mirror_idle, f"the mirror of {source.name} to have nothing pending",
+               timeout=60, interval=0.1, detail=lambda: repr(source.mirror_statuses()))
+
+
+def stomp_send(bp: BrokerProcess, destination: str, body: str, headers: dict[str, str]) -> None:
+    assert bp.stomp_port is not None
+    conn = stomp.Connection([("127.0.0.1", bp.stomp_port)])
+    receipts: queue.Queue[str] = queue.Queue()
+
+    class Receipts(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_receipt(self, frame: Any) -> None:
+            receipts.put(frame.headers["receipt-id"])
+
+    conn.set_listener("", Receipts())
+    conn.connect(wait=True)
+    try:
+        conn.send(destination, body, headers=headers, receipt="sent")
+        assert receipts.get(timeout=10) == "sent"
+    finally:
+        conn.disconnect()
+
+
+def receive_one(bp: BrokerProcess, address: str, timeout: float = 30) -> Message:
+    """Receive and accept one message from `address` on `bp` (AssertionError on timeout)."""
+    conn = BlockingConnection(bp.url, timeout=30)
+    try:
+        rcv = conn.create_receiver(address, credit=1)
+        try:
+            m = rcv.receive(timeout=timeout)
+        except Timeout:
+            raise AssertionError(f"no message on {address} at {bp.name} within {timeout} s; "
+                                 f"the broker said:\n{bp.output()[-3000:]}") from None
+        rcv.accept()
+        return m
+    finally:
+        conn.close()
+
+
+def nothing_on(bp: BrokerProcess, address: str, timeout: float = 1.0) -> bool:
+    conn = BlockingConnection(bp.url, timeout=30)
+    try:
+        rcv = conn.create_receiver(address, credit=1)
+        try:
+            rcv.receive(timeout=timeout)
+        except Timeout:
+            return True
+        return False
+    finally:
+        conn.close()
+
+
+# -- scheduled messages: no internal property leaks ---------------------------------------------
+def test_a_mirrored_stomp_scheduled_message_carries_only_its_producers_properties(
+        pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """The mirror's duplicate-detection id is internal: the scheduled message, as
+    delivered on the target (and the source), has the headers its producer set and
+    no `_AMQ_DUPL_ID`."""
+    a, b = pair
+    q = f"sched.stomp.{uuid.uuid4().hex[:8]}"
+    stomp_send(a, f"/queue/{q}", "later", {"persistent": "true", "AMQ_SCHEDULED_DELAY": "300",
+                                           "color": "red"})
+    mirror_done(a)
+    on_b = receive_one(b, f"queue://{q}")
+    on_a = receive_one(a, f"queue://{q}")
+    for where, m in (("B", on_b), ("A", on_a)):
+        props = dict(m.properties or {})
+        assert DUPLICATE_ID not in props, f"{where}: {props}"
+        assert props == {"color": "red"}, f"{where}: {props}"
+        assert bytes(m.body) == b"later", where
+
+
+def test_a_mirrored_amqp_delayed_message_keeps_its_producers_duplicate_id(
+        pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """With `x-opt-delivery-delay`: the target delivers the producer's own
+    `_AMQ_DUPL_ID` (not the mirror's), and a plain delayed message gets none."""
+    a, b = pair
+    q = f"sched.amqp.{uuid.uuid4().hex[:8]}"
+    conn = BlockingConnection(a.url, timeout=30)
+    try:
+        sender = conn.create_sender(f"queue://{q}")
+        for props in ({"n": 1}, {"n": 2, DUPLICATE_ID: "producers-own-id"}):
+            sender.send(Message(body=f"delayed {props['n']}", durable=True, properties=props,
+                                annotations={symbol("x-opt-delivery-delay"): 300}))
+    finally:
+        conn.close()
+    mirror_done(a)
+    got = sorted((receive_one(b, f"queue://{q}") for _ in range(2)),
+                 key=lambda m: m.properties["n"])
+    assert [dict(m.properties) for m in got] == [
+        {"n": 1}, {"n": 2, DUPLICATE_ID: "producers-own-id"}]
+    assert [m.body for m in got] == ["delayed 1", "delayed 2"]
+
+
+def test_a_delivered_scheduled_copy_has_no_scheduling_properties(
+        pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """`AMQ_SCHEDULED_DELAY` as an AMQP application property: the copy delivered
+    on A, and the one mirrored to B, no longer ask for scheduling (ActiveMQ removes
+    the properties, so a copy that goes on over a network is not scheduled again)."""
+    a, b = pair
+    q = f"sched.props.{uuid.uuid4().hex[:8]}"
+    conn = BlockingConnection(a.url, timeout=30)
+    try:
+        conn.create_sender(f"queue://{q}").send(Message(
+            body="delayed", durable=True, properties={"AMQ_SCHEDULED_DELAY": 300, "k": "v"}))
+    finally:
+        conn.close()
+    on_b = receive_one(b, f"queue://{q}")
+    on_a = receive_one(a, f"queue://{q}")
+    assert dict(on_b.properties) == {"k": "v"}
+    assert dict(on_a.properties) == {"k": "v"}
+
+
+async def _source_link(b: BrokerProcess, node: str) -> tuple[Any, Any]:
+    """A mirror link to `b` as another broker (Artemis, say) opens it."""
+    from relaymq_amqp.outgoing import AmqpConnection
+
+    snf = "$ACTIVEMQ_ARTEMIS_MIRROR_relaymq"
+    conn = AmqpConnection(f"tcp://127.0.0.1:{b.port}", retry_interval=0.1, container_id=node)
+    await conn.connect()
+    sender = await conn.open_sender(
+        snf, name=f"{snf}:{uuid.uuid4()}", source_address=snf,
+        properties={"x-opt-amq-bkr-id": node}, desired_capabilities=["amq.mirror"],
+        rcv_settle_first=True)
+    return conn, sender
+
+
+@pytest.mark.slow
+async def test_cron_messages_across_the_mirror_carry_no_internal_property(
+        pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """A cron job on A (the first firing comes at the next minute): its copy on B
+    is delivered as A delivered it, not scheduled again on B, and carries neither
+    the mirror's `_AMQ_DUPL_ID` nor `AMQ_SCHEDULED_CRON`. A mirrored message that
+    still asks for a cron schedule (as another broker may send one), sent twice
+    (a replayed event), is scheduled on B; each firing is delivered once, without
+    the mirror's duplicate id."""
+    a, b = pair
+    q1 = f"cron.a.{uuid.uuid4().hex[:8]}"
+    q2 = f"cron.b.{uuid.uuid4().hex[:8]}"
+    stomp_send(a, f"/queue/{q1}", "every minute", {"persistent": "true",
+                                                   "AMQ_SCHEDULED_CRON": "* * * * *",
+                                                   "color": "green"})
+    event = Message(body="from another source", durable=True,
+                    properties={"AMQ_SCHEDULED_CRON": "* * * * *", "color": "blue"})
+    event.instructions = {symbol("x-opt-amq-mr-id"): 4242, symbol("x-opt-amq-mr-dst"): q2}
+    conn, sender = await _source_link(b, str(uuid.uuid4()))
+    try:
+        for _ in range(2):  # the event and its replay
+            assert (await sender.send(bytes(event.encode()))).state == "accepted"
+    finally:
+        await conn.close()
+    on_b = receive_one(b, f"queue://{q1}", timeout=130)
+    assert dict(on_b.properties) == {"color": "green"}
+    assert bytes(on_b.body) == b"every minute"
+    on_a = receive_one(a, f"queue://{q1}", timeout=30)
+    assert dict(on_a.properties) == {"color": "green"}
+    scheduled = receive_one(b, f"queue://{q2}", timeout=130)
+    assert dict(scheduled.properties) == {"color": "blue"}
+    wait_until(lambda: b.api(f"queues/{q2}")["duplicates"] >= 1,
+               "the replayed event's firing dropped as a duplicate", timeout=30,
+               detail=lambda: repr(b.api(f"queues/{q2}")))
+    assert b.queue_depth(q2) == 0
+
