@@ -34,7 +34,10 @@ def mirror_xml(port: int, name: str) -> str:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
     tmp: Path = tmp_path_factory.mktemp("pair")
-    b = BrokerProcess(tmp, "b", console=True, stomp=True, scheduler=True).start()
+    # postAcks whose message is not found are given up after two looks 20 ms apart,
+    # so one that waited for a consumer's release without these fixes would be lost
+    args = ["-D", "mirrorAckManagerRetryDelay=20", "-D", "mirrorAckManagerQueueAttempts=2"]
+    b = BrokerProcess(tmp, "b", console=True, stomp=True, scheduler=True, args=args).start()
     try:
         a = BrokerProcess(tmp, "a", mirror_xml(b.port, "B"), console=True, stomp=True,
                           scheduler=True).start()
@@ -211,3 +214,39 @@ async def test_cron_messages_across_the_mirror_carry_no_internal_property(
                detail=lambda: repr(b.api(f"queues/{q2}")))
     assert b.queue_depth(q2) == 0
 
+
+# -- an acknowledgement on the source for a message a consumer on the target holds -------------
+def test_a_message_held_on_the_target_goes_once_the_source_acknowledged_it(
+        pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """A consumer on B holds a mirrored message (delivered, not settled) while A's
+    consumer acknowledges it: the postAck waits (longer than its retry attempts
+    would last) and removes the message when B's consumer lets it go (here: its
+    connection closes without settling), so it is not delivered on B again."""
+    a, b = pair
+    q = f"held.{uuid.uuid4().hex[:8]}"
+    conn = BlockingConnection(a.url, timeout=30)
+    try:
+        conn.create_sender(f"queue://{q}").send(Message(body="acked on A", durable=True))
+    finally:
+        conn.close()
+    mirror_done(a)
+    holder = BlockingConnection(b.url, timeout=30)
+    try:
+        held = holder.create_receiver(f"queue://{q}", credit=1).receive(timeout=30)
+        assert held.body == "acked on A"  # delivered on B, not settled
+        assert receive_one(a, f"queue://{q}").body == "acked on A"  # acknowledged on A
+        mirror_done(a)  # B accepted the postAck
+        # more mirrored work after it, while the consumer on B still holds the message
+        send_and_wait = BlockingConnection(a.url, timeout=30)
+        try:
+            send_and_wait.create_sender(f"queue://{q}.other").send(
+                Message(body="later", durable=True))
+        finally:
+            send_and_wait.close()
+        mirror_done(a)
+        assert b.queue_depth(f"{q}.other") == 1
+        assert b.queue_depth(q) == 1
+    finally:
+        holder.close()  # released unsettled: back to the queue, where the postAck waits
+    wait_until(lambda: b.queue_depth(q) == 0, f"the held message removed from {q} on B",
+               timeout=30, detail=lambda: b.output()[-3000:])

@@ -669,11 +669,15 @@ class Queue(QueueBase):
         """Deliveries consumers hold unacknowledged (paused consumers included)."""
         return [e for c in self.consumers + self._held for e in c.inflight.values()]
 
-    async def remove_messages(self, seqs: Collection[int], reason: str = KILLED) -> int:
+    async def remove_messages(self, seqs: Collection[int], reason: str = KILLED,
+                              held: list[int] | None = None) -> int:
         """Remove the messages with these sequence numbers that no consumer holds,
         whether waiting in memory or only in the store (paged out). Returns how many,
         once their removal is stored.
-        `reason`: the change feed's `RemovalReason` (`moved` for a move)."""
+        `reason`: the change feed's `RemovalReason` (`moved` for a move).
+        `held`: when given, gets the sequence numbers skipped because a consumer
+        holds them (delivered, not settled yet), for a caller that must remove them
+        once they are released (a mirror target's postAck)."""
         wanted = set(seqs)
         n = 0
         last: Awaitable[None] | None = None
@@ -687,14 +691,21 @@ class Queue(QueueBase):
         for entry in found:
             wanted.discard(entry.seq)
             if entry.removed or entry.consumer is not None or not self.pending.remove(entry):
+                if held is not None and entry.consumer is not None and not entry.removed:
+                    held.append(entry.seq)
                 continue
             written = self._drop(entry, reason)
             if written is not None:
                 last = written
             n += 1
         writer = self.region.writer
+        skipped: list[int] = held if held is not None else []
+        inflight: set[int] = (
+            {e.seq for e in self.held_entries()} if held is not None and wanted else set())
         for seq in sorted(wanted):
             if seq <= self._loaded_seq or seq in self._unplaced:
+                if seq in inflight:
+                    skipped.append(seq)
                 continue  # in memory (held by a consumer) or already gone
             last = writer.remove_stored(self, seq, reason, None)
             self.stats.pending -= 1

@@ -45,6 +45,8 @@ PAGE = 500
 #: a postAck whose message is not found is tried again this often (Artemis: 5 x 100 ms)
 ACK_RETRIES = 5
 ACK_RETRY_DELAY = 0.1
+#: what a look for a pending postAck's message found
+APPLIED, HELD, MISSING = "applied", "held", "missing"
 
 
 class PendingAck:
@@ -234,8 +236,11 @@ class AckRetries:
         busy = any(link.storing() for link in links)
         finished = []
         for ack in list(self.pending.values()):
-            if await self._apply(ack):
+            found = await self._apply(ack)
+            if found == APPLIED:
                 finished.append(ack)
+            elif found == HELD:
+                ack.attempts = ack.looks = 0  # here, held by a consumer: wait for its release
             elif counting:
                 ack.looks += 1
                 if not busy:
@@ -246,20 +251,27 @@ class AckRetries:
         if finished:
             await self.done(finished)
 
-    async def _apply(self, ack: PendingAck) -> bool:
-        """Remove the message `ack` names when it is here; whether it was."""
+    async def _apply(self, ack: PendingAck) -> str:
+        """Remove the message `ack` names when it is here and no consumer holds it:
+        `APPLIED`, `HELD` (here, delivered to a consumer and not settled: looked
+        for again, without counting attempts, until the consumer releases it) or
+        `MISSING`."""
         broker = self.broker
         holder = holder_of(broker, ack.address, ack.queue)
         if holder is None:
-            return False
+            return MISSING
         index = target_index(broker)
         seq = await index.find(holder, ack.ident)
         if seq is None:
-            return False
+            return MISSING
         index.forget(holder.key, ack.ident)
         applied(broker).ack(holder.key, seq, ack.source)
-        await holder.remove_messages([seq], ack.reason)
-        return True
+        held: list[int] = []
+        await holder.remove_messages([seq], ack.reason, held)
+        if held:
+            index.remember(holder.key, ack.ident, seq)
+            return HELD
+        return APPLIED
 
     def _given_up(self, ack: PendingAck) -> None:
         self.not_found[ack.source] = self.not_found.get(ack.source, 0) + 1

@@ -125,6 +125,11 @@ class TargetIndex:
         if per is not None:
             per.pop(ident, None)
 
+    def remember(self, key: str, ident: int, seq: int) -> None:
+        """Index `ident` at `seq` again (its postAck found it held by a consumer:
+        the message stays until it is released)."""
+        self.ids.setdefault(key, {})[ident] = seq
+
 
 def target_index(broker: Any) -> TargetIndex:
     found = broker.extensions.get(_INDEX)

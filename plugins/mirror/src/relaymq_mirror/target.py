@@ -275,7 +275,7 @@ class MirrorTarget:
         index = target_index(self.broker)
         index.absorb()  # what the feed reported so far: most postAcks are found at once
         ids = index.ids
-        groups: dict[tuple[str, str], tuple[Any, list[int], list[Any]]] = {}
+        groups: dict[tuple[str, str], tuple[Any, list[int], list[Any], list[Any]]] = {}
         later: list[tuple[Any, tuple[str, str, str, int, str]]] = []
         #: (address, queue) -> its holder, looked up once per batch (a batch's
         #: postAcks mostly name one queue)
@@ -311,9 +311,10 @@ class MirrorTarget:
                 self._applied.ack(holder.key, seq, self.source_id)
                 group = groups.get((holder.key, reason))
                 if group is None:
-                    group = groups[(holder.key, reason)] = (holder, [], [])
+                    group = groups[(holder.key, reason)] = (holder, [], [], [])
                 group[1].append(seq)
                 group[2].append(delivery)
+                group[3].append((self.source_id, address, queue_name, ident, reason))
             except BadEvent as exc:
                 self._bad(delivery, str(exc))
             except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
@@ -322,8 +323,8 @@ class MirrorTarget:
         if later:
             await self._keep_for_later(later)
         if groups:
-            await asyncio.gather(*(self._remove_group(reason, holder, seqs, deliveries)
-                                   for (_key, reason), (holder, seqs, deliveries)
+            await asyncio.gather(*(self._remove_group(reason, holder, seqs, deliveries, items)
+                                   for (_key, reason), (holder, seqs, deliveries, items)
                                    in groups.items()))
 
     async def _keep_for_later(self, later: list[tuple[Any, tuple[str, str, str, int, str]]]) -> None:
@@ -342,14 +343,32 @@ class MirrorTarget:
         self.retries.start()
 
     async def _remove_group(self, reason: str, holder: Any, seqs: list[int],
-                            deliveries: list[Any]) -> None:
-        """Remove `seqs` from `holder` (one pass, one store write), then settle."""
+                            deliveries: list[Any], items: list[Any]) -> None:
+        """Remove `seqs` from `holder` (one pass, one store write), then settle. A
+        message a consumer here holds (delivered, not settled) is not removed: its
+        postAck is kept as pending (stored) and applied once the consumer releases
+        it, so the acknowledgement on the source wins (as Artemis' ack manager
+        keeps a postAck for a delivering message in its retry list)."""
         error = None
+        held: list[int] = []
         try:
-            await holder.remove_messages(seqs, reason)
+            await holder.remove_messages(seqs, reason, held)
         except Exception as exc:  # noqa: BLE001 - refuse these events, keep the link
             log.exception("mirror link %s: removing acknowledged messages failed", self.link.name)
             error = f"{type(exc).__name__}: {exc}"
+        if held and error is None:
+            index = target_index(self.broker)
+            waiting = set(held)
+            later = []
+            settle = []
+            for i in range(len(seqs)):
+                if seqs[i] in waiting:
+                    index.remember(holder.key, items[i][3], seqs[i])
+                    later.append((deliveries[i], items[i]))
+                else:
+                    settle.append(deliveries[i])
+            await self._keep_for_later(later)
+            deliveries = settle
         if self.link.closed:
             return
         for delivery in deliveries:
