@@ -71,7 +71,7 @@ def timed(label: str, count: int, fn) -> float:  # type: ignore[no-untyped-def]
     took = time.perf_counter() - start
     b1, s1 = cpu(BROKER_PID)
     print(f"{label:<44} {count / took:>10,.0f} msg/s  ({took:.1f} s for {count:,}; CPU s: "
-          f"broker {b1 - b0:.1f}, Spark {s1 - s0:.1f})", flush=True)
+          f"broker {b1 - b0:.1f}, Spark {s1 - s0:.1f}; load {os.getloadavg()[0]:.1f})", flush=True)
     return took
 
 
@@ -153,6 +153,8 @@ def main() -> None:
             rows = spark.read.parquet(str(out)).select("body_string").withColumnRenamed(
                 "body_string", "body").cache()
             rows.count()
+            print(f"  (the rows: {rows.rdd.getNumPartitions()} partitions, one sending task each)",
+                  flush=True)
             timed("sink -> persistent queue (relaymq)", n, lambda: rows.write.format("relaymq")
                   .option("url", broker.url).option("destination", "SUNK").mode("append")
                   .save())

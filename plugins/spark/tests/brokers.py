@@ -22,9 +22,12 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, directory: Path, extra: str = "", persistence: str | None = None) -> None:
+    def __init__(self, directory: Path, extra: str = "", persistence: str | None = None,
+                 connector_options: str = "") -> None:
         self.directory = directory
         self.extra = extra
+        #: the AMQP connector's URI options (e.g. ``producerCredit=4000``)
+        self.connector_options = connector_options
         #: the `<persistenceAdapter>` child (default: kahaDB in DIRECTORY/kahadb)
         self.persistence = persistence
         self.proc: subprocess.Popen[bytes] | None = None
@@ -45,7 +48,7 @@ class BrokerProcess:
   <persistenceAdapter>{self.persistence or f'<kahaDB directory="{self.data}"/>'}</persistenceAdapter>
   {self.extra}
   <transportConnectors>
-    <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.port}"/>
+    <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.port}{'?' + self.connector_options if self.connector_options else ''}"/>
   </transportConnectors>
 </broker>""")
         out = open(self.log, "ab")  # noqa: SIM115 - the child writes it until it ends
