@@ -25,6 +25,7 @@ from proton.handlers import MessagingHandler
 from proton.reactor import Container
 from proton.utils import BlockingConnection
 from relaymq.testing import broker_config
+from relaymq.testing.stomp_collector import Collector
 
 from .conftest import BrokerThread
 
@@ -68,13 +69,8 @@ def stomp_send(bt: BrokerThread, queue_name: str, cases: list[Any]) -> None:
     every body), with a receipt on the last one."""
     host, _, port = bt.address("stomp").rpartition(":")
     conn = stomp.Connection([(host, int(port))], auto_content_length=False)
-    receipts: queue.Queue[str] = queue.Queue()
-
-    class Receipts(stomp.ConnectionListener):  # type: ignore[misc]
-        def on_receipt(self, frame: Any) -> None:
-            receipts.put(frame.headers["receipt-id"])
-
-    conn.set_listener("", Receipts())
+    col = Collector()
+    conn.set_listener("", col)
     conn.connect(wait=True)
     try:
         for i, (name, body, with_length, ctype, _, _) in enumerate(cases):
@@ -86,7 +82,7 @@ def stomp_send(bt: BrokerThread, queue_name: str, cases: list[Any]) -> None:
             last = i == len(cases) - 1
             conn.send(f"/queue/{queue_name}", body, headers=headers,
                       receipt="last" if last else None)
-        assert receipts.get(timeout=10) == "last"
+        assert col.wait_receipt("last", timeout=10), f"no receipt; errors: {col.errors!r}"
     finally:
         conn.disconnect()
 
