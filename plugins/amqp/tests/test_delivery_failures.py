@@ -18,9 +18,11 @@ pytest.importorskip("relaymq_kahadb", reason="relaymq-kahadb is not installed")
 
 from relaymq.testing.blocking_stomp import BlockingStomp, drain_queue  # noqa: E402
 
-#: a STOMP correlation-id that names an AMQP ulong too large for one: the AMQP
-#: mapping cannot encode it for an AMQP consumer (STOMP consumers get it as text)
-UNENCODABLE = {"correlation-id": "AMQP_ULONG:99999999999999999999999"}
+#: a STOMP group sequence past AMQP's group-sequence (a uint): the AMQP mapping
+#: cannot encode it for an AMQP consumer (STOMP consumers get it as text). (A
+#: `correlation-id:AMQP_ULONG:<n>` past 2^64 was the first such field; it is now
+#: kept as a string id, as ActiveMQ keeps it: see the test at the end.)
+UNENCODABLE = {"JMSXGroupSeq": str(1 << 40)}
 
 
 def kaha(tmp_path: Path) -> BrokerConfig:
@@ -85,5 +87,32 @@ def test_an_unencodable_message_goes_to_the_dlq_and_the_others_arrive(
     dlq.frame("SUBSCRIBE", {"destination": "/queue/ActiveMQ.DLQ", "id": "d", "ack": "auto"})
     cmd, headers, body = dlq.read()
     assert (cmd, body) == ("MESSAGE", b"unencodable"), (cmd, headers, body)
-    assert headers["correlation-id"].replace("\\c", ":") == UNENCODABLE["correlation-id"]
+    assert headers["JMSXGroupSeq"] == UNENCODABLE["JMSXGroupSeq"]
     dlq.close()
+
+
+#: `AMQP_ULONG:` ids that name no ulong (past 2^64-1, negative, not digits, empty)
+NOT_ULONGS = ["AMQP_ULONG:99999999999999999999999", f"AMQP_ULONG:{1 << 64}", "AMQP_ULONG:-1",
+              "AMQP_ULONG:12ab", "AMQP_ULONG:"]
+
+
+def test_an_amqp_ulong_id_outside_the_ulong_range_reaches_amqp_as_a_string(
+        make_broker: Any, connect: Any) -> None:
+    """A STOMP correlation-id `AMQP_ULONG:<n>` whose n is no ulong stays the
+    string, as ActiveMQ keeps an id its `AMQPMessageIdHelper` cannot convert. (It
+    used to become a value no AMQP encoder takes: the message went to the DLQ
+    instead of the AMQP consumer.) An id in range still becomes a ulong."""
+    bt = make_broker("amqp://127.0.0.1:0", "stomp://127.0.0.1:0")
+    receiver = connect(bt.url()).create_receiver("queue://ids", credit=10)
+    producer = BlockingStomp(stomp_port(bt), timeout=10)
+    top = f"AMQP_ULONG:{(1 << 64) - 1}"
+    for cid in [*NOT_ULONGS, top]:
+        assert producer.send("/queue/ids", cid.encode(), **{"correlation-id": cid})[0] == "RECEIPT"
+    producer.close()
+    for cid in NOT_ULONGS:
+        m = receiver.receive(timeout=10)
+        receiver.accept()
+        assert (m.body, m.correlation_id) == (cid, cid)
+    m = receiver.receive(timeout=10)
+    receiver.accept()
+    assert (m.body, m.correlation_id) == (top, (1 << 64) - 1)

@@ -115,12 +115,28 @@ def id_to_str(value: Any) -> str | None:
     return str(value)
 
 
+#: the largest AMQP ulong
+ULONG_MAX = (1 << 64) - 1
+
+
 def str_to_id(value: str | None) -> Any:
+    """The AMQP id for a JMS-style id string: `AMQP_ULONG:<n>` a ulong,
+    `AMQP_UUID:` a uuid, `AMQP_BINARY:<hex>` binary, `AMQP_STRING:` the string
+    after it. A prefixed string that does not hold a valid value of its type
+    (`AMQP_ULONG:` past 2^64-1, negative or not decimal digits, a malformed
+    uuid, odd or non-hex binary) stays the whole string, as ActiveMQ's AMQP
+    transport keeps it when `AMQPMessageIdHelper.toIdObject` refuses it: every
+    id a STOMP or JMS producer can give has an AMQP form."""
     if value is None:
         return None
     try:
         if value.startswith("AMQP_ULONG:"):
-            return ULong(int(value[11:]))
+            digits = value[11:]
+            if digits.isascii() and digits.isdigit():
+                n = int(digits)
+                if n <= ULONG_MAX:
+                    return ULong(n)
+            return value
         if value.startswith("AMQP_UUID:"):
             return uuid.UUID(value[10:])
         if value.startswith("AMQP_BINARY:"):
