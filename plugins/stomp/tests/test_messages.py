@@ -122,6 +122,25 @@ def test_properties_come_back_and_escaping_per_version(server: BrokerThread) -> 
         c.disconnect()
 
 
+def test_a_nul_in_a_send_header_does_not_cut_the_message_frame(server: BrokerThread) -> None:
+    """A NUL ends a STOMP frame and has no escape; a SEND header may still hold
+    one (it is cut at the end of the line, not at NUL). Echoed as it was, it cut
+    the MESSAGE short: the subscriber got no body, then garbage. Now the header
+    shows U+FFFD and the frames behind it stay in step, on every version."""
+    conns = [connect(server, v) for v in ("1.2", "1.1", "1.0")]
+    for i, (conn, col) in enumerate(conns):
+        subscribe(conn, col, "/topic/nul", id=str(i))
+    sender, _ = conns[0]
+    sender.send("/topic/nul", "x", headers={"k": "a\x00b", "type": "t\x00"})
+    sender.send("/topic/nul", "last")
+    for conn, col in conns:
+        first, last = col.wait_messages(2)[:2]
+        assert (first.body, first.headers["k"], first.headers["type"]) == (
+            "x", "a\ufffdb", "t\ufffd")
+        assert last.body == "last"
+        conn.disconnect()
+
+
 def test_escaped_header_from_raw_12_client(raw) -> None:
     c = raw()
     c.connect()

@@ -257,26 +257,48 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
         if mid is not None:
             m.message_id = mid if isinstance(mid, str) else id_to_str(mid)
         if p[1] is not None:
-            m.user_id = bytes(p[1]).decode("utf-8", "replace")
+            m.user_id = _text_field(p[1])
         if p[3] is not None:
-            m.type = p[3]
+            m.type = _text_field(p[3])
         if p[4] is not None:
-            m.reply_to = _reply_to(p[4], s, data)
+            m.reply_to = _reply_to(_text_field(p[4]), s, data)
         if p[5] is not None:
             m.correlation_id = id_to_str(p[5])
         if p[6] is not None:
-            m.content_type = p[6]
+            m.content_type = _text_field(p[6])
         if p[8]:
-            m.expiration = p[8]
+            m.expiration = _millis_field(p[8])
         if p[9]:
-            m.timestamp = p[9]
+            m.timestamp = _millis_field(p[9])
         if p[10] is not None:
-            m.group_id = p[10]
+            m.group_id = _text_field(p[10])
         if p[11]:
-            m.group_seq = p[11]
+            m.group_seq = _millis_field(p[11])
     if ttl and not m.expiration:
         m.expiration = now_millis() + ttl
     return m, s
+
+
+def _text_field(value: Any) -> str:
+    """A properties field the kernel keeps as text (subject, content-type,
+    group-id, reply-to, user-id). AMQP types them (string, symbol, binary
+    user-id), but a sender's encoder may put another type there; the message is
+    still taken (an AMQP consumer gets its bytes unchanged) and other protocols
+    see the value's text: binary as UTF-8 (U+FFFD for what is not), anything
+    else as `str` gives it."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+def _millis_field(value: Any) -> int:
+    """A timestamp or group-sequence field; one of another type than a number
+    (a mis-encoded sender) reads as unset."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    return 0
 
 
 #: what a message that asks for scheduled delivery carries in its bytes

@@ -140,7 +140,8 @@ class DestinationMapper:
         if line is None:
             from .frames import escape
 
-            line = f"destination:{escape(self.name(dest), self._version)}\n".encode()
+            name = self.name(dest).replace("\x00", "\ufffd")  # a NUL would end the frame
+            line = f"destination:{escape(name, self._version)}\n".encode()
             if len(self._lines) > 10000:
                 self._lines.clear()
             self._lines[dest] = line

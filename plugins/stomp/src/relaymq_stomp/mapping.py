@@ -185,9 +185,11 @@ def message_from_send(headers: dict[str, str], body: bytes, mapper: DestinationM
         nlines += len(headers)
     durable = "persistent:true\n" if m.durable else ""
     eid = escaped_id or _escape_id(message_id)
-    if nlines and (text.count(":") != nlines or not clean and (
+    if nlines and (text.count(":") != nlines or "\x00" in text or not clean and (
             text.count("\n") != nlines or "\\" in text or "\r" in text)):
-        m.encoded = render_block(m, V12, trusted=True)  # something to escape
+        # something to escape, or a NUL (it would end the MESSAGE frame; the
+        # property keeps it for other protocols, the header shows U+FFFD)
+        m.encoded = render_block(m, V12, trusted=True)
         return m
     m.encoded = (f"message-id:{eid}\n{text}expires:{m.expiration}\ntimestamp:{m.timestamp}\n"
                  f"priority:{m.priority}\n{durable}content-length:{len(body)}\n\n").encode()
@@ -216,15 +218,22 @@ def _intended_body_type(intended: str) -> str:
 
 
 def _text(value: Any) -> str | None:
+    """A property value as the text of a MESSAGE header (ActiveMQ writes a
+    non-string property as its `toString()`): booleans `true`/`false`, binary
+    as hex, numbers, uuids, lists, maps and the rest as `str` gives them; None
+    means no header. A NUL (which ends a STOMP frame and has no escape) becomes
+    U+FFFD."""
     if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
+        text = value
+    elif isinstance(value, bool):
         return "true" if value else "false"
-    if value is None:
+    elif value is None:
         return None
-    if isinstance(value, (bytes, bytearray, memoryview)):
+    elif isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
-    return str(value)
+    else:
+        text = str(value)
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def render_block(m: Message, version: str = V12, trusted: bool = False) -> bytes:
@@ -274,15 +283,19 @@ def render_block(m: Message, version: str = V12, trusted: bool = False) -> bytes
             return _render(m, V12)
         nlines += len(props)
     durable = "persistent:true\n" if m.durable else ""
+    mid = m.message_id or ""
+    if "\x00" in mid:
+        return _render(m, V12)
     if nlines:
         text = "\n".join(fields)
         if text.count(":") != nlines or (
-                text.count("\n") != nlines - 1 or "\\" in text or "\r" in text):
+                text.count("\n") != nlines - 1 or "\\" in text or "\r" in text
+                or "\x00" in text):
             return _render(m, V12)
-        return (f"message-id:{_escape_id(m.message_id or '')}\n{text}\nexpires:{m.expiration}\n"
+        return (f"message-id:{_escape_id(mid)}\n{text}\nexpires:{m.expiration}\n"
                 f"timestamp:{m.timestamp}\npriority:{m.priority}\n{durable}"
                 f"content-length:{len(m.body)}\n\n").encode()
-    return (f"message-id:{_escape_id(m.message_id or '')}\nexpires:{m.expiration}\n"
+    return (f"message-id:{_escape_id(mid)}\nexpires:{m.expiration}\n"
             f"timestamp:{m.timestamp}\npriority:{m.priority}\n{durable}"
             f"content-length:{len(m.body)}\n\n").encode()
 
@@ -304,18 +317,19 @@ def _escape_id(mid: str) -> str:
 def _property_lines(props: dict[str, Any], version: str) -> list[str]:
     lines = []
     for k, v in props.items():
-        if k in _GENERATED:
+        name = _text(k)  # a non-string key (AMQP allows none, a raw sender may) as text
+        if not name or name in _GENERATED:
             continue
         text = _text(v)
         if text is not None:
-            lines.append(f"{escape(k, version)}:{escape(text, version)}\n")
+            lines.append(f"{escape(name, version)}:{escape(text, version)}\n")
     return lines
 
 
 def _render(m: Message, version: str) -> bytes:
     """Any version, any message; the reference for `render_block`'s fast path."""
-    def esc(text: str) -> str:
-        return escape(text, version)
+    def esc(text: Any) -> str:
+        return escape(_text(text) or "", version)
 
     parts = [f"message-id:{esc(m.message_id or '')}\n"]
     if m.correlation_id is not None:

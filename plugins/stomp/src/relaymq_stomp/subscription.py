@@ -10,15 +10,19 @@ acks by message-id anyway is served by a scan of its unacknowledged deliveries).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from relaymq.dispatch.consumer import Consumer, Delivery
+from relaymq.dispatch.consumer import Consumer, Delivery, NackMode
 from relaymq.model.destination import Destination
 
 from .destinations import DestinationMapper
 from .frames import V10, V12, escape
 from .mapping import ENCODING, render_block
+
+log = logging.getLogger("relaymq.stomp")
 
 AUTO = "auto"
 CLIENT = "client"
@@ -80,20 +84,26 @@ class Subscription:
         """Write one MESSAGE frame; called synchronously by the queue's dispatch."""
         session = self.session
         m = delivery.message
-        block = m.encoded if m.encoding == ENCODING else None
-        if block is None or (not self._v12 and _needs_render(block, session.version)):
-            block = render_block(m, session.version)
-        dest = m.destination
-        if dest is self._dest:
-            line = self._line
-        else:
-            line = self._line = session.mapper.header_line(dest)  # type: ignore[arg-type]
-            self._dest = dest
         did = delivery.id
-        session.write(b"".join((
-            self._head, b"%d" % did, b"\nredelivered:true\n" if delivery.delivery_count else b"\n",
-            line, block, m.body, b"\x00",
-        )))
+        try:
+            block = m.encoded if m.encoding == ENCODING else None
+            if block is None or (not self._v12 and _needs_render(block, session.version)):
+                block = render_block(m, session.version)
+            dest = m.destination
+            if dest is self._dest:
+                line = self._line
+            else:
+                line = self._line = session.mapper.header_line(dest)  # type: ignore[arg-type]
+                self._dest = dest
+            frame = b"".join((
+                self._head, b"%d" % did,
+                b"\nredelivered:true\n" if delivery.delivery_count else b"\n",
+                line, block, m.body, b"\x00",
+            ))
+        except Exception as exc:  # noqa: BLE001 - only this delivery fails
+            self._unrenderable(delivery, exc)
+            return
+        session.write(frame)
         if self._auto:
             session.auto_acks.append((self, did))
         elif self._track:
@@ -101,6 +111,27 @@ class Subscription:
             msgids[m.message_id] = did  # type: ignore[index]
             if len(msgids) > 2 * len(self.consumer.inflight if self.consumer else ()) + 1024:
                 self._prune()
+
+    def _unrenderable(self, delivery: Delivery, exc: Exception) -> None:
+        """`delivery`'s message cannot be rendered as a MESSAGE frame (a field
+        another protocol gave it has no STOMP text). Nothing was written, so only
+        this delivery fails: as for the AMQP transport's unencodable messages, the
+        broker poison-acks it (the redeliveryPlugin's policy, else the dead-letter
+        queue) once the dispatch that handed it over is done, and the prefetch
+        slot it took serves the next message."""
+        log.warning("message %s on %s cannot be rendered for STOMP subscription %s "
+                    "(%s: %s); it is poison-acked (dead-letter queue)",
+                    delivery.message.message_id, delivery.message.destination, self.id,
+                    type(exc).__name__, exc)
+        if self.browser:
+            return  # a browser's copy: nothing to settle
+        asyncio.get_running_loop().call_soon(self._poison, delivery.id)
+
+    def _poison(self, did: int) -> None:
+        consumer = self.consumer
+        if consumer is None or not consumer.holds(did):
+            return  # the subscription ended meanwhile: the kernel released its deliveries
+        consumer.nack(did, NackMode.POISON)
 
     def on_browse_end(self) -> None:
         """ActiveMQ ends a browse with an empty MESSAGE marked `browser:end`."""
