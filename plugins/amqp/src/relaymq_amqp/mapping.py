@@ -160,13 +160,18 @@ _BODY_TYPES = {
 }
 
 
-def _kernel_properties(props: dict[str, Any]) -> dict[str, Any]:
+def _kernel_properties(props: dict[Any, Any]) -> dict[str, Any]:
     """Application properties as the kernel compares them, mapped as ActiveMQ
     maps them to JMS types: a ulong is a long and a symbol a string; a uint is
     an int when it fits one, else a long (the decoder returns uints as plain
     ints, so a plain int here is a uint). byte, short, int, ubyte, ushort
     (Java ints), long and float keep their decoder types, which selectors read.
-    (The message's bytes keep the AMQP types for AMQP consumers.)"""
+    (The message's bytes keep the AMQP types for AMQP consumers.) A key that
+    is not a string (AMQP allows none; a sender's own encoder may send one)
+    becomes its text. `props` is typed `dict[Any, Any]` so the compiled build
+    does not refuse such a key before it is converted."""
+    if not all(isinstance(k, str) for k in props):
+        props = {k if isinstance(k, str) else _text_field(k): v for k, v in props.items()}
     for key, value in props.items():
         t = type(value)
         if t is ULong:

@@ -314,7 +314,9 @@ def _escape_id(mid: str) -> str:
     return esc + mid[len(head):]
 
 
-def _property_lines(props: dict[str, Any], version: str) -> list[str]:
+def _property_lines(props: dict[Any, Any], version: str) -> list[str]:
+    # dict[Any, Any]: the compiled build would check each key is a str (one from a
+    # raw AMQP sender may not be)
     lines = []
     for k, v in props.items():
         name = _text(k)  # a non-string key (AMQP allows none, a raw sender may) as text
