@@ -164,6 +164,36 @@ def test_a_delivered_scheduled_copy_has_no_scheduling_properties(
     assert dict(on_a.properties) == {"k": "v"}
 
 
+def test_a_message_scheduled_on_a_reaches_b_when_due_and_goes_with_its_acknowledgement(
+        pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """`x-opt-delivery-time` on A: A mirrors the copy it delivers when due (without
+    the annotation, so B does not hold it again); B never has it before its time,
+    and A's consumer's acknowledgement removes it from B (delivered once). Nothing
+    internal (mirror id, `_AMQ_*`) on either side."""
+    from relaymq.model.message import now_millis
+
+    a, b = pair
+    q = f"sched.due.{uuid.uuid4().hex[:8]}"
+    at = now_millis() + 800
+    conn = BlockingConnection(a.url, timeout=30)
+    try:
+        conn.create_sender(f"queue://{q}").send(Message(
+            body="due later", durable=True, properties={"k": "v"},
+            annotations={symbol("x-opt-delivery-time"): at}))
+    finally:
+        conn.close()
+    assert b.queue_depth(q) == 0
+    wait_until(lambda: b.queue_depth(q) == 1, f"A's copy of {q} on B", timeout=30,
+               detail=lambda: b.output()[-3000:])
+    assert now_millis() >= at
+    on_a = receive_one(a, f"queue://{q}")
+    assert on_a.body == "due later" and dict(on_a.properties) == {"k": "v"}
+    wait_until(lambda: b.queue_depth(q) == 0, f"{q} on B removed with A's acknowledgement",
+               timeout=30, detail=lambda: repr(b.api(f"queues/{q}")))
+    info = b.api(f"queues/{q}")
+    assert info["enqueued"] == 1 and info["dequeued"] == 1, info
+
+
 async def _source_link(b: BrokerProcess, node: str) -> tuple[Any, Any]:
     """A mirror link to `b` as another broker (Artemis, say) opens it."""
     from relaymq_amqp.outgoing import AmqpConnection

@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from relaymq.broker.connection import SCHEDULED_CRON, SCHEDULED_CRON_MARKER, asks_scheduling
 from relaymq.broker.cron import Cron
 from relaymq.dispatch.batch import DONE, SendBatch, SendContext
-from relaymq.model.message import Message, now_millis
+from relaymq.model.message import Message, internal_annotation, now_millis
 from relaymq.spi.persistence import AddMessage, RemoveMessage
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ _CRON_MARKER = SCHEDULED_CRON_MARKER
 SCHEDULING_PROPERTIES = ("AMQ_SCHEDULED_DELAY", "AMQ_SCHEDULED_PERIOD", "AMQ_SCHEDULED_REPEAT",
                          "AMQ_SCHEDULED_START", CRON)
 #: the annotation of a stored job holding the duplicate id given apart from its message
-DUPLICATE_ID_ANNOTATION = "relaymq_scheduled_duplicate_id"
+DUPLICATE_ID_ANNOTATION = internal_annotation("relaymq_scheduled_duplicate_id")
 
 
 class Job:
@@ -253,6 +254,23 @@ class Scheduler:
             return
         if nxt is not None:
             self._arm(nxt)
+
+    async def cancel(self, match: Callable[[Message], bool]) -> int:
+        """Drop the jobs not fired yet whose message `match` accepts (a stored job
+        leaves the store): they are never delivered. Returns how many. A mirror
+        target uses it for a scheduled message its source acknowledged."""
+        found = [job for job in self._jobs if match(job.message)]
+        removals = []
+        for job in found:
+            if job.handle is not None:
+                job.handle.cancel()
+            self._jobs.discard(job)
+            self.pending -= 1
+            if job.seq is not None:
+                removals.append(RemoveMessage(SCHEDULER_KEY, job.seq))
+        if removals:
+            await self._writer().write(removals)
+        return len(found)
 
     def stop(self) -> None:
         for job in self._jobs:

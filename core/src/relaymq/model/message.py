@@ -41,6 +41,30 @@ class BodyType:
     EMPTY: Final = "empty"
 
 
+#: annotations the broker keeps for itself, stored with a message but never
+#: rendered by a transport to a client or another broker: a mirror target's
+#: internal id of the message at its origin broker (``mirror_id``, also read from
+#: stores written before it was registered here) and a scheduled job's duplicate
+#: id. A plugin adds its own with `internal_annotation`.
+INTERNAL_ANNOTATIONS: set[str] = {"mirror_id", "relaymq_scheduled_duplicate_id"}
+
+
+def internal_annotation(name: str) -> str:
+    """Register `name` as an internal annotation (see `INTERNAL_ANNOTATIONS`)."""
+    INTERNAL_ANNOTATIONS.add(name)
+    return name
+
+
+def client_annotations(annotations: dict[str, Any] | None) -> dict[str, Any]:
+    """`annotations` without the internal ones: what a transport renders."""
+    if not annotations:
+        return {}
+    internal = INTERNAL_ANNOTATIONS
+    if internal.isdisjoint(annotations):
+        return annotations
+    return {k: v for k, v in annotations.items() if k not in internal}
+
+
 class Message:
     """A message as the kernel routes it. Cheap to create; fields are plain slots."""
 

@@ -22,7 +22,14 @@ from typing import Any
 
 from relaymq.model.destination import Destination, DestinationKind, InvalidDestination
 from relaymq.model.jtypes import INT_MAX, Int32, wrap_long
-from relaymq.model.message import DEFAULT_PRIORITY, BodyType, Message, now_millis, wire_message
+from relaymq.model.message import (
+    DEFAULT_PRIORITY,
+    BodyType,
+    Message,
+    client_annotations,
+    now_millis,
+    wire_message,
+)
 
 from relaymq_amqp import encode as enc
 from relaymq_amqp.scanner import (
@@ -388,7 +395,7 @@ def from_kernel(m: Message, delivery_count: int = 0) -> bytes:
         annotations[Symbol(JMS_DEST)] = UByte(_DEST_TYPE[m.destination.kind])
     if m.reply_to is not None:
         annotations[Symbol(JMS_REPLY_TO)] = UByte(_DEST_TYPE[m.reply_to.kind])
-    for key, value in (m.annotations or {}).items():
+    for key, value in client_annotations(m.annotations).items():  # never the internal ones
         annotations[Symbol("x-opt-" + key.replace("_", "-"))] = value
     parts.append(enc.section(MESSAGE_ANNOTATIONS, annotations))
     parts.append(enc.list_section(PROPERTIES, [

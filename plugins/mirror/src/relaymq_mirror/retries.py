@@ -263,7 +263,7 @@ class AckRetries:
         index = target_index(broker)
         seq = await index.find(holder, ack.ident)
         if seq is None:
-            return MISSING
+            return APPLIED if await self._unschedule(holder, ack) else MISSING
         index.forget(holder.key, ack.ident)
         applied(broker).ack(holder.key, seq, ack.source)
         held: list[int] = []
@@ -272,6 +272,24 @@ class AckRetries:
             index.remember(holder.key, ack.ident, seq)
             return HELD
         return APPLIED
+
+    async def _unschedule(self, holder: Any, ack: PendingAck) -> bool:
+        """The message `ack` names is a scheduled job here, not due yet (the source
+        delivered it first: another clock, or a delay counted from when each broker
+        read it): the job is dropped, so the message the source's consumer
+        acknowledged is never delivered here. Queues only: a job for a topic
+        delivers to every subscription, the postAck names one."""
+        scheduler = getattr(self.broker, "scheduler", None)
+        dest = holder.destination
+        if scheduler is None or not scheduler.pending or not dest.is_queue:
+            return False
+        ident, source = ack.ident, ack.source
+
+        def match(m: Message) -> bool:
+            return (m.destination == dest and (m.origin is None or m.origin == source)
+                    and wire.id_of(m) == ident)
+
+        return bool(await scheduler.cancel(match))
 
     def _given_up(self, ack: PendingAck) -> None:
         self.not_found[ack.source] = self.not_found.get(ack.source, 0) + 1

@@ -28,11 +28,12 @@ from typing import Any, ClassVar
 from relaymq.broker.connection import ClientConnection
 from relaymq.errors import SecurityError
 from relaymq.model.destination import Destination, DestinationKind
+from relaymq.model.message import now_millis
 from relaymq.outgoing.node import node_id
 from relaymq.selector import Selector
 from relaymq_amqp import engine as pn
 from relaymq_amqp.mapping import destination_for, to_kernel
-from relaymq_amqp.scanner import scan
+from relaymq_amqp.scanner import Sections, decode_map_at, scan
 
 from relaymq_mirror import wire
 from relaymq_mirror.retries import ack_retries, holder_of
@@ -64,6 +65,34 @@ def _to(data: bytes) -> str | None:
     if props and len(props) > 2 and isinstance(props[2], str):
         return str(props[2])
     return None
+
+
+#: what a message scheduled for later delivery over AMQP carries in its bytes
+DELIVERY_MARKER = b"x-opt-delivery-"
+
+
+def _delivery_delay(data: bytes, sections: Sections) -> int:
+    """How long (ms) a mirrored message waits before it is delivered, as Artemis'
+    target reads it (`AMQPMessage.getScheduledDeliveryTime`): the message
+    annotation `x-opt-delivery-time` (epoch ms; a time past means now), else
+    `x-opt-delivery-delay` (ms from now, when the target reads it). Only the
+    annotations: `AMQ_SCHEDULED_*` application properties are not Artemis'
+    (a RelayMQ source mirrors a scheduled message's copy when it is due, without
+    them)."""
+    span = sections.message_annotations
+    if span is None:
+        return 0
+    try:
+        ann = decode_map_at(data, span)
+    except Exception:  # noqa: BLE001 - unreadable annotations: to_kernel has read the rest
+        return 0
+    at = ann.get("x-opt-delivery-time")
+    if isinstance(at, int) and not isinstance(at, bool):
+        return max(int(at) - now_millis(), 0)
+    delay = ann.get("x-opt-delivery-delay")
+    if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
+        return int(delay)
+    return 0
 
 
 class MirrorTarget:
@@ -99,6 +128,8 @@ class MirrorTarget:
         #: for by one task of the broker's)
         self.retries = ack_retries(self.broker)
         self._poke = False  # a message a pending postAck names is being stored
+        #: with `schedulerSupport`, a mirrored message scheduled on the source waits here too
+        self._scheduling = getattr(self.broker, "scheduler", None) is not None
 
     # -- attach ----------------------------------------------------------------------
     def attach(self) -> None:
@@ -393,11 +424,17 @@ class MirrorTarget:
         if not address:
             address = _to(inc.message_bytes)
         dest = self._destination(address) if address else None
+        data = inc.message_bytes
         try:
-            message, _ = to_kernel(inc.message_bytes, dest)
+            message, sections = to_kernel(data, dest)
         except Exception as exc:  # noqa: BLE001 - undecodable or without an address
             raise BadEvent(f"the mirrored message cannot be read: {exc}") from None
         message.origin = origin
+        if self._scheduling and DELIVERY_MARKER in data:
+            # scheduled on the source (Artemis mirrors it when it is sent): the
+            # target holds it for the same time (its scheduler keeps the duplicate
+            # id with the job, and the internal id with the message)
+            message.scheduled_delay = _delivery_delay(data, sections)
         if ident != wire.internal_id(message.message_id):
             # an id that is not the hash of the message id (an Artemis journal id):
             # kept with the message; otherwise `id_of` finds it again without a

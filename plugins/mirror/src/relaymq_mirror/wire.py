@@ -15,6 +15,7 @@ import json
 import struct
 from typing import Any
 
+from relaymq.model.message import internal_annotation
 from relaymq_amqp.encode import encode, header_section, section
 from relaymq_amqp.mapping import ENCODING
 from relaymq_amqp.scanner import DecodeError, decode, skip
@@ -55,7 +56,8 @@ REMOVALS = {NORMAL: "acked", KILLED: "killed", EXPIRED: "expired", REPLACED: "re
 MULTICAST, ANYCAST = 0, 1
 
 #: message annotation on a stored mirrored message: its internal id at the origin
-ANNOTATION_ID = "mirror_id"
+#: (internal: kept for postAck matching and the next hop, never shown to a client)
+ANNOTATION_ID = internal_annotation("mirror_id")
 
 _DA, _MA = 0x71, 0x72
 _LONG_CODES = (0x81, 0x55)

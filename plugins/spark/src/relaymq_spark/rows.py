@@ -34,6 +34,8 @@ import datetime as _dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from relaymq.model.message import client_annotations
+
 BASE_SCHEMA = (
     "body binary, body_string string, message_id string, destination string, sequence long, "
     "timestamp timestamp, expiration timestamp, priority int, redelivered boolean, "
@@ -102,7 +104,7 @@ def kernel_row(dest: str, seq: int, m: Any, columns: list[tuple[str, str]]) -> l
         v = getattr(m, name, None)
         if v:
             headers[name] = _text(v) or ""
-    for k, v in (m.annotations or {}).items():
+    for k, v in client_annotations(m.annotations).items():
         headers[str(k)] = _text(v) or ""
     row: list[Any] = [
         body, None if body is None else body.decode("utf-8", "replace"),
