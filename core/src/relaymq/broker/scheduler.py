@@ -47,6 +47,10 @@ from relaymq.dispatch.batch import DONE, SendBatch, SendContext
 from relaymq.model.message import Message, internal_annotation, now_millis
 from relaymq.spi.persistence import AddMessage, RemoveMessage
 
+#: the latest due time: the stored job keeps it in a 64-bit field, so a delay or
+#: period that would pass it makes the job due "never" rather than fail its write
+_LATEST_DUE = (1 << 63) - 1
+
 if TYPE_CHECKING:
     from relaymq.broker.connection import ClientConnection, ConnectionHost
 
@@ -90,7 +94,7 @@ class Job:
                        self.duplicate_id)
         if self.remaining <= 0:
             return None
-        return Job(self.message, self.conn, self.due + self.period, self.period,
+        return Job(self.message, self.conn, min(self.due + self.period, _LATEST_DUE), self.period,
                    self.remaining - 1, None, None, self.duplicate_id)
 
     def stored_form(self) -> Message:
@@ -170,12 +174,13 @@ class Scheduler:
         entry = message.peek_property(CRON, _CRON_MARKER)
         if entry is not None:
             cron = Cron(str(entry))
-            due = cron.next_after(now_millis()) + delay
+            due = min(cron.next_after(now_millis()) + delay, _LATEST_DUE)
             job = Job(message, connection, due, delay, -1, None, cron, duplicate_id)
         else:
             period = max(message.scheduled_period, 0)
             repeat = max(message.scheduled_repeat, 0) if period > 0 else 0
-            job = Job(message, connection, now_millis() + delay, period, repeat, None, None,
+            job = Job(message, connection, min(now_millis() + delay, _LATEST_DUE), period,
+                      repeat, None, None,
                       duplicate_id)
         if not (message.durable and self.persistent):
             self._arm(job)

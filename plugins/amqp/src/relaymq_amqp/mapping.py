@@ -20,6 +20,7 @@ import uuid
 from functools import partial
 from typing import Any
 
+from relaymq.errors import MessageFormatError
 from relaymq.model.destination import Destination, DestinationKind, InvalidDestination
 from relaymq.model.jtypes import INT_MAX, Int32, wrap_long
 from relaymq.model.message import (
@@ -261,9 +262,9 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
         if h[0]:
             m.durable = True
         if n > 1 and h[1] is not None:
-            m.priority = h[1]
+            m.priority = _ranged("header priority", h[1], 0, _UBYTE_MAX)
         if n > 2 and h[2]:
-            ttl = h[2]
+            ttl = _ranged("header ttl", h[2], 0, _UINT_MAX)
     if p:
         mid = p[0]
         if mid is not None:
@@ -279,13 +280,13 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
         if p[6] is not None:
             m.content_type = _text_field(p[6])
         if p[8]:
-            m.expiration = _millis_field(p[8])
+            m.expiration = _ranged("absolute-expiry-time", _millis_field(p[8]), _LONG_MIN, _LONG_MAX)
         if p[9]:
-            m.timestamp = _millis_field(p[9])
+            m.timestamp = _ranged("creation-time", _millis_field(p[9]), _LONG_MIN, _LONG_MAX)
         if p[10] is not None:
             m.group_id = _text_field(p[10])
         if p[11]:
-            m.group_seq = _millis_field(p[11])
+            m.group_seq = _ranged("group-sequence", _millis_field(p[11]), 0, _UINT_MAX)
     if ttl and not m.expiration:
         m.expiration = now_millis() + ttl
     return m, s
@@ -303,6 +304,22 @@ def _text_field(value: Any) -> str:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", "replace")
     return str(value)
+
+
+_UBYTE_MAX = 0xFF
+_UINT_MAX = 0xFFFFFFFF
+_LONG_MIN = -(1 << 63)
+_LONG_MAX = (1 << 63) - 1
+
+
+def _ranged(name: str, value: Any, lo: int, hi: int) -> int:
+    """A numeric field the kernel keeps in a fixed-width field (the stored record's
+    64-bit fields, the AMQP header a consumer gets): a value of another type or
+    outside `lo`..`hi` (a sender that mis-encodes it, e.g. a ulong group-sequence)
+    refuses the transfer with amqp:invalid-field, before anything stores it."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < lo or value > hi:
+        raise MessageFormatError(f"{name} {value!r} is out of range (allowed: {lo} to {hi})")
+    return int(value)
 
 
 def _millis_field(value: Any) -> int:
@@ -330,17 +347,27 @@ def apply_scheduling(m: Message, data: bytes, s: Sections) -> None:
                            ("AMQ_SCHEDULED_REPEAT", "scheduled_repeat")):
             value = props.get(name)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                setattr(m, attr, int(value))
+                setattr(m, attr, _scheduling(name, value))
             elif isinstance(value, str) and value.strip().isdigit():
-                setattr(m, attr, int(value))
+                setattr(m, attr, _scheduling(name, int(value)))
     if s.message_annotations is not None:
         ann = decode_map_at(data, s.message_annotations)
         at = ann.get("x-opt-delivery-time")
         delay = ann.get("x-opt-delivery-delay")
         if isinstance(at, int) and not isinstance(at, bool):
-            m.scheduled_delay = max(int(at) - now_millis(), 0)
+            at = _ranged("x-opt-delivery-time", at, _LONG_MIN, _LONG_MAX)
+            m.scheduled_delay = max(at - now_millis(), 0)
         elif isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
-            m.scheduled_delay = int(delay)
+            m.scheduled_delay = _ranged("x-opt-delivery-delay", delay, 0, _LONG_MAX)
+
+
+def _scheduling(name: str, value: int | float) -> int:
+    """An AMQ_SCHEDULED_* property (ms, count) as the 64-bit field that stores it
+    (ActiveMQ reads REPEAT as an int); a NaN or infinite float is out of range too."""
+    hi = INT_MAX if name == "AMQ_SCHEDULED_REPEAT" else _LONG_MAX
+    if isinstance(value, float) and not value <= hi:
+        raise MessageFormatError(f"{name} {value!r} is out of range (allowed: 0 to {hi})")
+    return _ranged(name, int(value), 0, hi)
 
 
 def _relay_destination(to: Any, s: Sections, data: bytes) -> Destination:

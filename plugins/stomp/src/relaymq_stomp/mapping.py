@@ -60,11 +60,35 @@ _GENERATED = frozenset({
 _NOT_ECHOED = _GENERATED - RESERVED
 
 
+#: Java's int and long ranges: what ActiveMQ parses these headers as (Integer.parseInt,
+#: Long.parseLong) and what the stored record keeps them in (64-bit fields)
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+#: the allowed range of each numeric SEND header; one outside it is refused with an ERROR
+#: (ActiveMQ's NumberFormatException) before the message exists, so it never reaches a store
+#: write. JMSXGroupSeq is an int that an AMQP consumer gets as a uint group-sequence: 0 up.
+HEADER_RANGES: dict[str, tuple[int, int]] = {
+    "priority": (INT_MIN, INT_MAX),
+    "expires": (LONG_MIN, LONG_MAX),
+    "timestamp": (LONG_MIN, LONG_MAX),
+    "JMSXGroupSeq": (0, INT_MAX),
+    "AMQ_SCHEDULED_DELAY": (LONG_MIN, LONG_MAX),
+    "AMQ_SCHEDULED_PERIOD": (LONG_MIN, LONG_MAX),
+    "AMQ_SCHEDULED_REPEAT": (INT_MIN, INT_MAX),
+}
+
+
 def _int(name: str, raw: str) -> int:
+    lo, hi = HEADER_RANGES[name]
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
-        raise StompError(f"invalid '{name}' header", f"{name}:{raw!r} is not an integer") from None
+        raise StompError(f"invalid '{name}' header",
+                         f"{name}:{raw!r} is not an integer (allowed: {lo} to {hi})") from None
+    if value < lo or value > hi:
+        raise StompError(f"invalid '{name}' header: out of range, allowed {lo} to {hi}",
+                         f"{name}:{raw!r} is out of range (allowed: {lo} to {hi})")
+    return value
 
 
 class SendCache:
