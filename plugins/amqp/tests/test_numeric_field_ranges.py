@@ -15,7 +15,6 @@ import pytest
 from proton import Delivery, Message, symbol, ulong
 from relaymq.config.model import BrokerConfig
 from relaymq.testing import broker_config, plugin_element
-
 from relaymq_amqp import encode as enc
 from relaymq_amqp.types import ULong
 
