@@ -15,7 +15,13 @@ from relaymq_spark.rows import columns_batch
 if TYPE_CHECKING:
     from relaymq_spark.client import Client
 
-DEFAULT_PER_PARTITION = 10_000
+#: sequence numbers per partition (option messagesPerPartition). Each partition
+#: is a Spark task, and a task costs Spark about 100-200 ms of CPU whatever it
+#: reads (its Python worker's set-up, our connection, the JVM's task): at 10 000
+#: that was half of a batch read's CPU (docs/spark.md, "The stream's CPU, path
+#: by path"). minPartitions still splits a read over the cores (set it to the
+#: cluster's cores, as with Kafka).
+DEFAULT_PER_PARTITION = 100_000
 #: a micro-batch or batch read is split into at least this many partitions when
 #: it has enough messages (option minPartitions): local[2] and a cluster's cores
 #: read in parallel
