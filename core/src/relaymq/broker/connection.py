@@ -259,11 +259,13 @@ class ClientConnection:
         region = self._region
         feed = region.feed
         last = self._stored
-        if batch.ops or feed.capture_added or (last is not None and not last.done()):
+        stores = bool(batch.ops)
+        if stores or feed.capture_added or (last is not None and not last.done()):
             # Stored, or after this connection's writes still under way (its
             # messages keep their order), or captured by a durable feed cursor.
+            # (A send the writer refuses abandons its batch: its future fails.)
             stored = self._stored = region.writer.commit_soon(batch)
-            return stored if batch.ops else None
+            return stored if stores else None
         if feed.watch_added:
             region.writer.publish_visible(batch)
             return None

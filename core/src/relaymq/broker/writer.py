@@ -23,10 +23,11 @@ from typing import Any, Protocol
 from relaymq.dispatch.batch import SendBatch
 from relaymq.dispatch.consumer import QueueBase
 from relaymq.dispatch.entry import QueueEntry
-from relaymq.errors import RelayMQError, StoreWriteError
+from relaymq.errors import MessageFormatError, RelayMQError, StoreWriteError
 from relaymq.feed.constructors import added, removed
 from relaymq.feed.events import ChangeEvent
 from relaymq.feed.feed import ChangeFeed
+from relaymq.model.codec import unstorable_field
 from relaymq.model.message import Message
 from relaymq.spi.persistence import (
     AddMessage,
@@ -163,7 +164,14 @@ class StoreWriter:
     def commit_soon(self, batch: Batch) -> asyncio.Future[None]:
         """Store `batch` with everything else of this loop turn, then publish its
         events and make its messages visible. The future completes when it is
-        stored (the same future for the whole turn)."""
+        stored (the same future for the whole turn). A message the store's record
+        cannot keep (`unstorable_field`) fails this batch alone, before it joins
+        the turn's write with other producers' work."""
+        for op in batch.ops:
+            if op.__class__ is AddMessage:
+                bad = unstorable_field(op.message)  # type: ignore[union-attr]
+                if bad is not None:
+                    return self._refuse(batch, bad)
         fut = self._pending()
         self._batches.append(batch)
         feed = self.feed
@@ -174,6 +182,20 @@ class StoreWriter:
                 added_events(batch.placed, self._events)
         hold = self.hold
         return fut if hold is None else hold(batch, fut)
+
+    def _refuse(self, batch: Batch, field: str) -> asyncio.Future[None]:
+        log.warning("a send was refused: its message's %s is out of the range the store "
+                    "keeps (a 64-bit integer)", field)
+        try:
+            batch.abandon()
+        except Exception:  # noqa: BLE001 - the send is refused all the same
+            log.exception("abandoning a refused send's work failed")
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut.set_exception(MessageFormatError(
+            f"the message's {field} is out of the range the store keeps "
+            f"({-(1 << 63)} to {(1 << 63) - 1})"))
+        fut.exception()  # retrieved: the sender gets it when it awaits
+        return fut
 
     async def commit(self, batch: Batch) -> None:
         await self.commit_soon(batch)

@@ -271,6 +271,23 @@ def from_json_map(data: dict[str, Any]) -> dict[str, Any]:
     return _decode_props(data)
 
 
+_I64_MIN = -(1 << 63)
+_I64_MAX = (1 << 63) - 1
+
+
+def unstorable_field(m: Message) -> str | None:
+    """The name of a fixed-width field of `m` the stored record cannot keep (a
+    64-bit one out of range), or None: a store write with it would fail, and with
+    it every other send of that write, so the writer refuses this send alone."""
+    for name, value in (("expiration", m.expiration), ("timestamp", m.timestamp),
+                        ("group_seq", m.group_seq), ("scheduled_delay", m.scheduled_delay),
+                        ("scheduled_period", m.scheduled_period),
+                        ("scheduled_repeat", m.scheduled_repeat)):
+        if value < _I64_MIN or value > _I64_MAX:
+            return name
+    return None
+
+
 def encode_message(m: Message) -> bytes:
     """The stored form of `m` (format 2)."""
     flags = _F_DURABLE if m.durable else 0
