@@ -166,10 +166,11 @@ def test_a_delivered_scheduled_copy_has_no_scheduling_properties(
 
 def test_a_message_scheduled_on_a_reaches_b_when_due_and_goes_with_its_acknowledgement(
         pair: tuple[BrokerProcess, BrokerProcess]) -> None:
-    """`x-opt-delivery-time` on A: A mirrors the copy it delivers when due (without
-    the annotation, so B does not hold it again); B never has it before its time,
-    and A's consumer's acknowledgement removes it from B (delivered once). Nothing
-    internal (mirror id, `_AMQ_*`) on either side."""
+    """`x-opt-delivery-time` on A: A mirrors it when it is sent (as Artemis does) and
+    B's scheduler holds it until its time; A's own copy, delivered when due, goes to
+    B with the same duplicate id and is dropped there, so B has it once; A's
+    consumer's acknowledgement removes it from B. Nothing internal (mirror id,
+    `_AMQ_*`) on either side."""
     from relaymq.model.message import now_millis
 
     a, b = pair
@@ -183,15 +184,47 @@ def test_a_message_scheduled_on_a_reaches_b_when_due_and_goes_with_its_acknowled
     finally:
         conn.close()
     assert b.queue_depth(q) == 0
-    wait_until(lambda: b.queue_depth(q) == 1, f"A's copy of {q} on B", timeout=30,
+    wait_until(lambda: b.queue_depth(q) == 1, f"the copy of {q} on B", timeout=30,
                detail=lambda: b.output()[-3000:])
     assert now_millis() >= at
     on_a = receive_one(a, f"queue://{q}")
     assert on_a.body == "due later" and dict(on_a.properties) == {"k": "v"}
     wait_until(lambda: b.queue_depth(q) == 0, f"{q} on B removed with A's acknowledgement",
                timeout=30, detail=lambda: repr(b.api(f"queues/{q}")))
+    mirror_done(a)
     info = b.api(f"queues/{q}")
     assert info["enqueued"] == 1 and info["dequeued"] == 1, info
+    assert info["duplicates"] == 1, info  # A's delivered copy
+
+
+def test_a_message_scheduled_on_a_is_delivered_on_b_at_its_time_when_a_is_gone(
+        pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """A STOMP `AMQ_SCHEDULED_DELAY` on A: mirrored when sent, with the absolute
+    time. A is killed before that time: B delivers it at its time without A. A,
+    restarted, delivers its own copy late and mirrors it: B drops it (one copy)."""
+    from relaymq.model.message import now_millis
+
+    a, b = pair
+    q = f"sched.lost.{uuid.uuid4().hex[:8]}"
+    sent = now_millis()
+    stomp_send(a, f"/queue/{q}", "outlives A", {"persistent": "true",
+                                                "AMQ_SCHEDULED_DELAY": "2500", "k": "v"})
+    mirror_done(a)  # B has the scheduled message
+    a.kill9()
+    try:
+        assert b.queue_depth(q) == 0
+        on_b = receive_one(b, f"queue://{q}", timeout=60)
+        assert now_millis() >= sent + 2500
+        assert bytes(on_b.body) == b"outlives A" and dict(on_b.properties) == {"k": "v"}
+    finally:
+        a.start()
+    wait_until(a.mirror_idle, "A's mirror to B connected again", timeout=60,
+               detail=lambda: repr(a.mirror_statuses()))
+    on_a = receive_one(a, f"queue://{q}", timeout=30)  # A's job, recovered and delivered
+    assert bytes(on_a.body) == b"outlives A"
+    mirror_done(a)
+    info = b.api(f"queues/{q}")
+    assert info["depth"] == 0 and info["enqueued"] == 1 and info["duplicates"] == 1, info
 
 
 async def _source_link(b: BrokerProcess, node: str) -> tuple[Any, Any]:

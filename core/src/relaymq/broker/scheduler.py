@@ -21,6 +21,13 @@ removal of the job and (for a repeat) the job's next state, so a crash never
 loses a job nor delivers one firing twice. After a restart `recover` arms every
 stored job; one whose time passed while the broker was down is delivered at once.
 
+**On the change feed**: a job delivered once (no period, repeat or cron) is
+announced when it is taken, as a `MessageAdded` without placements whose message
+holds the absolute due time in `scheduled_delay` (a persistent one in the same
+store batch as the job): a mirror sends it on then, as Artemis mirrors a
+scheduled message when it is sent (docs/mirror.md). Its delivered copy keeps the
+message id. Repeating and cron jobs are announced only by their delivered copies.
+
 Non-persistent scheduled messages (or any on a non-persistent store) stay in
 memory only, as in ActiveMQ for non-persistent messages they are lost with the
 broker.
@@ -44,6 +51,7 @@ from typing import TYPE_CHECKING
 from relaymq.broker.connection import SCHEDULED_CRON, SCHEDULED_CRON_MARKER, asks_scheduling
 from relaymq.broker.cron import Cron
 from relaymq.dispatch.batch import DONE, SendBatch, SendContext
+from relaymq.feed.constructors import added
 from relaymq.model.message import Message, internal_annotation, now_millis
 from relaymq.spi.persistence import AddMessage, RemoveMessage
 
@@ -182,11 +190,22 @@ class Scheduler:
             job = Job(message, connection, min(now_millis() + delay, _LATEST_DUE), period,
                       repeat, None, None,
                       duplicate_id)
+        # a job delivered once is announced on the change feed when it is taken: a
+        # `MessageAdded` without placements whose message has the absolute due time
+        # in `scheduled_delay` (a mirror sends it on then, as Artemis does)
+        stored = job.stored_form()
+        feed = self._writer().feed
+        event = added(stored, message.destination, (), message.origin) \
+            if feed.active and entry is None and job.period == 0 \
+            and message.destination is not None else None
         if not (message.durable and self.persistent):
             self._arm(job)
+            if event is not None:
+                self._writer().note(event)
             return None
         job.seq = self._next_seq()
-        write = self._writer().write([AddMessage(SCHEDULER_KEY, job.seq, job.stored_form())])
+        write = self._writer().write([AddMessage(SCHEDULER_KEY, job.seq, stored)],
+                                     () if event is None else (event,))
         fut = asyncio.ensure_future(write)
         fut.add_done_callback(lambda f: self._arm(job) if not f.cancelled()
                               and f.exception() is None else None)

@@ -18,6 +18,7 @@ import uuid
 from collections import OrderedDict, deque
 from typing import Any
 
+from relaymq.broker.scheduler import SCHEDULING_PROPERTIES
 from relaymq.config.model import PluginElement
 from relaymq.config.typed import convert
 from relaymq.feed import (
@@ -45,6 +46,22 @@ YIELD_EVERY = 200
 #: repeats): released, modified, and a settlement without an outcome (a target
 #: that settles what it has not applied as its link closes has not stored it)
 AGAIN = frozenset({"released", "modified", "settled"})
+
+
+def _scheduled(msg: Any) -> bytes:
+    """A message the scheduler took to deliver once, as Artemis mirrors it when it is
+    sent: the producer's message with `x-opt-delivery-time` (the absolute due time the
+    announcement carries in `scheduled_delay`, so a delay is not counted again on the
+    target) and no other scheduling field, so the target's scheduler holds it until then."""
+    ann = {k: v for k, v in (msg.annotations or {}).items()
+           if k not in ("delivery_time", "delivery_delay")}
+    ann["delivery_time"] = msg.scheduled_delay
+    copy = msg.copy(annotations=ann)
+    copy.scheduled_delay = copy.scheduled_period = copy.scheduled_repeat = 0
+    props = copy.properties
+    if props and not props.keys().isdisjoint(SCHEDULING_PROPERTIES):
+        copy.properties = {k: v for k, v in props.items() if k not in SCHEDULING_PROPERTIES}
+    return from_kernel(copy)
 
 
 class LinkRefusal(Exception):
@@ -426,8 +443,11 @@ class MirrorSource:
             msg = ev.message
             if not self._wanted(dest) or self._from_target(ev.origin, msg.origin):
                 return []
-            data = msg.encoded if msg.encoding == ENCODING and msg.encoded is not None \
-                else from_kernel(msg)
+            if msg.scheduled_delay > 0 and not ev.placements:
+                data = _scheduled(msg)  # a job taken by the scheduler, not due yet
+            else:
+                data = msg.encoded if msg.encoding == ENCODING and msg.encoded is not None \
+                    else from_kernel(msg)
             origin = msg.origin if msg.origin != self.node else None
             return [wire.with_mirror_annotations(data, wire.id_of(msg), origin, self._render(dest))]
         if cls is MessageRemoved:
