@@ -47,7 +47,9 @@ class MessageAdded:
     key (``durable://CLIENT:NAME``, ``sub://...``) for a topic subscriber, and
     `seq` that queue's sequence number (the number `Broker.read_messages` and
     the store's `read` page by). A message published to a topic nobody
-    subscribes to has no placements."""
+    subscribes to has no placements, nor has a job the scheduler will deliver
+    once, announced when it is sent (its message's `scheduled_delay` is the
+    absolute due time; `broker/scheduler.py`)."""
 
     kind: ClassVar[str] = "message.added"
 
