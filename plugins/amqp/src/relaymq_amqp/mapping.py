@@ -413,6 +413,8 @@ def from_kernel(m: Message, delivery_count: int = 0) -> bytes:
     """AMQP bytes for a message that did not arrive over AMQP (or lost its bytes)."""
     now = now_millis()
     ttl = max(m.expiration - now, 1) if m.expiration else None
+    if ttl is not None and ttl > _UINT_MAX:
+        ttl = None  # the header's ttl is a uint (~49.7 days); absolute-expiry-time says it
     parts = [enc.header_section(m.durable, m.priority if m.priority != DEFAULT_PRIORITY else None,
                                 ttl, None, delivery_count)]
     annotations: dict[Any, Any] = {
