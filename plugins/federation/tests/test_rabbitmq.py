@@ -78,8 +78,11 @@ def test_relaymq_killed_mid_stream_loses_nothing(brokers: Brokers, rabbitmq: Pee
     wait_some(rabbit, "outbound.orders", {"allowed_mechs": "PLAIN"})
     a.kill()
     a.start()
-    assert drain_until(rabbit, "outbound.orders", set(out), allowed_mechs="PLAIN") >= set(out)
-    assert drain_until(brokers.url("a"), "queue://inbound", set(inn)) >= set(inn)
+    try:
+        assert drain_until(rabbit, "outbound.orders", set(out), allowed_mechs="PLAIN") >= set(out)
+        assert drain_until(brokers.url("a"), "queue://inbound", set(inn)) >= set(inn)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{brokers.logs()}") from None
 
 
 @pytest.mark.slow
@@ -94,5 +97,8 @@ def test_rabbitmq_killed_mid_stream_loses_nothing(brokers: Brokers, rabbitmq: Pe
     wait_some(rabbit, "outbound.more", {"allowed_mechs": "PLAIN"})
     rabbitmq.stop(kill=True)
     rabbitmq.start()
-    assert drain_until(rabbit, "outbound.more", set(out), allowed_mechs="PLAIN") >= set(out)
-    assert drain_until(brokers.url("a"), "queue://inbound", set(inn)) >= set(inn)
+    try:
+        assert drain_until(rabbit, "outbound.more", set(out), allowed_mechs="PLAIN") >= set(out)
+        assert drain_until(brokers.url("a"), "queue://inbound", set(inn)) >= set(inn)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{brokers.logs()}") from None
