@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
+from fed_artemis_side import NODE, artemis, control_link, until
 from fedtools import Brokers, send
 from proton import Message
 from relaymq_amqp import engine as pn
@@ -21,27 +22,6 @@ from relaymq_federation.config import AddressPolicy, QueuePolicy
 from relaymq_federation.hops import HOPS, hops_of, max_hops_selector
 from relaymq_federation.operation import DELETE_ON_CLOSE, policy_command
 
-NODE = "artemis-node-1"
-
-
-async def artemis(brokers: Brokers, name: str = "b") -> AmqpConnection:
-    conn = AmqpConnection(f"tcp://127.0.0.1:{brokers.port(name)}", container_id=NODE,
-                          retry_interval=0.2, reconnect_attempts=0)
-    await conn.connect()
-    return conn
-
-
-async def control_link(conn: AmqpConnection) -> Any:
-    name = f"{wire.CONTROL_LINK_PREFIX}fed:{NODE}:{uuid.uuid4()}"
-    target = Terminus(kind=2, dynamic=True, capabilities=["temporary-topic"],
-                      expiry_policy=pn.EXPIRE_WITH_LINK,
-                      dynamic_node_properties={Symbol("lifetime-policy"): DELETE_ON_CLOSE})
-    link = await conn.attach_sender(
-        name, Terminus(kind=1), target, desired_capabilities=[wire.CONTROL_LINK],
-        properties={wire.VERSION: 2, wire.CONFIGURATION: {"amqpCredits": 1000},
-                    wire.FEDERATION_NAME: "fed"})
-    return link
-
 
 def address_source(address: str, max_hops: int) -> Terminus:
     queue = wire.address_queue_name("fed", "p", address, NODE)
@@ -50,15 +30,6 @@ def address_source(address: str, max_hops: int) -> Terminus:
                         Symbol(wire.NO_LOCAL_KEY): Described(ULong(wire.NO_LOCAL_CODE), "NoLocalFilter{}"),
                         Symbol(wire.SELECTOR_KEY): Described(ULong(wire.SELECTOR_CODE),
                                                              max_hops_selector(max_hops))})
-
-
-async def until(cond: Any, what: str, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def plain_send_works(conn: AmqpConnection, queue: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
+from fed_artemis_side import NODE, artemis, control_link, until
 from fedtools import Brokers, client, receive_all, wait_for_log
 from proton import Message
 from relaymq_amqp import engine as pn
@@ -17,7 +18,6 @@ from relaymq_federation import wire
 from relaymq_federation.config import AddressPolicy
 from relaymq_federation.hops import max_hops_selector
 from relaymq_federation.operation import policy_command
-from test_wire import NODE, artemis, control_link, until
 
 
 class _Side:

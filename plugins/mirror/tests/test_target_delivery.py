@@ -20,12 +20,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from artemis_side import artemis_link, control
 from mirrortools import BrokerThread, make_config, mirror_element
 from proton import Message, Timeout, symbol
 from proton.utils import BlockingConnection
 from relaymq.model.message import now_millis
 from relaymq.testing.waits import wait_until
-from test_wire import artemis_link, control
 
 #: an Artemis journal id: not the hash of the message id, so the target keeps it
 #: with the message (the internal annotation this module checks never leaks)
