@@ -205,6 +205,57 @@ async def test_bad_input_on_the_target(brokers: Any) -> None:
         await conn.close()
 
 
+async def test_relaymq_layout_and_artemis_layout_on_one_link(brokers: Any) -> None:
+    """A RelayMQ source's messages and postAcks (read by the target at fixed places)
+    and Artemis' (proton's encoding, read section by section) on one link, in any
+    mix: a postAck of one layout removes a message of the other, a repeat is
+    dropped whichever layout it comes in, the mirror's annotations never reach a
+    consumer, and whatever does not match the layout exactly (a broken body, a
+    truncated postAck, a message whose annotations name an event) is read the
+    general way, with its usual outcome."""
+    b = brokers()
+    conn, sender = await artemis_link(f"tcp://{b.address}")
+    try:
+        plain = [Message(body=f"r{i}", durable=True, id=f"ID:relaymq-{i}",
+                         properties={"n": i}) for i in range(4)]
+        relaymq = [wire.with_mirror_annotations(bytes(m.encode()), 3000 + i,
+                                                "node-r" if i % 2 else None, "queue://mix")
+                   for i, m in enumerate(plain)]
+        artemis = [data_message(f"a{i}", 4000 + i, **{"x-opt-amq-mr-dst": "mix"}) for i in range(4)]
+        repeat = wire.with_mirror_annotations(bytes(plain[0].encode()), 4000, None, "queue://mix")
+        broken = wire.with_mirror_annotations(bytes(plain[0].encode()) + b"\x00\x53\x77\xff",
+                                              3100, None, "queue://mix")
+        r = await asyncio.gather(*(sender.send(x) for x in [*relaymq, *artemis, repeat, broken]))
+        assert [x.state for x in r] == ["accepted"] * 9 + ["rejected"]
+        assert "cannot be read" in str(r[9].condition)
+        assert b.depth("queue://mix") == 8  # the repeat of a4000 dropped
+
+        acks = [
+            wire.post_ack("queue://mix", "mix", 4000, None, wire.NORMAL),  # an Artemis message
+            wire.post_ack("queue://mix", "mix", 3001, "node-r", wire.EXPIRED),
+            control("postAck", 3000, **{"x-opt-amq-mr-adr": "queue://mix", "x-opt-amq-mr-qu": "mix"}),
+            wire.post_ack("queue://mix", "mix", 4001, "node-x", wire.NORMAL)[:-3],  # truncated
+        ]
+        r = await asyncio.gather(*(sender.send(x) for x in acks))
+        assert [x.state for x in r] == ["accepted", "accepted", "accepted", "rejected"]
+        assert b.depth("queue://mix") == 5
+
+        # the layout of a RelayMQ message, whose own annotations name an event: an event
+        named = Message(body="{}", durable=True)
+        named.annotations = {symbol("x-opt-amq-mr-ev-type"): symbol("noSuchEvent")}
+        odd = wire.with_mirror_annotations(bytes(named.encode()), 3200, None, "queue://mix")
+        (res,) = await asyncio.gather(sender.send(odd))
+        assert res.state == "rejected" and "noSuchEvent" in str(res.condition)
+    finally:
+        await conn.close()
+    got = receive(b.url, "queue://mix", 5)
+    assert sorted(m.body for m in got) == ["a1", "a2", "a3", "r2", "r3"]
+    for m in got:
+        assert not m.instructions  # no mirror delivery annotations
+        assert not any(str(k).startswith("x-opt-amq-mr") for k in (m.annotations or {}))
+    assert {m.body: m.properties for m in got}["r3"] == {"n": 3}
+
+
 @pytest.mark.parametrize("origin", [None, "node-1", "n" * 300])
 @pytest.mark.parametrize("reason", [wire.NORMAL, wire.EXPIRED])
 def test_post_ack_reads_as_the_generic_encoding(origin: str | None, reason: int) -> None:
@@ -228,6 +279,11 @@ def test_post_ack_reads_as_the_generic_encoding(origin: str | None, reason: int)
     assert inc.event == wire.POST_ACK and inc.ack_id() == 2**40 + 7
     assert inc.ack_reason() == reason
     assert inc.string(wire.QUEUE) == "q" * 260
+    read = wire.read_post_ack(fast)  # the target's reading at fixed places
+    assert read is not None
+    general = wire.post_ack_of(inc)
+    assert (read.address, read.queue, read.ident, read.reason) == (
+        general.address, general.queue, general.ident, general.reason)
 
 
 class HoldingTarget(ArtemisTarget):

@@ -38,7 +38,14 @@ from relaymq_amqp.scanner import Sections, decode_map_at, scan
 from relaymq_mirror import wire
 from relaymq_mirror.retries import ack_retries, holder_of
 from relaymq_mirror.state import applied, target_index
-from relaymq_mirror.wire import BadEvent, Incoming
+from relaymq_mirror.wire import (
+    BadEvent,
+    Incoming,
+    PostAck,
+    post_ack_of,
+    read_mirrored,
+    read_post_ack,
+)
 
 log = logging.getLogger("relaymq.mirror")
 
@@ -119,7 +126,7 @@ class MirrorTarget:
         self._group: list[Any] = []
         #: postAcks read and not applied yet: applied together after one wait for the
         #: store writes of the messages routed before them
-        self._acks: list[tuple[Any, Incoming]] = []
+        self._acks: list[tuple[Any, PostAck]] = []
         self._outstanding = 0
         self.applied = 0
         self.rejected = 0
@@ -213,12 +220,31 @@ class MirrorTarget:
             while not self.link.closed:
                 if queue and len(self._acks) < MAX_ACKS:
                     delivery, data = queue.popleft()
-                    inc = self._parse(delivery, data)
-                    if inc is not None:
-                        if inc.event == wire.POST_ACK:
-                            self._acks.append((delivery, inc))  # applied with the next ones
+                    # a RelayMQ source's postAck or message is read at fixed places;
+                    # anything else (an Artemis source's, a control event) the general way
+                    ack = read_post_ack(data)
+                    if ack is not None:
+                        self._acks.append((delivery, ack))  # applied with the next ones
+                    else:
+                        mirrored = read_mirrored(data)
+                        if mirrored is not None:
+                            try:
+                                await self._send(delivery, mirrored.ident, mirrored.origin,
+                                                 mirrored.address, mirrored.message_bytes)
+                            except BadEvent as exc:
+                                self._bad(delivery, str(exc))
+                            except Exception as exc:  # noqa: BLE001 - refuse it, keep the link
+                                log.exception("mirror link %s: applying an event failed",
+                                              self.link.name)
+                                self._settled(delivery, f"{type(exc).__name__}: {exc}",
+                                              "amqp:internal-error")
                         else:
-                            await self._apply(delivery, inc)
+                            inc = self._parse(delivery, data)
+                            if inc is not None:
+                                if inc.event == wire.POST_ACK:
+                                    self._gather_ack(delivery, inc)
+                                else:
+                                    await self._apply(delivery, inc)
                     turn += 1
                     if turn >= YIELD_EVERY:
                         # let the store write what is routed so far, settle what is
@@ -247,6 +273,31 @@ class MirrorTarget:
         if credit + self._outstanding <= LOW_CREDIT:
             link.flow(CREDIT - credit - self._outstanding)
 
+    def _settle_all(self, deliveries: list[Any], error: str | None) -> None:
+        """Settle the deliveries of one store write (accepted, or rejected with
+        `error`), then look at the credit once."""
+        link = self.link
+        if error is None:
+            for delivery in deliveries:
+                link.accept(delivery)
+            self.applied += len(deliveries)
+        else:
+            for delivery in deliveries:
+                link.reject(delivery, "amqp:internal-error", error)
+            self.rejected += len(deliveries)
+        self._outstanding -= len(deliveries)
+        credit = link.credit
+        if credit + self._outstanding <= LOW_CREDIT:
+            link.flow(CREDIT - credit - self._outstanding)
+
+    def _gather_ack(self, delivery: Any, inc: Incoming) -> None:
+        """Keep a postAck read the general way for the next batch (refused now when
+        its fields are wrong)."""
+        try:
+            self._acks.append((delivery, post_ack_of(inc)))
+        except BadEvent as exc:
+            self._bad(delivery, str(exc))
+
     def _bad(self, delivery: Any, error: str) -> None:
         kind = error.split(":")[0][:40]
         if kind not in self._warned:
@@ -270,7 +321,10 @@ class MirrorTarget:
         """Apply a message or a control event (postAcks are gathered by `_run`)."""
         try:
             if inc.event is None:
-                await self._send(delivery, inc)
+                ident = inc.mirror_id()
+                origin = inc.string(wire.BROKER_ID, "delivery", required=False)
+                address = inc.string(wire.INTERNAL_DESTINATION, "delivery", required=False)
+                await self._send(delivery, ident, origin, address, inc.message_bytes)
                 return
             event = inc.event
             await self._apply_acks()  # in order: the postAcks before this event first
@@ -306,19 +360,20 @@ class MirrorTarget:
         index = target_index(self.broker)
         index.absorb()  # what the feed reported so far: most postAcks are found at once
         ids = index.ids
-        groups: dict[tuple[str, str], tuple[Any, list[int], list[Any], list[Any]]] = {}
+        groups: dict[tuple[str, str], tuple[Any, list[int], list[Any], list[PostAck]]] = {}
         later: list[tuple[Any, tuple[str, str, str, int, str]]] = []
         #: (address, queue) -> its holder, looked up once per batch (a batch's
         #: postAcks mostly name one queue)
         holders: dict[tuple[str, str], Any] = {}
-        for delivery, inc in acks:
+        source = self.source_id
+        for delivery, ack in acks:
             if self.link.closed:
                 return
             try:
-                address = inc.string(wire.ADDRESS) or ""
-                queue_name = inc.string(wire.QUEUE) or ""
-                ident = inc.ack_id()
-                reason = wire.REMOVALS[inc.ack_reason()]
+                address = ack.address
+                queue_name = ack.queue
+                ident = ack.ident
+                reason = ack.reason
                 spot = (address, queue_name)
                 if spot in holders:
                     holder = holders[spot]
@@ -336,16 +391,16 @@ class MirrorTarget:
                 if seq is None:  # not indexed yet: absorb, read the queue once, look again
                     seq = await index.find(holder, ident)
                 if seq is None:  # not here (yet): kept (stored), tried again in the background
-                    later.append((delivery, (self.source_id, address, queue_name, ident, reason)))
+                    later.append((delivery, (source, address, queue_name, ident, reason)))
                     continue
                 index.forget(holder.key, ident)
-                self._applied.ack(holder.key, seq, self.source_id)
+                self._applied.ack(holder.key, seq, source)
                 group = groups.get((holder.key, reason))
                 if group is None:
                     group = groups[(holder.key, reason)] = (holder, [], [], [])
                 group[1].append(seq)
                 group[2].append(delivery)
-                group[3].append((self.source_id, address, queue_name, ident, reason))
+                group[3].append(ack)
             except BadEvent as exc:
                 self._bad(delivery, str(exc))
             except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
@@ -369,12 +424,11 @@ class MirrorTarget:
             error = f"{type(exc).__name__}: {exc}"
         if self.link.closed:
             return
-        for delivery, _ in later:
-            self._settled(delivery, error, "amqp:internal-error")
+        self._settle_all([delivery for delivery, _ in later], error)
         self.retries.start()
 
     async def _remove_group(self, reason: str, holder: Any, seqs: list[int],
-                            deliveries: list[Any], items: list[Any]) -> None:
+                            deliveries: list[Any], acks: list[PostAck]) -> None:
         """Remove `seqs` from `holder` (one pass, one store write), then settle. A
         message a consumer here holds (delivered, not settled) is not removed: its
         postAck is kept as pending (stored) and applied once the consumer releases
@@ -394,16 +448,17 @@ class MirrorTarget:
             settle = []
             for i in range(len(seqs)):
                 if seqs[i] in waiting:
-                    index.remember(holder.key, items[i][3], seqs[i])
-                    later.append((deliveries[i], items[i]))
+                    ack = acks[i]
+                    index.remember(holder.key, ack.ident, seqs[i])
+                    later.append((deliveries[i], (self.source_id, ack.address, ack.queue,
+                                                  ack.ident, ack.reason)))
                 else:
                     settle.append(deliveries[i])
             await self._keep_for_later(later)
             deliveries = settle
         if self.link.closed:
             return
-        for delivery in deliveries:
-            self._settled(delivery, error, "amqp:internal-error")
+        self._settle_all(deliveries, error)
 
     async def _drain(self) -> None:
         stores, self._stores = list(self._stores), set()
@@ -414,17 +469,18 @@ class MirrorTarget:
                 pass
 
     # -- messages --------------------------------------------------------------------
-    async def _send(self, delivery: Any, inc: Incoming) -> None:
-        ident = inc.mirror_id()
-        origin = inc.string(wire.BROKER_ID, "delivery", required=False) or self.source_id
-        address = inc.string(wire.INTERNAL_DESTINATION, "delivery", required=False)
+    async def _send(self, delivery: Any, ident: int, origin: str | None, address: str | None,
+                    data: bytes) -> None:
+        """Route the mirrored message `data` (without the mirror's delivery
+        annotations) with its internal id, origin broker and routing address."""
+        if not origin:
+            origin = self.source_id
         if origin == self.local_id:
             self._settled(delivery)  # our own message came back round: already here
             return
         if not address:
-            address = _to(inc.message_bytes)
+            address = _to(data)
         dest = self._destination(address) if address else None
-        data = inc.message_bytes
         try:
             message, sections = to_kernel(data, dest)
         except Exception as exc:  # noqa: BLE001 - undecodable or without an address
@@ -482,8 +538,7 @@ class MirrorTarget:
                 f.exception() if not f.cancelled() else "cancelled")
             if self.link.closed:
                 return
-            for d in group:
-                self._settled(d, err, "amqp:internal-error")
+            self._settle_all(group, err)
 
         fut.add_done_callback(done)
 

@@ -211,6 +211,7 @@ def _section_at(data: bytes, pos: int) -> tuple[int, int]:
 
 _EVENT_TYPE_NAME = EVENT_TYPE.encode()
 _DA_HEAD = b"\x00\x53\x71"
+_MA_HEAD = b"\x00\x53\x72"
 _K_ID = encode(Symbol(INTERNAL_ID))
 _K_BROKER = encode(Symbol(BROKER_ID))
 _K_DST = encode(Symbol(INTERNAL_DESTINATION))
@@ -224,6 +225,7 @@ _K_REASON = encode(Symbol(ACK_REASON))
 _POST_ACK_HEAD = encode(Symbol(EVENT_TYPE)) + encode(Symbol(POST_ACK))
 _POST_ACK_PREFIX = header_section(durable=True) + b"\x00\x53\x72"
 _VALUE_HEAD = b"\x00\x53\x77"
+_VALUE_LONG = _VALUE_HEAD + b"\x81"
 
 
 def _str(value: str) -> bytes:
@@ -254,6 +256,147 @@ def with_mirror_annotations(data: bytes, ident: int, origin: str | None, address
     except (DecodeError, IndexError) as exc:
         raise BadEvent(f"undecodable message: {exc}") from None
     return data[:head] + da + data[pos:]
+
+
+def _str_at(data: bytes, pos: int, end: int) -> tuple[str, int] | None:
+    """The str8/str32 at `pos` (ending by `end`) and where it ends, or None."""
+    code = data[pos]
+    if code == 0xA1:
+        start = pos + 2
+        stop = start + data[pos + 1]
+    elif code == 0xB1:
+        start = pos + 5
+        stop = start + int.from_bytes(data[pos + 1:start], "big")
+    else:
+        return None
+    if stop > end:
+        return None
+    try:
+        return data[start:stop].decode(), stop
+    except UnicodeDecodeError:
+        return None
+
+
+_POST_ACK_BASE = len(_POST_ACK_PREFIX)
+_HEAD_LEN = len(_POST_ACK_HEAD)
+
+
+class PostAck:
+    """The fields of a postAck the target applies."""
+
+    __slots__ = ("address", "queue", "ident", "reason")
+
+    def __init__(self, address: str, queue: str, ident: int, reason: str) -> None:
+        self.address = address
+        self.queue = queue
+        self.ident = ident
+        self.reason = reason
+
+
+def post_ack_of(inc: Incoming) -> PostAck:
+    """The postAck in an event read the general way (raises `BadEvent`)."""
+    return PostAck(inc.string(ADDRESS) or "", inc.string(QUEUE) or "", inc.ack_id(),
+                   REMOVALS[inc.ack_reason()])
+
+
+def read_post_ack(data: bytes) -> PostAck | None:
+    """A postAck laid out exactly as `post_ack` writes it (a RelayMQ source), read
+    at fixed places without taking the message apart; None for anything else (an
+    Artemis source's, a message, a malformed one): `Incoming` reads those."""
+    base = _POST_ACK_BASE
+    n = len(data)
+    if n < base + 9 + _HEAD_LEN or not data.startswith(_POST_ACK_PREFIX) or data[base] != 0xD1:
+        return None
+    end = base + 5 + int.from_bytes(data[base + 1:base + 5], "big")
+    p = base + 9
+    if end + 12 != n or not data.startswith(_POST_ACK_HEAD, p):
+        return None
+    p += _HEAD_LEN
+    if not data.startswith(_K_ADDRESS, p):
+        return None
+    got = _str_at(data, p + len(_K_ADDRESS), end)
+    if got is None:
+        return None
+    address, p = got
+    if not data.startswith(_K_QUEUE, p):
+        return None
+    got = _str_at(data, p + len(_K_QUEUE), end)
+    if got is None:
+        return None
+    queue, p = got
+    if data.startswith(_K_BROKER, p):
+        got = _str_at(data, p + len(_K_BROKER), end)
+        if got is None:
+            return None
+        p = got[1]
+    reason = NORMAL
+    if data.startswith(_K_REASON, p):
+        q = p + len(_K_REASON)
+        if q + 2 > end or data[q] != 0x51:
+            return None
+        reason = data[q + 1]
+        p = q + 2
+    if p != end or not data.startswith(_VALUE_LONG, end):
+        return None
+    ident = int.from_bytes(data[end + 4:n], "big", signed=True)
+    return PostAck(address, queue, ident, REMOVALS.get(reason, "acked"))
+
+
+class Mirrored:
+    """A mirrored message as a RelayMQ source writes it (`with_mirror_annotations`):
+    its internal id, origin, routing address and the bytes without the mirror's
+    delivery annotations."""
+
+    __slots__ = ("ident", "origin", "address", "message_bytes")
+
+    def __init__(self, ident: int, origin: str | None, address: str, message_bytes: bytes) -> None:
+        self.ident = ident
+        self.origin = origin
+        self.address = address
+        self.message_bytes = message_bytes
+
+
+def read_mirrored(data: bytes) -> Mirrored | None:
+    """The mirror's delivery annotations laid out exactly as
+    `with_mirror_annotations` writes them, read at fixed places; None for
+    anything else (an event, an Artemis source's message): `Incoming` reads those.
+    The rest of the message is `to_kernel`'s to read and check."""
+    n = len(data)
+    head = 0
+    try:
+        if n > 3 and data[0] == 0 and data[1] == 0x53 and data[2] == 0x70:  # header
+            head = skip(data, 0)
+    except (DecodeError, IndexError):
+        return None
+    p = head + 3
+    if p + 9 + len(_K_ID) + 9 > n or not data.startswith(_DA_HEAD, head) or data[p] != 0xD1:
+        return None
+    end = p + 5 + int.from_bytes(data[p + 1:p + 5], "big")
+    q = p + 9
+    if end > n or not data.startswith(_K_ID, q) or data[q + len(_K_ID)] != 0x81:
+        return None
+    q += len(_K_ID) + 1
+    ident = int.from_bytes(data[q:q + 8], "big", signed=True)
+    q += 8
+    origin: str | None = None
+    if data.startswith(_K_BROKER, q):
+        got = _str_at(data, q + len(_K_BROKER), end)
+        if got is None:
+            return None
+        origin, q = got
+    if not data.startswith(_K_DST, q):
+        return None
+    got = _str_at(data, q + len(_K_DST), end)
+    if got is None or got[1] != end:
+        return None
+    if data.startswith(_MA_HEAD, end):
+        try:
+            ma_end = skip(data, end)
+        except (DecodeError, IndexError):
+            return None
+        if data.find(_EVENT_TYPE_NAME, end, ma_end) >= 0:
+            return None  # its annotations may name an event: read the general way
+    return Mirrored(ident, origin, got[0], data[:head] + data[end:])
 
 
 def _raw_map(data: bytes, start: int, end: int) -> dict[str, tuple[int, Any]]:
