@@ -34,7 +34,7 @@ from relaymq_amqp.mapping import ENCODING, from_kernel
 
 from relaymq_mirror import wire
 from relaymq_mirror.config import AddressFilter, MirrorConfig
-from relaymq_mirror.state import applied
+from relaymq_mirror.state import Applied, applied
 from relaymq_mirror.sync import SyncWaiters
 
 log = logging.getLogger("relaymq.mirror")
@@ -46,6 +46,11 @@ YIELD_EVERY = 200
 #: repeats): released, modified, and a settlement without an outcome (a target
 #: that settles what it has not applied as its link closes has not stored it)
 AGAIN = frozenset({"released", "modified", "settled"})
+#: routes kept per destination (`MirrorSource._send_routes`, `_ack_routes`); past
+#: this many they are all dropped and made again as events need them
+ROUTES_KEPT = 4096
+#: the acknowledgement route of a queue that is not for the target
+_NOT_SENT = ("", "", b"")
 
 
 def _scheduled(msg: Any) -> bytes:
@@ -100,6 +105,15 @@ class MirrorSource:
         self._wake: asyncio.Event | None = None
         self._lost: asyncio.Future[None] | None = None
         self.waiters = SyncWaiters()
+        self._applied: Applied | None = None
+        #: what the pump writes for each event, made once per destination instead of
+        #: per event (the address filter, the rendered address, the encoded
+        #: annotations): (destination key, origin broker) -> the mirror's delivery
+        #: annotations around a send's internal id, empty when not for the target
+        self._send_routes: dict[tuple[str, str | None], tuple[bytes, bytes]] = {}
+        #: (destination key, queue key) -> (address, queue, the bytes of a plain
+        #: postAck before its id), `_NOT_SENT` when not for the target
+        self._ack_routes: dict[tuple[str, str], tuple[str, str, bytes]] = {}
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any) -> MirrorSource:
@@ -256,7 +270,12 @@ class MirrorSource:
             raise LinkRefusal(problem)
         self.remote_id = str(remote)
         self.peer_relaymq = (sender.remote_properties or {}).get(wire.PREFIXED_ADDRESSES) is True
+        self._forget_routes()  # a new target may read addresses another way
         return sender
+
+    def _forget_routes(self) -> None:
+        self._send_routes.clear()
+        self._ack_routes.clear()
 
     async def _pump(self, sender: Any) -> None:
         loop = asyncio.get_running_loop()
@@ -294,7 +313,10 @@ class MirrorSource:
                 sender.send(wire.raw_message(data), on_settled=settled)
 
         for position, msgs in list(self._unacked.items()):  # what the last link left unsettled
-            self._outstanding[position] = len(msgs)
+            if len(msgs) > 1:
+                self._outstanding[position] = len(msgs)
+            else:
+                self._outstanding.pop(position, None)
             for data in msgs:
                 send(position, data)
         getter: asyncio.Task[Any] | None = None
@@ -354,7 +376,8 @@ class MirrorSource:
             self._schedule_ack()
             return
         self._unacked[position] = msgs
-        self._outstanding[position] = len(msgs)
+        if len(msgs) > 1:  # one message (a send, an acknowledgement): 1, by default
+            self._outstanding[position] = len(msgs)
         if type(event) is MessageAdded:
             self._stamps[position] = event.message.timestamp
         for data in msgs:
@@ -441,17 +464,28 @@ class MirrorSource:
         if cls is MessageAdded:
             dest = ev.destination
             msg = ev.message
-            if not self._wanted(dest) or self._from_target(ev.origin, msg.origin):
-                return []
+            morigin = msg.origin
+            remote = self.remote_id
+            if remote is not None and (remote == ev.origin or remote == morigin):
+                return []  # from the target: not sent back
+            origin = morigin if morigin != self.node else None
+            rkey = (dest.key, origin)
+            route = self._send_routes.get(rkey)
+            if route is None:
+                route = self._send_route(dest, origin)
+            if not route[0]:
+                return []  # not for the target
             if msg.scheduled_delay > 0 and not ev.placements:
                 data = _scheduled(msg)  # a job taken by the scheduler, not due yet
             else:
-                data = msg.encoded if msg.encoding == ENCODING and msg.encoded is not None \
+                encoded = msg.encoded
+                data = encoded if encoded is not None and msg.encoding == ENCODING \
                     else from_kernel(msg)
-            origin = msg.origin if msg.origin != self.node else None
-            return [wire.with_mirror_annotations(data, wire.id_of(msg), origin, self._render(dest))]
+            return [wire.with_annotations(data, wire.id_of(msg), route[0], route[1])]
         if cls is MessageRemoved:
             return self._ack_event(ev)
+        # destinations and subscriptions change what a route says: made again
+        self._forget_routes()
         if cls is DestinationCreated:
             dest = ev.destination
             if ev.recovered or not self._wanted(dest) or self._from_target(
@@ -486,12 +520,61 @@ class MirrorSource:
                                       wire.subscription_queue(ev.client_id, ev.name))]
         return []
 
+    def _send_route(self, dest: Any, origin: str | None) -> tuple[bytes, bytes]:
+        """The mirror's delivery annotations of a send to `dest` from `origin`
+        around its internal id (`wire.mirror_annotations`); empty when `dest` is
+        not for the target."""
+        route = wire.mirror_annotations(origin, self._render(dest)) if self._wanted(dest) \
+            else (b"", b"")
+        routes = self._send_routes
+        if len(routes) >= ROUTES_KEPT:
+            routes.clear()
+        routes[(dest.key, origin)] = route
+        return route
+
     def _ack_event(self, ev: Any) -> list[bytes]:
         key = ev.key
         dest = ev.destination
-        if not self._wanted(dest) or self._from_target(
-                ev.origin, applied(self.broker).ack_origin(key, ev.seq)):
+        found = self._applied
+        if found is None:
+            found = self._applied = applied(self.broker)
+        if self._from_target(ev.origin, found.ack_origin(key, ev.seq)):
             return []
+        if key.startswith("queue://"):
+            rkey = (dest.key, key)
+            route = self._ack_routes.get(rkey)
+            if route is None:
+                route = self._ack_route(dest, key)
+        else:  # a durable subscription's names are its record's: looked up each time
+            queue = self._ack_queue(dest, key) if self._wanted(dest) else None
+            route = _NOT_SENT if queue is None else (self._render(dest), queue, b"")
+        if not route[0]:
+            return []  # not for the target
+        msg = ev.message
+        origin = msg.origin if msg.origin != self.node else None
+        reason = wire.REASONS.get(ev.reason, wire.NORMAL)
+        if origin is None and reason == wire.NORMAL and route[2]:
+            return [wire.post_ack_with(route[2], wire.id_of(msg))]
+        return [wire.post_ack(route[0], route[1], wire.id_of(msg), origin, reason)]
+
+    def _ack_route(self, dest: Any, key: str) -> tuple[str, str, bytes]:
+        """(address, queue name, the bytes of a plain postAck before its id) of an
+        acknowledgement on the queue `key` of `dest`; `_NOT_SENT` when it is not
+        for the target."""
+        route = _NOT_SENT
+        queue = self._ack_queue(dest, key) if self._wanted(dest) else None
+        if queue is not None:
+            address = self._render(dest)
+            route = (address, queue, wire.post_ack_head(address, queue))
+        routes = self._ack_routes
+        if len(routes) >= ROUTES_KEPT:
+            routes.clear()
+        routes[(dest.key, key)] = route
+        return route
+
+    def _ack_queue(self, dest: Any, key: str) -> str | None:
+        """The target's queue name of an acknowledgement on `key`; None for a
+        non-durable subscription (not mirrored)."""
         if key.startswith("queue://"):
             queue = key[len("queue://"):]
         elif key.startswith("durable://"):
@@ -502,10 +585,7 @@ class MirrorSource:
                 cid, name = record.client_id, record.name
             queue = wire.subscription_queue(cid, name)
         else:
-            return []  # non-durable subscriptions are not mirrored
-        msg = ev.message
-        origin = msg.origin if msg.origin != self.node else None
-        return [wire.post_ack(self._render(dest), queue, wire.id_of(msg), origin,
-                              wire.REASONS.get(ev.reason, wire.NORMAL))]
+            return None  # non-durable subscriptions are not mirrored
+        return queue
 
 

@@ -70,25 +70,33 @@ class BadEvent(ValueError):
 
 
 #: message id -> internal id of recent messages: a message's send, its
-#: acknowledgement and the target's index each need it, the hash is made once
+#: acknowledgement and the target's index each need it, the hash is made once.
+#: Two generations: when the newer is full it becomes the older and the older is
+#: dropped, so the last `_IDS_KEPT` ids are always kept (a cache that was cleared
+#: when full made every acknowledgement of a backlog past it hash again)
 _IDS: dict[str, int] = {}
-_IDS_KEPT = 16384
+_IDS_OLD: dict[str, int] = {}
+_IDS_KEPT = 32768
 
 
 def internal_id(message_id: str | None) -> int:
     """A message's internal id (Artemis' ``x-opt-amq-mr-id``, a signed long):
     63 bits of a hash of its message id, the same on every broker and after a
     restart, so an acknowledgement read back from the store finds it again."""
+    global _IDS, _IDS_OLD
     key = message_id or ""
     found = _IDS.get(key)
     if found is not None:
         return found
-    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-    value = int.from_bytes(digest, "big") & 0x7FFFFFFFFFFFFFFF
+    found = _IDS_OLD.get(key)
+    if found is None:
+        digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+        found = int.from_bytes(digest, "big") & 0x7FFFFFFFFFFFFFFF
     if len(_IDS) >= _IDS_KEPT:
-        _IDS.clear()
-    _IDS[key] = value
-    return value
+        _IDS_OLD = _IDS
+        _IDS = {}
+    _IDS[key] = found
+    return found
 
 
 def id_of(message: Any) -> int:
@@ -155,6 +163,20 @@ def post_ack(address: str, queue: str, ident: int, origin: str | None, reason: i
             + _VALUE_HEAD + _LONG(0x81, ident))
 
 
+def post_ack_head(address: str, queue: str) -> bytes:
+    """The bytes of `post_ack(address, queue, ident, None, NORMAL)` before its
+    8-byte id: a source keeps them per (address, queue) and writes each postAck
+    as ``head + id`` (`post_ack_with`)."""
+    body = _POST_ACK_HEAD + _K_ADDRESS + _str(address) + _K_QUEUE + _str(queue)
+    return _POST_ACK_PREFIX + _MAP32(0xD1, len(body) + 4, 6) + body + _VALUE_HEAD + b"\x81"
+
+
+def post_ack_with(head: bytes, ident: int) -> bytes:
+    """A postAck of the most common kind (no origin broker, reason normal) from
+    its `post_ack_head`."""
+    return head + _ID8(ident)
+
+
 def subscription_queue(client_id: str, name: str) -> str:
     """Artemis' queue name of a JMS durable subscription: ``clientId.name`` with
     dots (and backslashes) escaped by a backslash."""
@@ -216,6 +238,7 @@ _K_ID = encode(Symbol(INTERNAL_ID))
 _K_BROKER = encode(Symbol(BROKER_ID))
 _K_DST = encode(Symbol(INTERNAL_DESTINATION))
 _LONG = struct.Struct(">Bq").pack
+_ID8 = struct.Struct(">q").pack
 _MAP32 = struct.Struct(">BII").pack
 
 
@@ -234,28 +257,59 @@ def _str(value: str) -> bytes:
     return (b"\xa1" + bytes((n,)) + b) if n < 256 else (b"\xb1" + n.to_bytes(4, "big") + b)
 
 
-def with_mirror_annotations(data: bytes, ident: int, origin: str | None, address: str) -> bytes:
-    """The message bytes with their delivery annotations replaced by the mirror's
-    (written by hand: this runs once per mirrored message)."""
-    body = _K_ID + _LONG(0x81, ident)
-    count = 2
+def mirror_annotations(origin: str | None, address: str) -> tuple[bytes, bytes]:
+    """The mirror's delivery-annotation section of a message from `origin` (None:
+    this broker) routed to `address`, as the bytes before and after its 8-byte
+    internal id: a source keeps them per (origin, address) and only writes the id
+    of each message between them (`with_annotations`)."""
+    after = b""
+    count = 4
     if origin is not None:
-        body += _K_BROKER + _str(origin)
+        after = _K_BROKER + _str(origin)
         count += 2
-    body += _K_DST + _str(address)
-    count += 2
-    da = _DA_HEAD + _MAP32(0xD1, len(body) + 4, count) + body
+    after += _K_DST + _str(address)
+    size = len(_K_ID) + 9 + len(after)
+    return _DA_HEAD + _MAP32(0xD1, size + 4, count) + _K_ID + b"\x81", after
+
+
+def with_mirror_annotations(data: bytes, ident: int, origin: str | None, address: str) -> bytes:
+    """The message bytes with their delivery annotations replaced by the mirror's."""
+    before, after = mirror_annotations(origin, address)
+    return with_annotations(data, ident, before, after)
+
+
+def _described_end(data: bytes, pos: int, n: int) -> int:
+    """The end of the section at `pos` (``00 53 code`` then a list or map): read
+    from its size, the way a header and delivery annotations are written (a
+    section of another form is skipped the general way)."""
+    c = data[pos + 3]
+    if c == 0x45:  # list0
+        return pos + 4
+    if c == 0xC0 or c == 0xC1:  # list8, map8: a one-byte size of what follows it
+        return pos + 5 + data[pos + 4]
+    if (c == 0xD0 or c == 0xD1) and pos + 8 <= n:  # list32, map32
+        return pos + 8 + int.from_bytes(data[pos + 4:pos + 8], "big")
+    return skip(data, pos)
+
+
+def with_annotations(data: bytes, ident: int, before: bytes, after: bytes) -> bytes:
+    """The message bytes with their delivery annotations replaced by the mirror's,
+    given as `mirror_annotations` makes them (runs once per mirrored message)."""
     pos = 0
     n = len(data)
     try:
         if n > 3 and data[0] == 0 and data[1] == 0x53 and data[2] == 0x70:  # header
-            pos = skip(data, 0)
+            pos = _described_end(data, 0, n)
         head = pos
         if pos + 3 < n and data[pos] == 0 and data[pos + 1] == 0x53 and data[pos + 2] == _DA:
-            pos = skip(data, pos)
+            pos = _described_end(data, pos, n)
     except (DecodeError, IndexError) as exc:
         raise BadEvent(f"undecodable message: {exc}") from None
-    return data[:head] + da + data[pos:]
+    if pos > n:
+        raise BadEvent("undecodable message: a section runs past the end")
+    if head == 0:
+        return b"".join((before, _ID8(ident), after, data[pos:] if pos else data))
+    return b"".join((data[:head], before, _ID8(ident), after, data[pos:]))
 
 
 def _str_at(data: bytes, pos: int, end: int) -> tuple[str, int] | None:
