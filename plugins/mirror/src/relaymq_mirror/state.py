@@ -78,7 +78,10 @@ class TargetIndex:
                     continue
                 mid = id_of(ev.message)
                 for key, seq in ev.placements:
-                    ids.setdefault(key, {})[mid] = seq
+                    per = ids.get(key)
+                    if per is None:
+                        per = ids[key] = {}
+                    per[mid] = seq
             else:
                 per = ids.get(ev.key)
                 if per is not None:
