@@ -507,6 +507,44 @@ def test_durable_cursor_survives_kill_9(tmp_path: Path) -> None:
         proc.wait(20)
 
 
+@pytest.mark.slow
+def test_a_durable_cursors_acknowledgement_records_survive_kill_9(tmp_path: Path) -> None:
+    """The `MessageRemoved` records (their compact stored form) come back after a
+    kill -9 with every field: the queue, its sequence number, the reason and the
+    message id of the send they remove."""
+    out = tmp_path / "events.jsonl"
+    paused = Path(str(out) + ".paused")
+    paused.touch()
+    port = free_port()
+    proc = spawn(tmp_path, port, out)
+    try:
+        c = BlockingStomp(port)
+        for i in range(50):
+            assert c.send("/queue/feed.acks", f"a{i}".encode())[0] == "RECEIPT"
+        assert c.receive_all("/queue/feed.acks") == [f"a{i}".encode() for i in range(50)]
+        c.close()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    assert recorded(out) == []
+    paused.unlink()
+    proc = spawn(tmp_path, port, out)
+    try:
+        def of_kind(kind: str) -> list[dict[str, Any]]:
+            return [e for e in recorded(out) if e["kind"] == kind and e["dest"] == "queue://feed.acks"]
+
+        wait_until(lambda: len(of_kind("message.removed")) >= 50, timeout=30,
+                   what="the acknowledgements after the restart")
+        sent = [e for e in of_kind("message.added") if e["body"].startswith("a")]
+        assert [e["body"] for e in sent] == [f"a{i}" for i in range(50)]
+        gone = of_kind("message.removed")[:50]
+        assert [(e["key"], e["seq"], e["reason"], e["id"], e["origin"]) for e in gone] == [
+            ("queue://feed.acks", p["placements"][0][1], "acked", p["id"], None) for p in sent]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+
+
 def test_only_documented_event_types_exist() -> None:
     assert {t.__name__ for t in EVENT_TYPES} == {
         "MessageAdded", "MessageRemoved", "DestinationCreated", "DestinationDeleted",

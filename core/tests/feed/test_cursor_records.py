@@ -122,6 +122,46 @@ def test_a_message_removed_record_keeps_the_message_annotations() -> None:
     assert rem.message.annotations is None
 
 
+@pytest.mark.parametrize("mid", ["ID:7", None, "", "id\x1fwith\x1eseparators"])
+@pytest.mark.parametrize("origin", [None, "", "peer"])
+def test_a_message_removed_record_is_compact_text_and_reads_back_equal(
+        mid: str | None, origin: str | None) -> None:
+    """Its fields as text after a marker byte, no JSON (a field that holds the
+    separators falls back to the earlier JSON list); every field comes back,
+    None and the empty string told apart."""
+    q = Destination.queue("rec.compact")
+    ann = {"mirror_id": 2**40 + 9, "note": "tab\x1f"}
+    for durable in (True, False):
+        for kept in (None, ann):
+            msg = Message(b"gone", destination=q, message_id=mid, durable=durable,
+                          origin=origin, annotations=kept)
+            record = encode_event(removed(msg, q, "queue://rec.compact", 21, "expired", origin))
+            assert record.type == REMOVED_TYPE and record.properties == {}
+            compact = mid is None or "\x1f" not in mid
+            assert record.body[:1] == (b"\x1e" if compact else b"[")
+            rem = decode_event(stored(record))
+            assert type(rem) is MessageRemoved and rem.destination == q
+            assert (rem.key, rem.seq, rem.reason, rem.origin) == ("queue://rec.compact", 21,
+                                                                   "expired", origin)
+            m = rem.message
+            assert (m.message_id, m.durable, m.origin, m.annotations) == (mid, durable, origin, kept)
+
+
+def test_a_message_removed_record_of_the_json_form_is_read() -> None:
+    """What cursors wrote before the compact form: a JSON list in the body."""
+    q = Destination.queue("rec.old")
+    fields = ["peer", "queue://rec.old", "queue://rec.old", 5, "acked", "ID:old", True, "broker-b",
+              {"mirror_id": 77}]
+    rem = decode_event(stored(Message(json.dumps(fields).encode(), durable=True, type=REMOVED_TYPE)))
+    assert type(rem) is MessageRemoved and rem.destination == q
+    assert (rem.key, rem.seq, rem.reason, rem.origin) == ("queue://rec.old", 5, "acked", "peer")
+    assert (rem.message.message_id, rem.message.origin, rem.message.annotations) == (
+        "ID:old", "broker-b", {"mirror_id": 77})
+    short = decode_event(stored(Message(json.dumps(fields[:7]).encode(), durable=True,
+                                        type=REMOVED_TYPE)))
+    assert short.message.origin is None and short.message.annotations is None
+
+
 @pytest.mark.parametrize("early", [False, True], ids=["after-store", "read-early"])
 async def test_a_spilled_cursor_reads_ahead_and_keeps_order_while_more_arrives(monkeypatch, early) -> None:  # type: ignore[no-untyped-def]
     """Small window and pages: the backlog spills to the store; the next page is

@@ -14,7 +14,7 @@ The record of a `MessageAdded` is the event's message itself (a shallow copy
 sharing its body and encoded bytes, so the store encodes it once, as it does the
 queue's copy) with the event's fields as JSON in the annotation `FEED_FIELD`;
 the record of a `MessageRemoved` is a message typed `REMOVED_TYPE` whose body
-is its fields as a JSON list; the record of any other event is an empty message
+is its fields as text (or, when a field holds the separators, a JSON list); the record of any other event is an empty message
 whose `feed` property holds its fields (as every record did before: every form
 is read back). With `share_messages` (a cursor's choice) the record of a
 `MessageAdded` is, where it can be, the event's message itself, unchanged: the
@@ -68,6 +68,11 @@ PREFETCH_AT = PAGE // 2
 FEED_FIELD = "x-relaymq-feed"
 #: the `type` of a `MessageRemoved` record: its fields are the body, a JSON list
 REMOVED_TYPE = "x-relaymq-feed-removed"
+#: a `MessageRemoved` record's body in its compact form starts with this, and
+#: separates its fields with `_SEP` (the earlier form, a JSON list, starts with "[")
+_COMPACT = "\x1e"
+_COMPACT_BYTE = _COMPACT.encode()
+_SEP = "\x1f"
 #: with `cancel_pairs`, at most this many unread sends are tracked (older ones stay)
 PAIRS_KEPT = 100_000
 _to_json = json_encoder(True)
@@ -397,21 +402,52 @@ def encode_event(ev: ChangeEvent) -> Message:
 
 
 def _removed_record(ev: MessageRemoved) -> Message:
-    """An acknowledgement, the most frequent record after sends: its fields as a
-    JSON list in the body of a message typed `REMOVED_TYPE` (no properties, so
-    the store encodes no JSON map around JSON). The message's broker annotations
-    come last when it has any (a mirrored message's internal id on its origin)."""
+    """An acknowledgement, the most frequent record after sends: a message typed
+    `REMOVED_TYPE` (no properties, so the store encodes no JSON map) whose body is
+    its fields as text, `_COMPACT` then the fields separated by `_SEP` (a text
+    field holding either falls back to a JSON list, the earlier form). The
+    message's broker annotations come last, as a JSON map, when it has any (a
+    mirrored message's internal id on its origin)."""
     m = ev.message
-    fields: list[Any] = [ev.origin, ev.destination.key, ev.key, ev.seq, ev.reason,
-                         m.message_id, m.durable, m.origin]
+    origin = ev.origin
+    mid = m.message_id
+    morigin = m.origin
+    dkey = ev.destination.key
+    key = ev.key
+    reason = ev.reason
     ann = m.annotations
+    if _plain(origin) and _plain(mid) and _plain(morigin) and _plain(dkey) and _plain(key) \
+            and _plain(reason):
+        flags = (1 if m.durable else 0) | (2 if origin is not None else 0) \
+            | (4 if mid is not None else 0) | (8 if morigin is not None else 0)
+        parts = [_COMPACT + chr(0x30 + flags), origin or "", dkey, key, str(ev.seq), reason,
+                 mid or "", morigin or ""]
+        if ann:
+            parts.append(_to_json(json_map(ann)))  # control characters are escaped in JSON
+        return Message(_SEP.join(parts).encode(), durable=True, type=REMOVED_TYPE)
+    fields: list[Any] = [origin, dkey, key, ev.seq, reason, mid, m.durable, morigin]
     if ann:
         fields.append(json_map(ann))
     return Message(_to_json(fields).encode(), durable=True, type=REMOVED_TYPE)
 
 
+def _plain(text: str | None) -> bool:
+    """`text` can be a field of a compact removal record."""
+    return text is None or (_SEP not in text and _COMPACT not in text)
+
+
 def _decode_removed(record: Message) -> ChangeEvent:
-    f = json.loads(record.body)
+    body = record.body
+    if body[:1] == _COMPACT_BYTE:
+        c = bytes(body[1:]).decode().split(_SEP, 8)
+        flags = ord(c[0]) - 0x30
+        dkey = c[2]
+        dest = Destination.parse(dkey)
+        msg = Message(b"", destination=dest, message_id=c[6] if flags & 4 else None,
+                      durable=bool(flags & 1), origin=c[7] if flags & 8 else None,
+                      annotations=from_json_map(json.loads(c[8])) if len(c) > 8 else None)
+        return removed(msg, dest, c[3], int(c[4]), c[5], c[1] if flags & 2 else None)
+    f = json.loads(body)
     origin, dkey, key, seq, reason, mid, durable = f[:7]
     dest = Destination.parse(dkey)
     n = len(f)
