@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 from relaymq_spark.endpoint import address_of
 from relaymq_spark.projection import check_projection, ddl_columns, project_rows
 from relaymq_spark.rows import arrow_schema, kernel_row, property_columns, record_batch, schema_for
+from relaymq_spark.worker_gc import settle
 
 PAGE = 5000
 
@@ -98,6 +99,7 @@ class JdbcReader(DataSourceReader):  # type: ignore[misc]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, IdRange)
+        settle()
         schema = arrow_schema(self.schema)
         for page in read_ids(self.url, self.table, self.keys, partition.low, partition.high,
                              self.columns):

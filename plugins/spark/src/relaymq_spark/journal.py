@@ -38,6 +38,7 @@ from relaymq_spark.rows import (
     record_batch,
     schema_for,
 )
+from relaymq_spark.worker_gc import settle
 
 JOURNAL_COLUMNS = ", journal_file int, journal_offset long, op string"
 #: rows per Arrow record batch handed to Spark
@@ -102,6 +103,7 @@ class JournalReader(DataSourceReader):  # type: ignore[misc]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, FilePartition)
+        settle()
         schema = arrow_schema(self.schema)
         if self.what == "messages":
             yield from read_messages(partition.file_id, Path(partition.path), self.keys,

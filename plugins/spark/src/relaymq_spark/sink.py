@@ -37,6 +37,7 @@ from pyspark.sql.types import StructType
 import relaymq_spark.options as opt
 from relaymq_spark.endpoint import address_of
 from relaymq_spark.sender import send_encoded
+from relaymq_spark.worker_gc import settle
 
 KNOWN = {"body", "destination", "properties", "priority", "message_id", "correlation_id",
          "type", "group_id", "body_type"}
@@ -202,6 +203,7 @@ class _Writer:
         self.rate = float(raw_rate) if raw_rate else None
 
     def _send(self, rows: Iterator[Any], prefix: str) -> Sent:
+        settle()
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
         n = send_encoded(

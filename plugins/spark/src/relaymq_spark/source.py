@@ -27,6 +27,7 @@ from relaymq_spark.ranges import (
     split,
 )
 from relaymq_spark.rows import arrow_schema, property_columns, schema_for
+from relaymq_spark.worker_gc import settle
 
 
 class RelayMQDataSource(DataSource):  # type: ignore[misc]
@@ -89,5 +90,6 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
+        settle()
         return read_range(self.endpoint, partition, self.columns, arrow_schema(self.schema),
                           self.fail_on_loss)

@@ -44,6 +44,7 @@ from relaymq_spark.ranges import (
     split,
 )
 from relaymq_spark.rows import arrow_schema, property_columns, schema_for
+from relaymq_spark.worker_gc import settle
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
@@ -112,6 +113,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
+        settle()
         return read_range(self.endpoint, partition, self.columns, arrow_schema(self.schema),
                           self.fail_on_loss)
 
