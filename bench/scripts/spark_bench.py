@@ -144,6 +144,13 @@ def main() -> None:
                 print(f"{'  in its micro-batches (Spark triggerExecution)':<44} "
                       f"{rows_in / busy:>10,.0f} msg/s  ({busy:.1f} s, of which addBatch "
                       f"{read:.1f} s; the rest is query start and stop)", flush=True)
+                parts: dict[str, float] = {}
+                for p in progress:
+                    for k, v in p["durationMs"].items():
+                        if k not in ("triggerExecution", "addBatch"):
+                            parts[k] = parts.get(k, 0) + v / 1000
+                print(f"  {len(progress)} micro-batches; the rest of their time: "
+                      + ", ".join(f"{k} {v:.2f} s" for k, v in sorted(parts.items())), flush=True)
             timed("same job from Parquet (reference)", n, lambda: spark.read.parquet(str(out))
                   .write.mode("overwrite").parquet(str(work / "ref-out")))
         elif "sink" in paths:  # the rows to sink, untimed

@@ -40,6 +40,29 @@ def test_unknown_destination_is_a_clear_error(broker) -> None:
         Client(Endpoint(broker.url)).bounds("NOPE")
 
 
+def test_release_of_an_unknown_destination_is_a_clear_error(broker) -> None:
+    with pytest.raises(RelayMQError, match="queue://NOPE does not exist"):
+        Client(Endpoint(broker.url)).release("NOPE", 10)
+
+
+def test_bounds_and_releases_ride_out_a_broker_restart(broker) -> None:
+    """The driver's short calls (relaymq-amqp's connection) retry while the broker
+    is away and answer once it is back."""
+    import threading
+
+    send(broker.url, "R5", 20)
+    c = Client(Endpoint(broker.url, retry=60))
+    for call in (lambda: c.bounds("R5"), lambda: c.release("R5", 5)):
+        broker.kill()
+        restarter = threading.Timer(1.0, broker.start)
+        restarter.start()
+        try:
+            call()
+        finally:
+            restarter.join()
+    assert c.bounds("R5") == (6, 20)
+
+
 def test_topic_is_refused_with_a_hint(broker) -> None:
     with pytest.raises(RelayMQError, match="durable subscription"):
         Client(Endpoint(broker.url)).bounds("topic://T")

@@ -4,13 +4,16 @@ Executors and the driver talk to the broker with it, each call one short
 connection (Spark tasks come and go; nothing is shared between them):
 
 * `bounds(dest)` — `(first, last)` sequence numbers (attach answer of a
-  ``relaymq-seq-range`` link, see relaymq_amqp.ranges);
+  ``relaymq-seq-range`` link, see relaymq_amqp.ranges), over relaymq-amqp's
+  own connection (`range_read.sequence_bounds`);
 * `read(dest, after, until)` — the stored messages with ``after < seq <= until``
   as `(seq, proton.Message)`; the broker closes the link at the range's end;
 * `read_encoded(dest, after, until, on_batch)` — the same as encoded AMQP bytes,
   many messages per transfer (``relaymq-seq-batch``), over relaymq-amqp's own
   connection (`range_read`, what executors use; no proton there);
-* `release(dest, through)` — what a query committed is removed on the broker;
+* `release(dest, through)` — what a query committed is removed on the broker
+  (`range_read.release_through`, relaymq-amqp's connection too: a proton
+  `Container` costs ~0.1 s of CPU to create, for its default TLS domains);
 * `send(messages)` — persistent sends, each settled `accepted` only once stored;
   `send_encoded(data)` the same for messages already encoded (the sink).
 
@@ -31,7 +34,14 @@ from proton.handlers import IncomingMessageHandler, MessagingHandler, OutgoingMe
 from proton.reactor import Container, Copy, Filter
 
 from relaymq_spark.endpoint import Endpoint, RelayMQError, address_of
-from relaymq_spark.range_read import DataLoss, Encoded, check_loss, split_batch
+from relaymq_spark.range_read import (
+    DataLoss,
+    Encoded,
+    check_loss,
+    release_through,
+    sequence_bounds,
+    split_batch,
+)
 from relaymq_spark.range_read import read_encoded as _read_encoded
 
 __all__ = ["Client", "DataLoss", "Encoded", "Endpoint", "RelayMQError", "address_of",
@@ -39,8 +49,6 @@ __all__ = ["Client", "DataLoss", "Encoded", "Endpoint", "RelayMQError", "address
 
 RANGE_FILTER = "relaymq-seq-range"
 RANGE_DESCRIPTOR = "relaymq:seq-range:list"
-RELEASE_FILTER = "relaymq-seq-release"
-RELEASE_DESCRIPTOR = "relaymq:seq-release:list"
 INFO_FILTER = "relaymq-seq-info"
 
 class _Call(MessagingHandler):  # type: ignore[misc]
@@ -199,16 +207,7 @@ class Client:
 
     def bounds(self, dest: str) -> tuple[int, int]:
         """`(first, last)`: the lowest sequence number `dest` holds, the highest committed."""
-        def once() -> tuple[int, int]:
-            call = _RangeCall(self.endpoint, dest,
-                              _seq_filter(RANGE_FILTER, RANGE_DESCRIPTOR, [0, 0]), None, 0)
-            call.run()
-            if call.bounds is None:
-                raise RelayMQError(f"{dest}: the broker did not answer with sequence bounds "
-                                   "(is it a RelayMQ broker with relaymq-amqp?)")
-            return call.bounds
-
-        return self._retrying(once)  # type: ignore[no-any-return]
+        return sequence_bounds(self.endpoint, dest)
 
     def read(self, dest: str, after: int, until: int, prefetch: int = 1000
              ) -> list[tuple[int, Message]]:
@@ -251,9 +250,7 @@ class Client:
 
     def release(self, dest: str, through: int) -> None:
         """Remove what `dest` holds up to `through` (a committed position)."""
-        self._retrying(lambda: _RangeCall(
-            self.endpoint, dest, _seq_filter(RELEASE_FILTER, RELEASE_DESCRIPTOR, [through]),
-            None, 0).run())
+        release_through(self.endpoint, dest, through)
 
     def send(self, messages: Iterable[Message], window: int = 500) -> int:
         """Send each message (its `address` says where) persistently; returns how

@@ -35,6 +35,8 @@ from relaymq_spark.endpoint import Endpoint, RelayMQError, address_of, ssl_conte
 
 RANGE_FILTER = "relaymq-seq-range"
 RANGE_DESCRIPTOR = "relaymq:seq-range:list"
+RELEASE_FILTER = "relaymq-seq-release"
+RELEASE_DESCRIPTOR = "relaymq:seq-release:list"
 INFO_FILTER = "relaymq-seq-info"
 BATCH_FILTER = "relaymq-seq-batch"
 BATCH_DESCRIPTOR = "relaymq:seq-batch:list"
@@ -123,6 +125,148 @@ def read_encoded(endpoint: Endpoint, dest: str, after: int, until: int,
         loop.close()
 
 
+def _retrying(endpoint: Endpoint, call: Callable[[asyncio.AbstractEventLoop], Any]) -> Any:
+    """`call(loop)` on a private event loop, again while the broker cannot be
+    reached, for `endpoint.retry` seconds; refusals are raised at once."""
+    loop = asyncio.new_event_loop()
+    deadline = time.monotonic() + endpoint.retry
+    wait = 0.2
+    try:
+        while True:
+            try:
+                return call(loop)
+            except RelayMQError as exc:
+                if not exc.retryable or time.monotonic() + wait > deadline:
+                    raise
+            time.sleep(wait)
+            wait = min(wait * 2, 5.0)
+    finally:
+        loop.close()
+
+
+def _ignore(records: list[Encoded]) -> None:
+    pass
+
+
+def sequence_bounds(endpoint: Endpoint, dest: str) -> tuple[int, int]:
+    """`(first, last)` of `dest`: the lowest sequence number it holds and the
+    highest committed one, from the answer to the attach of an empty range."""
+    def once(loop: asyncio.AbstractEventLoop) -> tuple[int, int]:
+        read = _Read(endpoint, dest, 0, 0, 1, 1, _ignore, _never)
+        try:
+            loop.run_until_complete(read.open())
+        finally:
+            loop.run_until_complete(read.close())
+        if read.bounds is None:
+            raise RelayMQError(f"{dest}: the broker did not answer with sequence bounds "
+                               "(is it a RelayMQ broker with relaymq-amqp?)")
+        return read.bounds
+
+    return _retrying(endpoint, once)  # type: ignore[no-any-return]
+
+
+def release_through(endpoint: Endpoint, dest: str, through: int) -> None:
+    """Remove what `dest` holds up to `through`: the broker closes the
+    ``relaymq-seq-release`` link once the removal is stored."""
+    def once(loop: asyncio.AbstractEventLoop) -> None:
+        loop.run_until_complete(_Release(endpoint, dest, through).run())
+
+    _retrying(endpoint, once)
+
+
+class _Release:
+    """One connection and one release link, closed by the broker when done."""
+
+    def __init__(self, endpoint: Endpoint, dest: str, through: int) -> None:
+        self.endpoint = endpoint
+        self.url = endpoint.host_url()
+        self.dest = dest
+        self.through = through
+        self.done: asyncio.Future[Any] | None = None
+
+    async def run(self) -> None:
+        from relaymq_amqp.engine import DIST_MODE_COPY, Terminus
+        from relaymq_amqp.types import Described, Symbol, ULong
+
+        self.done = asyncio.get_running_loop().create_future()
+        conn = await _connect(self.endpoint, self._disconnected)
+        try:
+            flt: dict[str, Any] = {
+                Symbol(RELEASE_FILTER): Described(Symbol(RELEASE_DESCRIPTOR), [ULong(self.through)])}
+            source = Terminus(address=address_of(self.dest), kind=1,
+                              distribution_mode=DIST_MODE_COPY, filter=flt)
+            await _attach(conn, self.url, f"relaymq-spark-release-{uuid.uuid4()}", source,
+                          Terminus(kind=2), lambda msg: None, 0, self._closed)
+            try:
+                cond = await asyncio.wait_for(self.done, self.endpoint.timeout)
+            except TimeoutError:
+                raise RelayMQError(f"no answer from {self.url} within "
+                                   f"{self.endpoint.timeout:g} s") from None
+            if isinstance(cond, RelayMQError):
+                raise cond
+            if cond is not None:
+                raise RelayMQError(str(cond))
+        finally:
+            try:
+                await asyncio.wait_for(conn.close(), 5.0)
+            except (TimeoutError, OSError):
+                pass
+
+    def _closed(self, cond: Any) -> None:
+        if self.done is not None and not self.done.done():
+            self.done.set_result(cond)
+
+    def _disconnected(self, conn: Any, exc: Exception | None) -> None:
+        self._closed(RelayMQError(f"disconnected from {self.url}"
+                                  f"{': ' + str(exc) if exc else ''}", retryable=True))
+
+
+async def _connect(endpoint: Endpoint, on_disconnected: Callable[[Any, Any], None]) -> Any:
+    """An open relaymq-amqp connection to `endpoint` (errors as `RelayMQError`)."""
+    from relaymq.spi.outgoing import AuthenticationFailed, OutgoingError
+    from relaymq_amqp.outgoing import AmqpConnection
+
+    url = endpoint.host_url()
+    user, password = endpoint.credentials()
+    conn = AmqpConnection(url, user=user, password=password if user else None,
+                          reconnect_attempts=0, connect_timeout=endpoint.timeout,
+                          ssl_context=ssl_context(endpoint), name="relaymq-spark-read",
+                          on_disconnected=on_disconnected)
+    try:
+        await asyncio.wait_for(conn.connect(), endpoint.timeout)
+    except AuthenticationFailed as exc:
+        await _quietly_close(conn)
+        raise RelayMQError(f"authentication failed at {url} ({exc})") from None
+    except (OutgoingError, OSError, TimeoutError) as exc:
+        await _quietly_close(conn)
+        raise RelayMQError(f"{url}: {exc}", retryable=True) from None
+    return conn
+
+
+async def _quietly_close(conn: Any) -> None:
+    try:
+        await asyncio.wait_for(conn.close(), 5.0)
+    except (TimeoutError, OSError, Exception):  # noqa: BLE001 - it never opened
+        pass
+
+
+async def _attach(conn: Any, url: str, name: str, source: Any, target: Any,
+                  on_message: Callable[[Any], None], credit: int,
+                  on_remote_close: Callable[[Any], None]) -> Any:
+    """A receiver link (refusals and connection errors as `RelayMQError`)."""
+    from relaymq.spi.outgoing import OutgoingError
+    from relaymq_amqp.outgoing import LinkRefused
+
+    try:
+        return await conn.attach_receiver(name, source, target, on_message=on_message,
+                                          credit=credit, on_remote_close=on_remote_close)
+    except LinkRefused as exc:
+        cond = exc.condition
+        raise RelayMQError(str(cond) if cond is not None else "link refused") from None
+    except (OutgoingError, OSError, TimeoutError) as exc:
+        raise RelayMQError(f"{url}: {exc}", retryable=True) from None
+
+
 class _Read:
     """One connection and one range link; its callbacks run on the event loop."""
 
@@ -154,39 +298,19 @@ class _Read:
         self.waiter: asyncio.Future[None] | None = None
 
     async def open(self) -> None:
-        from relaymq.spi.outgoing import AuthenticationFailed, OutgoingError
         from relaymq_amqp.engine import DIST_MODE_COPY, Terminus
-        from relaymq_amqp.outgoing import AmqpConnection, LinkRefused
         from relaymq_amqp.types import Described, Symbol, ULong
 
-        ep = self.endpoint
-        user, password = ep.credentials()
-        conn = AmqpConnection(self.url, user=user, password=password if user else None,
-                              reconnect_attempts=0, connect_timeout=ep.timeout,
-                              ssl_context=ssl_context(ep), name="relaymq-spark-read",
-                              on_disconnected=self._disconnected)
-        self.conn = conn
-        try:
-            await asyncio.wait_for(conn.connect(), ep.timeout)
-        except AuthenticationFailed as exc:
-            raise RelayMQError(f"authentication failed at {self.url} ({exc})") from None
-        except (OutgoingError, OSError, TimeoutError) as exc:
-            raise RelayMQError(f"{self.url}: {exc}", retryable=True) from None
+        self.conn = await _connect(self.endpoint, self._disconnected)
         flt: dict[str, Any] = {
             Symbol(RANGE_FILTER): Described(Symbol(RANGE_DESCRIPTOR),
                                             [ULong(self.pos), ULong(self.until)]),
             Symbol(BATCH_FILTER): Described(Symbol(BATCH_DESCRIPTOR), [ULong(self.batch)])}
         source = Terminus(address=address_of(self.dest), kind=1,
                           distribution_mode=DIST_MODE_COPY, filter=flt)
-        try:
-            receiver = await conn.attach_receiver(
-                f"relaymq-spark-range-{uuid.uuid4()}", source, Terminus(kind=2),
-                on_message=self._message, credit=self.prefetch, on_remote_close=self._closed)
-        except LinkRefused as exc:
-            cond = exc.condition
-            raise RelayMQError(str(cond) if cond is not None else "link refused") from None
-        except (OutgoingError, OSError, TimeoutError) as exc:
-            raise RelayMQError(f"{self.url}: {exc}", retryable=True) from None
+        receiver = await _attach(self.conn, self.url, f"relaymq-spark-range-{uuid.uuid4()}",
+                                 source, Terminus(kind=2), self._message, self.prefetch,
+                                 self._closed)
         self.receiver = receiver
         self._answered(receiver)
         if self.error is not None:
