@@ -106,6 +106,7 @@ class DurableSubscription:
         self._committed = 0  # highest sequence number known to be stored
         self._spilled = False  # events after the buffer are only in the store
         self._delivered: deque[int] = deque()
+        self._removing = 0  # acknowledged events whose removal is being written
         self._waiter: asyncio.Future[None] | None = None
         self._prefetch: asyncio.Task[Any] | None = None  # the next page, being read
         #: drop a send and its removal together while the send is unread (`capture`)
@@ -246,7 +247,9 @@ class DurableSubscription:
 
     @property
     def unacknowledged(self) -> int:
-        return len(self._delivered)
+        """Events returned and still in the store (an acknowledgement counts them
+        until its removal is written: a kill -9 before then returns them again)."""
+        return len(self._delivered) + self._removing
 
     async def get(self) -> ChangeEvent:
         """The next event, waiting for one."""
@@ -358,7 +361,11 @@ class DurableSubscription:
             seqs.append(delivered.popleft())
         if seqs:
             runs = bool(getattr(self._store, "removal_runs", False))
-            await self._writer.write(removal_ops({self.key: seqs}, runs))
+            self._removing += len(seqs)
+            try:
+                await self._writer.write(removal_ops({self.key: seqs}, runs))
+            finally:
+                self._removing -= len(seqs)
         return len(seqs)
 
     async def destroy(self) -> None:

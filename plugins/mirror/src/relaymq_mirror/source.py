@@ -188,9 +188,14 @@ class MirrorSource:
     def status(self) -> dict[str, Any]:
         lags = sorted(self._lags)
         p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))] if lags else None
-        pending = self.cursor.pending if self.cursor is not None else 0
+        cursor = self.cursor
+        # read and still in the SnF store: sent and not accepted yet, or accepted
+        # and not yet forgotten (stored here later than the target accepted it,
+        # its removal being written); a kill -9 now sends those again
+        depth = (cursor.pending + max(cursor.unacknowledged, len(self._unacked))
+                 if cursor is not None else len(self._unacked))
         return {"snf_queue": self.snf, "state": self.state, "target_node": self.remote_id,
-                "snf_depth": pending + len(self._unacked), "unsettled": len(self._unacked),
+                "snf_depth": depth, "unsettled": len(self._unacked),
                 "sent": self.sent, "accepted": self.accepted, "rejected": self.rejected,
                 "dropped_unsent_pairs": getattr(self.cursor, "cancelled", 0),
                 "lag_ms": self._lags[-1] if self._lags else None,
