@@ -21,8 +21,10 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def _installer() -> list[str]:
+    # `make venv` installs uv into .tools/ on a machine that has none
     uv = shutil.which("uv") or next(
-        (str(p) for p in (Path.home() / ".local/bin/uv", Path.home() / ".cargo/bin/uv") if p.exists()),
+        (str(p) for p in (ROOT / ".tools/bin/uv", Path.home() / ".local/bin/uv",
+                          Path.home() / ".cargo/bin/uv") if p.exists()),
         None,
     )
     if uv:

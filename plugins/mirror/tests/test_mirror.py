@@ -60,6 +60,8 @@ def test_queues_topics_subscriptions_and_filter(brokers: Any) -> None:
     a.run(a.broker.management.delete_durable_subscription("c.2", "s.2"))
     wait_until(lambda: not b.has("queue://orders.us") and not b.has("durable://c.2:s.2"),
                "deletes mirrored")
+    # the SnF queue empties once A has written the removal of the last event B accepted
+    wait_until(lambda: a.mirror_status("B")["snf_depth"] == 0, "A's SnF queue empty")
     status = a.mirror_status("B")
     assert status["snf_depth"] == 0 and status["rejected"] == 0
     assert status["snf_queue"] == "$ACTIVEMQ_ARTEMIS_MIRROR_B"
