@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from driver_runs import committed_batches, fill
 from relaymq.testing.waits import wait_until
 from relaymq_spark.client import Client, Endpoint
-from test_stream_source import committed_batches, fill
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import relaymq_spark
 from brokers import free_port
+from driver_runs import fill
 from jvm_options import FAST_START
 from relaymq.testing.waits import wait_until
-from test_stream_source import fill
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 

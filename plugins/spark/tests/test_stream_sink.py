@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from driver_runs import kill_twice_then_finish, thirds
 from relaymq_spark.client import Client, Endpoint
-from test_stream_source import kill_twice_then_finish, thirds
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 
