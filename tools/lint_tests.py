@@ -38,6 +38,12 @@ copy goes unseen; read up to a marker (`relaymq.testing.barriers`) instead.
 `BlockingStomp.receive_all("/queue/X")`, which reads up to a marker, names its
 destination first and is not flagged.
 
+And it flags *imports from a test module* anywhere in the scanned trees
+(`from test_x import f`, `from .test_x import f`, `import test_x`): with
+`--import-mode=importlib` the test packages of several plugins share module names,
+so such an import can resolve to another plugin's file, and it runs that module's
+collection-time code again. Shared helpers go into a module not named `test_*`.
+
 Exit status 1 and one line per offending test when anything is flagged.
 """
 
@@ -175,8 +181,19 @@ class _Module:
         self.tests: list[tuple[int, str, _Body]] = []
         #: (line, function) of sleep-then-assert in this file's functions
         self.sleeps: list[tuple[int, str]] = []
+        #: (line, module) of imports from test modules
+        self.test_imports: list[tuple[int, str]] = []
         #: (line, function) of reads until quiet in this file's functions
         self.quiet: list[tuple[int, str]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            self.test_imports.extend((node.lineno, n) for n in names
+                                     if n.rsplit(".", 1)[-1].startswith("test_"))
         is_test_file = path.name.startswith("test_") or path.name.endswith("_test.py")
         if is_test_file or path.name == "conftest.py":
             tops = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -244,6 +261,9 @@ def check(paths: Iterable[Path], helper_paths: Iterable[Path] = ()) -> list[str]
         for line, name in sorted(set(m.sleeps)):
             found.append(f"{_shown(m.path)}:{line}: {name} sleeps, then asserts; wait for "
                          "the condition (relaymq.testing.wait_until) or a marker instead")
+        for line, name in sorted(set(m.test_imports)):
+            found.append(f"{_shown(m.path)}:{line}: imports from the test module {name}; move "
+                         "what is shared into a module not named test_*")
         for line, name in sorted(set(m.quiet)):
             found.append(f"{_shown(m.path)}:{line}: {name} reads until nothing comes for a "
                          "while (receive_all(timeout)); read up to a marker "

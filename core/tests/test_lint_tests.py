@@ -130,3 +130,19 @@ def test_the_check_flags_reads_until_quiet(tmp_path: Path) -> None:
         """))
     flagged = [line.split(": ")[1].split()[0] for line in _lint().check([tmp_path])]
     assert flagged == ["test_quiet_positional", "test_quiet_default", "test_quiet_keyword"]
+
+
+def test_the_check_flags_imports_from_test_modules(tmp_path: Path) -> None:
+    (tmp_path / "test_other.py").write_text(textwrap.dedent("""
+        from test_helpers import probe
+        from .test_relative import thing
+        import test_plain
+        from .shared import fine
+        from tests.test_dotted import deep
+
+        def test_uses_them():
+            assert probe and thing and test_plain and fine and deep
+        """))
+    lines = _lint().check([tmp_path])
+    flagged = sorted(line.split("the test module ")[1].split(";")[0] for line in lines)
+    assert flagged == ["test_helpers", "test_plain", "test_relative", "tests.test_dotted"]

@@ -429,7 +429,7 @@ def test_transactional_acquisition_is_refused_on_that_link_only(amqp_broker: Any
     from relaymq_amqp.encode import frame, performative
     from relaymq_amqp.types import UInt
 
-    from .test_connections import RawPeer
+    from .raw_peer import RawPeer
 
     other = connect()
     fill(other, "queue://txacq", "kept")
@@ -473,7 +473,7 @@ def test_transactional_acquisition_naming_no_link_closes_the_connection(
     from relaymq_amqp.encode import frame, performative
     from relaymq_amqp.types import UInt
 
-    from .test_connections import RawPeer, close_condition
+    from .raw_peer import RawPeer, close_condition
 
     other = connect()
     fill(other, "queue://txacq2", "kept")

@@ -15,31 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from relaymq.testing import wait_until
 
 from .conftest import ADMIN, APP, VIEWER
+from .console_clients import queue, send
 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def send(console, dest: str, bodies: list[str], **headers: str) -> None:
-    receipts: list[str] = []
-
-    class L(stomp.ConnectionListener):
-        def on_receipt(self, frame) -> None:
-            receipts.append(frame.headers["receipt-id"])
-
-    conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
-    conn.set_listener("", L())
-    conn.connect(*APP, wait=True)
-    for i, body in enumerate(bodies):
-        conn.send(dest, body, headers={"persistent": "true", "receipt": f"r{i}", **headers})
-    wait_until(lambda: len(receipts) == len(bodies), "receipts", 10)
-    conn.disconnect()
-
-
-def queue(console, name: str) -> dict:
-    r = console.client().get(f"/api/v1/queues/{name}")
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def test_queues_are_listed_with_statistics_sorted_filtered_and_paged(console) -> None:

@@ -15,15 +15,12 @@ import pytest
 from relaymq.testing import wait_until
 
 from .conftest import ADMIN, APP
-from .test_api import queue, send
+from .console_clients import FLAGS, queue, send
 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [pytest.mark.slow, pytest.mark.external]  # chromium
-
-FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")

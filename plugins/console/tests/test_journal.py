@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from relaymq.testing import free_port
 from relaymq.testing.console_broker import ADMIN, ConsoleBrokerProcess
 
-from .test_api import send
+from .console_clients import send
 
 pytest.importorskip("stomp", reason="stomp.py is not installed")
 
@@ -91,7 +91,7 @@ def test_the_dashboard_shows_the_journal_moving(console, tmp_path_factory) -> No
 
     from relaymq.testing import wait_until
 
-    from .test_browser import FLAGS
+    from .console_clients import FLAGS
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:

@@ -16,7 +16,7 @@ from relaymq.testing import free_port, wait_until
 from relaymq.testing.console_broker import ADMIN, ConsoleBrokerProcess
 from relaymq.testing.processes import RelaymqProcess
 
-from .test_api import send
+from .console_clients import send
 
 pytest.importorskip("relaymq_mirror", reason="relaymq-mirror is not installed")
 pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
@@ -100,7 +100,7 @@ def test_the_broker_connections_page_shows_the_lag(mirrored, tmp_path_factory) -
         pytest.skip("chromium (Debian package chromium) is not installed")
     from playwright.sync_api import sync_playwright
 
-    from .test_browser import FLAGS
+    from .console_clients import FLAGS
 
     send(mirrored, "/queue/mirrored.page", ["p1", "p2"])
     wait_until(lambda: dr(mirrored)["lag_seconds"] is not None and dr(mirrored)["pending"] == 0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -231,3 +232,25 @@ def raw(server: BrokerThread) -> Iterator[Callable[..., RawClient]]:
     yield make
     for c in made:
         c.close()
+
+
+FLOOD_BODY = b"x" * 1024
+
+
+def flood(host: str, port: int, n: int, done: threading.Event, dest: str = "/queue/flow") -> None:
+    """Send `n` 1 KiB messages to `dest` in bursts of 50 without reading, then one with a
+    receipt; set `done` once the receipt came (or the connection closed)."""
+    with socket.create_connection((host, port)) as s:
+        s.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00")
+        frames = [b"SEND\ndestination:%s\nseq:%d\ncontent-length:1024\n\n%s\x00"
+                  % (dest.encode(), i, FLOOD_BODY) for i in range(n)]
+        for i in range(0, n, 50):
+            s.sendall(b"".join(frames[i:i + 50]))
+        s.sendall(b"SEND\ndestination:%s\nreceipt:end\n\nlast\x00" % dest.encode())
+        buf = b""
+        while b"receipt-id:end" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    done.set()

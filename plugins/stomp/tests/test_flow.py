@@ -9,33 +9,15 @@ import threading
 from relaymq.config.model import SystemUsageConfig, UsageLimit
 from relaymq.testing import wait_until
 
-from .conftest import RawClient, connect
-
-BODY = b"x" * 1024
-
-
-def _producer(host: str, port: int, n: int, done: threading.Event, dest: str = "/queue/flow") -> None:
-    with socket.create_connection((host, port)) as s:
-        s.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00")
-        frames = [b"SEND\ndestination:%s\nseq:%d\ncontent-length:1024\n\n%s\x00"
-                  % (dest.encode(), i, BODY) for i in range(n)]
-        for i in range(0, n, 50):
-            s.sendall(b"".join(frames[i:i + 50]))
-        s.sendall(b"SEND\ndestination:%s\nreceipt:end\n\nlast\x00" % dest.encode())
-        buf = b""
-        while b"receipt-id:end" not in buf:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    done.set()
+from .conftest import FLOOD_BODY as BODY
+from .conftest import RawClient, connect, flood
 
 
-def test_producer_is_paused_while_memory_is_full(start_broker) -> None:
+def testflood_is_paused_while_memory_is_full(start_broker) -> None:
     bt = start_broker(system_usage=SystemUsageConfig(memory=UsageLimit(limit=300_000)))
     n = 3000
     done = threading.Event()
-    t = threading.Thread(target=_producer, args=(bt.host, bt.port, n, done), daemon=True)
+    t = threading.Thread(target=flood, args=(bt.host, bt.port, n, done), daemon=True)
     t.start()
     wait_until(bt.read_paused, "the producer's connection paused by flow control")
     assert not done.is_set()
@@ -64,7 +46,7 @@ def test_slow_auto_ack_consumer_does_not_drain_the_queue(start_broker) -> None:
     c.send("SUBSCRIBE\ndestination:/queue/slow\nid:1\nack:auto\nactivemq.prefetchSize:100\n\n\x00")
     n = 12000
     done = threading.Event()
-    _producer(bt.host, bt.port, n, done, "/queue/slow")
+    flood(bt.host, bt.port, n, done, "/queue/slow")
 
     def consumer_write_paused() -> bool:
         return bool(bt.call(lambda: [p for c in bt.broker.connectors for p in c.connections

@@ -9,8 +9,7 @@ import pytest
 from relaymq.config.model import SystemUsageConfig, UsageLimit
 from relaymq.testing import wait_until
 
-from .conftest import RawClient, connect
-from .test_flow import _producer
+from .conftest import RawClient, connect, flood
 
 uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed (pip install relaymq[fast])")
 
@@ -39,7 +38,7 @@ def test_flow_control_on_uvloop(uv_broker) -> None:
     bt = uv_broker(system_usage=SystemUsageConfig(memory=UsageLimit(limit=300_000)))
     n = 2000
     done = threading.Event()
-    t = threading.Thread(target=_producer, args=(bt.host, bt.port, n, done), daemon=True)
+    t = threading.Thread(target=flood, args=(bt.host, bt.port, n, done), daemon=True)
     t.start()
     wait_until(bt.read_paused, "the producer's connection paused by flow control")
     assert not done.is_set()
