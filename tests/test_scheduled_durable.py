@@ -98,6 +98,7 @@ def sleep_until(epoch_ms: int) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # a long run or a restart: compiled build only (docs/testing.md)
 def test_persistent_scheduled_messages_survive_kill_9(broker: Broker) -> None:
     s = BlockingStomp(broker.stomp)
     sent_at = int(time.time() * 1000)

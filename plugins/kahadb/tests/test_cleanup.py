@@ -43,6 +43,7 @@ async def traffic(store: KahaDBPersistenceAdapter, first: int, n: int, size: int
     return first + n
 
 
+@pytest.mark.slow  # a long run or a restart: compiled build only (docs/testing.md)
 @pytest.mark.parametrize("compaction", [True, False])
 async def test_long_run_with_a_few_stuck_messages(open_store: Opener, tmp_path: Path,
                                                   compaction: bool) -> None:

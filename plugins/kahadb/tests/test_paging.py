@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from relaymq.client import connect_broker
 from relaymq.config import load_config_text
 from relaymq.model.destination import Destination
@@ -32,6 +33,7 @@ def body(i: int) -> bytes:
     return f"{i:08d}".encode() * (BODY // 8)
 
 
+@pytest.mark.slow  # a long run or a restart: compiled build only (docs/testing.md)
 async def test_a_backlog_beyond_the_window_is_read_back_from_the_journal(tmp_path: Path) -> None:
     config = load_config_text(xml(tmp_path, '<policyEntry queue=">" storeCursorMemoryLimit="64kb"/>'),
                               "xml")

@@ -382,6 +382,7 @@ async def test_crash_images_recover_to_what_was_acknowledged(open_store: Opener,
             await s.stop()
 
 
+@pytest.mark.slow  # a long run or a restart: compiled build only (docs/testing.md)
 async def test_long_rebuilds_report_progress(open_store: Opener, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch,
                                              caplog: pytest.LogCaptureFixture) -> None:

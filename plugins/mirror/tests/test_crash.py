@@ -19,6 +19,9 @@ from proton.utils import BlockingConnection
 from relaymq.testing.barriers import MARKER_PROPERTY, new_marker
 from relaymq.testing.waits import wait_until
 
+#: kill -9 under load: compiled build only (docs/testing.md)
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("relaymq_console", reason="relaymq-console is not installed (the crash "
                     "tests read the brokers' management listings through it)")
 

@@ -45,6 +45,7 @@ def test_release_of_an_unknown_destination_is_a_clear_error(broker) -> None:
         Client(Endpoint(broker.url)).release("NOPE", 10)
 
 
+@pytest.mark.slow  # a long run or a restart: compiled build only (docs/testing.md)
 def test_bounds_and_releases_ride_out_a_broker_restart(broker) -> None:
     """The driver's short calls (relaymq-amqp's connection) retry while the broker
     is away and answer once it is back."""
@@ -75,6 +76,7 @@ def test_unreachable_broker_is_a_clear_error() -> None:
         Client(Endpoint(f"amqp://127.0.0.1:{free_port()}", timeout=10, retry=1)).bounds("Q")
 
 
+@pytest.mark.slow  # a long run or a restart: compiled build only (docs/testing.md)
 def test_reads_ride_out_a_broker_restart(broker) -> None:
     import threading
 
@@ -119,6 +121,7 @@ def test_encoded_reads_come_in_batches_with_every_message(broker) -> None:
         c.read_encoded("NOPE", 0, 10, got.extend)
 
 
+@pytest.mark.slow  # a long run or a restart: compiled build only (docs/testing.md)
 def test_encoded_reads_ride_out_a_broker_restart(broker) -> None:
     import threading
 
