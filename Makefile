@@ -52,19 +52,22 @@ wheels: compile
 # PYTHONDONTWRITEBYTECODE is set: then every run rewrites about 700 modules again (15-20 s
 # of each run). The runs below let it keep them; the sources' own bytecode is `make`'s.
 PYTEST := env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m pytest
+# Two pytest-xdist workers: each peer (PostgreSQL, ActiveMQ, RabbitMQ, Spark) still
+# starts once, on one worker (relaymq.testing.parallel); XDIST= runs in one process.
+XDIST ?= -n 2 --dist loadgroup
 
 test: compile
-	$(PYTEST) $(PYTEST_ARGS)
+	$(PYTEST) $(XDIST) $(PYTEST_ARGS)
 
 test-fast: compile
-	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # the same sources interpreted, as a checkout runs them before `make compile`; the tests
 # against another system (PostgreSQL, ActiveMQ, RabbitMQ, Spark, a browser) run on the
 # compiled build only (relaymq.testing.external, docs/testing.md)
 test-pure: venv
 	$(BYTECODE)
-	RELAYMQ_PURE_PYTHON=1 $(PYTEST) -m "not slow and not external" $(PYTEST_ARGS)
+	RELAYMQ_PURE_PYTHON=1 $(PYTEST) $(XDIST) -m "not slow and not external" $(PYTEST_ARGS)
 
 bench: compile
 	.venv/bin/relaymq-bench suite bench/scenarios/standard.yaml

@@ -12,13 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from relaymq.testing.net import free_port  # noqa: F401 - the tests import it from here
+
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class BrokerProcess:

@@ -15,7 +15,7 @@ except ImportError:  # pragma: no cover - without pytest-asyncio, another async 
     async_fixture = pytest.fixture  # type: ignore[assignment]
 from relaymq.client import Connection, connect_broker
 from relaymq.config.model import BrokerConfig
-from relaymq.testing import external
+from relaymq.testing import external, parallel
 from relaymq.testing.peers import activemq, rabbitmq  # noqa: F401 - session fixtures, once a run
 from relaymq.testing.requirements import NOT_APPLICABLE, REQUIRE_ALL_ENV, require_all
 
@@ -64,6 +64,8 @@ def _allowed(reason: str) -> bool:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
+    if report.when == "teardown" and item.nodeid in _kinds:
+        report.user_properties.append((_KIND, _kinds[item.nodeid]))
     if report.failed:
         item.stash[_FAILED] = True
     if report.skipped and not hasattr(report, "wasxfail") and require_all():
@@ -114,13 +116,25 @@ def note_process_test() -> None:
         _kinds[_current[0]] = "process"
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _pools:
-        from relaymq.testing.broker_pool import describe
+def _pool_lines() -> list[str]:
+    from relaymq.testing.broker_pool import describe
 
-        for pool in _pools:
-            terminalreporter.line(f"shared broker processes (relaymq.testing.broker_pool): "
-                                  f"{describe(pool.stats)}")
+    return [f"shared broker processes (relaymq.testing.broker_pool): {describe(pool.stats)}"
+            for pool in _pools]
+
+
+_worker_pool_lines: list[str] = []  # under pytest-xdist: what each worker's pools did
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    lines = getattr(node, "workeroutput", {}).get("relaymq_pools", [])
+    _worker_pool_lines.extend(f"{node.gateway.id}: {line}" for line in lines)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in _pool_lines() + _worker_pool_lines:
+        terminalreporter.line(line)
     if _kinds:
         counts = kind_counts()
         terminalreporter.section("tests by kind (--test-kinds)")
@@ -136,6 +150,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and _pools:
+        workeroutput["relaymq_pools"] = _pool_lines()
     if _skipped_modules and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -150,6 +167,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 # installed only with the option: audit hooks cannot be removed.
 
 KINDS = ("in-process", "socket", "process")
+_KIND = "relaymq-test-kind"  # the teardown report's user property with the kind
 _kinds: dict[str, str] = {}
 _current: list[str] = []  # nodeid of the running test, empty between tests
 
@@ -172,6 +190,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "transports(*names): run a semantics scenario over these "
                                        "transports (relaymq's core/tests/semantics)")
     external.configure(config)
+    parallel.start_controller(config)
     if config.getoption("--test-kinds", default=False):
         import sys
 
@@ -190,8 +209,18 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     external.mark_items(items)
+    parallel.write_units(items)  # an xdist worker of `--dist loadgroup`: peers' modules
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup`: modules as units, each peer's modules as one, peers first
+    (relaymq.testing.parallel)."""
+    if config.getoption("dist", "no") == "loadgroup":
+        return parallel.make_scheduler(config, log)
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -205,6 +234,14 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if (why := external.unmarked_peers(item)) is not None:
         pytest.fail(why, pytrace=False)
     return result
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count the kinds from the reports: under pytest-xdist the workers run the tests
+    and the controller only sees their reports."""
+    for name, value in report.user_properties:
+        if name == _KIND:
+            _kinds[report.nodeid] = str(value)
 
 
 def kind_counts() -> dict[str, dict[str, int]]:
