@@ -285,7 +285,7 @@ def test_the_check_counts_every_delivery() -> None:
 
 
 @pytest.fixture(params=["kahadb", "jdbc-sqlite",
-                        pytest.param("jdbc-postgresql", marks=pytest.mark.external)])
+                        pytest.param("jdbc-postgresql", marks=pytest.mark.external("postgres"))])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The persistence adapter under the broker: kahaDB, or the JDBC store on SQLite
     or on a private PostgreSQL server (relaymq_jdbc.testing's session fixture)."""

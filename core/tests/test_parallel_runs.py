@@ -187,3 +187,37 @@ def test_a_port_in_use_is_not_handed_out(monkeypatch: pytest.MonkeyPatch) -> Non
         port = net.free_port()
         low, high = net.worker_slice()
         assert port != first and low <= port <= high
+
+
+DYNAMIC = '''import pytest
+from conftest import note
+
+@pytest.mark.external{args}
+def test_dynamic(request):
+    request.getfixturevalue("postgres")
+    note("ran", "pg", "dynamic")
+'''
+
+
+def test_a_peer_reached_through_getfixturevalue_must_be_named(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    (project / "test_dynamic.py").write_text(DYNAMIC.format(args=""))
+    done, _ = _run(project, "test_dynamic.py")
+    assert done.returncode == 1, done.stdout
+    assert ('starts the peer(s) postgres through request.getfixturevalue: name them, '
+            '@pytest.mark.external("postgres")') in done.stdout
+
+    (project / "test_dynamic.py").write_text(DYNAMIC.format(args="").replace(
+        "@pytest.mark.external\n", ""))
+    done, _ = _run(project, "test_dynamic.py")
+    assert done.returncode == 1 and "is not marked @pytest.mark.external" in done.stdout
+
+
+def test_a_named_peer_joins_its_unit(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    (project / "test_dynamic.py").write_text(DYNAMIC.format(args='("postgres")'))
+    done, lines = _run(project, "-n", "2", "--dist", "loadgroup")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert Counter(words[1] for words in lines if words[0] == "start")["postgres"] == 1
+    assert len({words[3] for words in lines if words[:2] == ["ran", "pg"]}) == 1
+    assert ["ran", "pg", "dynamic"] in [words[:3] for words in lines]

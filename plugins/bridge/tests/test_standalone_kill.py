@@ -28,8 +28,9 @@ COUNT = 600  # the rest is produced while the first one is dead
 BATCH = 20
 QOS = ["ONCE_AND_ONLY_ONCE", "DUPLICATES_OK", "AT_MOST_ONCE"]
 DIRECTIONS = ["relaymq-amqp-relaymq", "relaymq-stomp-relaymq"] + [
-    pytest.param(d, marks=pytest.mark.external)  # the peer fixture is asked for by `ends`
-    for d in ("relaymq-activemq", "activemq-relaymq", "relaymq-rabbitmq", "rabbitmq-relaymq")]
+    # `ends` asks for the peer's fixture
+    pytest.param(d, marks=pytest.mark.external(peer))
+    for peer in ("activemq", "rabbitmq") for d in (f"relaymq-{peer}", f"{peer}-relaymq")]
 
 
 @dataclass

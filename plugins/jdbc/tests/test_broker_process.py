@@ -17,7 +17,7 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 pytest.importorskip("proton", reason="python-qpid-proton is not installed")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.external)])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.external("postgres"))])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'shared.sqlite'}"

@@ -10,7 +10,7 @@ from brokers import BrokerProcess
 from proton import Message
 from relaymq_spark.client import Client, Endpoint
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.spark, pytest.mark.external("postgres"), pytest.mark.timeout(900)]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -31,13 +31,11 @@ from typing import Any
 
 import pytest
 
-#: fixtures (or markers) that stand for a peer started once per run, and its unit's name
-PEER_UNITS = {
-    "spark": "spark",
-    "activemq": "activemq",
-    "rabbitmq": "rabbitmq",
-    "postgres": "postgres",
-    "postgres_url": "postgres",
+from relaymq.testing import external
+
+#: session fixtures made once per run besides the peers (`external.item_peers`), and
+#: the unit of the modules that use them
+SHARED_FIXTURES = {
     "console": "console",
     "example_site": "plugin-sites",
     "troubled_site": "plugin-sites",
@@ -53,10 +51,8 @@ def _module(nodeid: str) -> str:
 
 
 def _peers(item: pytest.Item) -> set[str]:
-    names = set(getattr(item, "fixturenames", ()))
-    if item.get_closest_marker("spark") is not None:
-        names.add("spark")
-    return {PEER_UNITS[n] for n in names if n in PEER_UNITS}
+    shared = {SHARED_FIXTURES[n] for n in getattr(item, "fixturenames", ()) if n in SHARED_FIXTURES}
+    return external.item_peers(item) | shared
 
 
 def unit_names(items: Iterable[pytest.Item]) -> dict[str, str]:
@@ -165,5 +161,5 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
     return GroupFirstScheduling(config, log)
 
 
-__all__ = ["PEER_UNITS", "make_scheduler", "read_units", "scope_of", "start_controller",
+__all__ = ["SHARED_FIXTURES", "make_scheduler", "read_units", "scope_of", "start_controller",
            "unit_names", "unit_order", "write_units"]
