@@ -85,7 +85,8 @@ def unmarked_peers(item: pytest.Item) -> str | None:
     if names:
         return (f"{item.nodeid} uses the peer(s) {', '.join(sorted(set(names)))} but is not "
                 f"marked @pytest.mark.{MARKER} (relaymq.testing.external)")
-    peers = sorted(set(item.stash.get(_UNDECLARED, [])))
+    undeclared: list[str] = item.stash.get(_UNDECLARED, [])
+    peers = sorted(set(undeclared))
     if peers:
         named = ", ".join(f'"{p}"' for p in peers)
         return (f"{item.nodeid} starts the peer(s) {', '.join(peers)} through "
