@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 import pytest
-from proton import Delivery, Message
+from proton import Delivery, Message, byte, symbol, ulong
 from proton.reactor import AtMostOnce
 from proton.utils import SendException
 from relaymq.model.destination import Destination
@@ -193,6 +193,26 @@ def test_rejected_goes_to_the_dead_letter_queue(connect: Any, amqp_broker: Any) 
     assert m.body == "poison" and m.id == "ID:p"
     assert m.annotations["x-opt-original-destination"] == "queue://rej"
     assert amqp_broker.queue_size("rej") == 0
+
+
+def test_a_dead_letter_copy_keeps_the_producers_message_annotations(connect: Any) -> None:
+    """The copy in the DLQ is re-encoded (it says where it came from); the producer's
+    own message annotations stay on it, with their AMQP types, as Artemis keeps them."""
+    c = connect()
+    c.create_sender("queue://rej.ann").send(Message(
+        body="poison", durable=True, id="ID:pa", properties={"k": "v"},
+        annotations={symbol("x-opt-trace"): "t-1", symbol("x-opt-hops"): ulong(3),
+                     symbol("x-opt-jms-dest"): byte(0)}))
+    r = c.create_receiver("queue://rej.ann", credit=1)
+    r.receive(timeout=5)
+    r.reject()
+    m = c.create_receiver("queue://ActiveMQ.DLQ", credit=1).receive(timeout=5)
+    assert m.body == "poison" and m.id == "ID:pa" and m.properties == {"k": "v"}
+    assert m.annotations["x-opt-trace"] == "t-1"
+    assert m.annotations["x-opt-hops"] == 3 and isinstance(m.annotations["x-opt-hops"], ulong)
+    assert m.annotations["x-opt-original-destination"] == "queue://rej.ann"
+    assert "amqp_message_annotations" not in m.annotations
+    assert not any("amqp-message-annotations" in str(k) for k in m.annotations)
 
 
 @pytest.mark.slow

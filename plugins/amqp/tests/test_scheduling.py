@@ -39,6 +39,20 @@ def test_a_delayed_message_arrives_not_before_its_time(connect: Any, scheduling_
     r.accept()
 
 
+def test_a_scheduled_message_keeps_the_producers_message_annotations(
+        connect: Any, scheduling_broker: Any) -> None:
+    """The scheduler delivers a copy; it keeps the producer's own annotations, not the
+    request it already carried out (sent on, it would be held again)."""
+    c = connect(scheduling_broker.url())
+    c.create_sender("queue://SCHED.A").send(Message(body="later", annotations={
+        symbol("x-opt-delivery-delay"): 300, symbol("x-opt-trace"): "t-2"}))
+    r = c.create_receiver("queue://SCHED.A", credit=1)
+    got = r.receive(timeout=10)
+    assert got.body == "later" and got.annotations["x-opt-trace"] == "t-2"
+    assert "x-opt-delivery-delay" not in got.annotations
+    r.accept()
+
+
 def test_period_and_repeat_properties(connect: Any, scheduling_broker: Any) -> None:
     c = connect(scheduling_broker.url())
     c.create_sender("queue://SCHED.R").send(Message(body="tick", properties={

@@ -55,6 +55,18 @@ def internal_annotation(name: str) -> str:
     return name
 
 
+#: encoding -> what of a message's encoded bytes no kernel field holds and a copy
+#: must keep when it drops the bytes (`Message.copy`), as annotations: AMQP's
+#: message annotations of the producer's own, on a dead-letter or scheduled copy.
+#: A transport registers its own with `register_carry_over`.
+CarryOver = Callable[[bytes], dict[str, Any] | None]
+CARRY_OVER: dict[str, CarryOver] = {}
+
+
+def register_carry_over(encoding: str, carry: CarryOver) -> None:
+    CARRY_OVER[encoding] = carry
+
+
 def client_annotations(annotations: dict[str, Any] | None) -> dict[str, Any]:
     """`annotations` without the internal ones: what a transport renders."""
     if not annotations:
@@ -230,6 +242,12 @@ class Message:
                     # a lazy loader reads the encoded bytes dropped here: load first
                     m._properties = dict(self.properties)
                     m._loader = None
+                encoded = self.encoded
+                carry = CARRY_OVER.get(self.encoding or "") if encoded is not None else None
+                if carry is not None and encoded is not None:
+                    kept = carry(encoded)
+                    if kept:  # what `changes` set wins
+                        m.annotations = {**kept, **(m.annotations or {})}
                 m.encoded = None
                 m.encoding = None
         return m

@@ -28,7 +28,9 @@ from relaymq.model.message import (
     BodyType,
     Message,
     client_annotations,
+    internal_annotation,
     now_millis,
+    register_carry_over,
     wire_message,
 )
 
@@ -40,6 +42,7 @@ from relaymq_amqp.scanner import (
     DecodeError,
     Sections,
     body_value,
+    decode,
     decode_map_at,
     plain_body,
     scan,
@@ -54,6 +57,16 @@ ENCODING = "amqp"
 JMS_MSG_TYPE = "x-opt-jms-msg-type"
 JMS_DEST = "x-opt-jms-dest"
 JMS_REPLY_TO = "x-opt-jms-reply-to"
+#: the internal annotation that keeps the producer's own message annotations (their
+#: AMQP map, encoded) on a copy that drops the message's bytes (`Message.copy`: a
+#: dead-letter copy, a scheduled delivery, a bridged or moved message), as Artemis
+#: keeps them
+CARRIED_ANNOTATIONS = internal_annotation("amqp_message_annotations")
+#: message annotations a copy does not keep: what `from_kernel` writes from the
+#: kernel's fields, a scheduling request the scheduler took, and a mirror's own
+_NOT_CARRIED = frozenset({JMS_MSG_TYPE, JMS_DEST, JMS_REPLY_TO, "x-opt-delivery-time",
+                          "x-opt-delivery-delay"})
+_NOT_CARRIED_PREFIX = "x-opt-amq-mr-"
 _JMS_TYPE_FOR_BODY = {
     BodyType.EMPTY: 0, BodyType.OBJECT: 1, BodyType.MAP: 2, BodyType.BYTES: 3,
     BodyType.STREAM: 4, BodyType.TEXT: 5,
@@ -409,6 +422,34 @@ def with_delivery_count(data: bytes, delivery_count: int) -> bytes:
     return data[:start] + new + data[end:]
 
 
+def carried_annotations(data: bytes) -> dict[str, Any] | None:
+    """What a copy keeps of `data`'s message annotations (`register_carry_over`)."""
+    try:
+        s = scan(data)
+        if s.message_annotations is None:
+            return None
+        ann = decode_map_at(data, s.message_annotations)
+    except DecodeError:
+        return None
+    kept = {k: v for k, v in ann.items()
+            if not (isinstance(k, str) and (k in _NOT_CARRIED or k.startswith(_NOT_CARRIED_PREFIX)))}
+    return {CARRIED_ANNOTATIONS: enc.encode(kept)} if kept else None
+
+
+register_carry_over(ENCODING, carried_annotations)
+
+
+def _carried(m: Message) -> dict[Any, Any]:
+    data = m.annotations.get(CARRIED_ANNOTATIONS) if m.annotations else None
+    if not isinstance(data, bytes):
+        return {}
+    try:
+        value, _ = decode(data, 0)
+    except DecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def from_kernel(m: Message, delivery_count: int = 0) -> bytes:
     """AMQP bytes for a message that did not arrive over AMQP (or lost its bytes)."""
     now = now_millis()
@@ -417,9 +458,8 @@ def from_kernel(m: Message, delivery_count: int = 0) -> bytes:
         ttl = None  # the header's ttl is a uint (~49.7 days); absolute-expiry-time says it
     parts = [enc.header_section(m.durable, m.priority if m.priority != DEFAULT_PRIORITY else None,
                                 ttl, None, delivery_count)]
-    annotations: dict[Any, Any] = {
-        Symbol(JMS_MSG_TYPE): UByte(_JMS_TYPE_FOR_BODY.get(m.body_type, 3)),
-    }
+    annotations: dict[Any, Any] = _carried(m)  # the producer's own; the fields' below win
+    annotations[Symbol(JMS_MSG_TYPE)] = UByte(_JMS_TYPE_FOR_BODY.get(m.body_type, 3))
     if m.destination is not None:
         annotations[Symbol(JMS_DEST)] = UByte(_DEST_TYPE[m.destination.kind])
     if m.reply_to is not None:
