@@ -260,3 +260,28 @@ def test_counts_and_sizes_beyond_the_bytes_are_refused() -> None:
                 b"\xb1" + struct.pack(">I", 0xFFFFFFF0) + b"abc"):
         with pytest.raises(DecodeError):
             decode(bad)
+
+
+def test_each_copy_keeps_its_own_messages_annotations() -> None:
+    """Copies of different messages, one after the other and back, each keep the
+    annotations of their own message (the last answer is reused only for the same bytes)."""
+    def received(trace: str, body: str) -> Message:
+        pm = PMessage(body=body, address="queue://Q", annotations={
+            symbol("x-opt-trace"): trace, symbol("x-opt-jms-dest"): 0,
+            symbol("x-opt-amq-mr-id"): 5})
+        return to_kernel(bytes(pm.encode()), Destination.queue("Q"))[0]
+
+    first, second = received("one", "a"), received("two", "b")
+    out = []
+    for m in (first, first, second, first):
+        pm = PMessage()
+        pm.decode(from_kernel(m.copy(destination=Destination.queue("DLQ"),
+                                     annotations={"original_destination": "queue://Q"})))
+        out.append((pm.body, pm.annotations.get("x-opt-trace"), "x-opt-amq-mr-id" in pm.annotations))
+    assert out == [("a", "one", False), ("a", "one", False), ("b", "two", False),
+                   ("a", "one", False)]
+    # a message with nothing of its own to keep gets nothing
+    plain = to_kernel(bytes(PMessage(body="p", address="queue://Q").encode()), Destination.queue("Q"))[0]
+    pm = PMessage()
+    pm.decode(from_kernel(plain.copy(priority=1)))
+    assert set(pm.annotations) == {"x-opt-jms-msg-type", "x-opt-jms-dest"}

@@ -422,18 +422,30 @@ def with_delivery_count(data: bytes, delivery_count: int) -> bytes:
     return data[:start] + new + data[end:]
 
 
+#: the last bytes `carried_annotations` read, and its answer: a fan-out copies one
+#: message (the same bytes object) to every target
+_last_carried: tuple[bytes | None, dict[str, Any] | None] = (None, None)
+
+
 def carried_annotations(data: bytes) -> dict[str, Any] | None:
-    """What a copy keeps of `data`'s message annotations (`register_carry_over`)."""
+    """What a copy keeps of `data`'s message annotations (`register_carry_over`);
+    the answer is shared, not to be changed."""
+    global _last_carried
+    last_data, last = _last_carried
+    if data is last_data:
+        return last
+    kept: dict[Any, Any] = {}
     try:
         s = scan(data)
-        if s.message_annotations is None:
-            return None
-        ann = decode_map_at(data, s.message_annotations)
+        if s.message_annotations is not None:
+            kept = {k: v for k, v in decode_map_at(data, s.message_annotations).items()
+                    if not (isinstance(k, str)
+                            and (k in _NOT_CARRIED or k.startswith(_NOT_CARRIED_PREFIX)))}
     except DecodeError:
-        return None
-    kept = {k: v for k, v in ann.items()
-            if not (isinstance(k, str) and (k in _NOT_CARRIED or k.startswith(_NOT_CARRIED_PREFIX)))}
-    return {CARRIED_ANNOTATIONS: enc.encode(kept)} if kept else None
+        pass
+    answer = {CARRIED_ANNOTATIONS: enc.encode(kept)} if kept else None
+    _last_carried = (data, answer)
+    return answer
 
 
 register_carry_over(ENCODING, carried_annotations)
