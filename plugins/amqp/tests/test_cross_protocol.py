@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
-from proton import Message
+from proton import Message, float32
 
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
@@ -63,6 +63,22 @@ def test_amqp_to_stomp(both: Any, stomp_client: Any, connect: Any) -> None:
     assert h["reply-to"] == "/queue/replies"
     assert h["color"] == "red" and h["n"] == "5"
     conn.ack(h["message-id"], "1")
+
+
+def test_amqp_property_values_reach_stomp_as_activemq_writes_them(
+        both: Any, stomp_client: Any, connect: Any) -> None:
+    """Non-string properties become headers as Java's toString() gives them."""
+    conn, frames = stomp_client
+    conn.subscribe(destination="/queue/jtext", id="1", ack="auto")
+    c = connect(both.url())
+    c.create_sender("queue://jtext").send(Message(body="x", properties={
+        "f": float32(1.1), "big": 1e20, "small": 1.5e-5, "plain": 1234.5, "yes": True,
+        "list": [1, "a", True, None, 2.5], "map": {"k": 1, "z": [1e20]}}))
+    h = frames.q.get(timeout=5).headers
+    assert (h["f"], h["big"], h["small"], h["plain"], h["yes"]) == (
+        "1.1", "1.0E20", "1.5E-5", "1234.5", "true")
+    assert h["list"] == "[1, a, true, null, 2.5]"
+    assert h["map"] == "{k=1, z=[1.0E20]}"
 
 
 def test_stomp_to_amqp(both: Any, stomp_client: Any, connect: Any) -> None:

@@ -34,6 +34,7 @@ from relaymq.model.message import BodyType, Message, wire_message
 from .destinations import DestinationMapper, stomp_name, stomp_name_of_key
 from .errors import StompError
 from .frames import V11, V12, escape
+from .java_text import java_string
 
 ENCODING = "stomp"
 
@@ -244,9 +245,9 @@ def _intended_body_type(intended: str) -> str:
 def _text(value: Any) -> str | None:
     """A property value as the text of a MESSAGE header (ActiveMQ writes a
     non-string property as its `toString()`): booleans `true`/`false`, binary
-    as hex, numbers, uuids, lists, maps and the rest as `str` gives them; None
-    means no header. A NUL (which ends a STOMP frame and has no escape) becomes
-    U+FFFD."""
+    as hex, integers and uuids as `str` gives them, floats, lists and maps as Java
+    does (`java_text`); None means no header. A NUL (which ends a STOMP frame and
+    has no escape) becomes U+FFFD."""
     if isinstance(value, str):
         text = value
     elif isinstance(value, bool):
@@ -255,6 +256,8 @@ def _text(value: Any) -> str | None:
         return None
     elif isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
+    elif isinstance(value, (float, list, tuple, dict)):
+        text = java_string(value)
     else:
         text = str(value)
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
