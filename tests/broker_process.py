@@ -25,19 +25,21 @@ BUILD_STATUS = {"compiled": "compiled", "pure": "pure Python"}
 
 def compiled_build_problem() -> str | None:
     """Why the compiled variant cannot run here (None: it can): no extensions
-    (`make compile` not run) or a source newer than its extension (the child
-    would run that package interpreted)."""
+    (`make compile` not run) or a source its extension was not built from (the
+    child would run that package interpreted: `relaymq.compiled` decides by
+    content, and so does this)."""
     import importlib
+
+    from relaymq.compiled import stale_source
 
     for pkg in COMPILED_PACKAGES:
         here = Path(importlib.import_module(pkg).__file__ or "").parent
         built = [p for p in here.rglob("*.so") if "__pycache__" not in p.parts]
         if not built:
             return f"{pkg} has no compiled modules: run `make compile`"
-        for ext in built:
-            source = ext.with_name(ext.name.split(".", 1)[0] + ".py")
-            if source.exists() and source.stat().st_mtime > ext.stat().st_mtime:
-                return f"{source} is newer than its compiled module: run `make compile`"
+        stale = stale_source(pkg, str(here))
+        if stale is not None:
+            return f"{stale} differs from what its compiled module was built from: run `make compile`"
     return None
 
 

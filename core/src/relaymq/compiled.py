@@ -87,6 +87,13 @@ def select(package: str, directory: str) -> str:
     return _status[package]
 
 
+def stale_source(package: str, directory: str) -> str | None:
+    """The first source of `package` (in `directory`) that its compiled module was not
+    built from, by content as `select` decides; None when all match or none is built."""
+    modules = _extensions(package, directory)
+    return _stale_source(directory, modules) if modules else None
+
+
 def _digest(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()

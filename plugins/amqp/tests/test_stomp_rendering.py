@@ -98,7 +98,7 @@ CASES: list[tuple[Message | RawMessage, dict[str, str], bytes]] = [
     (Message(body="x", properties={"l": [1, "a"], "m": {"a": 1},
                                    "arr": Array(UNDESCRIBED, Data.INT, 1, 2),
                                    "d": Described(symbol("d"), "v")}),
-     {"l": "[1, 'a']", "m": "{'a': 1}", "arr": "[1, 2]"}, b"x"),
+     {"l": "[1, a]", "m": "{a=1}", "arr": "[1, 2]"}, b"x"),  # Java's toString
     (Message(body="x", properties={"v": "a\nb:c\\d\re", "k\n:": "1"}),
      {"v": "a\nb:c\\d\re", "k\n:": "1"}, b"x"),
     (Message(body="x", id=ulong(5), correlation_id=ulong(2**64 - 1)),
