@@ -6,8 +6,10 @@ import math
 import re
 
 import pytest
+from relaymq.model.java_numbers import java_double_string, java_float_string
+from relaymq.model.jtypes import to_float32
 from relaymq.selector import Selector
-from relaymq.selector.functions import java_double_string, java_split, java_string
+from relaymq.selector.functions import java_split, java_string
 
 
 def ev(text: str, **fields: object) -> bool | None:
@@ -98,10 +100,31 @@ def test_java_split(text: str, pattern: str, limit: int, expected: list[str]) ->
         (-math.inf, "-Infinity"),
         (math.nan, "NaN"),
         (1.7976931348623157e308, "1.7976931348623157E308"),
+        (5e-324, "4.9E-324"),  # one digit would name it: Java takes the nearest two
+        (2e23, "2.0E23"),
+        (100.0, "100.0"),
     ],
 )
 def test_java_double_string(value: float, text: str) -> None:
     assert java_double_string(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1.1, "1.1"),
+        (1.4e-45, "1.4E-45"),
+        (3.4028235e38, "3.4028235E38"),
+        (1e10, "1.0E10"),
+        (0.5, "0.5"),
+    ],
+)
+def test_java_float_string(value: float, text: str) -> None:
+    assert java_float_string(to_float32(value)) == text
+
+
+def test_selectors_show_doubles_as_java() -> None:
+    assert java_string(5e-324) == "4.9E-324"
 
 
 def test_java_string_of_other_values() -> None:

@@ -9,14 +9,13 @@ subscribe time; at run time, arguments of the wrong type or NULL give UNKNOWN.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, cast
 
-from relaymq.model.jtypes import BOOL, F32, F64, I32, I64, STR, jclass, to_float32
+from relaymq.model.java_numbers import java_double_string, java_float_string
+from relaymq.model.jtypes import BOOL, F32, F64, I32, I64, STR, jclass
 from relaymq.selector.nodes import VKind
 from relaymq.selector.runtime import Comparisons, Tri
 
@@ -97,42 +96,6 @@ def java_string(value: object) -> str | None:
     if code == F64:
         return java_double_string(float(cast(float, value)))
     return None
-
-
-def java_float_string(f: float) -> str:
-    """``Float.toString``: the shortest decimal that reads back as the same float."""
-    if math.isnan(f) or math.isinf(f) or f == 0.0:
-        return java_double_string(f)
-    for digits in range(1, 10):
-        text = f"{f:.{digits}g}"
-        if to_float32(float(text)) == f:
-            return _java_decimal_text(f, text)
-    return java_double_string(f)  # pragma: no cover - 9 digits always round-trip
-
-
-def java_double_string(d: float) -> str:
-    """``Double.toString``: plain notation in [1e-3, 1e7), else ``d.dddE±n``."""
-    if math.isnan(d):
-        return "NaN"
-    if math.isinf(d):
-        return "Infinity" if d > 0 else "-Infinity"
-    if d == 0.0:
-        return "-0.0" if math.copysign(1.0, d) < 0 else "0.0"
-    return _java_decimal_text(d, repr(d))
-
-
-def _java_decimal_text(d: float, shortest: str) -> str:
-    """Java's layout of a shortest decimal: plain in [1e-3, 1e7), else ``d.dddE±n``."""
-    magnitude = abs(d)
-    if 1e-3 <= magnitude < 1e7:
-        text = format(Decimal(shortest), "f")
-        return text if "." in text else text + ".0"
-    sign, digits, exponent = Decimal(shortest).as_tuple()
-    digit_text = "".join(map(str, digits)).rstrip("0") or "0"
-    assert isinstance(exponent, int)
-    sci_exponent = exponent + len(digits) - 1
-    mantissa = digit_text[0] + "." + (digit_text[1:] or "0")
-    return ("-" if sign else "") + mantissa + "E" + str(sci_exponent)
 
 
 def regex_dynamic(pattern: Any, value: Any) -> Tri:
