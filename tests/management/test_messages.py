@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from proton import Message as AmqpMessage
+from proton import symbol
 from proton.utils import BlockingConnection
 from relaymq.testing.waits import wait_until
 
@@ -103,6 +104,32 @@ def test_retry_sends_a_dead_lettered_message_back_to_its_origin(start_broker) ->
     assert again.body == "poison?"
     assert again.headers["message-id"] == first.headers["message-id"]
     conn.disconnect()
+
+
+def test_browsing_shows_a_dead_letter_without_the_brokers_internal_annotations(start_broker) -> None:  # type: ignore[no-untyped-def]
+    broker = start_broker()
+    m = broker.management
+    amqp = BlockingConnection(broker.amqp)
+    try:
+        amqp.create_sender("queue://TRACED").send(AmqpMessage(
+            body="x", durable=True, annotations={symbol("x-opt-trace"): "t-1"}))
+        receiver = amqp.create_receiver("queue://TRACED", credit=1)
+        assert receiver.receive(timeout=10).body == "x"
+        receiver.reject()  # rejected: straight to the dead-letter queue, re-encoded
+        amqp.create_sender("queue://TRACED", name="flush")  # a round trip: the settlement goes out first
+        wait_until(lambda: broker.call(lambda: (q := m.queue("ActiveMQ.DLQ")) is not None
+                                       and q.size() == 1), "the DLQ copy")
+        dead = broker.run(m.browse("ActiveMQ.DLQ")).messages
+        assert len(dead) == 1
+        assert dead[0].annotations.get("original_destination") == "queue://TRACED"
+        # the copy keeps the producer's annotations for AMQP consumers, in a form
+        # only the broker reads: not shown
+        assert "amqp_message_annotations" not in dead[0].annotations
+        dlq = amqp.create_receiver("queue://ActiveMQ.DLQ")
+        assert dlq.receive(timeout=10).annotations["x-opt-trace"] == "t-1"
+        dlq.accept()
+    finally:
+        amqp.close()
 
 
 def test_move_and_copy_by_selector_between_amqp_clients(start_broker) -> None:  # type: ignore[no-untyped-def]

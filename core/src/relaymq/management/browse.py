@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from relaymq.management.info import BrowsePage, MessageInfo
-from relaymq.model.message import Message, SelectorView
+from relaymq.model.message import Message, SelectorView, client_annotations
 from relaymq.selector import Selector
 
 #: records read from the store at a time when a selector filters them
@@ -30,7 +30,7 @@ def message_info(seq: int, message: Message, entry: Any, key: str) -> MessageInf
         type=message.type, group_id=message.group_id, properties=dict(message.properties),
         body=bytes(message.body), delivery_count=entry.delivery_count if entry is not None else 0,
         in_flight=entry is not None and entry.consumer is not None,
-        annotations=dict(message.annotations or {}),
+        annotations=dict(client_annotations(message.annotations)),
     )
 
 

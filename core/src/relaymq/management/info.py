@@ -126,6 +126,8 @@ class MessageInfo:
     body: bytes
     delivery_count: int  #: earlier deliveries that did not end in an ack (in memory only)
     in_flight: bool  #: a consumer holds it now
+    #: the broker's annotations (where a dead letter came from, why); not its internal
+    #: ones (`relaymq.model.message.INTERNAL_ANNOTATIONS`)
     annotations: dict[str, Any] = field(default_factory=dict)
 
 
