@@ -54,3 +54,22 @@ def test_truncated_or_foreign_records_are_corrupt() -> None:
             encoded_span(record[:cut], "wire")
     with pytest.raises(CorruptMessage, match="bad magic"):
         encoded_span(b"XX" + record[2:], "wire")
+
+
+@pytest.mark.parametrize("timestamp", [0, 1, -1, -1_700_000_000_123, 2**63 - 1, -(2**63)])
+def test_every_field_set_and_any_timestamp_agree_with_the_full_decoder(timestamp: int) -> None:
+    m = message(properties={"k": "v"}, annotations={"x-opt-a": 1}, correlation_id="c" * 300,
+                reply_to=Destination.topic("r"), type="t", group_id="g", user_id="u",
+                content_type="text/plain", body_type="bytes", producer_id="p")
+    m.origin = "broker-é"
+    m.timestamp = timestamp
+    m.scheduled_delay = 9
+    record = encode_message(m)
+    stamp, start, end = encoded_span(record, "wire")
+    decoded = codec.decode_message(record)
+    assert (stamp, record[start:end]) == (decoded.timestamp, decoded.encoded) == (timestamp, WIRE)
+
+
+@pytest.mark.parametrize("other", ["wir", "wire2", "WIRE", ""])
+def test_only_the_exact_encoding_name_matches(other: str) -> None:
+    assert encoded_span(encode_message(message()), other) == (1_700_000_000_123, -1, -1)

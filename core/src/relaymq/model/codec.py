@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from relaymq.model.destination import Destination
 from relaymq.model.jtypes import Float32, Int32
@@ -235,6 +235,16 @@ _V2_FIELDS = ("message_id", "destination", "correlation_id", "reply_to", "type",
 _STR_BIT = {name: 1 << (8 + i) for i, name in enumerate(_V2_FIELDS)}
 _STR_BITS = tuple(_STR_BIT.values())  # in _V2_FIELDS order
 _ENCODING_BIT = _STR_BIT["encoding"]
+assert _STR_BITS == tuple(1 << b for b in range(8, 20)) and _ENCODING_BIT == 1 << 17
+# the same bits as native constants, for `encoded_span`'s loop
+_STR_FIRST_BIT: Final = 1 << 8
+_STR_LAST_BIT: Final = 1 << (8 + 11)
+_ENCODING_BIT_C: Final = 1 << (8 + 9)
+_TIMESTAMP_AT: Final = 15  # b"R2" | u32 flags | u8 priority | i64 expiration | i64 timestamp
+_HEADER_END: Final = 31
+_SCHED_SIZE: Final = 24
+_I64_WRAP: Final = 1 << 63
+_U64_RANGE: Final = 1 << 64
 _pack_u32 = _U32.pack
 
 
@@ -353,47 +363,58 @@ def encoded_span(data: bytes, encoding: str) -> tuple[int, int, int]:
     ``(timestamp, -1, -1)`` when the record holds no bytes of that encoding, and
     ``(0, -1, -1)`` for a record of format 1: decode those with `decode_message`.
     Raises `CorruptMessage` for a record that ends before its fields do."""
-    if data[:2] != MAGIC2:
-        if data[:2] == MAGIC:
+    if not data.startswith(MAGIC2):
+        if data.startswith(MAGIC):
             return 0, -1, -1
         raise CorruptMessage("not a RelayMQ message record (bad magic)")
     size = len(data)
-    if size < 2 + _FIXED.size:
+    if size < _HEADER_END:
         raise CorruptMessage("message record truncated in its header")
-    flags, _priority, _expiration, timestamp, _group_seq = _FIXED.unpack_from(data, 2)
-    pos = 2 + _FIXED.size
-    unpack = _U32.unpack_from
+    # byte arithmetic rather than struct calls: this runs once per message a range
+    # read or a browse hands on, and compiled it is several times faster
+    flags = _u32(data, 2)
+    timestamp = (_u32(data, _TIMESTAMP_AT) << 32) | _u32(data, _TIMESTAMP_AT + 4)
+    if timestamp >= _I64_WRAP:
+        timestamp -= _U64_RANGE  # an i64: before 1970
+    pos = _HEADER_END
     wanted = encoding.encode()
     same = False
-    for bit in _STR_BITS:
+    bit = _STR_FIRST_BIT
+    while bit <= _STR_LAST_BIT:
         if flags & bit:
             if pos + 4 > size:
                 raise CorruptMessage("message record truncated in its fields")
-            n = unpack(data, pos)[0]
+            n = _u32(data, pos)
             pos += 4
-            if bit == _ENCODING_BIT:
-                same = data[pos:pos + n] == wanted
+            if bit == _ENCODING_BIT_C:
+                same = n == len(wanted) and data[pos:pos + n] == wanted
             pos += n
+        bit <<= 1
     if not same or not flags & _F_ENCODED:
         return timestamp, -1, -1
     if flags & _F_SCHED:
-        pos += _SCHED.size
-    for bit in (_F_PROPS, _F_ANN):
-        if flags & bit:
+        pos += _SCHED_SIZE
+    for part in (_F_PROPS, _F_ANN):
+        if flags & part:
             if pos + 4 > size:
                 raise CorruptMessage("message record truncated in its properties")
-            pos += 4 + unpack(data, pos)[0]
+            pos += 4 + _u32(data, pos)
     if not flags & _F_BODY_IN_ENCODED:
         if pos + 4 > size:
             raise CorruptMessage("message record truncated in body")
-        pos += 4 + unpack(data, pos)[0]
+        pos += 4 + _u32(data, pos)
     if pos + 4 > size:
         raise CorruptMessage("message record truncated in encoded form")
-    n = unpack(data, pos)[0]
+    n = _u32(data, pos)
     pos += 4
     if pos + n > size:
         raise CorruptMessage("message record truncated in encoded form")
     return timestamp, pos, pos + n
+
+
+def _u32(data: bytes, pos: int) -> int:
+    """The big-endian u32 at `pos` (the caller checked that 4 bytes are there)."""
+    return (data[pos] << 24) | (data[pos + 1] << 16) | (data[pos + 2] << 8) | data[pos + 3]
 
 
 def _stored_body(encoding: str | None, encoded: bytes | None) -> bytes:
