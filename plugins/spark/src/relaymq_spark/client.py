@@ -34,14 +34,8 @@ from proton.handlers import IncomingMessageHandler, MessagingHandler, OutgoingMe
 from proton.reactor import Container, Copy, Filter
 
 from relaymq_spark.endpoint import Endpoint, RelayMQError, address_of
-from relaymq_spark.range_read import (
-    DataLoss,
-    Encoded,
-    check_loss,
-    release_through,
-    sequence_bounds,
-    split_batch,
-)
+from relaymq_spark.range_read import DataLoss, check_loss, release_through, sequence_bounds
+from relaymq_spark.transfers import Encoded, split_batch
 from relaymq_spark.range_read import read_encoded as _read_encoded
 
 __all__ = ["Client", "DataLoss", "Encoded", "Endpoint", "RelayMQError", "address_of",

@@ -25,13 +25,13 @@ Nothing here imports python-qpid-proton or pyspark.
 from __future__ import annotations
 
 import asyncio
-import struct
 import time
 import uuid
 from collections.abc import Callable, Generator
 from typing import Any
 
 from relaymq_spark.endpoint import Endpoint, RelayMQError, address_of, ssl_context
+from relaymq_spark.transfers import Encoded, split_batch
 
 RANGE_FILTER = "relaymq-seq-range"
 RANGE_DESCRIPTOR = "relaymq:seq-range:list"
@@ -40,32 +40,6 @@ RELEASE_DESCRIPTOR = "relaymq:seq-release:list"
 INFO_FILTER = "relaymq-seq-info"
 BATCH_FILTER = "relaymq-seq-batch"
 BATCH_DESCRIPTOR = "relaymq:seq-batch:list"
-BATCH_HEAD = struct.Struct(">QQI")
-_DATA_SECTION = b"\x00\x53\x75\xb0"
-
-#: one stored message as read: (sequence number, broker timestamp in ms, AMQP bytes)
-Encoded = tuple[int, int, bytes]
-
-
-def split_batch(data: bytes) -> list[Encoded]:
-    """The messages of one batched transfer (relaymq_amqp.ranges)."""
-    if not data.startswith(_DATA_SECTION):
-        raise RelayMQError("a batched range transfer is not one data section")
-    end = 8 + int.from_bytes(data[4:8], "big")
-    if end != len(data):
-        raise RelayMQError("a batched range transfer has a wrong length")
-    out: list[Encoded] = []
-    pos = 8
-    head = BATCH_HEAD.unpack_from
-    size = BATCH_HEAD.size
-    while pos < end:
-        seq, stamp, n = head(data, pos)
-        pos += size
-        out.append((seq, stamp, data[pos:pos + n]))
-        pos += n
-    if pos != end:
-        raise RelayMQError("a batched range transfer ends inside a message")
-    return out
 
 
 class DataLoss(RelayMQError):
