@@ -35,8 +35,8 @@ from proton.reactor import Container, Copy, Filter
 
 from relaymq_spark.endpoint import Endpoint, RelayMQError, address_of
 from relaymq_spark.range_read import DataLoss, check_loss, release_through, sequence_bounds
-from relaymq_spark.transfers import Encoded, split_batch
 from relaymq_spark.range_read import read_encoded as _read_encoded
+from relaymq_spark.transfers import Encoded, split_batch
 
 __all__ = ["Client", "DataLoss", "Encoded", "Endpoint", "RelayMQError", "address_of",
            "check_loss", "split_batch"]

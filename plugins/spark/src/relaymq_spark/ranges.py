@@ -10,8 +10,8 @@ from pyspark.sql.datasource import InputPartition
 from relaymq_spark.columns import Columns, add_encoded_many
 from relaymq_spark.endpoint import Endpoint, RelayMQError
 from relaymq_spark.range_read import read_encoded
-from relaymq_spark.transfers import Encoded
 from relaymq_spark.rows import columns_batch
+from relaymq_spark.transfers import Encoded
 
 if TYPE_CHECKING:
     from relaymq_spark.client import Client
