@@ -14,7 +14,7 @@ pyspark and pyarrow.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from relaymq_amqp.scanner import DecodeError, body_value, decode_map_at, scan
 
@@ -77,9 +77,9 @@ def add_properties(c: Columns, props: dict[Any, Any], body_type: str) -> None:
 
 
 #: relaymq_amqp.scanner.body_value's kinds as the kernel's body types
-_BODY_TYPES = {"data": "bytes", "binary": "bytes", "string": "text", "null": "empty",
+_BODY_TYPES: Final = {"data": "bytes", "binary": "bytes", "string": "text", "null": "empty",
                "value": "amqp-value", "sequence": "amqp-sequence"}
-_HEADER_FIELDS = (("content_type", 6), ("reply_to", 4), ("user_id", 1), ("to", 2))
+_HEADER_FIELDS: Final = (("content_type", 6), ("reply_to", 4), ("user_id", 1), ("to", 2))
 
 
 def add_encoded(c: Columns, dest: str, seq: int, stamp: int, data: bytes) -> None:

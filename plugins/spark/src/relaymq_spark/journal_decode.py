@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any
+from typing import Any, Final
 
 from relaymq_amqp.scanner import DecodeError, body_value, decode, decode_map_at, skip
 from relaymq_amqp.scanner import scan as scan_amqp
@@ -37,22 +37,29 @@ from relaymq_kahadb.journal.records import (
 
 from relaymq_spark.columns import Columns, add_properties, text
 
-_FIXED = struct.Struct(">IBqqq")  # the kernel codec's format 2 header (after b"R2")
 _SEQ_FILE = struct.Struct(">QI")
 _UPTO = struct.Struct(">QH")
-_F_DURABLE = 1 << 0
-_F_ENCODED = 1 << 1
-_F_SCHED = 1 << 2
-_F_PROPS = 1 << 3
-_F_ANN = 1 << 4
-_F_BODY_IN_ENCODED = 1 << 5
+# Final: compiled, a constant is a C value, not a look-up in the module's globals
+_F_DURABLE: Final = 1 << 0
+_F_ENCODED: Final = 1 << 1
+_F_SCHED: Final = 1 << 2
+_F_PROPS: Final = 1 << 3
+_F_ANN: Final = 1 << 4
+_F_BODY_IN_ENCODED: Final = 1 << 5
 # the string fields of format 2, in order: message_id, destination, correlation_id,
 # reply_to, type, group_id, user_id, content_type, body_type, encoding, origin, producer_id
-_N_STR = 12
-_OP_NAMES = {OP_ADD: "add", OP_MOVE: "move", OP_REF: "ref"}
+_N_STR: Final = 12
 #: the string fields no column shows: destination (the op's key is used), origin,
 #: producer_id -- skipped undecoded; encoding (9) is only compared with "amqp"
-_ENCODING = 9
+_ENCODING: Final = 9
+_I64_WRAP: Final = 1 << 63
+# relaymq_kahadb's op codes as constants of this module (compiled, an imported name is
+# a look-up in the module's globals at every use)
+_OP_ADD: Final = 1
+_OP_MOVE: Final = 2
+_OP_REF: Final = 3
+assert (_OP_ADD, _OP_MOVE, _OP_REF) == (OP_ADD, OP_MOVE, OP_REF)
+_U64_RANGE: Final = 1 << 64
 
 
 def _u32(p: bytes, pos: int) -> int:
@@ -63,6 +70,11 @@ def _u32(p: bytes, pos: int) -> int:
 
 def _u64(p: bytes, pos: int) -> int:
     return (_u32(p, pos) << 32) | _u32(p, pos + 4)
+
+
+def _i64(p: bytes, pos: int) -> int:
+    v = _u64(p, pos)
+    return v - _U64_RANGE if v >= _I64_WRAP else v
 
 
 def _json_value(v: Any) -> Any:
@@ -193,10 +205,14 @@ def _message(c: Columns, p: bytes, m: int, ln: int, key: str, seq: int, offset: 
              op: str) -> None:
     """Append the stored message p[m:m+ln] (kernel codec record) to `c`."""
     end = m + ln
-    if p[m:m + 2] != b"R2":
+    if ln < 31 or p[m] != 0x52 or p[m + 1] != 0x32:  # not b"R2" and its header
         _legacy(c, p[m:end], key, seq, offset, op)
         return
-    flags, priority, expiration, timestamp, _group_seq = _FIXED.unpack_from(p, m + 2)
+    # the format 2 header (">IBqqq" after b"R2"), read without struct calls
+    flags = _u32(p, m + 2)
+    priority = p[m + 6]
+    expiration = _i64(p, m + 7)
+    timestamp = _i64(p, m + 15)
     pos = m + 2 + 29
     fields: list[str | None] = [None] * _N_STR
     amqp = False
@@ -316,14 +332,14 @@ def _batch(c: Columns, p: bytes, offset: int, keys: set[str] | None,
             interned[kb] = key
         pos += kl
         wanted = keys is None or key in keys
-        if code == OP_ADD or code == OP_MOVE:
+        if code == _OP_ADD or code == _OP_MOVE:
             seq = _u64(p, pos)
             ln = _u32(p, pos + 12)
             pos += 16
             if wanted:
-                _message(c, p, pos, ln, key, seq, offset, _OP_NAMES[code])
+                _message(c, p, pos, ln, key, seq, offset, "add" if code == _OP_ADD else "move")
             pos += ln
-        elif code == OP_REF:
+        elif code == _OP_REF:
             seq = _u64(p, pos)
             rel = _u32(p, pos + 8)
             ln = _u32(p, pos + 12)
