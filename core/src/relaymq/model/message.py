@@ -243,9 +243,9 @@ class Message:
                     m._properties = dict(self.properties)
                     m._loader = None
                 encoded = self.encoded
-                carry = CARRY_OVER.get(self.encoding or "") if encoded is not None else None
-                if carry is not None and encoded is not None:
-                    kept = carry(encoded)
+                if encoded is not None:
+                    carry = CARRY_OVER.get(self.encoding or "")
+                    kept = carry(encoded) if carry is not None else None
                     if kept:  # what `changes` set wins
                         m.annotations = {**kept, **(m.annotations or {})}
                 m.encoded = None
