@@ -370,8 +370,8 @@ def encoded_span(data: bytes, encoding: str) -> tuple[int, int, int]:
     size = len(data)
     if size < _HEADER_END:
         raise CorruptMessage("message record truncated in its header")
-    # byte arithmetic rather than struct calls: this runs once per message a range
-    # read or a browse hands on, and compiled it is several times faster
+    # byte arithmetic rather than struct calls: this runs once per message a range read
+    # hands on, and compiled it is several times faster
     flags = _u32(data, 2)
     timestamp = (_u32(data, _TIMESTAMP_AT) << 32) | _u32(data, _TIMESTAMP_AT + 4)
     if timestamp >= _I64_WRAP:
