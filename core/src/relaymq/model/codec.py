@@ -245,6 +245,21 @@ _HEADER_END: Final = 31
 _SCHED_SIZE: Final = 24
 _I64_WRAP: Final = 1 << 63
 _U64_RANGE: Final = 1 << 64
+_BIT_MESSAGE_ID: Final = 1 << 8
+_BIT_DESTINATION: Final = 1 << 9
+_BIT_CORRELATION_ID: Final = 1 << 10
+_BIT_REPLY_TO: Final = 1 << 11
+_BIT_TYPE: Final = 1 << 12
+_BIT_GROUP_ID: Final = 1 << 13
+_BIT_USER_ID: Final = 1 << 14
+_BIT_CONTENT_TYPE: Final = 1 << 15
+_BIT_BODY_TYPE: Final = 1 << 16
+_BIT_ENCODING: Final = 1 << 17
+_BIT_ORIGIN: Final = 1 << 18
+_BIT_PRODUCER_ID: Final = 1 << 19
+assert [_BIT_MESSAGE_ID, _BIT_DESTINATION, _BIT_CORRELATION_ID, _BIT_REPLY_TO, _BIT_TYPE,
+        _BIT_GROUP_ID, _BIT_USER_ID, _BIT_CONTENT_TYPE, _BIT_BODY_TYPE, _BIT_ENCODING,
+        _BIT_ORIGIN, _BIT_PRODUCER_ID] == [_STR_BIT[name] for name in _V2_FIELDS]
 _pack_u32 = _U32.pack
 
 
@@ -311,18 +326,56 @@ def encode_message(m: Message) -> bytes:
     flags = _F_DURABLE if m.durable else 0
     parts: list[bytes] = [b""]  # the fixed header goes first, once the flags are known
     append = parts.append
-    # The string fields, in _V2_FIELDS order (most are usually absent).
-    dest, reply_to, body_type = m.destination, m.reply_to, m.body_type
-    for bit, v in zip(_STR_BITS, (
-            m.message_id, None if dest is None else dest.key, m.correlation_id,
-            None if reply_to is None else reply_to.key, m.type, m.group_id, m.user_id,
-            m.content_type, None if body_type == "bytes" else body_type, m.encoding, m.origin,
-            m.producer_id), strict=True):
-        if v is not None:
-            raw = v.encode()
-            flags |= bit
-            append(_pack_u32(len(raw)))
-            append(raw)
+    # The string fields, in _V2_FIELDS order (most are usually absent), one test
+    # each: compiled, this is native code (a zip over a tuple of them was not).
+    v = m.message_id
+    if v is not None:
+        flags |= _BIT_MESSAGE_ID
+        _put_text(parts, v)
+    dest = m.destination
+    if dest is not None:
+        flags |= _BIT_DESTINATION
+        _put_text(parts, dest.key)
+    v = m.correlation_id
+    if v is not None:
+        flags |= _BIT_CORRELATION_ID
+        _put_text(parts, v)
+    reply_to = m.reply_to
+    if reply_to is not None:
+        flags |= _BIT_REPLY_TO
+        _put_text(parts, reply_to.key)
+    v = m.type
+    if v is not None:
+        flags |= _BIT_TYPE
+        _put_text(parts, v)
+    v = m.group_id
+    if v is not None:
+        flags |= _BIT_GROUP_ID
+        _put_text(parts, v)
+    v = m.user_id
+    if v is not None:
+        flags |= _BIT_USER_ID
+        _put_text(parts, v)
+    v = m.content_type
+    if v is not None:
+        flags |= _BIT_CONTENT_TYPE
+        _put_text(parts, v)
+    body_type = m.body_type
+    if body_type is not None and body_type != "bytes":
+        flags |= _BIT_BODY_TYPE
+        _put_text(parts, body_type)
+    v = m.encoding
+    if v is not None:
+        flags |= _BIT_ENCODING
+        _put_text(parts, v)
+    v = m.origin
+    if v is not None:
+        flags |= _BIT_ORIGIN
+        _put_text(parts, v)
+    v = m.producer_id
+    if v is not None:
+        flags |= _BIT_PRODUCER_ID
+        _put_text(parts, v)
     if m.scheduled_delay or m.scheduled_period or m.scheduled_repeat:
         flags |= _F_SCHED
         append(_SCHED.pack(m.scheduled_delay, m.scheduled_period, m.scheduled_repeat))
@@ -353,6 +406,12 @@ def encode_message(m: Message) -> bytes:
     parts[0] = MAGIC2 + _FIXED.pack(flags, m.priority & 0xFF, m.expiration, m.timestamp,
                                     m.group_seq)
     return b"".join(parts)
+
+
+def _put_text(parts: list[bytes], v: str) -> None:
+    raw = v.encode()
+    parts.append(_pack_u32(len(raw)))
+    parts.append(raw)
 
 
 def encoded_span(data: bytes, encoding: str) -> tuple[int, int, int]:
