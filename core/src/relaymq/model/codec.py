@@ -326,56 +326,21 @@ def encode_message(m: Message) -> bytes:
     flags = _F_DURABLE if m.durable else 0
     parts: list[bytes] = [b""]  # the fixed header goes first, once the flags are known
     append = parts.append
-    # The string fields, in _V2_FIELDS order (most are usually absent), one test
-    # each: compiled, this is native code (a zip over a tuple of them was not).
-    v = m.message_id
-    if v is not None:
-        flags |= _BIT_MESSAGE_ID
-        _put_text(parts, v)
-    dest = m.destination
-    if dest is not None:
-        flags |= _BIT_DESTINATION
-        _put_text(parts, dest.key)
-    v = m.correlation_id
-    if v is not None:
-        flags |= _BIT_CORRELATION_ID
-        _put_text(parts, v)
-    reply_to = m.reply_to
-    if reply_to is not None:
-        flags |= _BIT_REPLY_TO
-        _put_text(parts, reply_to.key)
-    v = m.type
-    if v is not None:
-        flags |= _BIT_TYPE
-        _put_text(parts, v)
-    v = m.group_id
-    if v is not None:
-        flags |= _BIT_GROUP_ID
-        _put_text(parts, v)
-    v = m.user_id
-    if v is not None:
-        flags |= _BIT_USER_ID
-        _put_text(parts, v)
-    v = m.content_type
-    if v is not None:
-        flags |= _BIT_CONTENT_TYPE
-        _put_text(parts, v)
-    body_type = m.body_type
-    if body_type is not None and body_type != "bytes":
-        flags |= _BIT_BODY_TYPE
-        _put_text(parts, body_type)
-    v = m.encoding
-    if v is not None:
-        flags |= _BIT_ENCODING
-        _put_text(parts, v)
-    v = m.origin
-    if v is not None:
-        flags |= _BIT_ORIGIN
-        _put_text(parts, v)
-    v = m.producer_id
-    if v is not None:
-        flags |= _BIT_PRODUCER_ID
-        _put_text(parts, v)
+    # The string fields, in _V2_FIELDS order (most are usually absent); compiled,
+    # a native call per field on a Final bit (a zip over a tuple of them was not).
+    dest, reply_to, body_type = m.destination, m.reply_to, m.body_type
+    flags = _put_text(parts, flags, _BIT_MESSAGE_ID, m.message_id)
+    flags = _put_text(parts, flags, _BIT_DESTINATION, None if dest is None else dest.key)
+    flags = _put_text(parts, flags, _BIT_CORRELATION_ID, m.correlation_id)
+    flags = _put_text(parts, flags, _BIT_REPLY_TO, None if reply_to is None else reply_to.key)
+    flags = _put_text(parts, flags, _BIT_TYPE, m.type)
+    flags = _put_text(parts, flags, _BIT_GROUP_ID, m.group_id)
+    flags = _put_text(parts, flags, _BIT_USER_ID, m.user_id)
+    flags = _put_text(parts, flags, _BIT_CONTENT_TYPE, m.content_type)
+    flags = _put_text(parts, flags, _BIT_BODY_TYPE, None if body_type == "bytes" else body_type)
+    flags = _put_text(parts, flags, _BIT_ENCODING, m.encoding)
+    flags = _put_text(parts, flags, _BIT_ORIGIN, m.origin)
+    flags = _put_text(parts, flags, _BIT_PRODUCER_ID, m.producer_id)
     if m.scheduled_delay or m.scheduled_period or m.scheduled_repeat:
         flags |= _F_SCHED
         append(_SCHED.pack(m.scheduled_delay, m.scheduled_period, m.scheduled_repeat))
@@ -408,10 +373,14 @@ def encode_message(m: Message) -> bytes:
     return b"".join(parts)
 
 
-def _put_text(parts: list[bytes], v: str) -> None:
+def _put_text(parts: list[bytes], flags: int, bit: int, v: str | None) -> int:
+    """Append string field `v` (length and UTF-8) when it is set; the flags with its bit."""
+    if v is None:
+        return flags
     raw = v.encode()
     parts.append(_pack_u32(len(raw)))
     parts.append(raw)
+    return flags | bit
 
 
 def encoded_span(data: bytes, encoding: str) -> tuple[int, int, int]:
