@@ -35,10 +35,12 @@ BATCH = 2  # a receipt on the last ACK of every batch of this many messages
 
 class AckingConsumer(Collector):
     """Acknowledges every message individually as it arrives (on stomp.py's
-    receiver thread), with a receipt on the last ACK of each batch."""
+    receiver thread), with a receipt on the last ACK of each batch. The consumers
+    share one condition, so a wait for all of them wakes on any one's message."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, cond: threading.Condition) -> None:
         super().__init__()
+        self.cond = cond
         self.name = name
         self.conn: Any = None
         self.asked: list[str] = []
@@ -68,9 +70,10 @@ def _config(directory: Path) -> Any:
 def test_individual_acks_with_receipts_from_concurrent_consumers(start_broker, tmp_path: Path) -> None:
     bt: BrokerThread = start_broker(config=_config(tmp_path))
     consumers: list[tuple[Any, AckingConsumer]] = []
+    shared = threading.Condition()
     for i in range(CONSUMERS):
         conn = stomp.Connection12([(bt.host, bt.port)], heartbeats=(0, 0), reconnect_attempts_max=1)
-        col = AckingConsumer(f"c{i}")
+        col = AckingConsumer(f"c{i}", shared)
         col.conn = conn
         conn.set_listener("collector", col)
         conn.connect(wait=True)
