@@ -7,6 +7,9 @@ are read back from the journal, in order, as consumers make room.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from relaymq.config import load_config_text
 from relaymq.model.destination import Destination
 from relaymq.testing import running_broker
 from relaymq.testing.barriers import before_marker
+from relaymq.testing.waits import wait_until_async
 
 BODY = 1024
 
@@ -95,4 +99,41 @@ async def test_a_non_persistent_message_during_paging_does_not_hide_the_stored_b
         persistent = [b for b in got if b != "transient"]
         assert persistent == [body(i).decode() for i in range(count + 10)]
         assert got.count("transient") == 1
+        await conn.close()
+
+
+async def test_a_message_stored_while_a_page_is_being_read_is_not_left_behind(
+        tmp_path: Path) -> None:
+    """A page-in takes the store's view of the backlog, then decodes it on a
+    thread. A message stored meanwhile stays on disk (the queue is paging), and is
+    not in that view; the page-in must not then declare the backlog read."""
+    config = load_config_text(xml(tmp_path, '<policyEntry queue=">" storeCursorMemoryLimit="16kb"/>'),
+                              "xml")
+    loop = asyncio.get_running_loop()
+    # the loop's default executor does the store's reads: one thread, held below
+    loop.set_default_executor(ThreadPoolExecutor(1, thread_name_prefix="paging-test"))
+    async with running_broker(config) as broker:
+        conn = await connect_broker(broker)
+        for i in range(20):  # 14 in memory (the 16 KiB window), 6 on disk
+            await conn.send("queue://RACE", body(i), persistent=True)
+        queue = await broker.region.queue(Destination.parse("queue://RACE"))
+        in_memory = len(queue.pending)
+        assert 0 < in_memory < 20
+        gate = threading.Event()
+        held = loop.run_in_executor(None, gate.wait)  # the next read waits behind this
+        try:
+            consumer = await conn.consumer("queue://RACE", ack_mode="client", prefetch=100)
+            first = [await consumer.receive(timeout=5) for _ in range(in_memory)]
+            assert all(m is not None for m in first)
+            for m in first:
+                m.ack()  # room for the whole rest of the backlog
+            pool = loop._default_executor  # type: ignore[attr-defined]
+            await wait_until_async(lambda: pool._work_queue.qsize() > 0, "the page-in read")  # the page-in's read waits
+            await conn.send("queue://RACE", body(20), persistent=True)  # stored while the read waits
+        finally:
+            gate.set()
+        await held
+        got = [m.body for m in first] + [b.encode() for b in await before_marker(
+            conn, "queue://RACE", consumer, ack=True, persistent=True)]
+        assert got == [body(i) for i in range(21)]
         await conn.close()

@@ -91,6 +91,9 @@ class Queue(QueueBase):
         self._paging = False
         self._paging_in = False
         self._loaded_seq = 0
+        #: stored messages left in the store because the queue was paging: a page-in
+        #: whose read began before one of them cannot have seen it
+        self._left_in_store = 0
         self._unplaced: set[int] = set()
         self._space_waiters: list[asyncio.Future[None]] = []
         self._browse_cursors: dict[int, BrowseCursor] = {}
@@ -137,6 +140,7 @@ class Queue(QueueBase):
             if entry.seq > self._loaded_seq:
                 if not self._paging:
                     self._paging = True
+                self._left_in_store += 1
                 return  # stays in the store; paged in when the window has room
         if entry.stored and entry.seq > self._loaded_seq:
             # the page-in cursor counts stored messages only: a non-persistent one
@@ -208,6 +212,7 @@ class Queue(QueueBase):
             while self._paging and not self.deleted:
                 limit = self._page_limit()
                 generation = self._generation
+                left = self._left_in_store
                 records = await self.region.store.read(self.key, self._loaded_seq, limit)
                 if generation != self._generation:
                     continue  # purged while reading: read again past the purge
@@ -222,7 +227,9 @@ class Queue(QueueBase):
                     self._hold(entry)
                     pending.append(entry)
                 else:
-                    if len(records) < limit:
+                    # the store had no more when the read began; a message stored since
+                    # is read on the next round
+                    if len(records) < limit and self._left_in_store == left:
                         self._paging = False
                 self.dispatch()
                 if self._over_window() or len(pending) >= self.policy.max_page_size:
