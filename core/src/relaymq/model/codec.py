@@ -233,13 +233,6 @@ _F_BODY_IN_ENCODED = 1 << 5  # no body section: the encoding's body reader finds
 _V2_FIELDS = ("message_id", "destination", "correlation_id", "reply_to", "type", "group_id",
               "user_id", "content_type", "body_type", "encoding", "origin", "producer_id")
 _STR_BIT = {name: 1 << (8 + i) for i, name in enumerate(_V2_FIELDS)}
-_STR_BITS = tuple(_STR_BIT.values())  # in _V2_FIELDS order
-_ENCODING_BIT = _STR_BIT["encoding"]
-assert _STR_BITS == tuple(1 << b for b in range(8, 20)) and _ENCODING_BIT == 1 << 17
-# the same bits as native constants, for `encoded_span`'s loop
-_STR_FIRST_BIT: Final = 1 << 8
-_STR_LAST_BIT: Final = 1 << (8 + 11)
-_ENCODING_BIT_C: Final = 1 << (8 + 9)
 _TIMESTAMP_AT: Final = 15  # b"R2" | u32 flags | u8 priority | i64 expiration | i64 timestamp
 _HEADER_END: Final = 31
 _SCHED_SIZE: Final = 24
@@ -256,7 +249,8 @@ _BIT_CONTENT_TYPE: Final = 1 << 15
 _BIT_BODY_TYPE: Final = 1 << 16
 _BIT_ENCODING: Final = 1 << 17
 _BIT_ORIGIN: Final = 1 << 18
-_BIT_PRODUCER_ID: Final = 1 << 19
+_BIT_PRODUCER_ID: Final = 1 << 19  # the last: encoded_span walks the bits up to it
+# the string fields' bits as native constants (compiled: no look-up in the globals)
 assert [_BIT_MESSAGE_ID, _BIT_DESTINATION, _BIT_CORRELATION_ID, _BIT_REPLY_TO, _BIT_TYPE,
         _BIT_GROUP_ID, _BIT_USER_ID, _BIT_CONTENT_TYPE, _BIT_BODY_TYPE, _BIT_ENCODING,
         _BIT_ORIGIN, _BIT_PRODUCER_ID] == [_STR_BIT[name] for name in _V2_FIELDS]
@@ -407,14 +401,14 @@ def encoded_span(data: bytes, encoding: str) -> tuple[int, int, int]:
     pos = _HEADER_END
     wanted = encoding.encode()
     same = False
-    bit = _STR_FIRST_BIT
-    while bit <= _STR_LAST_BIT:
+    bit = _BIT_MESSAGE_ID
+    while bit <= _BIT_PRODUCER_ID:
         if flags & bit:
             if pos + 4 > size:
                 raise CorruptMessage("message record truncated in its fields")
             n = _u32(data, pos)
             pos += 4
-            if bit == _ENCODING_BIT_C:
+            if bit == _BIT_ENCODING:
                 same = n == len(wanted) and data[pos:pos + n] == wanted
             pos += n
         bit <<= 1

@@ -36,6 +36,8 @@ from relaymq_kahadb.journal.records import (
 )
 
 from relaymq_spark.columns import Columns, add_properties, text
+from relaymq_spark.transfers import u32 as _u32
+from relaymq_spark.transfers import u64 as _u64
 
 _SEQ_FILE = struct.Struct(">QI")
 _UPTO = struct.Struct(">QH")
@@ -60,16 +62,6 @@ _OP_MOVE: Final = 2
 _OP_REF: Final = 3
 assert (_OP_ADD, _OP_MOVE, _OP_REF) == (OP_ADD, OP_MOVE, OP_REF)
 _U64_RANGE: Final = 1 << 64
-
-
-def _u32(p: bytes, pos: int) -> int:
-    """The big-endian unsigned 32-bit integer at p[pos] (compiled: no tuple, no call
-    into struct)."""
-    return (p[pos] << 24) | (p[pos + 1] << 16) | (p[pos + 2] << 8) | p[pos + 3]
-
-
-def _u64(p: bytes, pos: int) -> int:
-    return (_u32(p, pos) << 32) | _u32(p, pos + 4)
 
 
 def _i64(p: bytes, pos: int) -> int:
