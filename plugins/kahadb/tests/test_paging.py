@@ -111,7 +111,8 @@ async def test_a_message_stored_while_a_page_is_being_read_is_not_left_behind(
                               "xml")
     loop = asyncio.get_running_loop()
     # the loop's default executor does the store's reads: one thread, held below
-    loop.set_default_executor(ThreadPoolExecutor(1, thread_name_prefix="paging-test"))
+    pool = ThreadPoolExecutor(1, thread_name_prefix="paging-test")
+    loop.set_default_executor(pool)
     async with running_broker(config) as broker:
         conn = await connect_broker(broker)
         for i in range(20):  # 14 in memory (the 16 KiB window), 6 on disk
@@ -127,8 +128,8 @@ async def test_a_message_stored_while_a_page_is_being_read_is_not_left_behind(
             assert all(m is not None for m in first)
             for m in first:
                 m.ack()  # room for the whole rest of the backlog
-            pool = loop._default_executor  # type: ignore[attr-defined]
-            await wait_until_async(lambda: pool._work_queue.qsize() > 0, "the page-in read")  # the page-in's read waits
+            await wait_until_async(lambda: pool._work_queue.qsize() > 0,
+                                   "the page-in's read to wait behind the held thread")
             await conn.send("queue://RACE", body(20), persistent=True)  # stored while the read waits
         finally:
             gate.set()
