@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from relaymq.broker.chain import SendChain
 from relaymq.broker.events import BrokerEvents
@@ -47,8 +47,8 @@ from relaymq.spi.persistence import (
 
 _ids = itertools.count(1)
 #: the message property that carries a cron schedule (`broker.scheduler`), and its encoded name
-SCHEDULED_CRON = "AMQ_SCHEDULED_CRON"
-SCHEDULED_CRON_MARKER = SCHEDULED_CRON.encode()
+SCHEDULED_CRON: Final = "AMQ_SCHEDULED_CRON"
+SCHEDULED_CRON_MARKER: Final = SCHEDULED_CRON.encode()
 
 
 def asks_scheduling(message: Message) -> bool:
@@ -60,7 +60,7 @@ def asks_scheduling(message: Message) -> bool:
                 or message.scheduled_repeat
                 or message.peek_property(SCHEDULED_CRON, SCHEDULED_CRON_MARKER) is not None)
 #: how refusals name an action, as ActiveMQ's ("User x is not authorized to write to: ...")
-_VERBS = {"read": "read from", "write": "write to", "admin": "create"}
+_VERBS: Final = {"read": "read from", "write": "write to", "admin": "create"}
 
 
 class Scheduling(Protocol):

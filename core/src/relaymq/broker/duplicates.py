@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Final
 
 from relaymq.dispatch.batch import IdRecord
 from relaymq.dispatch.policy import PolicyMap
@@ -40,7 +40,7 @@ from relaymq.spi.persistence import (
 log = logging.getLogger("relaymq.duplicates")
 
 #: the property (AMQP application property, STOMP header) that carries the id
-DUPLICATE_ID = "_AMQ_DUPL_ID"
+DUPLICATE_ID: Final = "_AMQ_DUPL_ID"
 #: how the name appears in a message's encoded bytes (lets routing skip parsing)
 DUPLICATE_ID_MARKER = DUPLICATE_ID.encode()
 

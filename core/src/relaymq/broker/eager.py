@@ -19,10 +19,10 @@ its task.
 from __future__ import annotations
 
 from collections.abc import Coroutine, Generator
-from typing import Any
+from typing import Any, Final
 
 #: `start`'s first result when the coroutine finished: the second is its value
-FINISHED = True
+FINISHED: Final = True
 
 
 def start(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from relaymq.dispatch.batch import SendBatch
 from relaymq.dispatch.consumer import QueueBase
@@ -72,8 +72,8 @@ StoreSpace = Callable[[], Awaitable[None]]
 
 #: a turn's work is written as several store batches (records) past these sizes,
 #: split between units of work (never inside one); stores still sync them once
-RECORD_OPS = 256
-RECORD_BYTES = 64 << 10
+RECORD_OPS: Final = 256
+RECORD_BYTES: Final = 64 << 10
 
 
 def _chunks(batches: list[Batch]) -> list[list[StoreOp]]:

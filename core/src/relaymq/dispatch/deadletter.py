@@ -9,13 +9,15 @@ expired ones only with `processExpired` (ActiveMQ's defaults: false, true).
 
 from __future__ import annotations
 
+from typing import Final
+
 from relaymq.config.model import DeadLetterStrategyConfig
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 
-ORIGINAL_DESTINATION = "original_destination"
-ORIGINAL_EXPIRATION = "original_expiration"
-DLQ_DELIVERY_FAILURE_CAUSE = "dlq_delivery_failure_cause"
+ORIGINAL_DESTINATION: Final = "original_destination"
+ORIGINAL_EXPIRATION: Final = "original_expiration"
+DLQ_DELIVERY_FAILURE_CAUSE: Final = "dlq_delivery_failure_cause"
 
 
 def dead_letter_destination(

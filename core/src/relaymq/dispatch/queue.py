@@ -38,7 +38,7 @@ from relaymq.spi.persistence import AddMessage
 
 log = logging.getLogger("relaymq.dispatch")
 #: releases of one message after which the broker says so in its log (once)
-RELEASE_WARNING = 1000
+RELEASE_WARNING: Final = 1000
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Collection

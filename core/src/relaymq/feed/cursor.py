@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Final, cast
 
 from relaymq.feed.constructors import added, removed
 from relaymq.feed.events import (
@@ -58,23 +58,23 @@ from relaymq.spi.persistence import (
 )
 
 #: store keys of durable cursors start with this
-CURSOR_PREFIX = "feed://"
+CURSOR_PREFIX: Final = "feed://"
 #: events a durable cursor keeps in memory before it reads the rest from the store
 WINDOW = 10_000
 PAGE = 1_000
 #: while events wait only in the store, the next page is read once the buffer is this short
 PREFETCH_AT = PAGE // 2
 #: the annotation that makes a stored message a `MessageAdded` record (its fields as JSON)
-FEED_FIELD = "x-relaymq-feed"
+FEED_FIELD: Final = "x-relaymq-feed"
 #: the `type` of a `MessageRemoved` record: its fields are the body, a JSON list
-REMOVED_TYPE = "x-relaymq-feed-removed"
+REMOVED_TYPE: Final = "x-relaymq-feed-removed"
 #: a `MessageRemoved` record's body in its compact form starts with this, and
 #: separates its fields with `_SEP` (the earlier form, a JSON list, starts with "[")
-_COMPACT = "\x1e"
-_COMPACT_BYTE = _COMPACT.encode()
-_SEP = "\x1f"
+_COMPACT: Final = "\x1e"
+_COMPACT_BYTE: Final = _COMPACT.encode()
+_SEP: Final = "\x1f"
 #: with `cancel_pairs`, at most this many unread sends are tracked (older ones stay)
-PAIRS_KEPT = 100_000
+PAIRS_KEPT: Final = 100_000
 _to_json = json_encoder(True)
 
 

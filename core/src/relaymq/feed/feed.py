@@ -26,7 +26,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from relaymq.feed.events import EVENT_TYPES, ChangeEvent, MessageAdded, MessageRemoved
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("relaymq.feed")
 
 #: an in-memory subscriber holding more unread events than this gets one warning
-BACKLOG_WARNING = 100_000
+BACKLOG_WARNING: Final = 100_000
 
 
 class FeedSubscription:

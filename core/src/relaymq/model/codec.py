@@ -26,10 +26,10 @@ from relaymq.model.destination import Destination
 from relaymq.model.jtypes import Float32, Int32
 from relaymq.model.message import Message, PropertyLoader
 
-MAGIC = b"R1"
-MAGIC2 = b"R2"
-_U32 = struct.Struct(">I")
-_NONE = 0xFFFFFFFF
+MAGIC: Final = b"R1"
+MAGIC2: Final = b"R2"
+_U32: Final = struct.Struct(">I")
+_NONE: Final = 0xFFFFFFFF
 
 _loaders: dict[str, PropertyLoader] = {}
 #: encoding -> the body of a message, read from its encoded bytes
@@ -222,17 +222,17 @@ def _decode_props(props: dict[str, Any]) -> dict[str, Any]:
 # scheduling (3 x i64) | optional JSON properties, annotations | u32 body length |
 # body (absent with _F_BODY_IN_ENCODED) | optional u32 encoded length + encoded.
 
-_FIXED = struct.Struct(">IBqqq")
-_SCHED = struct.Struct(">qqq")
-_F_DURABLE = 1 << 0
-_F_ENCODED = 1 << 1
-_F_SCHED = 1 << 2
-_F_PROPS = 1 << 3
-_F_ANN = 1 << 4
-_F_BODY_IN_ENCODED = 1 << 5  # no body section: the encoding's body reader finds it in encoded
-_V2_FIELDS = ("message_id", "destination", "correlation_id", "reply_to", "type", "group_id",
+_FIXED: Final = struct.Struct(">IBqqq")
+_SCHED: Final = struct.Struct(">qqq")
+_F_DURABLE: Final = 1 << 0
+_F_ENCODED: Final = 1 << 1
+_F_SCHED: Final = 1 << 2
+_F_PROPS: Final = 1 << 3
+_F_ANN: Final = 1 << 4
+_F_BODY_IN_ENCODED: Final = 1 << 5  # no body section: the encoding's body reader finds it in encoded
+_V2_FIELDS: Final = ("message_id", "destination", "correlation_id", "reply_to", "type", "group_id",
               "user_id", "content_type", "body_type", "encoding", "origin", "producer_id")
-_STR_BIT = {name: 1 << (8 + i) for i, name in enumerate(_V2_FIELDS)}
+_STR_BIT: Final = {name: 1 << (8 + i) for i, name in enumerate(_V2_FIELDS)}
 _TIMESTAMP_AT: Final = 15  # b"R2" | u32 flags | u8 priority | i64 expiration | i64 timestamp
 _HEADER_END: Final = 31
 _SCHED_SIZE: Final = 24
@@ -290,8 +290,8 @@ def from_json_map(data: dict[str, Any]) -> dict[str, Any]:
     return _decode_props(data)
 
 
-_I64_MIN = -(1 << 63)
-_I64_MAX = (1 << 63) - 1
+_I64_MIN: Final = -(1 << 63)
+_I64_MAX: Final = (1 << 63) - 1
 
 
 def unstorable_field(m: Message) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Final
 
 
 class DestinationKind(enum.Enum):  # noqa: D101
@@ -20,8 +21,8 @@ class DestinationKind(enum.Enum):  # noqa: D101
     TEMP_TOPIC = "temp-topic"
 
 
-_QUEUE_KINDS = (DestinationKind.QUEUE, DestinationKind.TEMP_QUEUE)
-_PREFIXES = {
+_QUEUE_KINDS: Final = (DestinationKind.QUEUE, DestinationKind.TEMP_QUEUE)
+_PREFIXES: Final = {
     "queue://": DestinationKind.QUEUE,
     "topic://": DestinationKind.TOPIC,
     "temp-queue://": DestinationKind.TEMP_QUEUE,

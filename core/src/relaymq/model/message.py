@@ -25,7 +25,7 @@ from relaymq.model.jtypes import Int32
 
 PropertyLoader = Callable[["Message"], dict[str, Any]]
 
-DEFAULT_PRIORITY = 4
+DEFAULT_PRIORITY: Final = 4
 
 
 class BodyType:
@@ -267,7 +267,7 @@ def _message_fields() -> tuple[str, ...]:
 
 MESSAGE_FIELDS = _message_fields()
 _new = Message.__new__  # the class's own allocator: object.__new__ refuses a compiled class
-_ENCODING_NEUTRAL = frozenset({"destination", "origin", "producer_id"})
+_ENCODING_NEUTRAL: Final = frozenset({"destination", "origin", "producer_id"})
 
 
 def wire_message(body: bytes, destination: Destination | None, body_type: str,
@@ -342,7 +342,7 @@ HEADER_FIELDS: Mapping[str, str] = {
 }
 
 
-_INT_HEADERS = frozenset({"JMSPriority", "JMSXGroupSeq"})
+_INT_HEADERS: Final = frozenset({"JMSPriority", "JMSXGroupSeq"})
 
 
 class SelectorView:
@@ -386,4 +386,4 @@ class SelectorView:
         return value
 
 
-_MISSING = object()
+_MISSING: Final = object()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 from relaymq.model import jtypes
 from relaymq.selector import functions, runtime
@@ -57,11 +57,11 @@ class FieldSource(Protocol):
 
 Evaluator = Callable[[FieldSource], "bool | None"]
 
-_PY_OPS = {"=": "==", "<>": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
-_MIRRORED = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
-_SAFE_BUILTINS = {"type": type, "len": len, "str": str, "bool": bool}
+_PY_OPS: Final = {"=": "==", "<>": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
+_MIRRORED: Final = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+_SAFE_BUILTINS: Final = {"type": type, "len": len, "str": str, "bool": bool}
 #: Integers up to this magnitude are exact as Java floats (24-bit significand).
-_FLOAT_EXACT = 2**24
+_FLOAT_EXACT: Final = 2**24
 
 
 def _is_number(value: object) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 
 class Wildcard:
@@ -31,8 +32,8 @@ class Wildcard:
         return f"Wildcard({self.symbol!r})"
 
 
-ANY_ONE = Wildcard("_")
-ANY_RUN = Wildcard("%")
+ANY_ONE: Final = Wildcard("_")
+ANY_RUN: Final = Wildcard("%")
 
 Segment = str | Wildcard
 

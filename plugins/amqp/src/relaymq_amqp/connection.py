@@ -23,7 +23,7 @@ import logging
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from relaymq.broker.security import ConnectRequest
 from relaymq.errors import ClientIdInUse, SecurityError
@@ -46,14 +46,14 @@ from relaymq_amqp.types import Described, Symbol, ULong
 if TYPE_CHECKING:
     from relaymq.broker.broker import Broker
 
-_FRAME_HEADER = struct.Struct(">IBBH").pack  # size, data offset, type (AMQP), channel
+_FRAME_HEADER: Final = struct.Struct(">IBBH").pack  # size, data offset, type (AMQP), channel
 log = logging.getLogger("relaymq.amqp")
 
-SOLE_CONNECTION = "sole-connection-for-container"
+SOLE_CONNECTION: Final = "sole-connection-for-container"
 #: how long a closing connection's queued transfers may take to route (a producer
 #: held by flow control) before the close is answered anyway
-CLOSE_DRAIN_S = 5.0
-ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
+CLOSE_DRAIN_S: Final = 5.0
+ANONYMOUS_RELAY: Final = "ANONYMOUS-RELAY"
 
 
 class AmqpConnection(LinkHost):

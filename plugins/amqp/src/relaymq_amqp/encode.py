@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any
+from typing import Any, Final
 
 from relaymq.model.jtypes import Float32
 
@@ -30,14 +30,14 @@ from relaymq_amqp.types import (
     UShort,
 )
 
-_P16 = struct.Struct(">H").pack
-_P32 = struct.Struct(">I").pack
+_P16: Final = struct.Struct(">H").pack
+_P32: Final = struct.Struct(">I").pack
 _Pi32 = struct.Struct(">i").pack
-_P64 = struct.Struct(">Q").pack
+_P64: Final = struct.Struct(">Q").pack
 _Pi64 = struct.Struct(">q").pack
 _Pi16 = struct.Struct(">h").pack
-_PF32 = struct.Struct(">f").pack
-_PF64 = struct.Struct(">d").pack
+_PF32: Final = struct.Struct(">f").pack
+_PF64: Final = struct.Struct(">d").pack
 
 
 def encode(value: Any) -> bytes:

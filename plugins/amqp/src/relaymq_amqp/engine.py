@@ -41,7 +41,7 @@ if tuple(proton.VERSION[:3]) != PINNED_VERSION:  # pragma: no cover - guarded by
         f"{'.'.join(map(str, proton.VERSION))}. Install the pinned version."
     )
 
-NULL = ffi.NULL
+NULL: Final = ffi.NULL
 
 # Event types the plugin handles.
 CONNECTION_REMOTE_OPEN: Final[int] = lib.PN_CONNECTION_REMOTE_OPEN

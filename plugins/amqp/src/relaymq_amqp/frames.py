@@ -24,10 +24,10 @@ from typing import Any, Final
 from relaymq_amqp.attach import read_attach
 from relaymq_amqp.scanner import DecodeError, decode
 
-_HEADER = struct.Struct(">IBBH")
-_U32 = struct.Struct(">I").unpack_from
+_HEADER: Final = struct.Struct(">IBBH")
+_U32: Final = struct.Struct(">I").unpack_from
 
-PERFORMATIVES = range(0x10, 0x19)  # open .. close
+PERFORMATIVES: Final = range(0x10, 0x19)  # open .. close
 TRANSFER: Final = 0x14
 DISPOSITION: Final = 0x15
 ATTACH: Final = 0x12
@@ -41,7 +41,7 @@ _FLOW_PROPERTIES: Final = 10  # the flow performative's properties field
 #: the peer's receiver links kept by (channel, handle), to name the link of a flow
 #: (a bound against floods: the oldest is forgotten past it)
 MAX_RECEIVERS: Final = 65536
-ACQUISITION_REFUSED = (
+ACQUISITION_REFUSED: Final = (
     "transactional acquisition (a flow carrying txn-id in its properties, AMQP 1.0 "
     "section 4.4.3) is not supported; receive normally and settle each delivery "
     "with a transactional-state disposition naming the transaction")

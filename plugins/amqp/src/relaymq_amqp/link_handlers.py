@@ -32,7 +32,7 @@ the broker's loop and must not block.
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition, Terminus
@@ -40,8 +40,8 @@ from relaymq_amqp.types import Symbol
 
 log = logging.getLogger("relaymq.amqp")
 
-GROUP = "relaymq.amqp_link_handlers"
-_EXTENSION = "amqp-link-handlers"
+GROUP: Final = "relaymq.amqp_link_handlers"
+_EXTENSION: Final = "amqp-link-handlers"
 
 
 class LinkHandler(Protocol):

@@ -77,10 +77,10 @@ _ACCEPTED: Final = pn.ACCEPTED
 _SND_SETTLED: Final = pn.SND_SETTLED
 _SND_UNSETTLED: Final = pn.SND_UNSETTLED
 
-SELECTOR_FILTER_CODE = 0x0000468C00000004
-SELECTOR_FILTER_NAME = "apache.org:selector-filter:string"
-NO_LOCAL_FILTER_CODE = 0x0000468C00000003
-NO_LOCAL_FILTER_NAME = "apache.org:no-local-filter:list"
+SELECTOR_FILTER_CODE: Final = 0x0000468C00000004
+SELECTOR_FILTER_NAME: Final = "apache.org:selector-filter:string"
+NO_LOCAL_FILTER_CODE: Final = 0x0000468C00000003
+NO_LOCAL_FILTER_NAME: Final = "apache.org:no-local-filter:list"
 
 
 def condition_for(exc: BaseException) -> Condition:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import uuid
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 from relaymq.errors import MessageFormatError
 from relaymq.model.destination import Destination, DestinationKind, InvalidDestination
@@ -51,39 +51,39 @@ from relaymq_amqp.types import RawValue, Symbol, Timestamp, UByte, UInt, ULong
 
 log = logging.getLogger("relaymq.amqp")
 
-ENCODING = "amqp"
+ENCODING: Final = "amqp"
 
 # Qpid JMS message annotations.
-JMS_MSG_TYPE = "x-opt-jms-msg-type"
-JMS_DEST = "x-opt-jms-dest"
-JMS_REPLY_TO = "x-opt-jms-reply-to"
+JMS_MSG_TYPE: Final = "x-opt-jms-msg-type"
+JMS_DEST: Final = "x-opt-jms-dest"
+JMS_REPLY_TO: Final = "x-opt-jms-reply-to"
 #: the internal annotation that keeps the producer's own message annotations (their
 #: AMQP map, encoded) on a copy that drops the message's bytes (`Message.copy`: a
 #: dead-letter copy, a scheduled delivery, a bridged or moved message), as Artemis
 #: keeps them
-CARRIED_ANNOTATIONS = internal_annotation("amqp_message_annotations")
+CARRIED_ANNOTATIONS: Final = internal_annotation("amqp_message_annotations")
 #: message annotations a copy does not keep: what `from_kernel` writes from the
 #: kernel's fields, a scheduling request the scheduler took, and a mirror's own
-_NOT_CARRIED = frozenset({JMS_MSG_TYPE, JMS_DEST, JMS_REPLY_TO, "x-opt-delivery-time",
+_NOT_CARRIED: Final = frozenset({JMS_MSG_TYPE, JMS_DEST, JMS_REPLY_TO, "x-opt-delivery-time",
                           "x-opt-delivery-delay"})
-_NOT_CARRIED_PREFIX = "x-opt-amq-mr-"
-_JMS_TYPE_FOR_BODY = {
+_NOT_CARRIED_PREFIX: Final = "x-opt-amq-mr-"
+_JMS_TYPE_FOR_BODY: Final = {
     BodyType.EMPTY: 0, BodyType.OBJECT: 1, BodyType.MAP: 2, BodyType.BYTES: 3,
     BodyType.STREAM: 4, BodyType.TEXT: 5,
 }
-_DEST_TYPE = {
+_DEST_TYPE: Final = {
     DestinationKind.QUEUE: 0, DestinationKind.TOPIC: 1,
     DestinationKind.TEMP_QUEUE: 2, DestinationKind.TEMP_TOPIC: 3,
 }
-_KIND_FOR_TYPE = {v: k for k, v in _DEST_TYPE.items()}
+_KIND_FOR_TYPE: Final = {v: k for k, v in _DEST_TYPE.items()}
 
-_CAPABILITY_KINDS = {
+_CAPABILITY_KINDS: Final = {
     "topic": DestinationKind.TOPIC,
     "queue": DestinationKind.QUEUE,
     "temporary-queue": DestinationKind.TEMP_QUEUE,
     "temporary-topic": DestinationKind.TEMP_TOPIC,
 }
-_PREFIXED = ("queue://", "topic://", "temp-queue://", "temp-topic://")
+_PREFIXED: Final = ("queue://", "topic://", "temp-queue://", "temp-topic://")
 
 
 # ---------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def id_to_str(value: Any) -> str | None:
 
 
 #: the largest AMQP ulong
-ULONG_MAX = (1 << 64) - 1
+ULONG_MAX: Final = (1 << 64) - 1
 
 
 def str_to_id(value: str | None) -> Any:
@@ -173,9 +173,9 @@ def str_to_id(value: str | None) -> Any:
 # AMQP -> kernel
 # ---------------------------------------------------------------------------
 
-_PLAIN = Sections()  # what `to_kernel` returns for a message that is only a body
+_PLAIN: Final = Sections()  # what `to_kernel` returns for a message that is only a body
 
-_BODY_TYPES = {
+_BODY_TYPES: Final = {
     "data": BodyType.BYTES, "binary": BodyType.BYTES, "string": BodyType.TEXT,
     "null": BodyType.EMPTY, "value": BodyType.AMQP_VALUE, "sequence": BodyType.AMQP_SEQUENCE,
 }
@@ -319,10 +319,10 @@ def _text_field(value: Any) -> str:
     return str(value)
 
 
-_UBYTE_MAX = 0xFF
-_UINT_MAX = 0xFFFFFFFF
-_LONG_MIN = -(1 << 63)
-_LONG_MAX = (1 << 63) - 1
+_UBYTE_MAX: Final = 0xFF
+_UINT_MAX: Final = 0xFFFFFFFF
+_LONG_MIN: Final = -(1 << 63)
+_LONG_MAX: Final = (1 << 63) - 1
 
 
 def _ranged(name: str, value: Any, lo: int, hi: int) -> int:

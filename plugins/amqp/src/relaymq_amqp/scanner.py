@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any
+from typing import Any, Final
 
 from relaymq_amqp.types import (
     Byte,
@@ -31,27 +31,27 @@ from relaymq_amqp.types import (
     UShort,
 )
 
-_U16 = struct.Struct(">H").unpack_from
-_I16 = struct.Struct(">h").unpack_from
-_U32 = struct.Struct(">I").unpack_from
-_I32 = struct.Struct(">i").unpack_from
-_U64 = struct.Struct(">Q").unpack_from
-_I64 = struct.Struct(">q").unpack_from
-_F32 = struct.Struct(">f").unpack_from
-_F64 = struct.Struct(">d").unpack_from
+_U16: Final = struct.Struct(">H").unpack_from
+_I16: Final = struct.Struct(">h").unpack_from
+_U32: Final = struct.Struct(">I").unpack_from
+_I32: Final = struct.Struct(">i").unpack_from
+_U64: Final = struct.Struct(">Q").unpack_from
+_I64: Final = struct.Struct(">q").unpack_from
+_F32: Final = struct.Struct(">f").unpack_from
+_F64: Final = struct.Struct(">d").unpack_from
 
 # Section descriptors (smallulong codes).
-HEADER = 0x70
-DELIVERY_ANNOTATIONS = 0x71
-MESSAGE_ANNOTATIONS = 0x72
-PROPERTIES = 0x73
-APPLICATION_PROPERTIES = 0x74
-DATA = 0x75
-AMQP_SEQUENCE = 0x76
-AMQP_VALUE = 0x77
-FOOTER = 0x78
+HEADER: Final = 0x70
+DELIVERY_ANNOTATIONS: Final = 0x71
+MESSAGE_ANNOTATIONS: Final = 0x72
+PROPERTIES: Final = 0x73
+APPLICATION_PROPERTIES: Final = 0x74
+DATA: Final = 0x75
+AMQP_SEQUENCE: Final = 0x76
+AMQP_VALUE: Final = 0x77
+FOOTER: Final = 0x78
 
-_SECTION_NAMES = {
+_SECTION_NAMES: Final = {
     "amqp:header:list": HEADER,
     "amqp:delivery-annotations:map": DELIVERY_ANNOTATIONS,
     "amqp:message-annotations:map": MESSAGE_ANNOTATIONS,
@@ -64,7 +64,7 @@ _SECTION_NAMES = {
 }
 
 # Width of fixed-size encodings by the constructor's high nibble.
-_FIXED = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}
+_FIXED: Final = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}
 
 
 #: Deepest nesting decoded: lists, maps, arrays, described values and their
@@ -73,7 +73,7 @@ _FIXED = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}
 #: a peer sends (compiled code has no RecursionError to fall back on: a C stack
 #: overflow would end the broker). Deeper input is a `DecodeError`, which closes
 #: the connection (a frame) or rejects the transfer (a message) with amqp:decode-error.
-MAX_DEPTH = 100
+MAX_DEPTH: Final = 100
 
 
 class DecodeError(ValueError):
@@ -334,12 +334,12 @@ def _section_code(data: bytes, pos: int) -> tuple[int, int]:
     raise DecodeError(f"bad section descriptor at offset {pos}")
 
 
-_EMPTY_HEADER = b"\x00\x53\x70\x45"
-_EMPTY_PROPERTIES = b"\x00\x53\x73\x45"
+_EMPTY_HEADER: Final = b"\x00\x53\x70\x45"
+_EMPTY_PROPERTIES: Final = b"\x00\x53\x73\x45"
 
 
 #: a header whose only field is durable=true (what clients write for a persistent message)
-_DURABLE_HEADER = b"\x00\x53\x70\xc0\x02\x01\x41"
+_DURABLE_HEADER: Final = b"\x00\x53\x70\xc0\x02\x01\x41"
 
 
 def plain_body(data: bytes) -> tuple[str, bytes, bool] | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from relaymq.spi.transport import ConnectorContext
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("relaymq.amqp")
 
-_PREFIXES = ("", "wireFormat.", "transport.")
+_PREFIXES: Final = ("", "wireFormat.", "transport.")
 
 
 def _opt(ctx: ConnectorContext, *names: str) -> str | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from relaymq_kahadb.journal.records import (
     NO_FILE,
@@ -46,7 +46,7 @@ from relaymq_kahadb.journal.records import (
     dup_ids_json,
 )
 
-SUB_PREFIX = "durable://"
+SUB_PREFIX: Final = "durable://"
 
 Location = tuple[int, int, int]  # file id, offset of the message bytes, length
 

@@ -34,6 +34,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from relaymq_kahadb import checkpoint
 from relaymq_kahadb.config import KahaDBConfig
@@ -58,7 +59,7 @@ from relaymq_kahadb.salvage import Salvage, describe_lost, salvage_span
 
 log = logging.getLogger("relaymq.kahadb.recovery")
 
-QUARANTINE = "quarantine"
+QUARANTINE: Final = "quarantine"
 _PROGRESS_EVERY = 2.0  # seconds between progress lines
 
 

@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict, deque
-from typing import Any
+from typing import Any, Final
 
 from relaymq.broker.scheduler import SCHEDULING_PROPERTIES
 from relaymq.config.model import PluginElement
@@ -39,18 +39,18 @@ from relaymq_mirror.sync import SyncWaiters
 
 log = logging.getLogger("relaymq.mirror")
 
-LAG_SAMPLES = 2048
+LAG_SAMPLES: Final = 2048
 #: events sent before the pump gives the loop a turn (socket writes, settlements)
-YIELD_EVERY = 200
+YIELD_EVERY: Final = 200
 #: outcomes after which an event is sent again on the next link (the target drops
 #: repeats): released, modified, and a settlement without an outcome (a target
 #: that settles what it has not applied as its link closes has not stored it)
-AGAIN = frozenset({"released", "modified", "settled"})
+AGAIN: Final = frozenset({"released", "modified", "settled"})
 #: routes kept per destination (`MirrorSource._send_routes`, `_ack_routes`); past
 #: this many they are all dropped and made again as events need them
-ROUTES_KEPT = 4096
+ROUTES_KEPT: Final = 4096
 #: the acknowledgement route of a queue that is not for the target
-_NOT_SENT = ("", "", b"")
+_NOT_SENT: Final = ("", "", b"")
 
 
 def _scheduled(msg: Any) -> bytes:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Final
 
 from relaymq.feed import MessageAdded, MessageRemoved
 
@@ -21,9 +21,9 @@ from relaymq_mirror.wire import id_of
 
 log = logging.getLogger("relaymq.mirror")
 
-_APPLIED = "mirror-applied"
-_INDEX = "mirror-target-index"
-LIMIT = 200_000
+_APPLIED: Final = "mirror-applied"
+_INDEX: Final = "mirror-target-index"
+LIMIT: Final = 200_000
 
 
 class Applied:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from relaymq.broker.connection import ClientConnection
 from relaymq.errors import SecurityError
@@ -52,14 +52,14 @@ log = logging.getLogger("relaymq.mirror")
 #: credit granted to a source and when it is topped up (Artemis' amqpCredits and
 #: amqpLowCredits are 1000 and 300; more in flight keeps a source that waits for
 #: this broker's store syncs busy: a backlog drains in bigger store batches)
-CREDIT = 5000
-LOW_CREDIT = 2500
+CREDIT: Final = 5000
+LOW_CREDIT: Final = 2500
 #: postAcks applied together at most (they wait for one store sync)
-MAX_ACKS = 1000
+MAX_ACKS: Final = 1000
 #: events applied before giving the loop a turn (store writes, settlements, reads)
-YIELD_EVERY = 200
+YIELD_EVERY: Final = 200
 #: addresses whose parsed destination is kept (cleared when full)
-SPOTS_KEPT = 4096
+SPOTS_KEPT: Final = 4096
 
 
 def _to(data: bytes) -> str | None:
@@ -75,7 +75,7 @@ def _to(data: bytes) -> str | None:
 
 
 #: what a message scheduled for later delivery over AMQP carries in its bytes
-DELIVERY_MARKER = b"x-opt-delivery-"
+DELIVERY_MARKER: Final = b"x-opt-delivery-"
 
 
 def _delivery_delay(data: bytes, sections: Sections) -> int:

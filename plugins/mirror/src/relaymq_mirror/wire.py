@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from typing import Any
+from typing import Any, Final
 
 from relaymq.model.message import internal_annotation
 from relaymq_amqp.encode import encode, header_section, section
@@ -25,12 +25,12 @@ MIRROR_ADDRESS = "$ACTIVEMQ_ARTEMIS_MIRROR"
 MIRROR_CAPABILITY = "amq.mirror"
 CORE_TUNNELING = "AMQ_CORE_MESSAGE_TUNNELING"
 
-EVENT_TYPE = "x-opt-amq-mr-ev-type"
-ACK_REASON = "x-opt-amq-mr-ack-reason"
-ADDRESS = "x-opt-amq-mr-adr"
-QUEUE = "x-opt-amq-mr-qu"
+EVENT_TYPE: Final = "x-opt-amq-mr-ev-type"
+ACK_REASON: Final = "x-opt-amq-mr-ack-reason"
+ADDRESS: Final = "x-opt-amq-mr-adr"
+QUEUE: Final = "x-opt-amq-mr-qu"
 BROKER_ID = "x-opt-amq-bkr-id"
-INTERNAL_ID = "x-opt-amq-mr-id"
+INTERNAL_ID: Final = "x-opt-amq-mr-id"
 INTERNAL_DESTINATION = "x-opt-amq-mr-dst"
 TARGET_QUEUES = "x-opt-amq-mr-trg-q"
 #: RelayMQ's addition on the target's answer: it reads ``queue://X``/``topic://X``
@@ -38,10 +38,10 @@ TARGET_QUEUES = "x-opt-amq-mr-trg-q"
 #: (Artemis) addresses go as bare names
 PREFIXED_ADDRESSES = "x-opt-relaymq-prefixed-addresses"
 
-ADD_ADDRESS = "addAddress"
-DELETE_ADDRESS = "deleteAddress"
-CREATE_QUEUE = "createQueue"
-DELETE_QUEUE = "deleteQueue"
+ADD_ADDRESS: Final = "addAddress"
+DELETE_ADDRESS: Final = "deleteAddress"
+CREATE_QUEUE: Final = "createQueue"
+DELETE_QUEUE: Final = "deleteQueue"
 POST_ACK = "postAck"
 EVENTS = (ADD_ADDRESS, DELETE_ADDRESS, CREATE_QUEUE, DELETE_QUEUE, POST_ACK)
 
@@ -51,18 +51,18 @@ NORMAL, KILLED, EXPIRED, REPLACED = 0, 1, 2, 3
 REASONS = {"acked": NORMAL, "killed": KILLED, "expired": EXPIRED, "replaced": REPLACED,
            "moved": NORMAL, "purged": NORMAL}
 #: Artemis' ack reason -> the removal reason the target applies
-REMOVALS = {NORMAL: "acked", KILLED: "killed", EXPIRED: "expired", REPLACED: "replaced"}
+REMOVALS: Final = {NORMAL: "acked", KILLED: "killed", EXPIRED: "expired", REPLACED: "replaced"}
 
 MULTICAST, ANYCAST = 0, 1
 
 #: message annotation on a stored mirrored message: its internal id at the origin
 #: (internal: kept for postAck matching and the next hop, never shown to a client)
-ANNOTATION_ID = internal_annotation("mirror_id")
+ANNOTATION_ID: Final = internal_annotation("mirror_id")
 
 _DA, _MA = 0x71, 0x72
-_LONG_CODES = (0x81, 0x55)
-_SYMBOL_CODES = (0xA3, 0xB3)
-_STRING_CODES = (0xA1, 0xB1)
+_LONG_CODES: Final = (0x81, 0x55)
+_SYMBOL_CODES: Final = (0xA3, 0xB3)
+_STRING_CODES: Final = (0xA1, 0xB1)
 
 
 class BadEvent(ValueError):
@@ -76,7 +76,7 @@ class BadEvent(ValueError):
 #: when full made every acknowledgement of a backlog past it hash again)
 _IDS: dict[str, int] = {}
 _IDS_OLD: dict[str, int] = {}
-_IDS_KEPT = 32768
+_IDS_KEPT: Final = 32768
 
 
 def internal_id(message_id: str | None) -> int:
@@ -231,24 +231,24 @@ def _section_at(data: bytes, pos: int) -> tuple[int, int]:
     return code, end
 
 
-_EVENT_TYPE_NAME = EVENT_TYPE.encode()
-_DA_HEAD = b"\x00\x53\x71"
-_MA_HEAD = b"\x00\x53\x72"
-_K_ID = encode(Symbol(INTERNAL_ID))
-_K_BROKER = encode(Symbol(BROKER_ID))
-_K_DST = encode(Symbol(INTERNAL_DESTINATION))
-_LONG = struct.Struct(">Bq").pack
-_ID8 = struct.Struct(">q").pack
-_MAP32 = struct.Struct(">BII").pack
+_EVENT_TYPE_NAME: Final = EVENT_TYPE.encode()
+_DA_HEAD: Final = b"\x00\x53\x71"
+_MA_HEAD: Final = b"\x00\x53\x72"
+_K_ID: Final = encode(Symbol(INTERNAL_ID))
+_K_BROKER: Final = encode(Symbol(BROKER_ID))
+_K_DST: Final = encode(Symbol(INTERNAL_DESTINATION))
+_LONG: Final = struct.Struct(">Bq").pack
+_ID8: Final = struct.Struct(">q").pack
+_MAP32: Final = struct.Struct(">BII").pack
 
 
-_K_ADDRESS = encode(Symbol(ADDRESS))
-_K_QUEUE = encode(Symbol(QUEUE))
-_K_REASON = encode(Symbol(ACK_REASON))
-_POST_ACK_HEAD = encode(Symbol(EVENT_TYPE)) + encode(Symbol(POST_ACK))
-_POST_ACK_PREFIX = header_section(durable=True) + b"\x00\x53\x72"
-_VALUE_HEAD = b"\x00\x53\x77"
-_VALUE_LONG = _VALUE_HEAD + b"\x81"
+_K_ADDRESS: Final = encode(Symbol(ADDRESS))
+_K_QUEUE: Final = encode(Symbol(QUEUE))
+_K_REASON: Final = encode(Symbol(ACK_REASON))
+_POST_ACK_HEAD: Final = encode(Symbol(EVENT_TYPE)) + encode(Symbol(POST_ACK))
+_POST_ACK_PREFIX: Final = header_section(durable=True) + b"\x00\x53\x72"
+_VALUE_HEAD: Final = b"\x00\x53\x77"
+_VALUE_LONG: Final = _VALUE_HEAD + b"\x81"
 
 
 def _str(value: str) -> bytes:
@@ -331,8 +331,8 @@ def _str_at(data: bytes, pos: int, end: int) -> tuple[str, int] | None:
         return None
 
 
-_POST_ACK_BASE = len(_POST_ACK_PREFIX)
-_HEAD_LEN = len(_POST_ACK_HEAD)
+_POST_ACK_BASE: Final = len(_POST_ACK_PREFIX)
+_HEAD_LEN: Final = len(_POST_ACK_HEAD)
 
 
 class PostAck:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from relaymq.errors import DestinationError
 from relaymq.model.destination import Destination
@@ -38,8 +38,8 @@ log = logging.getLogger("relaymq.queue_types")
 #: the setting (management's queue settings) holding subscriptions added at run time
 SETTING = "topicSubscriptions"
 #: the annotation recording the topic a copy was published to (the kernel's name)
-ORIGINAL_DESTINATION = "original_destination"
-ADVISORY = "ActiveMQ.Advisory."
+ORIGINAL_DESTINATION: Final = "original_destination"
+ADVISORY: Final = "ActiveMQ.Advisory."
 
 
 def parse_topics(text: str | Iterable[str] | None) -> list[Destination]:

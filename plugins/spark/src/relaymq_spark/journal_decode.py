@@ -40,7 +40,7 @@ from relaymq_spark.transfers import u32 as _u32
 from relaymq_spark.transfers import u64 as _u64
 
 _SEQ_FILE = struct.Struct(">QI")
-_UPTO = struct.Struct(">QH")
+_UPTO: Final = struct.Struct(">QH")
 # Final: compiled, a constant is a C value, not a look-up in the module's globals
 _F_DURABLE: Final = 1 << 0
 _F_ENCODED: Final = 1 << 1

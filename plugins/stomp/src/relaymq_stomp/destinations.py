@@ -10,7 +10,7 @@ connection*: the first use creates it, and other connections see it (in a
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from relaymq.model.destination import Destination, DestinationKind, InvalidDestination
 
@@ -27,13 +27,13 @@ _PREFIXES: tuple[tuple[str, DestinationKind, bool], ...] = (
     ("/remote-temp-queue/", DestinationKind.TEMP_QUEUE, False),
     ("/remote-temp-topic/", DestinationKind.TEMP_TOPIC, False),
 )
-_KIND_PREFIX = {
+_KIND_PREFIX: Final = {
     DestinationKind.QUEUE: "/queue/",
     DestinationKind.TOPIC: "/topic/",
     DestinationKind.TEMP_QUEUE: "/remote-temp-queue/",
     DestinationKind.TEMP_TOPIC: "/remote-temp-topic/",
 }
-_KERNEL_PREFIX = {
+_KERNEL_PREFIX: Final = {
     DestinationKind.QUEUE: "queue://",
     DestinationKind.TOPIC: "topic://",
     DestinationKind.TEMP_QUEUE: "temp-queue://",

@@ -8,6 +8,8 @@ any backslash occurred, so the common frame with none is never rescanned.
 
 from __future__ import annotations
 
+from typing import Final
+
 from .errors import ProtocolError
 
 V10, V11, V12 = "1.0", "1.1", "1.2"
@@ -29,7 +31,7 @@ CLIENT_COMMANDS = frozenset(
     {CONNECT, STOMP, SEND, SUBSCRIBE, UNSUBSCRIBE, BEGIN, COMMIT, ABORT, ACK, NACK, DISCONNECT}
 )
 # Server commands
-CONNECTED = "CONNECTED"
+CONNECTED: Final = "CONNECTED"
 MESSAGE = "MESSAGE"
 RECEIPT = "RECEIPT"
 ERROR = "ERROR"
@@ -58,12 +60,12 @@ class Frame:
 
 # -- escaping -------------------------------------------------------------------------
 
-_UNESCAPE_11 = {"n": "\n", "c": ":", "\\": "\\"}
-_UNESCAPE_12 = {"n": "\n", "c": ":", "\\": "\\", "r": "\r"}
-_ESCAPE_11 = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c"})
-_ESCAPE_12 = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c", "\r": "\\r"})
+_UNESCAPE_11: Final = {"n": "\n", "c": ":", "\\": "\\"}
+_UNESCAPE_12: Final = {"n": "\n", "c": ":", "\\": "\\", "r": "\r"}
+_ESCAPE_11: Final = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c"})
+_ESCAPE_12: Final = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c", "\r": "\\r"})
 #: characters that need escaping in 1.1+ header names and values
-SPECIAL = ("\\", "\n", ":", "\r")
+SPECIAL: Final = ("\\", "\n", ":", "\r")
 
 
 def unescape(text: str, version: str) -> str:

@@ -22,7 +22,7 @@ from the fields, as for messages from other protocols.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from relaymq.dispatch.deadletter import (
     DLQ_DELIVERY_FAILURE_CAUSE,
@@ -36,21 +36,21 @@ from .errors import StompError
 from .frames import V11, V12, escape
 from .java_text import java_string
 
-ENCODING = "stomp"
+ENCODING: Final = "stomp"
 
 #: SEND headers that are not message properties.
-RESERVED = frozenset({
+RESERVED: Final = frozenset({
     "destination", "receipt", "transaction", "content-length", "content-type", "persistent",
     "priority", "expires", "type", "correlation-id", "reply-to", "JMSXGroupID", "JMSXGroupSeq",
     "AMQ_SCHEDULED_DELAY", "AMQ_SCHEDULED_PERIOD", "AMQ_SCHEDULED_REPEAT", "message-id",
     "subscription", "ack", "redelivered", "timestamp", "transformation", "JMSXUserID",
 })
 #: ActiveMQ's STOMP header that chooses the JMS message type whatever `content-length` says.
-AMQ_MSG_TYPE = "amq-msg-type"
+AMQ_MSG_TYPE: Final = "amq-msg-type"
 #: the MESSAGE header (a property in ActiveMQ) saying why a message was dead-lettered
-DLQ_CAUSE_HEADER = "dlqDeliveryFailureCause"
+DLQ_CAUSE_HEADER: Final = "dlqDeliveryFailureCause"
 #: MESSAGE headers the broker writes itself; a property with one of these names is not echoed.
-_GENERATED = frozenset({
+_GENERATED: Final = frozenset({
     "message-id", "destination", "subscription", "ack", "redelivered", "expires", "timestamp",
     "priority", "persistent", "correlation-id", "reply-to", "type", "content-type",
     "content-length", "original-destination", "originalExpiration", "receipt",
@@ -58,7 +58,7 @@ _GENERATED = frozenset({
 })
 #: the generated headers a SEND does not consume: a client's header of one of these names
 #: stays a property but is never echoed, as if the broker had set it (dead-lettering does)
-_NOT_ECHOED = _GENERATED - RESERVED
+_NOT_ECHOED: Final = _GENERATED - RESERVED
 
 
 #: Java's int and long ranges: what ActiveMQ parses these headers as (Integer.parseInt,

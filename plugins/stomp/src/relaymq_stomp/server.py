@@ -24,7 +24,7 @@ import select
 import ssl
 from collections import deque
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from relaymq.broker.eager import Resume, start
 from relaymq.model.destination import Destination
@@ -43,10 +43,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("relaymq.stomp")
 
 #: seconds the frames a vanished client sent are still given to reach the kernel
-LOST_BACKLOG_GRACE = 5.0
+LOST_BACKLOG_GRACE: Final = 5.0
 #: seconds between checks whether a client whose socket is not being read hung up
-PROBE_INTERVAL = 0.5
-_HUNG_UP = getattr(select, "POLLRDHUP", 0) | select.POLLHUP | select.POLLERR
+PROBE_INTERVAL: Final = 0.5
+_HUNG_UP: Final = getattr(select, "POLLRDHUP", 0) | select.POLLHUP | select.POLLERR
 
 
 def _peer_gone(fd: int) -> bool:

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from time import time_ns  # inline on the SEND path: epoch ms without a call
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from relaymq.broker.broker import Broker  # at run time: SessionContext's field type (below)
 from relaymq.broker.security import ConnectRequest
@@ -52,8 +52,8 @@ _background: set[asyncio.Task[None]] = set()
 
 #: commands whose handler writes the RECEIPT itself (CONNECTED carries it for CONNECT)
 #: persistent SENDs of one connection waiting for the store before reading pauses
-MAX_UNSTORED = 1024
-_OWN_RECEIPT = frozenset({F.CONNECT, F.STOMP, F.SUBSCRIBE, F.DISCONNECT})
+MAX_UNSTORED: Final = 1024
+_OWN_RECEIPT: Final = frozenset({F.CONNECT, F.STOMP, F.SUBSCRIBE, F.DISCONNECT})
 
 
 @dataclass(slots=True)

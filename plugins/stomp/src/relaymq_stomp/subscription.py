@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from relaymq.dispatch.consumer import Consumer, Delivery, NackMode
 from relaymq.model.destination import Destination
@@ -24,7 +24,7 @@ from .mapping import ENCODING, render_block
 
 log = logging.getLogger("relaymq.stomp")
 
-AUTO = "auto"
+AUTO: Final = "auto"
 CLIENT = "client"
 CLIENT_INDIVIDUAL = "client-individual"
 ACK_MODES = (AUTO, CLIENT, CLIENT_INDIVIDUAL)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from relaymq.errors import DestinationError
 from relaymq.model.destination import Destination
@@ -44,10 +44,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("relaymq.virtual_topic")
 
 #: Advisory topics are never virtual (as in ActiveMQ), even under name=">".
-ADVISORY = "ActiveMQ.Advisory."
+ADVISORY: Final = "ActiveMQ.Advisory."
 #: Forwarding deeper than this is a loop through wildcard composites.
-MAX_FORWARD_DEPTH = 16
-_LOOKUP_LIMIT = 10_000
+MAX_FORWARD_DEPTH: Final = 16
+_LOOKUP_LIMIT: Final = 10_000
 
 
 class VirtualDestinationInterceptor:

@@ -22,6 +22,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
 from relaymq_kahadb.journal.files import data_path
 from relaymq_kahadb.journal.records import MSG_PREFIX
@@ -29,12 +30,12 @@ from relaymq_kahadb.journal.writer import JournalWriter
 
 log = logging.getLogger("relaymq.kahadb.journal")
 
-_PREFIX = struct.Struct(">II")
+_PREFIX: Final = struct.Struct(">II")
 #: Read neighbours together when the gap between them is at most this.
-_GAP = 64 << 10
+_GAP: Final = 64 << 10
 #: ...and the whole span at most this.
-_SPAN = 4 << 20
-_MAX_FDS = 128
+_SPAN: Final = 4 << 20
+_MAX_FDS: Final = 128
 
 
 class ChecksumError(ValueError):

@@ -55,18 +55,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-FILE_MAGIC = b"RMQKDB01"
-FILE_HEADER = struct.Struct(">8sII")  # magic, file id, crc32 of the first 12 bytes
-FILE_HEADER_LEN = FILE_HEADER.size  # 16
+FILE_MAGIC: Final = b"RMQKDB01"
+FILE_HEADER: Final = struct.Struct(">8sII")  # magic, file id, crc32 of the first 12 bytes
+FILE_HEADER_LEN: Final = FILE_HEADER.size  # 16
 
-REC_MAGIC = b"\xe4\x1b"
-REC_HEADER = struct.Struct(">2sBII")
-REC_HEADER_LEN = REC_HEADER.size  # 11
-_SEED = struct.Struct(">QQBI")
+REC_MAGIC: Final = b"\xe4\x1b"
+REC_HEADER: Final = struct.Struct(">2sBII")
+REC_HEADER_LEN: Final = REC_HEADER.size  # 11
+_SEED: Final = struct.Struct(">QQBI")
 
 RT_BATCH: Final = 1
 RT_STATE: Final = 2
-RECORD_TYPES = {RT_BATCH: "batch", RT_STATE: "state"}
+RECORD_TYPES: Final = {RT_BATCH: "batch", RT_STATE: "state"}
 
 OP_ADD: Final = 1
 OP_MOVE: Final = 2
@@ -93,17 +93,17 @@ NO_FILE: Final = 0xFFFFFFFF
 #: What the scanners read: a whole data file in memory or mapped.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
-_OPKEY = struct.Struct(">BH")
-_MSG = struct.Struct(">QII")  # seq, crc or ref offset, length
-_SEQ_FILE = struct.Struct(">QI")
-_UPTO = struct.Struct(">QH")
-_U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
-_DUPID = struct.Struct(">QH")
+_OPKEY: Final = struct.Struct(">BH")
+_MSG: Final = struct.Struct(">QII")  # seq, crc or ref offset, length
+_SEQ_FILE: Final = struct.Struct(">QI")
+_UPTO: Final = struct.Struct(">QH")
+_U32: Final = struct.Struct(">I")
+_U64: Final = struct.Struct(">Q")
+_DUPID: Final = struct.Struct(">QH")
 #: REMOVE_RUN's arrays are big-endian like every other field; `array` packs them in one
 #: call (its "Q"/"I" codes are 8 and 4 bytes on every platform RelayMQ builds for,
 #: checked here so a platform where they are not fails at import, not on disk)
-_SWAP = sys.byteorder == "little"
+_SWAP: Final = sys.byteorder == "little"
 assert array("Q").itemsize == 8 and array("I").itemsize == 4
 #: Bytes between a message's crc field and its first byte: crc u32 + length u32.
 MSG_PREFIX = 8

@@ -36,6 +36,7 @@ import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from relaymq_kahadb.errors import JournalError
 from relaymq_kahadb.journal.files import create_data_file, data_path, fsync_dir, make_spare
@@ -43,8 +44,8 @@ from relaymq_kahadb.journal.records import FILE_HEADER_LEN, REC_HEADER_LEN, reco
 
 log = logging.getLogger("relaymq.kahadb.journal")
 
-_STOP = object()
-_BARRIER = object()
+_STOP: Final = object()
+_BARRIER: Final = object()
 
 
 #: upper bounds (seconds) of the fdatasync latency histogram's buckets (+Inf after)
