@@ -24,7 +24,7 @@ from relaymq.model.message import Message
 if TYPE_CHECKING:
     from relaymq.selector import Selector
 
-_ids = itertools.count(1)
+_ids: Final = itertools.count(1)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

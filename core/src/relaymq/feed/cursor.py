@@ -75,7 +75,7 @@ _COMPACT_BYTE: Final = _COMPACT.encode()
 _SEP: Final = "\x1f"
 #: with `cancel_pairs`, at most this many unread sends are tracked (older ones stay)
 PAIRS_KEPT: Final = 100_000
-_to_json = json_encoder(True)
+_to_json: Final = json_encoder(True)
 
 
 def check_name(name: str) -> None:

@@ -31,10 +31,10 @@ MAGIC2: Final = b"R2"
 _U32: Final = struct.Struct(">I")
 _NONE: Final = 0xFFFFFFFF
 
-_loaders: dict[str, PropertyLoader] = {}
+_loaders: Final[dict[str, PropertyLoader]] = {}
 #: encoding -> the body of a message, read from its encoded bytes
 BodyReader = Callable[[bytes], bytes]
-_body_readers: dict[str, BodyReader] = {}
+_body_readers: Final[dict[str, BodyReader]] = {}
 
 
 class CorruptMessage(ValueError):
@@ -254,7 +254,7 @@ _BIT_PRODUCER_ID: Final = 1 << 19  # the last: encoded_span walks the bits up to
 assert [_BIT_MESSAGE_ID, _BIT_DESTINATION, _BIT_CORRELATION_ID, _BIT_REPLY_TO, _BIT_TYPE,
         _BIT_GROUP_ID, _BIT_USER_ID, _BIT_CONTENT_TYPE, _BIT_BODY_TYPE, _BIT_ENCODING,
         _BIT_ORIGIN, _BIT_PRODUCER_ID] == [_STR_BIT[name] for name in _V2_FIELDS]
-_pack_u32 = _U32.pack
+_pack_u32: Final = _U32.pack
 
 
 def json_encoder(ensure_ascii: bool) -> Callable[[Any], str]:
@@ -277,7 +277,7 @@ def json_encoder(ensure_ascii: bool) -> Callable[[Any], str]:
 
 
 #: JSON for properties and annotations, made once (json.dumps with options builds an encoder per call)
-_to_json = json_encoder(False)
+_to_json: Final = json_encoder(False)
 
 
 def json_map(props: dict[str, Any]) -> dict[str, Any]:

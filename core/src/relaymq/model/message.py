@@ -266,7 +266,7 @@ def _message_fields() -> tuple[str, ...]:
 
 
 MESSAGE_FIELDS = _message_fields()
-_new = Message.__new__  # the class's own allocator: object.__new__ refuses a compiled class
+_new: Final = Message.__new__  # the class's own allocator: object.__new__ refuses a compiled class
 _ENCODING_NEUTRAL: Final = frozenset({"destination", "origin", "producer_id"})
 
 

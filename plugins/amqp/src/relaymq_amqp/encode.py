@@ -32,10 +32,10 @@ from relaymq_amqp.types import (
 
 _P16: Final = struct.Struct(">H").pack
 _P32: Final = struct.Struct(">I").pack
-_Pi32 = struct.Struct(">i").pack
+_Pi32: Final = struct.Struct(">i").pack
 _P64: Final = struct.Struct(">Q").pack
-_Pi64 = struct.Struct(">q").pack
-_Pi16 = struct.Struct(">h").pack
+_Pi64: Final = struct.Struct(">q").pack
+_Pi16: Final = struct.Struct(">h").pack
 _PF32: Final = struct.Struct(">f").pack
 _PF64: Final = struct.Struct(">d").pack
 
