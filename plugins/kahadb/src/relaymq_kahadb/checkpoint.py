@@ -25,6 +25,7 @@ import zlib
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from relaymq_kahadb.index import KeyIndex, StoreIndex
 from relaymq_kahadb.journal.files import fsync_dir
@@ -36,6 +37,8 @@ NAME = "index.ckpt"
 _U32 = struct.Struct("<I")
 _COLUMNS = (("seqs", "q"), ("files", "I"), ("offsets", "I"), ("lengths", "I"))
 _SWAP = sys.byteorder != "little"
+#: duplicate ids serialised per `json.dumps` call when a header is built
+_IDS_PER_SLICE = 2000
 
 
 class CheckpointError(ValueError):
@@ -47,17 +50,42 @@ class Snapshot:
     """A frozen copy of the index, taken on the loop, written by a thread."""
 
     position: tuple[int, int]
-    header: bytes  # JSON, serialised at snapshot time (the dicts keep changing)
+    #: the header's values, copied on the loop (the index's dicts keep changing);
+    #: `header` serialises them in the writing thread
+    meta: dict[str, Any]
     columns: list[bytes] = field(default_factory=list)
 
     @property
     def nbytes(self) -> int:
         return sum(len(c) for c in self.columns)
 
+    @property
+    def header(self) -> bytes:
+        """The JSON header, built in the writing thread: with tens of thousands of
+        duplicate ids it is megabytes and tens of milliseconds of work. The ids are
+        serialised a slice at a time, so the event loop gets the GIL in between
+        (one `json.dumps` call holds it until it returns)."""
+        meta = {k: v for k, v in self.meta.items() if k != "dup_ids"}
+        head = json.dumps(meta, separators=(",", ":"), default=str)
+        parts = [head[:-1], ',"dup_ids":{']
+        first = True
+        for address, pairs in dup_ids_json(self.meta["dup_ids"]).items():
+            if not first:
+                parts.append(",")
+            first = False
+            parts.append(json.dumps(address))
+            parts.append(":[")
+            parts.append(",".join(json.dumps(pairs[i:i + _IDS_PER_SLICE], separators=(",", ":"))[1:-1]
+                                  for i in range(0, len(pairs), _IDS_PER_SLICE)))
+            parts.append("]")
+        parts.append("}}")
+        return "".join(parts).encode()
+
 
 def snapshot(index: StoreIndex, position: tuple[int, int], files: dict[int, int],
              last_record: tuple[int, int] | None) -> Snapshot:
-    """Copy the index (memcpy of the columns; no per-message Python work)."""
+    """Copy the index (memcpy of the columns, copies of the dicts; no per-message
+    Python work: the header is serialised by the thread that writes it)."""
     keys = []
     cols: list[bytes] = []
     for key, k in index.keys.items():
@@ -68,23 +96,22 @@ def snapshot(index: StoreIndex, position: tuple[int, int], files: dict[int, int]
             if _SWAP:
                 col.byteswap()
             cols.append(col.tobytes())
-    header = {
+    meta = {
         "version": VERSION,
         "position": list(position),
         "last_record": list(last_record) if last_record else None,
         "files": {str(f): n for f, n in files.items()},
         "dests": list(index.dests),
-        "subs": index.subs,
-        "last_seq": index.last_seq,
+        "subs": dict(index.subs),  # records are replaced, never changed in place
+        "last_seq": dict(index.last_seq),
         "keys": keys,
-        "file_keys": {str(f): fk for f, fk in index.file_keys.items() if fk},
+        "file_keys": {str(f): dict(fk) for f, fk in index.file_keys.items() if fk},
         "file_bytes": {str(f): b for f, b in index.file_bytes.items() if b},
         "ack_refs": {str(f): sorted(r) for f, r in index.ack_refs.items() if r},
-        "dup_ids": dup_ids_json(index.dup_ids),
+        "dup_ids": {a: dict(ids) for a, ids in index.dup_ids.items() if ids},
         "created": time.time(),
     }
-    raw = json.dumps(header, separators=(",", ":"), default=str).encode()
-    return Snapshot(position, raw, cols)
+    return Snapshot(position, meta, cols)
 
 
 def write(directory: Path, snap: Snapshot, sync: bool = True) -> int:
