@@ -23,7 +23,10 @@ client (pipelined, proton's engine) in this process. Four measurements:
    (p50, p99);
 4. SnF drain rate: --backlog messages sent to A while B is down (they wait in
    A's store-and-forward cursor), then B starts; the rate at which they arrive
-   on B between 10 % and 90 % of the backlog.
+   on B between 10 % and 90 % of the backlog. With --drain-passive B has no
+   consumer while it drains (a standby site, as in disaster recovery): the rate
+   is the events B accepted (stored) between 10 % and 90 %, as A's mirror counts
+   them, and a consumer reads B back afterwards, untimed, to check it holds them.
 
 Targets (issue 18): source <= 10 us/msg, target <= 15 us/msg, lag p99 < 50 ms
 at 2,000 msg/s, drain >= 20k events/s (for 1M events).
@@ -249,8 +252,11 @@ async def through(broker: Proc, n: int, others: list[Proc],
     return after[0] - before[0], [a - b for a, b in zip(after[1:], before[1:], strict=True)]
 
 
-async def drain(a: Proc, b: Proc, backlog: int, out: dict[str, Any]) -> None:
-    """Measurement 4: `backlog` messages sent to A while B is down, then B starts."""
+async def drain(a: Proc, b: Proc, backlog: int, out: dict[str, Any],
+                passive: bool = False) -> None:
+    """Measurement 4: `backlog` messages sent to A while B is down, then B starts.
+    `passive`: B has no consumer while it drains (a standby site); a consumer
+    reads B afterwards, untimed, to check that B holds every event."""
     b.stop()
     t0 = time.monotonic()
     await produce(a.uri, backlog, start=2 * 10**9)
@@ -259,7 +265,8 @@ async def drain(a: Proc, b: Proc, backlog: int, out: dict[str, Any]) -> None:
     t0 = time.monotonic()
     b.start()
     cpu0 = (a.cpu(), b.cpu())
-    await consumer.start(b.uri)
+    if not passive:
+        await consumer.start(b.uri)
     unsettled: list[int] = []
     accepted: list[tuple[float, int]] = []
 
@@ -275,10 +282,14 @@ async def drain(a: Proc, b: Proc, backlog: int, out: dict[str, Any]) -> None:
 
     watcher = asyncio.ensure_future(watch())
     try:
-        await consumer.wait_for(backlog, 3600 + backlog / 100)
+        if passive:
+            await a.mirror_settled(3600 + backlog / 100)
+        else:
+            await consumer.wait_for(backlog, 3600 + backlog / 100)
     finally:
         watcher.cancel()
     wall = time.monotonic() - t0
+    cpu1 = (a.cpu(), b.cpu())
     if len(accepted) > 2:
         # the same rate as the source sees it (events the target accepted), which
         # the bench's own consumer on B does not limit
@@ -295,11 +306,20 @@ async def drain(a: Proc, b: Proc, backlog: int, out: dict[str, Any]) -> None:
     out["snf_drain_total_s"] = round(wall, 1)
     # each broker's CPU over the drain as a share of one core: well under 100 % on
     # both means they wait on each other (round trips), not on work
-    out["snf_drain_cpu_pct_a_b"] = (round((a.cpu() - cpu0[0]) / wall * 100),
-                                    round((b.cpu() - cpu0[1]) / wall * 100))
+    out["snf_drain_cpu_pct_a_b"] = (round((cpu1[0] - cpu0[0]) / wall * 100),
+                                    round((cpu1[1] - cpu0[1]) / wall * 100))
+    out["snf_drain_b_cpu_us_per_event"] = round((cpu1[1] - cpu0[1]) / backlog * 1e6, 1)
+    out["snf_backlog"] = backlog
+    if passive:
+        out["snf_drain_mode"] = "passive (no consumer on B while it drains)"
+        await consumer.start(b.uri)
+        await consumer.wait_for(backlog, 3600 + backlog / 100)
+        out["snf_drain_read_back_from_b"] = len(consumer.arrivals)
+        out["snf_drain_events_per_s"] = out.get("snf_drain_accepted_per_s")
+        await consumer.close()
+        return
     times = sorted(t for t, _ in consumer.arrivals)
     lo, hi = times[int(len(times) * 0.1)], times[int(len(times) * 0.9)]
-    out["snf_backlog"] = backlog
     out["snf_drain_events_per_s"] = round(0.8 * len(times) / max(hi - lo, 1e-9))
     await consumer.close()
 
@@ -342,7 +362,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             procs.append(b)
             a = Proc(root, "a", args.store, mirror_to=b.port).start()
             procs.append(a)
-            await drain(a, b, args.backlog, out)
+            await drain(a, b, args.backlog, out, args.drain_passive)
             return out
         # 1-2: CPU per message
         plain = Proc(root, "plain", args.store).start()
@@ -378,7 +398,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # 3: lag at a steady rate
         await lag(a, b, args, out)
         # 4: SnF drain
-        await drain(a, b, args.backlog, out)
+        await drain(a, b, args.backlog, out, args.drain_passive)
     finally:
         for p in procs:
             p.stop()
@@ -398,6 +418,9 @@ def main() -> None:
     ap.add_argument("--overlap", action="store_true",
                     help="measurements 1-2 with the consumer running while sending (how the "
                     "bench measured before round 6; the mirror's work then depends on the load)")
+    ap.add_argument("--drain-passive", action="store_true",
+                    help="measurement 4 without a consumer on B while it drains (a standby "
+                         "site); B is read back afterwards, untimed")
     ap.add_argument("--drain-only", action="store_true", help="measurement 4 only (a 1M backlog: "
                     "--backlog 1000000)")
     ap.add_argument("--lag-only", action="store_true", help="measurement 3 only")
