@@ -26,6 +26,7 @@ from proton import Message, Timeout, symbol
 from proton.utils import BlockingConnection
 from relaymq.model.message import now_millis
 from relaymq.testing.waits import wait_until
+from relaymq_mirror.state import target_index
 
 #: an Artemis journal id: not the hash of the message id, so the target keeps it
 #: with the message (the internal annotation this module checks never leaks)
@@ -235,3 +236,24 @@ async def test_a_postack_before_the_targets_time_drops_the_scheduled_message(
     assert kept.body == "kept"
     assert b.depth(f"queue://{q}") == 0 and jobs_for_q() == 0
     assert b.call(lambda: broker.scheduler.pending) == 0  # type: ignore[union-attr]
+
+
+async def test_a_target_without_postacks_does_not_keep_the_change_feed_events(
+        brokers: tuple[BrokerThread, BrokerThread]) -> None:
+    """A standby that only receives sends (no consumer on the source, so no
+    postAck) keeps the index of where its messages are current as it stores
+    them: its change-feed subscriber does not hold every stored message."""
+    b, _c = brokers
+    q = f"standby.{uuid.uuid4().hex[:8]}"
+    conn, sender = await artemis_link(f"tcp://{b.address}")
+    try:
+        for i in range(300):
+            outcome = await sender.send(_event(f"s{i}", JOURNAL_ID + 10_000 + i, q))
+            assert outcome.state == "accepted"
+    finally:
+        await conn.close()
+    wait_until(lambda: b.depth(f"queue://{q}") == 300, "all 300 stored on B", timeout=30)
+    broker = b.broker
+    assert broker is not None
+    pending = b.call(lambda: target_index(broker).sub.pending)
+    assert pending < 30, f"the mirror target's feed subscriber holds {pending} unread events"

@@ -37,7 +37,7 @@ from relaymq_amqp.scanner import Sections, decode_map_at, scan
 
 from relaymq_mirror import wire
 from relaymq_mirror.retries import ack_retries, holder_of
-from relaymq_mirror.state import applied, target_index
+from relaymq_mirror.state import TargetIndex, applied, target_index
 from relaymq_mirror.wire import (
     BadEvent,
     Incoming,
@@ -114,6 +114,7 @@ class MirrorTarget:
         self.source_id: str = ""
         self.local_id: str = ""  # this broker's node id (set on attach)
         self._applied = applied(self.broker)
+        self._index: TargetIndex | None = None
         #: an address written with its kind (``queue://X``) -> its destination
         self._dests: dict[str, Destination] = {}
         self.kconn: ClientConnection | None = None
@@ -177,7 +178,7 @@ class MirrorTarget:
         self.local_id = local
         self.kconn = ClientConnection(self.broker, kconn.principal, None, "amqp",
                                       kconn.remote_address, True, source)
-        target_index(self.broker)  # index messages from now on
+        self._index = target_index(self.broker)  # index messages from now on
         link.open(properties={wire.BROKER_ID: local, wire.PREFIXED_ADDRESSES: True},
                   offered_capabilities=[wire.MIRROR_CAPABILITY],
                   snd_settle_mode=link.remote_snd_settle_mode, rcv_settle_mode=pn.RCV_FIRST,
@@ -250,15 +251,26 @@ class MirrorTarget:
                         # let the store write what is routed so far, settle what is
                         # stored and read more: a long run of events is pipelined
                         turn = 0
+                        self._absorb()
                         await asyncio.sleep(0)
                 elif self._acks:
                     await self._apply_acks()
                 else:
+                    self._absorb()
                     break
         except Exception:  # noqa: BLE001 - keep the link alive
             log.exception("mirror link %s failed", self.link.name)
         finally:
             self._running = False
+
+    def _absorb(self) -> None:
+        """Take what the change feed reported into the index of where messages are
+        (the work a postAck would do first): a target that gets no postAcks (a
+        standby whose source has no consumers) would otherwise keep every stored
+        message's event, with the message, until the first one."""
+        index = self._index
+        if index is not None:
+            index.absorb()
 
     def _settled(self, delivery: Any, error: str | None = None, condition: str = "amqp:invalid-field") -> None:
         link = self.link
