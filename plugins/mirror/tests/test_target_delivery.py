@@ -21,12 +21,13 @@ from typing import Any
 
 import pytest
 from artemis_side import artemis_link, control
-from mirrortools import BrokerThread, make_config, mirror_element
+from mirrortools import BrokerThread, make_config, mirror_element, receive, send
 from proton import Message, Timeout, symbol
 from proton.utils import BlockingConnection
 from relaymq.model.message import now_millis
 from relaymq.testing.waits import wait_until
-from relaymq_mirror.state import target_index
+from relaymq_mirror.retries import RELEASE_AFTER, ack_retries
+from relaymq_mirror.state import target_index, target_index_if_any
 
 #: an Artemis journal id: not the hash of the message id, so the target keeps it
 #: with the message (the internal annotation this module checks never leaks)
@@ -257,3 +258,61 @@ async def test_a_target_without_postacks_does_not_keep_the_change_feed_events(
     assert broker is not None
     pending = b.call(lambda: target_index(broker).sub.pending)
     assert pending < 30, f"the mirror target's feed subscriber holds {pending} unread events"
+
+
+async def test_a_broker_whose_mirror_links_are_gone_releases_the_target_index(
+        brokers: tuple[BrokerThread, BrokerThread]) -> None:
+    """A broker that stopped being a mirror target (no mirror link attached, no
+    postAck pending: a standby promoted after its source died) releases its
+    target index once `release_after` seconds pass: it leaves the change feed and
+    forgets what it indexed, so the messages its own producers send are not kept
+    as unread feed events. A source that attaches later still has its postAcks
+    applied: the index is read again from the store."""
+    b, _c = brokers
+    broker = b.broker
+    assert broker is not None
+    retries = b.call(lambda: ack_retries(broker))
+    b.call(lambda: setattr(retries, "release_after", 0.3))
+    q = f"promoted.{uuid.uuid4().hex[:8]}"
+    ident = JOURNAL_ID + 20_000
+    try:
+        conn, sender = await artemis_link(f"tcp://{b.address}")
+        try:
+            for i in range(20):
+                outcome = await sender.send(_event(f"mirrored {i}", ident + i, q))
+                assert outcome.state == "accepted"
+            # a postAck for a message never mirrored: the queue is read from the store
+            # once, the postAck waits (no release while it does) and is given up
+            ack = await sender.send(control("postAck", ident + 500, **{"x-opt-amq-mr-adr": q,
+                                                                        "x-opt-amq-mr-qu": q}))
+            assert ack.state == "accepted"
+            wait_until(lambda: b.call(lambda: not retries.pending), "the unknown postAck given up",
+                       timeout=10)
+            assert b.call(lambda: f"queue://{q}" in target_index(broker).scanned)
+        finally:
+            await conn.close()
+
+        def released() -> bool:
+            index = target_index_if_any(broker)
+            return index is not None and index.sub is None
+
+        wait_until(lambda: b.call(released), "the target index released", timeout=10)
+        send(b.url, q, [f"local {i}" for i in range(400)])  # the promoted broker's own producers
+        index = b.call(lambda: target_index_if_any(broker))
+        assert b.call(lambda: (index.sub, index.ids, index.scanned)) == (None, {}, set())
+        assert b.depth(f"queue://{q}") == 420
+
+        conn, sender = await artemis_link(f"tcp://{b.address}")  # the old source is back
+        try:
+            ack = await sender.send(control("postAck", ident + 7, **{"x-opt-amq-mr-adr": q,
+                                                                      "x-opt-amq-mr-qu": q}))
+            assert ack.state == "accepted"
+        finally:
+            await conn.close()
+        wait_until(lambda: b.depth(f"queue://{q}") == 419, "the acknowledged message removed",
+                   timeout=10, detail=lambda: f"depth {b.depth(f'queue://{q}')}")
+        bodies = [m.body for m in receive(b.url, f"queue://{q}", 419)]
+        assert len(bodies) == 419 and "mirrored 7" not in bodies
+        assert bodies[:19] == [f"mirrored {i}" for i in range(20) if i != 7]
+    finally:
+        b.call(lambda: setattr(retries, "release_after", RELEASE_AFTER))

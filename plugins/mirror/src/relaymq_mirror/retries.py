@@ -34,7 +34,7 @@ from relaymq.spi.persistence import AddDestination, AddMessage, RemoveMessage
 from relaymq_amqp.mapping import destination_for
 
 from relaymq_mirror import wire
-from relaymq_mirror.state import applied, target_index
+from relaymq_mirror.state import applied, target_index, target_index_if_any
 
 log = logging.getLogger("relaymq.mirror")
 
@@ -47,6 +47,11 @@ ACK_RETRIES = 5
 ACK_RETRY_DELAY = 0.1
 #: what a look for a pending postAck's message found
 APPLIED, HELD, MISSING = "applied", "held", "missing"
+#: with no mirror link attached and no postAck pending, the target index keeps up
+#: with the change feed this long (a source that reconnects finds it current),
+#: then leaves the feed (see `relaymq_mirror.state.TargetIndex`)
+RELEASE_AFTER = 60.0
+KEEP_UP_EVERY = 1.0
 
 
 class PendingAck:
@@ -91,6 +96,9 @@ class AckRetries:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self.stopped = False
+        #: seconds without links or pending postAcks before the target index is released
+        self.release_after = RELEASE_AFTER
+        self._releasing: asyncio.Task[None] | None = None
 
     @property
     def _persistent(self) -> bool:
@@ -196,7 +204,7 @@ class AckRetries:
         """The broker stops: no more looking (the records stay)."""
         self.stopped = True
         task, self._task = self._task, None
-        for t in (task, self._loading):
+        for t in (task, self._loading, self._releasing):
             if t is not None and not t.done():
                 t.cancel()
 
@@ -204,6 +212,9 @@ class AckRetries:
         """A mirror link from `link.source_id` attached: its source's pending postAcks
         get their attempts afresh (it is back, and sends what it had not settled)."""
         self.links.add(link)
+        task, self._releasing = self._releasing, None
+        if task is not None and not task.done():
+            task.cancel()  # a link reads the index again
         for ack in self.pending.values():
             if ack.source == link.source_id:
                 ack.attempts = ack.looks = 0
@@ -211,6 +222,35 @@ class AckRetries:
 
     def detached(self, link: Any) -> None:
         self.links.discard(link)
+        self._when_idle()
+
+    def _idle(self) -> bool:
+        return not self.links and not self.pending and not self.stopped
+
+    def _when_idle(self) -> None:
+        """No mirror link is attached and no postAck waits: nobody reads the target
+        index's feed subscriber, so a task keeps it current for `release_after`
+        seconds and then releases it (unless a link attached or a postAck came)."""
+        task = self._releasing
+        if self._idle() and target_index_if_any(self.broker) is not None and (
+                task is None or task.done()):
+            self._releasing = asyncio.get_running_loop().create_task(self._release_when_idle())
+
+    async def _release_when_idle(self) -> None:
+        waited = 0.0
+        while waited < self.release_after:
+            step = min(KEEP_UP_EVERY, self.release_after - waited)
+            await asyncio.sleep(step)
+            waited += step
+            index = target_index_if_any(self.broker)
+            if index is None or not self._idle():
+                return
+            index.absorb()
+        index = target_index_if_any(self.broker)
+        if index is not None and self._idle():
+            index.release()
+            log.info("mirror: no mirror link for %.0f s: the target index is released (it is "
+                     "read again from the store when a link needs it)", self.release_after)
 
     async def _run(self) -> None:
         await self.load()
@@ -227,6 +267,7 @@ class AckRetries:
                 await self.look(timed, attempts)
             except Exception:  # noqa: BLE001 - keep looking: a postAck waits for this task
                 log.exception("mirror: looking for the messages of pending postAcks failed")
+        self._when_idle()
 
     async def look(self, timed: bool, attempts: int) -> None:
         """Apply every pending postAck whose message is here now; on a timed look,

@@ -61,18 +61,44 @@ def applied(broker: Any) -> Applied:
 
 
 class TargetIndex:
-    """(queue key, internal id) -> sequence number, for the queues of one broker."""
+    """(queue key, internal id) -> sequence number, for the queues of one broker.
+
+    It takes the change feed's events in only while someone will look here: a
+    mirror link is attached or postAcks wait for their message. When neither is
+    so (`release`), it leaves the feed and forgets what it indexed, so a broker
+    that stopped being a target (a standby promoted after its source died) does
+    not keep each stored message's event; the next look subscribes again and
+    reads each queue once from the store, as after a restart."""
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
-        self.sub = broker.change_feed.subscribe({MessageAdded, MessageRemoved}, name="mirror target")
+        self.sub: Any = None
         self.ids: dict[str, dict[int, int]] = {}
         self.scanned: set[str] = set()
+        self.open()
+
+    def open(self) -> None:
+        """Take the feed's events in from now on (a no-op while it does)."""
+        if self.sub is None:
+            self.sub = self.broker.change_feed.subscribe({MessageAdded, MessageRemoved},
+                                                         name="mirror target")
+
+    def release(self) -> None:
+        """Nobody looks here until a mirror link attaches or a postAck waits: leave
+        the feed and forget the index (rebuilt from the store when needed)."""
+        sub, self.sub = self.sub, None
+        if sub is not None:
+            sub.close()
+        self.ids = {}
+        self.scanned = set()
 
     def absorb(self) -> None:
         """Take in what the feed reported since the last look."""
+        sub = self.sub
+        if sub is None:
+            return
         ids = self.ids
-        for ev in self.sub.drain():
+        for ev in sub.drain():
             if type(ev) is MessageAdded:
                 if not ev.placements:
                     continue
@@ -90,6 +116,7 @@ class TargetIndex:
                         del per[mid]
 
     async def find(self, queue: Any, ident: int) -> int | None:
+        self.open()
         self.absorb()
         key = queue.key
         per = self.ids.get(key)
@@ -135,8 +162,17 @@ class TargetIndex:
 
 
 def target_index(broker: Any) -> TargetIndex:
+    """The broker's index, taking the feed's events in (again, if it was released)."""
     found = broker.extensions.get(_INDEX)
     if not isinstance(found, TargetIndex):
         found = TargetIndex(broker)
         broker.extensions[_INDEX] = found
+    else:
+        found.open()
     return found
+
+
+def target_index_if_any(broker: Any) -> TargetIndex | None:
+    """The broker's index as it is (None if no mirror link ever needed one)."""
+    found = broker.extensions.get(_INDEX)
+    return found if isinstance(found, TargetIndex) else None
