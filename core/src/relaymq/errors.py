@@ -73,6 +73,11 @@ class ResourceLimitExceeded(RelayMQError):
     """A usage limit is reached and the policy says to refuse (`sendFailIfNoSpace`)."""
 
 
+class StateConflict(RelayMQError):
+    """An operation the object cannot do in the state it is in now (a mirror's sync
+    while it is not connected): management answers 409, the request may work later."""
+
+
 class DestinationError(RelayMQError):
     """A destination cannot be used this way (deleted, wrong kind, empty name)."""
 

@@ -35,6 +35,13 @@ class _Registered:
     error: str | None = None
 
 
+def _gave_up(connection: Any) -> bool:
+    """A started connection whose reconnect attempts are used up: `start` retries it
+    (as Artemis' startBrokerConnection does after a connection gave up)."""
+    gave_up = getattr(connection, "gave_up", None)
+    return bool(gave_up()) if callable(gave_up) else False
+
+
 class BrokerConnections:
     def __init__(self, broker: Any) -> None:
         self._broker = broker
@@ -58,7 +65,7 @@ class BrokerConnections:
 
     async def start(self, name: str) -> None:
         entry = self._get(name)
-        if entry.state in (STARTED, STARTING):
+        if entry.state in (STARTED, STARTING) and not _gave_up(entry.connection):
             return
         entry.state, entry.error = STARTING, None
         try:

@@ -58,6 +58,9 @@ class ReconnectingConnection:
         self._changed = asyncio.Event()
         self._closing = False
         self._error: OutgoingError | None = None
+        #: host -> the failure last logged for it: a failure is logged when it changes
+        #: (the first, or another error), not at every retry (DEBUG then)
+        self._logged: dict[str, str] = {}
 
     # -- state ------------------------------------------------------------------------
     @property
@@ -134,11 +137,12 @@ class ReconnectingConnection:
                     last = exc
                     self.failures += 1
                     self.last_error = f"{ep}: {exc}"
-                    log.info("%s connection %s to %s failed: %s", self.protocol, self.name, ep, exc)
+                    self._log_failure(str(ep), str(exc))
                     continue
                 rounds = 0
                 self.peer = str(ep)
                 self.connects += 1
+                self._logged.clear()
                 log.info("%s connection %s is open to %s", self.protocol, self.name, ep)
                 self._set_state(ConnectionState.OPEN)
                 if not first.done():
@@ -171,6 +175,19 @@ class ReconnectingConnection:
                 self._set_state(ConnectionState.RETRYING)
             if not self._closing:
                 await asyncio.sleep(self.options.retry_interval)
+
+    def _log_failure(self, host: str, error: str) -> None:
+        if self._logged.get(host) == error:
+            log.debug("%s connection %s to %s failed again: %s", self.protocol, self.name, host,
+                      error)
+            return
+        self._logged[host] = error
+        log.info("%s connection %s to %s failed: %s (logged again when it changes or after "
+                 "it opens)", self.protocol, self.name, host, error)
+
+    def failed_for_good(self) -> bool:
+        """It gave up (``reconnect-attempts`` used up): only a new start retries."""
+        return self.state is ConnectionState.FAILED and not self._closing
 
     async def close(self) -> None:
         """Close politely and stop reconnecting."""

@@ -79,6 +79,12 @@ class BrokerConnection:
         """For management: the connection's state (``connecting``, ``open``, ...)."""
         return self.connection.state.value if self.connection is not None else "stopped"
 
+    def gave_up(self) -> bool:
+        """Its reconnect attempts are used up: it connects again only when started."""
+        conn = self.connection
+        failed_for_good = getattr(conn, "failed_for_good", None)
+        return bool(failed_for_good()) if callable(failed_for_good) else False
+
     def status(self) -> dict[str, Any]:
         """For management: ``connected``, ``target`` (the host it is or was last
         connected to), ``retries`` (failed attempts), the connection's counters and
@@ -110,9 +116,13 @@ class BrokerConnection:
     async def start(self) -> None:
         """Connect (in the background) and start the operations. The broker calls
         it at start-up unless ``auto-start="false"``; management calls it on
-        `startBrokerConnection`."""
+        `startBrokerConnection`; on a connection that gave up (its
+        ``reconnect-attempts`` used up) it starts again from the first host."""
         if self.connection is not None:
-            return
+            if not self.gave_up():
+                return
+            log.info("broker connection %s gave up earlier: starting it again", self.name)
+            await self.stop()
         c = self.config
         node = node_id(self.broker)
         # as Artemis: the container id is the node id (the peer's federation reads

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from relaymq import __version__
-from relaymq.errors import DestinationError, RelayMQError
+from relaymq.errors import DestinationError, RelayMQError, StateConflict
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from relaymq.plugins import QUEUE_TYPES
@@ -131,6 +131,8 @@ class Api:
                                 headers=exc.headers)
         except DestinationError as exc:
             return JSONResponse({"error": str(exc)}, status_code=404)
+        except StateConflict as exc:
+            return JSONResponse({"error": str(exc)}, status_code=409)
         except (RelayMQError, ValueError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
 

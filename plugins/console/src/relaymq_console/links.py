@@ -34,6 +34,9 @@ def link_figures(info: Any) -> LinkFigures:
     lags = [p["lag_ms"] for p in parts if _number(p.get("lag_ms"))]
     held: list[Any] = [p.get("snf_depth", p.get("pending")) for p in parts]
     pending: list[int | float] = [v for v in held if _number(v)]
-    return LinkFigures(info.state in UP_STATES,
+    # an operation that reports a state of its own (a `<mirror>`: `connected`,
+    # `refused by the target` ...) is part of whether the connection works
+    ops_up = all(p["state"] in UP_STATES for p in parts[1:] if isinstance(p.get("state"), str))
+    return LinkFigures(info.state in UP_STATES and ops_up,
                        max(lags) / 1000.0 if lags else None,
                        sum(pending) if pending else None)

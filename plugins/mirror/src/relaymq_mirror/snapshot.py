@@ -14,6 +14,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from relaymq.errors import StateConflict
 from relaymq_amqp.mapping import ENCODING, from_kernel
 
 from relaymq_mirror import wire
@@ -21,8 +22,9 @@ from relaymq_mirror import wire
 
 async def snapshot(source: Any) -> dict[str, Any]:
     if source.state != "connected" or source.conn is None:
-        raise RuntimeError(f"mirror {source.name} is not connected to its target ({source.state}); "
-                           "a sync needs the target")
+        raise StateConflict(f"mirror {source.name} is not connected to its target "
+                            f"({source.state}); a sync needs the target: start the broker "
+                            "connection, or wait until it is connected, and sync again")
     session = await source.conn.session()
     sender = await session.open_sender(
         source.snf, name=f"{source.snf}:sync:{uuid.uuid4()}", source_address=source.snf,

@@ -157,7 +157,11 @@ class MirrorSource:
         self._read_upto = self._acked = self.cursor.position
         self._stopping = False
         self._wake = asyncio.Event()
+        self._set_state("connecting")
         connection.add_listener(self._connection_state)
+        # the connection may have been retrying before this mirror started (its
+        # listener hears only changes): the state it is in now counts too
+        self._connection_state(connection, connection.state)
         if self.config.sync:
             self.waiters.install(self.broker, self)
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -208,6 +212,8 @@ class MirrorSource:
         self.state = state
         if error is not None:
             self.last_error = error
+        elif state == "connected":
+            self.last_error = None  # working again: the last failure is over
         if error:
             log.warning("mirror %s: %s: %s", self.name, state, error)
         else:

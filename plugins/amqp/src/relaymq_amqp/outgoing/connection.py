@@ -461,10 +461,15 @@ class AmqpConnection(ReconnectingConnection):
         self._aborting = True
         try:
             self._close_reason = error
-            if self._opened is not None and not self._opened.done() and error is not None:
-                self._opened.set_exception(error)
+            opened = self._opened
+            opening = opened is not None and not opened.done()
+            if opened is not None and opening and error is not None:
+                opened.set_exception(error)
             if error is not None:
-                log.info("AMQP connection %s: %s", self.name, error)
+                # while opening, the failure is the connection policy's to log (once
+                # per host and error, not at every retry)
+                log.log(logging.DEBUG if opening else logging.INFO, "AMQP connection %s: %s",
+                        self.name, error)
             if self._socket is not None and self._socket.transport is not None:
                 self._process()
                 if self._socket is not None and self._socket.transport is not None:

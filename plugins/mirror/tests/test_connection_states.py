@@ -1,0 +1,123 @@
+"""What an operator sees of a mirror that is not working, on a `relaymq run`
+process (kahaDB: the mirror starts after its connection's first attempts), read
+through the console as a user reads it:
+
+* a target unreachable from the start shows `target unreachable (retrying)`
+  with the error, not `stopped`, and the failed attempts are logged once, not
+  at every retry;
+* a refused mirror (the target is the broker itself) is not reported as up;
+* a sync while the mirror is not connected answers 409 with the reason;
+* `start` on a connection whose reconnect attempts are used up starts it again.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mirrortools import BrokerProcess, free_port
+from relaymq.testing.waits import wait_until
+
+pytest.importorskip("relaymq_console", reason="relaymq-console is not installed (the tests "
+                    "read the broker's management listings through it)")
+
+
+def connection_xml(name: str, port: int, **attrs: str) -> str:
+    extra = "".join(f' {k.replace("_", "-")}="{v}"' for k, v in attrs.items())
+    return (f'<amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" '
+            f'retry-interval="100"{extra}><mirror/></amqp-connection>')
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    tmp: Path = tmp_path_factory.mktemp("states")
+    b = BrokerProcess(tmp, "b")  # started by a test: until then GIVEUP's target is down
+    a = BrokerProcess(tmp, "a", console=True)
+    a.mirrors = ("<broker-connections>"
+                 + connection_xml("NOWHERE", free_port())
+                 + connection_xml("SELF", a.port)
+                 + connection_xml("GIVEUP", b.port, reconnect_attempts="2")
+                 + "</broker-connections>")
+    a.start()
+    try:
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
+def row(a: BrokerProcess, name: str) -> dict[str, Any]:
+    return next(r for r in a.api("broker-connections")["items"] if r["name"] == name)
+
+
+def mirror(a: BrokerProcess, name: str) -> dict[str, Any]:
+    return dict(row(a, name)["detail"]["operations"][0])
+
+
+def post(a: BrokerProcess, path: str) -> tuple[int, dict[str, Any]]:
+    req = urllib.request.Request(f"http://127.0.0.1:{a.http_port}/api/v1/{path}", data=b"",
+                                 method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_a_target_unreachable_from_the_start_is_shown_and_logged_once(
+        brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
+    a, _b = brokers
+    wait_until(lambda: row(a, "NOWHERE")["detail"]["retries"] >= 10, "ten failed attempts",
+               timeout=30, detail=lambda: repr(row(a, "NOWHERE")))
+    state = mirror(a, "NOWHERE")
+    assert state["state"] == "target unreachable (retrying)", state
+    assert "refused" in (state["last_error"] or "").lower(), state
+    assert row(a, "NOWHERE")["up"] is False
+    log = a.log.read_text()
+    attempts = [line for line in log.splitlines()
+                if "connection NOWHERE to" in line and "failed" in line]
+    assert len(attempts) == 1, attempts  # once per host and error, not at every retry
+    unreachable = [line for line in log.splitlines()
+                   if "mirror NOWHERE: target unreachable" in line]
+    assert len(unreachable) == 1, unreachable
+
+
+def test_a_refused_mirror_is_not_up(brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
+    a, _b = brokers
+    wait_until(lambda: mirror(a, "SELF")["state"] == "refused by the target",
+               "the mirror to itself refused", timeout=30, detail=lambda: repr(mirror(a, "SELF")))
+    assert "itself" in mirror(a, "SELF")["last_error"]
+    r = row(a, "SELF")
+    assert r["detail"]["connected"] is True  # the connection is open, the mirror is not working
+    assert r["up"] is False
+
+
+def test_a_sync_without_the_target_answers_409_with_the_reason(
+        brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
+    a, _b = brokers
+    status, body = post(a, "broker-connections/NOWHERE/sync")
+    assert status == 409, body
+    assert "not connected to its target" in body["error"]
+    assert "Traceback" not in a.log.read_text()  # answered, not an unhandled error
+
+
+def test_start_after_the_attempts_are_used_up_connects_again(
+        brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
+    a, b = brokers
+    wait_until(lambda: row(a, "GIVEUP")["state"] == "failed", "GIVEUP gave up", timeout=30,
+               detail=lambda: repr(row(a, "GIVEUP")))
+    wait_until(lambda: mirror(a, "GIVEUP")["state"] == "failed", "its mirror failed", timeout=10,
+               detail=lambda: repr(mirror(a, "GIVEUP")))
+    assert "attempt" in mirror(a, "GIVEUP")["last_error"]
+    b.start()
+    status, body = post(a, "broker-connections/GIVEUP/start")
+    assert status == 200, body
+    wait_until(lambda: mirror(a, "GIVEUP")["state"] == "connected", "GIVEUP connected again",
+               timeout=30, detail=lambda: repr(row(a, "GIVEUP")))
+    assert mirror(a, "GIVEUP")["last_error"] is None
+    assert row(a, "GIVEUP")["up"] is True
