@@ -88,3 +88,24 @@ def test_failover_list_mirrors_to_the_second_host(brokers: Any) -> None:
     assert a.connection_status("DR").detail["target"] == f"tcp://{b2.address}"
     send(a.url, "queue://f", ["x", "y"])
     wait_until(lambda: b2.depth("queue://f") == 2, "on B2")
+
+
+def test_a_restarted_source_does_not_count_what_the_target_had_as_pending(
+        brokers: Any, tmp_path: Any) -> None:
+    """The SnF depth after a restart is what is still stored for the target, not
+    every event the mirror ever captured."""
+    b = brokers()
+    mirrors = [mirror_element(f"tcp://{b.address}", "B")]
+    a = brokers(store=tmp_path / "a", mirrors=mirrors)
+    wait_until(lambda: a.mirror_status("B").get("state") == "connected", "A's mirror connected")
+    send(a.url, "queue://restart.q", [f"m{i}" for i in range(25)])
+    wait_until(lambda: a.mirror_status("B")["snf_depth"] == 0, "the target has every event")
+    assert b.depth("queue://restart.q") == 25
+    a.stop()
+    a = brokers(store=tmp_path / "a", mirrors=mirrors)  # the same store
+    wait_until(lambda: a.mirror_status("B").get("state") == "connected", "A's mirror back")
+    assert a.mirror_status("B")["snf_depth"] == 0
+    assert a.connection_status("B").detail["operations"][0]["snf_depth"] == 0
+    send(a.url, "queue://restart.q", ["after"])  # and the next event still goes
+    wait_until(lambda: b.depth("queue://restart.q") == 26, "the next event mirrored")
+    wait_until(lambda: a.mirror_status("B")["snf_depth"] == 0, "and accepted")

@@ -148,6 +148,14 @@ class DurableSubscription:
         stats = await store.stats(self.key)
         self.last_seq = self._committed = stats.last_seq
         self._spilled = stats.count > 0
+        # what was acknowledged before (its records removed) is not pending: the
+        # position starts before the first stored event, or at the end when none is
+        if stats.count == 0:
+            self.position = max(self.position, stats.last_seq)
+        else:
+            first = await store.read(self.key, 0, 1)
+            if first:
+                self.position = max(self.position, first[0].seq - 1)
         if create:
             await writer.write([AddDestination(self.key)])
         self.opened = True
