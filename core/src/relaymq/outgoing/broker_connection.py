@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relaymq.config.model import Origin, PluginElement
+from relaymq.config.report import Report, at
 from relaymq.config.typed import convert
 from relaymq.outgoing.node import node_id
 from relaymq.spi.outgoing import ConnectOptions, OutgoingConnection
@@ -63,6 +64,20 @@ class BrokerConnection:
         config.children = list(element.children)
         ops = [broker.plugins.build(CONNECTION_OPERATIONS, child, broker) for child in element.children]
         return cls(config, broker, ops)
+
+    @classmethod
+    def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
+        """`relaymq config check` (and `run`, before anything starts): the
+        attributes converted; the operations (children) are checked as plugins of
+        their own. Returns the warnings."""
+        report = Report(strict=strict)
+        config = convert(BrokerConnectionConfig, element, strict=strict, report=report,
+                         ignore=[c.tag for c in element.children])
+        if config.retry_interval < 0:
+            report.error(f"<{element.tag} retry-interval=\"{config.retry_interval}\">"
+                         f"{at(element.origin)}: the interval must be 0 ms or more")
+        report.raise_if_errors()
+        return report.warnings
 
     @property
     def name(self) -> str:

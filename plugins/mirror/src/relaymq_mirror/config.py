@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from relaymq.config.model import Origin
+from relaymq.config.model import Origin, PluginElement
+from relaymq.config.report import Report, at
+from relaymq.config.typed import convert
+
+#: characters other brokers' address filters read as wildcards: here a prefix is literal
+_WILDCARDS = ("*", ">", "#")
 
 
 @dataclass
@@ -53,3 +58,23 @@ class AddressFilter:
         if not self.includes:
             return True
         return any(address.startswith(prefix) for prefix in self.includes)
+
+
+def mirror_config(element: PluginElement, strict: bool = False,
+                  report: Report | None = None) -> MirrorConfig:
+    """`<mirror>` converted and checked; errors raise `ConfigError` (or go to `report`)."""
+    own = report if report is not None else Report(strict=strict)
+    config = convert(MirrorConfig, element, strict=strict, report=own,
+                     ignore=[c.tag for c in element.children])
+    where = at(element.origin)
+    if config.window < 1:
+        own.error(f"<mirror window=\"{config.window}\">{where}: the window is the number of "
+                  "events sent and not yet accepted; it must be at least 1")
+    for item in (config.address_filter or "").split(","):
+        prefix = item.strip().lstrip("!")
+        if any(w in prefix for w in _WILDCARDS):
+            own.warn(f"<mirror address-filter=\"{config.address_filter}\">{where}: '{prefix}' is "
+                     "matched as a literal prefix: an address filter has no wildcards (as Artemis)")
+    if report is None:
+        own.raise_if_errors()
+    return config

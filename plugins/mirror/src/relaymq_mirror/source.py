@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from relaymq.broker.scheduler import SCHEDULING_PROPERTIES
 from relaymq.config.model import PluginElement
-from relaymq.config.typed import convert
+from relaymq.config.report import Report
 from relaymq.feed import (
     DestinationCreated,
     DestinationDeleted,
@@ -33,7 +33,7 @@ from relaymq.outgoing.node import node_id
 from relaymq_amqp.mapping import ENCODING, from_kernel
 
 from relaymq_mirror import wire
-from relaymq_mirror.config import AddressFilter, MirrorConfig
+from relaymq_mirror.config import AddressFilter, MirrorConfig, mirror_config
 from relaymq_mirror.state import Applied, applied
 from relaymq_mirror.sync import SyncWaiters
 
@@ -117,9 +117,15 @@ class MirrorSource:
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any) -> MirrorSource:
-        strict = bool(getattr(broker, "strict", False))
-        config = convert(MirrorConfig, element, strict=strict, ignore=[c.tag for c in element.children])
-        return cls(config, broker)
+        return cls(mirror_config(element, bool(getattr(broker, "strict", False))), broker)
+
+    @classmethod
+    def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
+        """`relaymq config check` (and `run`, before anything starts): the warnings."""
+        report = Report(strict=strict)
+        mirror_config(element, strict, report)
+        report.raise_if_errors()
+        return report.warnings
 
     # -- what the cursor captures ------------------------------------------------------
     def kinds(self) -> set[type[Any]]:
