@@ -3,9 +3,12 @@
 Offsets are ``{destination key: sequence number}``. A micro-batch is the range
 ``(start, end]`` of each destination, split into partitions that executors read
 straight from the broker (relaymq_amqp.ranges); reading never consumes, so a
-batch re-run after a crash reads the same messages. `commit(end)` releases what
-the query committed (`Management.release_through`): the broker keeps everything
-after the last commit, across broker and driver crashes.
+batch re-run after a crash reads the same messages. What the query committed is
+released (`Management.release_through`): by `commit(end)`, which Spark calls for
+a batch when it plans the next one, and by `latestOffset(start)`, which it calls
+only once the batch ending at `start` is committed (so the last batch of an
+availableNow run, or of a stream that went quiet, is released too). The broker
+keeps everything after the last commit, across broker and driver crashes.
 
 `trigger(availableNow=True)`: the reader implements `SupportsTriggerAvailableNow`.
 Without it Spark does not run an availableNow query to the end: it falls back
@@ -65,6 +68,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         #: availableNow: the last sequence number of each destination when the query
         #: started; nothing after it is read
         self.target: dict[str, int] | None = None
+        #: destination -> released through this sequence number (by this reader)
+        self.released: dict[str, int] = {}
 
     def initialOffset(self) -> dict[str, int]:
         client = Client(self.endpoint)
@@ -89,6 +94,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         if isinstance(limit, ReadMaxRows):
             budget = max(1, limit.max_rows // len(self.dests))
         client = Client(self.endpoint)
+        if start:
+            # Spark asks for the next batch's end only once the batch ending at
+            # `start` is committed (an uncommitted one is run again first, without
+            # asking), and it calls `commit` for a batch only when it plans the next
+            # one: the last batch of a run, or of a quiet stream, is released here
+            self._release(client, start)
         out: dict[str, int] = {}
         for d in self.dests:
             first, last = client.bounds(d)
@@ -118,9 +129,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
                           self.fail_on_loss)
 
     def commit(self, end: dict[str, int]) -> None:
+        self._release(Client(self.endpoint), end)
+
+    def _release(self, client: Client, upto: Mapping[str, Any]) -> None:
+        """Release what the query committed, through `upto` (once per position)."""
         if not self.release:
             return
-        client = Client(self.endpoint)
-        for d, seq in end.items():
-            if d in self.dests and int(seq) > 0:
-                client.release(d, int(seq))
+        for d, seq in upto.items():
+            n = int(seq)
+            if d in self.dests and n > 0 and n > self.released.get(d, 0):
+                client.release(d, n)
+                self.released[d] = n
