@@ -16,6 +16,7 @@ duplicate ids make the repeat harmless).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,13 +57,17 @@ class _Progress:
 
 
 
-def send_encoded(ep: Endpoint, messages: Iterator[bytes], window: int = 1000) -> int:
+def send_encoded(ep: Endpoint, messages: Iterator[bytes], window: int = 1000,
+                 rate: float | None = None) -> int:
     """Send each encoded message (its `to` names the destination); returns how
-    many the broker accepted (all of them, or this raises)."""
-    return asyncio.run(_send(ep, messages, max(1, window)))
+    many the broker accepted (all of them, or this raises). `rate`: at most that
+    many messages a second, spread evenly (the connection keeps working while it
+    waits: heartbeats, outcomes)."""
+    return asyncio.run(_send(ep, messages, max(1, window), rate if rate and rate > 0 else None))
 
 
-async def _send(ep: Endpoint, messages: Iterator[bytes], window: int) -> int:
+async def _send(ep: Endpoint, messages: Iterator[bytes], window: int,
+                rate: float | None = None) -> int:
     from relaymq.spi.outgoing import AuthenticationFailed, OutgoingError
     from relaymq_amqp.outgoing import AmqpConnection
 
@@ -83,9 +88,14 @@ async def _send(ep: Endpoint, messages: Iterator[bytes], window: int) -> int:
         settled = progress.settled
         send = sender.send_with
         n = 0
+        started = time.monotonic()
         for data in messages:
             if progress.error is not None:
                 break
+            if rate is not None:  # message n leaves no earlier than n / rate s after the start
+                ahead = started + n / rate - time.monotonic()
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
             if progress.inflight >= window:
                 progress.wake.clear()
                 await _wait(progress, ep, url)

@@ -20,7 +20,6 @@ other column becomes an application property.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -128,7 +127,7 @@ def as_body(body: Any, body_type: str | None) -> Any:
 
 
 def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str,
-                names: list[str], rate: float | None = None) -> Iterator[bytes]:
+                names: list[str]) -> Iterator[bytes]:
     """The encoded messages for the rows of Arrow record batches, in order; row `i`
     gets ``_AMQ_DUPL_ID = <id_prefix>:<i>``."""
     if "body" not in names:
@@ -136,7 +135,6 @@ def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str
     if default_dest is None and "destination" not in names:
         raise ValueError("the RelayMQ sink needs option 'destination' or a 'destination' column")
     extra = [k for k in names if k not in KNOWN]
-    started = time.monotonic()
     heads: dict[str, bytes] = {}  # destination -> header and properties sections
     i = 0
     for batch in batches:
@@ -152,10 +150,6 @@ def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str
         body_types = cols.get("body_type", none)
         others = [(k, cols[k]) for k in extra]
         for j in range(n):
-            if rate:  # at most `rate` messages per second from this task
-                ahead = started + i / rate - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)
             dest = dests[j] or default_dest
             if not dest:
                 raise ValueError(f"row {i}: no destination (null 'destination' column and "
@@ -206,9 +200,8 @@ class _Writer:
         settle()
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
-        n = send_encoded(
-            self.endpoint,
-            to_messages(rows, self.dest, f"{prefix}:{part}", self.names, self.rate), self.window)
+        n = send_encoded(self.endpoint, to_messages(rows, self.dest, f"{prefix}:{part}", self.names),
+                         self.window, self.rate)
         return Sent(part, n)
 
 
