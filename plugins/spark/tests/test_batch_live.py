@@ -79,6 +79,20 @@ def test_offset_older_than_retained_fails_the_job(spark, broker) -> None:
     rows = spark.read.format("relaymq").option("url", broker.url).option("destination", "OLD") \
         .load().collect()
     assert sorted(r.sequence for r in rows) == list(range(21, 51))
+    # failOnDataLoss=false: what is gone is skipped, the read starts at the earliest held
+    skipped = spark.read.format("relaymq").option("url", broker.url) \
+        .option("destination", "OLD").option("startingOffsets", '{"OLD": 5}') \
+        .option("failOnDataLoss", "false").load().collect()
+    assert sorted(r.sequence for r in skipped) == list(range(21, 51))
+
+
+def test_a_destination_left_out_of_ending_offsets_reads_to_latest(spark, broker) -> None:
+    fill(broker.url, "END1", 30)
+    fill(broker.url, "END2", 20)
+    rows = (spark.read.format("relaymq").option("url", broker.url)
+            .option("destination", "END1,END2").option("endingOffsets", '{"END1": 10}')
+            .load().groupBy("destination").count().collect())
+    assert {r.destination: r["count"] for r in rows} == {"queue://END1": 10, "queue://END2": 20}
 
 
 def test_wrong_credentials_fail_the_job(spark, tmp_path: Path) -> None:

@@ -66,31 +66,33 @@ def positive_int(options: Mapping[str, str], name: str, default: int | None) -> 
     return value
 
 
-def starting_offsets(raw: str | None, dests: list[str]) -> dict[str, str | int]:
+def starting_offsets(raw: str | None, dests: list[str], *, default: str = "earliest",
+                     name: str = "startingOffsets") -> dict[str, str | int]:
     """`earliest`, `latest`, or JSON ``{"queue://X": 41, ...}`` (a sequence number:
-    the stream starts after it; -2 earliest, -1 latest as in Kafka)."""
-    raw = (raw or "earliest").strip()
+    the stream starts after it; -2 earliest, -1 latest as in Kafka); a destination
+    the JSON leaves out gets `default` (``endingOffsets``: ``latest``)."""
+    raw = (raw or default).strip()
     if raw in ("earliest", "latest"):
         return {d: raw for d in dests}
     try:
         given = json.loads(raw)
     except json.JSONDecodeError:
-        raise OptionError(f"startingOffsets must be 'earliest', 'latest' or JSON like "
+        raise OptionError(f"{name} must be 'earliest', 'latest' or JSON like "
                           f'{{"queue://ORDERS": 41}}, got {raw!r}') from None
     if not isinstance(given, dict):
-        raise OptionError("startingOffsets JSON must be an object of destination -> number")
+        raise OptionError(f"{name} JSON must be an object of destination -> number")
     out: dict[str, str | int] = {}
     keyed = {address_of(k): v for k, v in given.items()}
     for d in dests:
-        v = keyed.get(d, "earliest")
+        v = keyed.get(d, default)
         if v == -2:
             v = "earliest"
         elif v == -1:
             v = "latest"
         if not (v in ("earliest", "latest") or (isinstance(v, int) and v >= 0)):
-            raise OptionError(f"startingOffsets[{d}]: {v!r} is not a sequence number")
+            raise OptionError(f"{name}[{d}]: {v!r} is not a sequence number")
         out[d] = v
     unknown = set(keyed) - set(dests)
     if unknown:
-        raise OptionError(f"startingOffsets names {sorted(unknown)}, not in option 'destination'")
+        raise OptionError(f"{name} names {sorted(unknown)}, not in option 'destination'")
     return out

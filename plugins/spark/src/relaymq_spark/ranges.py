@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,8 @@ BATCH = 500
 PREFETCH = 4
 #: rows per Arrow record batch handed to Spark
 ROWS_PER_BATCH = 2000
+
+log = logging.getLogger("relaymq.spark")
 
 
 class RangePartition(InputPartition):  # type: ignore[misc]
@@ -95,15 +98,22 @@ def read_range(endpoint: Endpoint, part: RangePartition, columns: list[tuple[str
         yield columns_batch(cols[0], columns, schema)
 
 
-def resolve_start(client: Client, dest: str, wanted: str | int) -> int:
+def resolve_start(client: Client, dest: str, wanted: str | int,
+                  fail_on_loss: bool = True) -> int:
     """The sequence number a read starts after: `earliest`, `latest` or a number
-    (checked against what the broker still holds)."""
+    (checked against what the broker still holds: one older than that fails, or,
+    with ``failOnDataLoss=false``, starts at the earliest held, as Kafka does)."""
     first, last = client.bounds(dest)
     if wanted == "earliest":
         return first - 1
     if wanted == "latest":
         return last
     n = int(wanted)
+    if n < first - 1 and not fail_on_loss:
+        log.warning("%s: offset %d is older than what the broker retains (it holds sequence "
+                    "numbers %d..%d): failOnDataLoss=false, starting after %d", dest, n, first,
+                    last, first - 1)
+        return first - 1
     if n < first - 1:
         raise RelayMQError(
             f"{dest}: offset {n} is older than what the broker retains (it holds sequence "

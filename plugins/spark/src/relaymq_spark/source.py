@@ -74,15 +74,17 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
         check_projection(schema, schema_for(self.columns), "relaymq")
         self.schema = schema  # a StructType: pickled to executors with the reader
         self.starting = opt.starting_offsets(options.get("startingOffsets"), self.dests)
-        self.ending = opt.starting_offsets(options.get("endingOffsets", "latest"), self.dests)
         self.fail_on_loss = opt.flag(options, "failOnDataLoss", True)
+        self.ending = opt.starting_offsets(options.get("endingOffsets"), self.dests,
+                                           default="latest", name="endingOffsets")
 
     def partitions(self) -> Sequence[InputPartition]:
         client = Client(self.endpoint)
         parts: list[InputPartition] = []
         for d in self.dests:
-            after = resolve_start(client, d, self.starting[d])
-            until = resolve_start(client, d, self.ending[d]) if self.ending[d] != "earliest" \
+            after = resolve_start(client, d, self.starting[d], self.fail_on_loss)
+            until = resolve_start(client, d, self.ending[d], self.fail_on_loss) \
+                if self.ending[d] != "earliest" \
                 else after
             parts.extend(split(d, after, until, self.per_partition,
                                self.min_partitions))

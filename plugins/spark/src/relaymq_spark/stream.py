@@ -73,7 +73,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
     def initialOffset(self) -> dict[str, int]:
         client = Client(self.endpoint)
-        return {d: resolve_start(client, d, self.starting[d]) for d in self.dests}
+        return {d: resolve_start(client, d, self.starting[d], self.fail_on_loss)
+                for d in self.dests}
 
     def getDefaultReadLimit(self) -> Any:
         if self.max_per_trigger is not None and ReadMaxRows is not None:
