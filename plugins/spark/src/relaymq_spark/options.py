@@ -42,6 +42,16 @@ def destinations(options: Mapping[str, str], required: bool = True) -> list[str]
     return out
 
 
+def sink_destination(value: str) -> str:
+    """Where a sink sends: a queue (`queue://X` or a bare name) or a topic
+    (`topic://X`). A durable subscription is read, not written to."""
+    d = address_of(value.strip())
+    if d.startswith("durable://"):
+        raise OptionError(f"destination {d}: a durable subscription is read, not written to; "
+                          "send to its topic (topic://NAME) or to a queue")
+    return d
+
+
 def flag(options: Mapping[str, str], name: str, default: bool) -> bool:
     """A true/false option."""
     raw = options.get(name)

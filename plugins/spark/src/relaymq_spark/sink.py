@@ -34,7 +34,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import relaymq_spark.options as opt
-from relaymq_spark.endpoint import address_of
 from relaymq_spark.sender import send_encoded
 from relaymq_spark.worker_gc import settle
 
@@ -136,6 +135,7 @@ def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str
         raise ValueError("the RelayMQ sink needs option 'destination' or a 'destination' column")
     extra = [k for k in names if k not in KNOWN]
     heads: dict[str, bytes] = {}  # destination -> header and properties sections
+    addresses: dict[str, str] = {}  # a row's destination -> its checked address
     i = 0
     for batch in batches:
         n = batch.num_rows
@@ -154,13 +154,19 @@ def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str
             if not dest:
                 raise ValueError(f"row {i}: no destination (null 'destination' column and "
                                  "no option)")
+            address = addresses.get(dest)
+            if address is None:
+                try:
+                    address = addresses[dest] = opt.sink_destination(str(dest))
+                except opt.OptionError as exc:
+                    raise ValueError(f"row {i}: {exc}") from None
             body = as_body(bodies[j], body_types[j])
             if (not others and not maps[j] and prio[j] is None and mid[j] is None
                     and corr[j] is None and types[j] is None and groups[j] is None
                     and isinstance(body, (str, bytes)) and len(id_prefix) < 200):
-                head = heads.get(dest)
+                head = heads.get(address)
                 if head is None:
-                    head = heads[dest] = _head(address_of(str(dest)))
+                    head = heads[address] = _head(address)
                 yield plain_message(head, f"{id_prefix}:{i}", body)
                 i += 1
                 continue
@@ -174,7 +180,7 @@ def to_messages(batches: Iterator[Any], default_dest: str | None, id_prefix: str
                 if v is not None:
                     props[k] = _scalar(v)
             props["_AMQ_DUPL_ID"] = f"{id_prefix}:{i}"
-            yield encode_message(body, address_of(str(dest)), props, prio[j], mid[j],
+            yield encode_message(body, address, props, prio[j], mid[j],
                                  corr[j], types[j], groups[j])
             i += 1
 
@@ -188,8 +194,11 @@ def _head(dest: str) -> bytes:
 class _Writer:
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.endpoint = opt.endpoint(options)
-        dests = opt.destinations(options, required=False)
-        self.dest = dests[0] if dests else None
+        raw = (options.get("destination") or options.get("destinations") or "").strip()
+        if "," in raw:
+            raise opt.OptionError(f"destination {raw!r}: the sink sends to one destination; "
+                                  "give each row its own in a 'destination' column")
+        self.dest = opt.sink_destination(raw) if raw else None
         self.names = list(schema.fieldNames())
         self.window = opt.positive_int(options, "sendWindow", 1000) or 1000
         self.write_id = options.get("writeId") or uuid.uuid4().hex
