@@ -44,3 +44,10 @@ def test_jdbc_store_in_id_ranges(spark, store_url: str, tmp_path: Path) -> None:
            .schema("id long, body_string string").load().collect())
     assert sorted(r.body_string for r in ids) == sorted(f"k{i}" for i in range(300))
     assert len({r.id for r in ids}) == 300
+
+
+def test_a_wrong_sqlite_path_fails_clearly_and_creates_nothing(spark, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.sqlite"
+    with pytest.raises(Exception, match="no SQLite database at"):
+        spark.read.format("relaymq-jdbc").option("url", f"sqlite:///{missing}").load().collect()
+    assert not missing.exists()  # read-only: the reader never makes a database

@@ -12,6 +12,7 @@ store's lease lock is not touched)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -64,6 +65,25 @@ def jdbc_schema(options: Mapping[str, str]) -> str:
     return schema_for(property_columns(options.get("propertyColumns"))) + ", id long"
 
 
+def _engine(url: str) -> Any:
+    """An engine for the store's URL. A SQLite file is opened read-only (the reader
+    never writes, and a wrong path is an error, not a new empty database)."""
+    import sqlite3
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    path = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not path or path == ":memory:" \
+            or path.startswith("file:"):
+        return create_engine(url)
+    if not Path(path).is_file():
+        raise ValueError(f"relaymq-jdbc: no SQLite database at {path} (option 'url' {url!r})")
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    return create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
+
+
 class JdbcReader(DataSourceReader):  # type: ignore[misc]
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.schema = schema
@@ -81,10 +101,10 @@ class JdbcReader(DataSourceReader):  # type: ignore[misc]
         self.width = len(ddl_columns(own))
 
     def partitions(self) -> Sequence[InputPartition]:
-        from sqlalchemy import create_engine, func, select
+        from sqlalchemy import func, select
 
         msgs = _msgs(self.table)
-        engine = create_engine(self.url)
+        engine = _engine(self.url)
         try:
             with engine.connect() as c:
                 low, high = c.execute(select(func.min(msgs.c.ID), func.max(msgs.c.ID))).one()
@@ -111,7 +131,7 @@ def read_ids(url: str, table: str, keys: list[str], low: int, high: int,
     """The rows of `low < ID <= high`, a page (at most `PAGE` rows) at a time."""
     import relaymq_amqp.hooks  # noqa: F401 - AMQP-encoded messages' properties and bodies
     from relaymq.model.codec import decode_message
-    from sqlalchemy import bindparam, create_engine, select
+    from sqlalchemy import bindparam, select
 
     if high <= low:
         return
@@ -123,7 +143,7 @@ def read_ids(url: str, table: str, keys: list[str], low: int, high: int,
         query = query.where(msgs.c.CONTAINER.in_(bindparam("keys", expanding=True)))
         params["keys"] = keys
     query = query.order_by(msgs.c.ID).limit(PAGE)
-    engine = create_engine(url)
+    engine = _engine(url)
     try:
         pos = low
         while pos < high:
