@@ -104,3 +104,12 @@ def test_maps_and_columns_stay_in_their_rows() -> None:
         ("a", 42, {}, {"region": "eu"}, "eu", None),
         ("b", 43, {}, {}, None, None),
         ("c", 44, {"durable": "true"}, {"n": "5", "region": "us"}, "us", 5)]
+
+
+def test_booleans_read_as_true_and_false_in_both_maps() -> None:
+    """As the headers map shows `durable` (and as JMS and the broker write
+    booleans), not as Python's `True`/`False`."""
+    got = row(Message(body="b", durable=True, properties={"vip": True, "late": False, "n": 1},
+                      annotations={symbol("x-opt-flag"): True}))
+    assert got[13] == {"vip": "true", "late": "false", "n": "1"}
+    assert got[12]["durable"] == "true" and got[12]["x-opt-flag"] == "true"

@@ -54,8 +54,14 @@ class Columns:
 
 
 def text(v: Any) -> str | None:
+    """A header or property value as the map columns show it: booleans as
+    `true`/`false` (as JMS and the broker write them), bytes as UTF-8."""
     if v is None:
         return None
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v).decode("utf-8", "replace")
     return str(v)

@@ -36,6 +36,8 @@ from typing import Any
 
 from relaymq.model.message import client_annotations
 
+from relaymq_spark.columns import text
+
 BASE_SCHEMA = (
     "body binary, body_string string, message_id string, destination string, sequence long, "
     "timestamp timestamp, expiration timestamp, priority int, redelivered boolean, "
@@ -78,12 +80,6 @@ def _ts(seconds: float | None) -> _dt.datetime | None:
     return _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC).replace(tzinfo=None)
 
 
-def _text(v: Any) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v).decode("utf-8", "replace")
-    return str(v)
 
 
 def _ms(ms: int | None) -> _dt.datetime | None:
@@ -103,14 +99,14 @@ def kernel_row(dest: str, seq: int, m: Any, columns: list[tuple[str, str]]) -> l
     for name in ("content_type", "reply_to", "user_id"):
         v = getattr(m, name, None)
         if v:
-            headers[name] = _text(v) or ""
+            headers[name] = text(v) or ""
     for k, v in client_annotations(m.annotations).items():
-        headers[str(k)] = _text(v) or ""
+        headers[str(k)] = text(v) or ""
     row: list[Any] = [
         body, None if body is None else body.decode("utf-8", "replace"),
-        _text(m.message_id), dest, seq, _ms(m.timestamp), _ms(m.expiration), int(m.priority),
-        False, _text(m.correlation_id), _text(m.type), _text(m.group_id), headers,
-        {str(k): _text(v) for k, v in props.items()}, str(m.body_type or "bytes"),
+        text(m.message_id), dest, seq, _ms(m.timestamp), _ms(m.expiration), int(m.priority),
+        False, text(m.correlation_id), text(m.type), text(m.group_id), headers,
+        {str(k): text(v) for k, v in props.items()}, str(m.body_type or "bytes"),
     ]
     for name, kind in columns:
         v = props.get(name)
