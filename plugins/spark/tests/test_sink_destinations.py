@@ -65,3 +65,27 @@ def test_a_row_naming_a_durable_subscription_fails_with_its_row_number() -> None
     with pytest.raises(ValueError, match="row 1: destination durable://CID:SUB: a durable "
                                          "subscription is read, not written to"):
         next(messages)
+
+
+def test_rows_read_and_written_back_carry_no_reader_columns_as_properties(
+        tmp_path: Path) -> None:
+    """A copy of a queue (`spark.read...load().write...`): the columns that say
+    where and when a message was stored do not become application properties;
+    the other columns do, with their types."""
+    broker = BrokerProcess(tmp_path).start()
+    try:
+        rows = pa.RecordBatch.from_pydict({
+            "body": [b"copied"], "body_string": ["copied"], "sequence": [7],
+            "timestamp": [1_700_000_000_000], "redelivered": [False],
+            "headers": pa.array([[("durable", "true")]], pa.map_(pa.string(), pa.string())),
+            "properties": pa.array([[("region", "eu")]], pa.map_(pa.string(), pa.string())),
+            "amount": [2.5]})
+        names = rows.schema.names
+        assert send_encoded(Endpoint(broker.url),
+                            to_messages(iter([rows]), "queue://COPY", "c:0", names)) == 1
+        (_, m), = Client(Endpoint(broker.url)).read("queue://COPY", 0, 10)
+        assert m.body == b"copied"
+        assert {k: v for k, v in m.properties.items() if k != "_AMQ_DUPL_ID"} == \
+            {"region": "eu", "amount": 2.5}
+    finally:
+        broker.stop()

@@ -14,8 +14,9 @@ an amqp-value string or binary, as python-qpid-proton writes them) and sent
 with up to `sendWindow` unsettled.
 Row columns: ``body`` (string or binary, required), ``destination`` (else the
 option), ``properties`` (map), ``priority``, ``message_id``, ``correlation_id``,
-``type``, ``group_id``, ``body_type`` (``text``/``bytes``: see `as_body`); any
-other column becomes an application property.
+``type``, ``group_id``, ``body_type`` (``text``/``bytes``: see `as_body`); the
+readers' `READ_ONLY` columns are not sent; any other column becomes an
+application property.
 """
 
 from __future__ import annotations
@@ -37,8 +38,14 @@ import relaymq_spark.options as opt
 from relaymq_spark.sender import send_encoded
 from relaymq_spark.worker_gc import settle
 
+#: columns a reader gives that describe where and when a message was stored, not
+#: what it says: a row read and written back (a copy of a queue) does not send
+#: them as application properties (`body_string` is the body again, `headers` the
+#: header fields the broker sets itself, the journal's and JDBC store's places)
+READ_ONLY = {"sequence", "timestamp", "expiration", "redelivered", "body_string", "headers",
+             "journal_file", "journal_offset", "op"}
 KNOWN = {"body", "destination", "properties", "priority", "message_id", "correlation_id",
-         "type", "group_id", "body_type"}
+         "type", "group_id", "body_type"} | READ_ONLY
 QUERY_ID = "sql.streaming.queryId"
 BATCH_ID = "streaming.sql.batchId"
 
