@@ -109,3 +109,26 @@ def test_a_restarted_source_does_not_count_what_the_target_had_as_pending(
     send(a.url, "queue://restart.q", ["after"])  # and the next event still goes
     wait_until(lambda: b.depth("queue://restart.q") == 26, "the next event mirrored")
     wait_until(lambda: a.mirror_status("B")["snf_depth"] == 0, "and accepted")
+
+
+def test_non_persistent_sends_the_source_lost_in_a_restart_do_not_reach_the_target(
+        brokers: Any, tmp_path: Any) -> None:
+    """Sent while the target is down, then the source restarts: its
+    non-persistent messages are gone there (memory only), and the target does not
+    get them either; the persistent ones are mirrored, in order."""
+    port = free_port()
+    mirrors = [mirror_element(f"tcp://127.0.0.1:{port}", "B")]
+    a = brokers(store=tmp_path / "a", mirrors=mirrors)
+    send(a.url, "queue://np.q", ["np-0", "np-1"], durable=False)
+    send(a.url, "queue://np.q", ["p-0"])
+    send(a.url, "queue://np.q", ["np-2"], durable=False)
+    send(a.url, "queue://np.q", ["p-1"])
+    a.stop()
+    a = brokers(store=tmp_path / "a", mirrors=mirrors)
+    assert a.depth("queue://np.q") == 2  # the source kept the persistent ones only
+    send(a.url, "queue://np.q", ["np-after"], durable=False)  # sent now: mirrored
+    b = brokers(port=port)
+    wait_until(lambda: a.mirror_status("B").get("state") == "connected"
+               and a.mirror_status("B")["snf_depth"] == 0, "the backlog drained")
+    got = receive(b.url, "queue://np.q", 4, timeout=5)
+    assert [m.body for m in got] == ["p-0", "p-1", "np-after"]

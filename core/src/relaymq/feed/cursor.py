@@ -98,6 +98,7 @@ class DurableSubscription:
         self.opened = False
         self.attached = False  # a subscriber asked for it in this broker's life
         self.last_seq = 0  # last sequence number given to an event
+        self.recovered_upto = 0  # set by `open`
         self.position = 0  # sequence number of the last event `get` returned
         self._store: Any = None
         self._writer: Any = None
@@ -147,6 +148,9 @@ class DurableSubscription:
         self._writer = writer
         stats = await store.stats(self.key)
         self.last_seq = self._committed = stats.last_seq
+        #: events up to here were captured before this process (what they describe
+        #: in memory only, a non-persistent message, is gone now)
+        self.recovered_upto = stats.last_seq
         self._spilled = stats.count > 0
         # what was acknowledged before (its records removed) is not pending: the
         # position starts before the first stored event, or at the end when none is

@@ -376,7 +376,7 @@ class MirrorSource:
                     # read but not handled: handle it on the next link
                     event = getter.result()
                     position = self.cursor.position
-                    msgs = self.encode(event)
+                    msgs = self._encode_at(position, event)
                     self._read_upto = position
                     if msgs:
                         self._unacked[position] = msgs
@@ -387,7 +387,7 @@ class MirrorSource:
     def _forward(self, position: int, event: Any, send: Any) -> None:
         """Send the event at cursor `position` (or note it handled, when it is not
         for the target)."""
-        msgs = self.encode(event)
+        msgs = self._encode_at(position, event)
         self._read_upto = position
         if not msgs:
             self._schedule_ack()
@@ -475,6 +475,16 @@ class MirrorSource:
     def _from_target(self, *origins: str | None) -> bool:
         remote = self.remote_id
         return remote is not None and remote in origins
+
+    def _encode_at(self, position: int, ev: Any) -> list[bytes]:
+        """`encode`, except a non-persistent message's send captured before this
+        process started: the message went with the restart (it lived in memory
+        only), so the target does not get it either (as Artemis' SnF queue loses
+        non-durable messages with the broker)."""
+        if (position <= self.cursor.recovered_upto and type(ev) is MessageAdded
+                and not ev.message.durable):
+            return []
+        return self.encode(ev)
 
     def encode(self, ev: Any) -> list[bytes]:
         cls = type(ev)
