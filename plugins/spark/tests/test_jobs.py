@@ -106,3 +106,13 @@ def test_journal_usage_command(broker, tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=600, env=submit_env())
     assert done.returncode == 0, done.stderr[-3000:]
     assert "queue://CLI" in done.stdout and (tmp_path / "u" / "journal-usage.png").exists()
+
+
+@pytest.mark.parametrize("command", [["relaymq", "spark"], ["python", "-m", "relaymq_spark"]])
+def test_both_commands_take_dash_h(command: list[str]) -> None:
+    exe = Path(sys.executable)
+    argv = [str(exe.with_name(command[0])) if command[0] == "relaymq" else str(exe), *command[1:]]
+    for extra in ([], ["archive"]):
+        done = subprocess.run([*argv, *extra, "-h"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "Usage:" in done.stdout and ("archive" in done.stdout)

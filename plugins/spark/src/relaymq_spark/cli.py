@@ -27,7 +27,7 @@ def _with(options: list[Any]) -> Any:
     return wrap
 
 
-@click.group(name="spark")
+@click.group(name="spark", context_settings={"help_option_names": ["-h", "--help"]})
 def spark() -> None:
     """Ready Spark jobs over RelayMQ data (docs/spark.md#ready-jobs)."""
 
