@@ -92,6 +92,8 @@ def test_journal_usage(spark, broker, tmp_path: Path) -> None:
     for r in rows:
         per_dest[r["destination"]] = per_dest.get(r["destination"], 0) + r["messages"]
     assert per_dest == {"queue://BIG": 300, "queue://SMALL": 40}
+    small = sum(r["body_bytes"] for r in rows if r["destination"] == "queue://SMALL")
+    assert small == sum(len(f"SMALL-{i}") for i in range(40))
     table, chart = write_usage(rows, tmp_path / "usage")
     assert chart.read_bytes()[:8] == PNG and "queue://BIG" in table.read_text()
 

@@ -109,13 +109,13 @@ def replay_cmd(url: str, user: str | None, password: str | None, source: str,
               type=click.Path(file_okay=False))
 @_master
 def journal_usage_cmd(journal: str, out: str, master: str | None) -> None:
-    """Which destinations and subscriptions hold disk, journal file by file."""
+    """Which destinations and subscriptions hold live messages in which journal
+    file: how many, their bodies' bytes, their time span."""
     from relaymq_spark.jobs import print_table, session
-    from relaymq_spark.jobs.journal_usage import usage, write
+    from relaymq_spark.jobs.journal_usage import FIELDS, usage, write
 
     s = session(master, "relaymq journal-usage")
     rows = usage(s, journal)
     table, chart = write(rows, Path(out))
-    click.echo(print_table(rows, ["journal_file", "destination", "messages", "bytes",
-                                  "oldest", "newest"]))
+    click.echo(print_table(rows, FIELDS))
     click.echo(f"\ntable {table}, chart {chart}")
