@@ -89,3 +89,13 @@ def test_rows_read_and_written_back_carry_no_reader_columns_as_properties(
             {"region": "eu", "amount": 2.5}
     finally:
         broker.stop()
+
+
+def test_a_body_that_is_neither_string_nor_binary_is_refused_with_the_reason() -> None:
+    from pyspark.sql.types import LongType, MapType
+
+    for kind, name in ((LongType(), "bigint"), (MapType(StringType(), StringType()),
+                                                "map<string,string>")):
+        schema = StructType([StructField("body", kind)])
+        with pytest.raises(OptionError, match=f"'body' must be string or binary, not {name}"):
+            BatchWriter({"url": "amqp://127.0.0.1:1", "destination": "Q"}, schema)

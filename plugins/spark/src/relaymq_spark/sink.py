@@ -32,7 +32,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, StringType, StructType
 
 import relaymq_spark.options as opt
 from relaymq_spark.sender import send_encoded
@@ -207,6 +207,13 @@ class _Writer:
                                   "give each row its own in a 'destination' column")
         self.dest = opt.sink_destination(raw) if raw else None
         self.names = list(schema.fieldNames())
+        if "body" in self.names:
+            kind = schema["body"].dataType
+            if not isinstance(kind, (StringType, BinaryType)):
+                raise opt.OptionError(
+                    f"the RelayMQ sink's column 'body' must be string or binary, not "
+                    f"{kind.simpleString()}: cast it (e.g. .selectExpr(\"cast(body as string) "
+                    "as body\", ...)) or serialise it (to_json)")
         self.window = opt.positive_int(options, "sendWindow", 1000) or 1000
         self.write_id = options.get("writeId") or uuid.uuid4().hex
         raw_rate = options.get("maxRate")
