@@ -51,6 +51,8 @@ def test_wrong_credentials(brokers: Any) -> None:
     detail = a.connection_status("B").detail
     assert detail["connected"] is False
     assert "auth" in (detail["last_error"] or "").lower()
+    # the mirror says what is wrong, not only that the target cannot be reached
+    assert a.mirror_status("B")["state"] == "authentication refused (retrying)"
     b2 = brokers(plugins=[PluginElement("simpleAuthenticationPlugin",
                                         {"anonymousAccessAllowed": "false"}, [users])])
     c = brokers(mirrors=[mirror_element(f"tcp://{b2.address}", "B", user="mirror",

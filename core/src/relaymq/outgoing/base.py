@@ -46,6 +46,9 @@ class ReconnectingConnection:
         self.state = ConnectionState.CONNECTING
         self.peer: str | None = None
         self.last_error: str | None = None
+        #: the exception of the last failed attempt (None once open): its type says
+        #: what failed (`AuthenticationFailed`: the peer refused the credentials)
+        self.last_failure: BaseException | None = None
         #: epoch ms of the last state change
         self.state_since = int(time.time() * 1000)
         self.connects = 0  # times it opened
@@ -137,12 +140,14 @@ class ReconnectingConnection:
                     last = exc
                     self.failures += 1
                     self.last_error = f"{ep}: {exc}"
+                    self.last_failure = exc
                     self._log_failure(str(ep), str(exc))
                     continue
                 rounds = 0
                 self.peer = str(ep)
                 self.connects += 1
                 self._logged.clear()
+                self.last_failure = None
                 log.info("%s connection %s is open to %s", self.protocol, self.name, ep)
                 self._set_state(ConnectionState.OPEN)
                 if not first.done():

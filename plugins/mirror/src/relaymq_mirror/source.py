@@ -30,6 +30,7 @@ from relaymq.feed import (
     SubscriptionDeleted,
 )
 from relaymq.outgoing.node import node_id
+from relaymq.spi.outgoing import AuthenticationFailed
 from relaymq_amqp.mapping import ENCODING, from_kernel
 
 from relaymq_mirror import wire
@@ -228,7 +229,9 @@ class MirrorSource:
     def _connection_state(self, conn: Any, state: Any) -> None:
         value = getattr(state, "value", str(state))
         if value in ("retrying", "failed"):
-            self._set_state(f"target unreachable ({value})", conn.last_error or "no answer")
+            refused = isinstance(getattr(conn, "last_failure", None), AuthenticationFailed)
+            what = "authentication refused" if refused else "target unreachable"
+            self._set_state(f"{what} ({value})", conn.last_error or "no answer")
             lost = self._lost
             if lost is not None and not lost.done():
                 lost.set_result(None)
