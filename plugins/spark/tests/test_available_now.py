@@ -20,7 +20,8 @@ def send(url: str, dest: str, start: int, count: int) -> None:
     assert sent == count
 
 
-def run_available_now(spark, url: str, checkpoint: Path, on_batch=None) -> dict[int, list[int]]:
+def run_available_now(spark, url: str, checkpoint: Path, on_batch=None,
+                      starting: str = "earliest") -> dict[int, list[int]]:
     """One availableNow query (maxMessagesPerTrigger 1000) to its end: the
     sequence numbers each micro-batch held, by batch id."""
     batches: dict[int, list[int]] = {}
@@ -31,7 +32,7 @@ def run_available_now(spark, url: str, checkpoint: Path, on_batch=None) -> dict[
             on_batch(batch_id)
 
     query = (spark.readStream.format("relaymq").option("url", url).option("destination", "NOW")
-             .option("maxMessagesPerTrigger", "1000").load()
+             .option("maxMessagesPerTrigger", "1000").option("startingOffsets", starting).load()
              .writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
     try:
@@ -65,3 +66,10 @@ def test_available_now_reads_to_the_start_target_in_limited_batches(spark, broke
     assert all(len(b) <= 1000 for b in again.values())
     first, last = Client(Endpoint(broker.url)).bounds("NOW")
     assert last == 3200 and first > last, (first, last)  # nothing held any more
+
+    # a new query that starts at `latest` reads nothing and takes nothing away:
+    # what was there before its start is not its to release
+    send(broker.url, "NOW", 3200, 50)
+    fresh = run_available_now(spark, broker.url, tmp_path / "fresh", starting="latest")
+    assert sum(len(b) for b in fresh.values()) == 0
+    assert Client(Endpoint(broker.url)).bounds("NOW") == (3201, 3250)

@@ -70,11 +70,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         self.target: dict[str, int] | None = None
         #: destination -> released through this sequence number (by this reader)
         self.released: dict[str, int] = {}
+        #: what `initialOffset` gave (a query without a checkpoint): a start, not a
+        #: committed batch's end, so nothing is released through it
+        self.initial: dict[str, int] | None = None
 
     def initialOffset(self) -> dict[str, int]:
         client = Client(self.endpoint)
-        return {d: resolve_start(client, d, self.starting[d], self.fail_on_loss)
-                for d in self.dests}
+        self.initial = {d: resolve_start(client, d, self.starting[d], self.fail_on_loss)
+                        for d in self.dests}
+        return dict(self.initial)
 
     def getDefaultReadLimit(self) -> Any:
         if self.max_per_trigger is not None and ReadMaxRows is not None:
@@ -95,7 +99,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         if isinstance(limit, ReadMaxRows):
             budget = max(1, limit.max_rows // len(self.dests))
         client = Client(self.endpoint)
-        if start:
+        if start and not self._is_initial(start):
             # Spark asks for the next batch's end only once the batch ending at
             # `start` is committed (an uncommitted one is run again first, without
             # asking), and it calls `commit` for a batch only when it plans the next
@@ -128,6 +132,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         settle()
         return read_range(self.endpoint, partition, self.columns, arrow_schema(self.schema),
                           self.fail_on_loss)
+
+    def _is_initial(self, start: Mapping[str, Any]) -> bool:
+        """`start` is where a new query starts (`startingOffsets`), no batch's end:
+        messages before it are not the query's to release."""
+        initial = self.initial
+        return initial is not None and all(int(start.get(d, -1)) == initial[d] for d in initial)
 
     def commit(self, end: dict[str, int]) -> None:
         self._release(Client(self.endpoint), end)
