@@ -34,7 +34,7 @@ from relaymq.spi.persistence import AddDestination, AddMessage, RemoveMessage
 from relaymq_amqp.mapping import destination_for
 
 from relaymq_mirror import wire
-from relaymq_mirror.state import applied, target_index, target_index_if_any
+from relaymq_mirror.state import TargetIndex, applied, target_index, target_index_if_any
 
 log = logging.getLogger("relaymq.mirror")
 
@@ -232,25 +232,23 @@ class AckRetries:
         index's feed subscriber, so a task keeps it current for `release_after`
         seconds and then releases it (unless a link attached or a postAck came)."""
         task = self._releasing
-        if self._idle() and target_index_if_any(self.broker) is not None and (
-                task is None or task.done()):
-            self._releasing = asyncio.get_running_loop().create_task(self._release_when_idle())
+        index = target_index_if_any(self.broker)
+        if self._idle() and index is not None and (task is None or task.done()):
+            self._releasing = asyncio.get_running_loop().create_task(
+                self._release_when_idle(index))
 
-    async def _release_when_idle(self) -> None:
+    async def _release_when_idle(self, index: TargetIndex) -> None:
         waited = 0.0
         while waited < self.release_after:
             step = min(KEEP_UP_EVERY, self.release_after - waited)
             await asyncio.sleep(step)
             waited += step
-            index = target_index_if_any(self.broker)
-            if index is None or not self._idle():
-                return
+            if not self._idle():
+                return  # a postAck came (an attaching link cancels this task)
             index.absorb()
-        index = target_index_if_any(self.broker)
-        if index is not None and self._idle():
-            index.release()
-            log.info("mirror: no mirror link for %.0f s: the target index is released (it is "
-                     "read again from the store when a link needs it)", self.release_after)
+        index.release()
+        log.info("mirror: no mirror link for %.0f s: the target index is released (it is "
+                 "read again from the store when a link needs it)", self.release_after)
 
     async def _run(self) -> None:
         await self.load()

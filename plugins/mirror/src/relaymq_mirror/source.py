@@ -102,6 +102,7 @@ class MirrorSource:
         self._lags: deque[float] = deque(maxlen=LAG_SAMPLES)
         self._read_upto = 0  # every event up to here was read (and encoded or skipped)
         self._acked = 0  # the cursor is acknowledged up to here
+        self._recovered_upto = 0  # see `start`
         self._ack_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._lost: asyncio.Future[None] | None = None
@@ -162,6 +163,9 @@ class MirrorSource:
         self.cursor.read_early = True
         self.cursor.on_stored = self._stored
         self._read_upto = self._acked = self.cursor.position
+        # the cursor's events captured before this process (fixed once it is open),
+        # read as a native int on the per-event path
+        self._recovered_upto = int(self.cursor.recovered_upto)
         self._stopping = False
         self._wake = asyncio.Event()
         self._set_state("connecting")
@@ -484,7 +488,7 @@ class MirrorSource:
         process started: the message went with the restart (it lived in memory
         only), so the target does not get it either (as Artemis' SnF queue loses
         non-durable messages with the broker)."""
-        if (position <= self.cursor.recovered_upto and type(ev) is MessageAdded
+        if (position <= self._recovered_upto and type(ev) is MessageAdded
                 and not ev.message.durable):
             return []
         return self.encode(ev)

@@ -109,16 +109,16 @@ def resolve_start(client: Client, dest: str, wanted: str | int,
     if wanted == "latest":
         return last
     n = int(wanted)
-    if n < first - 1 and not fail_on_loss:
+    if n < first - 1:
+        if fail_on_loss:
+            raise RelayMQError(
+                f"{dest}: offset {n} is older than what the broker retains (it holds sequence "
+                f"numbers {first}..{last}; {first - 1} or later can be read): the messages after "
+                f"{n} were released (committed by a query, consumed, or expired)")
         log.warning("%s: offset %d is older than what the broker retains (it holds sequence "
                     "numbers %d..%d): failOnDataLoss=false, starting after %d", dest, n, first,
                     last, first - 1)
         return first - 1
-    if n < first - 1:
-        raise RelayMQError(
-            f"{dest}: offset {n} is older than what the broker retains (it holds sequence "
-            f"numbers {first}..{last}; {first - 1} or later can be read): the messages after "
-            f"{n} were released (committed by a query, consumed, or expired)")
     if n > last:
         raise RelayMQError(f"{dest}: offset {n} is beyond the last sequence number {last}")
     return n

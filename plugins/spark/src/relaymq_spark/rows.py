@@ -80,8 +80,6 @@ def _ts(seconds: float | None) -> _dt.datetime | None:
     return _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC).replace(tzinfo=None)
 
 
-
-
 def _ms(ms: int | None) -> _dt.datetime | None:
     return _ts(ms / 1000.0) if ms else None
 

@@ -76,9 +76,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
     def initialOffset(self) -> dict[str, int]:
         client = Client(self.endpoint)
-        self.initial = {d: resolve_start(client, d, self.starting[d], self.fail_on_loss)
-                        for d in self.dests}
-        return dict(self.initial)
+        initial = {d: resolve_start(client, d, self.starting[d], self.fail_on_loss)
+                   for d in self.dests}
+        self.initial = initial
+        return initial
 
     def getDefaultReadLimit(self) -> Any:
         if self.max_per_trigger is not None and ReadMaxRows is not None:

@@ -37,9 +37,8 @@ def usage(spark: Any, journal: str) -> list[dict[str, Any]]:
 def write(rows: list[dict[str, Any]], out: Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     table = out / "journal-usage.csv"
-    fields = FIELDS
     with open(table, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
+        w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         w.writerows(rows)
     files = sorted({int(r["journal_file"]) for r in rows})
