@@ -119,3 +119,21 @@ def test_wrong_credentials_fail_the_job(spark, tmp_path: Path) -> None:
         assert [m.body for _, m in Client(good).read("SEC", 0, 100)] == ["x", "y"]
     finally:
         b.stop()
+
+
+def test_a_misspelled_option_fails_the_job_naming_the_option_meant(spark, broker) -> None:
+    fill(broker.url, "SPELL", 10)
+    with pytest.raises(Exception, match="unknown option 'startingoffset'; did you mean "
+                                        "'startingOffsets'"):
+        spark.read.format("relaymq").option("url", broker.url).option("destination", "SPELL") \
+            .option("startingOffset", '{"SPELL": 5}').load().collect()
+    df = spark.range(3).selectExpr("cast(id as string) as body")
+    with pytest.raises(Exception, match="unknown option 'destinaton'; did you mean "
+                                        "'destination'"):
+        df.write.format("relaymq").option("url", broker.url) \
+            .option("destinaton", "SPELL").mode("append").save()
+    assert Client(Endpoint(broker.url)).bounds("SPELL") == (1, 10)  # nothing was sent
+    # Spark's own options pass; the read by its right name works
+    rows = spark.read.format("relaymq").option("url", broker.url).option("destination", "SPELL") \
+        .option("startingOffsets", '{"SPELL": 5}').option("path", "ignored").load().collect()
+    assert sorted(r.sequence for r in rows) == [6, 7, 8, 9, 10]

@@ -59,6 +59,10 @@ def test_journal_of_a_killed_broker(spark, tmp_path: Path) -> None:
 def test_journal_errors_are_clear(spark, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="no journal files"):
         spark.read.format("relaymq-journal").load(str(tmp_path)).collect()
+    with pytest.raises(Exception, match="relaymq-journal: unknown option 'destinations'; "
+                                        "did you mean 'destination'"):
+        spark.read.format("relaymq-journal").option("destinations", "A,B") \
+            .load(str(tmp_path)).collect()
     with pytest.raises(Exception, match="does not have; its columns are: body binary"):
         spark.read.format("relaymq-journal").schema("sequence long, payload binary") \
             .load(str(tmp_path)).collect()

@@ -18,6 +18,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+import relaymq_spark.options as opt
 from relaymq_spark.endpoint import address_of
 from relaymq_spark.projection import check_projection, ddl_columns, project_rows
 from relaymq_spark.rows import arrow_schema, kernel_row, property_columns, record_batch, schema_for
@@ -86,6 +87,7 @@ def _engine(url: str) -> Any:
 
 class JdbcReader(DataSourceReader):  # type: ignore[misc]
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        opt.check_names(options, opt.JDBC_OPTIONS, "relaymq-jdbc")
         self.schema = schema
         self.url = options.get("url") or ""
         if not self.url:

@@ -29,6 +29,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+import relaymq_spark.options as opt
 from relaymq_spark.endpoint import address_of
 from relaymq_spark.projection import check_projection, ddl_columns, project_rows
 from relaymq_spark.rows import (
@@ -75,6 +76,7 @@ def journal_schema(options: Mapping[str, str]) -> str:
 
 class JournalReader(DataSourceReader):  # type: ignore[misc]
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        opt.check_names(options, opt.JOURNAL_OPTIONS, "relaymq-journal")
         self.schema = schema
         path = options.get("path")
         if not path:

@@ -2,14 +2,46 @@
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from relaymq_spark.endpoint import Endpoint, address_of
 
 
 class OptionError(ValueError):
     """A missing or malformed option; the message names it and what is expected."""
+
+
+#: the options of each data source (Spark passes them case-insensitively)
+ENDPOINT_OPTIONS = frozenset({"url", "user", "username", "password", "sslCaFile", "ssl.ca",
+                              "sslVerify", "timeout", "retryTimeout"})
+READ_OPTIONS = ENDPOINT_OPTIONS | {
+    "destination", "destinations", "startingOffsets", "endingOffsets",
+    "maxMessagesPerTrigger", "messagesPerPartition", "minPartitions", "propertyColumns",
+    "releaseOnCommit", "failOnDataLoss"}
+WRITE_OPTIONS = ENDPOINT_OPTIONS | {"destination", "destinations", "writeId", "maxRate",
+                                    "sendWindow"}
+JOURNAL_OPTIONS = frozenset({"path", "what", "destination", "propertyColumns"})
+JDBC_OPTIONS = frozenset({"url", "tablePrefix", "destination", "propertyColumns", "partitions"})
+#: Spark's own options, which it may hand a source or sink with the source's
+SPARK_OPTIONS = frozenset({"checkpointlocation", "path", "queryname", "mode"})
+
+
+def check_names(options: Iterable[str], known: Iterable[str], source: str) -> None:
+    """Refuse an option that is not one of `known` but close to one (a misspelling:
+    `startingOffset`, `destinations` where only `destination` is read), naming the
+    option meant. A name far from every option passes: Spark hands a source its
+    own options too (`checkpointLocation`, `path`)."""
+    by_lower = {k.lower(): k for k in known}
+    for name in options:
+        key = str(name).lower()
+        if key in by_lower or key in SPARK_OPTIONS:
+            continue
+        close = difflib.get_close_matches(key, list(by_lower), n=1, cutoff=0.75)
+        if close:
+            raise OptionError(f"{source}: unknown option {name!r}; did you mean "
+                              f"{by_lower[close[0]]!r}?")
 
 
 def endpoint(options: Mapping[str, str]) -> Endpoint:

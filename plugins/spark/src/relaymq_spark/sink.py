@@ -200,6 +200,7 @@ def _head(dest: str) -> bytes:
 
 class _Writer:
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        opt.check_names(options, opt.WRITE_OPTIONS, "relaymq sink")
         self.endpoint = opt.endpoint(options)
         raw = (options.get("destination") or options.get("destinations") or "").strip()
         if "," in raw:

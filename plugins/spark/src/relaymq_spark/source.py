@@ -64,6 +64,7 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
     (`startingOffsets`, `endingOffsets`: earliest/latest or per destination)."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        opt.check_names(options, opt.READ_OPTIONS, "relaymq")
         self.endpoint = opt.endpoint(options)
         self.dests = opt.destinations(options)
         self.columns = property_columns(options.get("propertyColumns"))

@@ -52,6 +52,7 @@ from relaymq_spark.worker_gc import settle
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        opt.check_names(options, opt.READ_OPTIONS, "relaymq")
         self.endpoint = opt.endpoint(options)
         self.dests = opt.destinations(options)
         self.columns = property_columns(options.get("propertyColumns"))
