@@ -7,12 +7,15 @@ through the console as a user reads it:
   at every retry;
 * a refused mirror (the target is the broker itself) is not reported as up;
 * a sync while the mirror is not connected answers 409 with the reason;
-* `start` on a connection whose reconnect attempts are used up starts it again.
+* `start` on a connection whose reconnect attempts are used up starts it again;
+* `relaymq mirror list|status|start|stop|sync` show and do the same from a shell.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,6 +25,8 @@ from typing import Any
 import pytest
 from mirrortools import BrokerProcess, free_port
 from relaymq.testing.waits import wait_until
+
+RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
 
 pytest.importorskip("relaymq_console", reason="relaymq-console is not installed (the tests "
                     "read the broker's management listings through it)")
@@ -121,3 +126,52 @@ def test_start_after_the_attempts_are_used_up_connects_again(
                timeout=30, detail=lambda: repr(row(a, "GIVEUP")))
     assert mirror(a, "GIVEUP")["last_error"] is None
     assert row(a, "GIVEUP")["up"] is True
+
+
+def cli(a: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([RELAYMQ, "mirror", *args, "--url", f"http://127.0.0.1:{a.http_port}"],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_mirror_commands_show_and_drive_the_mirrors(
+        brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
+    a, b = brokers
+    if not b.alive():  # GIVEUP's target, started by the test before when it ran
+        b.start()
+        post(a, "broker-connections/GIVEUP/start")
+    wait_until(lambda: mirror(a, "GIVEUP")["state"] == "connected", "GIVEUP connected",
+               timeout=30, detail=lambda: repr(row(a, "GIVEUP")))
+    listed = cli(a, "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split()[:4] == ["name", "state", "target", "snf_depth"], lines
+    by_name = {line.split()[0]: line for line in lines[1:]}
+    assert set(by_name) == {"NOWHERE", "SELF", "GIVEUP"}, lines
+    assert "target unreachable (retrying)" in by_name["NOWHERE"]
+    assert "refused by the target" in by_name["SELF"]
+    rows = {r["name"]: r for r in json.loads(cli(a, "list", "--json").stdout)}
+    assert rows["GIVEUP"]["state"] == "connected"
+    assert rows["GIVEUP"]["target"] == f"tcp://127.0.0.1:{b.port}", rows["GIVEUP"]
+    assert rows["GIVEUP"]["snf_depth"] == 0 and rows["GIVEUP"]["connected"] is True
+    assert "refused" in rows["NOWHERE"]["last_error"].lower()
+    status = cli(a, "status", "GIVEUP")
+    assert "state: connected" in status.stdout.splitlines(), status.stdout
+
+    stopped = cli(a, "stop", "GIVEUP")
+    assert stopped.returncode == 0 and stopped.stdout.strip() == "GIVEUP: stopped", stopped
+    assert mirror(a, "GIVEUP")["state"] == "stopped"
+    failed = cli(a, "sync", "GIVEUP")  # a stopped mirror cannot copy anything
+    assert failed.returncode == 1 and "not connected to its target" in failed.stderr, failed
+    started = cli(a, "start", "GIVEUP")
+    assert started.returncode == 0, started.stderr
+    wait_until(lambda: mirror(a, "GIVEUP")["state"] == "connected", "GIVEUP connected again",
+               timeout=30, detail=lambda: repr(row(a, "GIVEUP")))
+    synced = cli(a, "sync", "GIVEUP")
+    assert synced.returncode == 0, synced.stderr
+    assert synced.stdout.startswith("GIVEUP: ") and "sent to" in synced.stdout, synced.stdout
+
+    unknown = cli(a, "status", "NOPE")
+    assert unknown.returncode == 1 and "no mirror named 'NOPE'" in unknown.stderr, unknown
+    down = subprocess.run([RELAYMQ, "mirror", "list", "--url", "http://127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=60)
+    assert down.returncode == 1 and "cannot reach the console" in down.stderr, down

@@ -16,7 +16,8 @@ from typing import Any
 from urllib.parse import quote
 
 import click
-from relaymq.cli_config import DEFAULT_URL, config_option, resolve
+from relaymq.cli_remote import call as remote_call
+from relaymq.cli_remote import remote_options, table
 
 LIST_COLUMNS = ["name", "state", "quality_of_service", "forwarded", "failures", "retries",
                 "last_error"]
@@ -25,48 +26,8 @@ STATUS_FIELDS = ["name", "state", "quality_of_service", "source", "target", "for
                  "source_connection", "target_connection", "exactly_once_by", "last_error"]
 
 
-def remote_options(f: Any) -> Any:
-    """--url, --user, --password, --json and --config, as the admin CLI takes them."""
-    f = click.option("--json", "as_json", is_flag=True, help="JSON output.")(f)
-    f = click.option("--password", envvar="RELAYMQ_PASSWORD", help="Console password.")(f)
-    f = click.option("--user", envvar="RELAYMQ_USER", help="Console user (relaymq-auth).")(f)
-    f = click.option("--url", envvar="RELAYMQ_CONSOLE_URL",
-                     help=f"The broker's console (relaymq-console; default {DEFAULT_URL}).")(f)
-    return config_option(f)
-
-
 def call(url: str | None, user: str | None, password: str | None, method: str, path: str) -> Any:
-    """One request to the console, with the option > environment > config file
-    precedence of `relaymq.cli_config`."""
-    url, user, password = resolve(url, user, password)
-    import httpx  # here, not at module level: `relaymq --help` imports this module
-
-    auth = (user, password or "") if user else None
-    try:
-        with httpx.Client(base_url=url.rstrip("/"), auth=auth, timeout=30) as http:
-            r = http.request(method, path)
-    except httpx.HTTPError as exc:
-        raise click.ClickException(f"cannot reach the console at {url}: {exc}") from exc
-    try:
-        data = r.json()
-    except ValueError:
-        data = None
-    if r.status_code >= 400:
-        message = data.get("error", r.text) if isinstance(data, dict) else r.text
-        if r.status_code == 404 and data is None:
-            message = f"{url} has no bridge API (is it a RelayMQ console?)"
-        raise click.ClickException(f"{r.status_code}: {message}")
-    if data is None:
-        raise click.ClickException(f"{url} answered {path} with something that is not JSON")
-    return data
-
-
-def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for row in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return remote_call(url, user, password, method, path, api="bridge API")
 
 
 def _path(name: str, action: str = "") -> str:
@@ -84,7 +45,7 @@ def add_remote_commands(group: click.Group) -> None:
         elif not items:
             click.echo("no bridges")
         else:
-            _table(items, LIST_COLUMNS)
+            table(items, LIST_COLUMNS)
 
     @group.command("status")
     @click.argument("name")

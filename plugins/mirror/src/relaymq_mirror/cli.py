@@ -1,18 +1,66 @@
-"""``relaymq mirror sync NAME``: copy a running broker's current state (its
-destinations, durable subscriptions and messages) to the target of its mirror
-``NAME``, through the broker's console REST API (relaymq-console,
-``POST /api/v1/broker-connections/NAME/sync``). Messages that existed before
-the mirror was configured are not mirrored by themselves (as in Artemis); this
-command is how to bring a new target up to date. The target drops what it
-already holds (duplicate ids), so running it twice is harmless.
+"""``relaymq mirror list|status|start|stop|sync``: the mirrors of a running broker,
+through its console's REST API (relaymq-console, ``/api/v1/broker-connections``).
+
+``list`` and ``status`` show each mirror's state, target, SnF depth, lag and
+last error (docs/mirror.md#management); ``start``/``stop`` are Artemis'
+``startBrokerConnection``/``stopBrokerConnection`` of its ``<amqp-connection>``.
+
+``sync NAME`` copies the broker's current state (its destinations, durable
+subscriptions and messages) to the target of mirror ``NAME``. Messages that
+existed before the mirror was configured are not mirrored by themselves (as in
+Artemis); this command is how to bring a new target up to date. The target
+drops what it already holds (duplicate ids), so running it twice is harmless.
+
+Every command takes ``--url``, ``--user``/``--password``, ``--config`` and
+``--json`` as the other admin commands do (`relaymq.cli_remote`).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import quote
 
 import click
+from relaymq.cli_remote import call, remote_options, table
+
+LIST_COLUMNS = ["name", "state", "target", "snf_depth", "unsettled", "accepted", "lag_ms",
+                "retries", "last_error"]
+STATUS_FIELDS = ["name", "state", "target", "connected", "target_node", "snf_queue",
+                 "snf_depth", "unsettled", "sent", "accepted", "rejected",
+                 "dropped_unsent_pairs", "lag_ms", "lag_p99_ms", "sync", "retries",
+                 "last_error"]
+
+
+def mirrors(url: str | None, user: str | None, password: str | None) -> list[dict[str, Any]]:
+    """One row per `<mirror>`: its own status with its connection's name, target
+    host, whether the connection is open and how often it was retried. A
+    connection's error is the mirror's when the mirror has none of its own."""
+    items = call(url, user, password, "GET", "/api/v1/broker-connections",
+                 api="broker-connections API")["items"]
+    rows = []
+    for item in items:
+        detail = item.get("detail") if isinstance(item.get("detail"), dict) else {}
+        for op in detail.get("operations") or []:
+            if not isinstance(op, dict) or "snf_queue" not in op:
+                continue  # not a mirror (federation, sender, receiver ...)
+            row = dict(op)
+            row.update(name=item.get("name"), target=detail.get("target"),
+                       connected=detail.get("connected"), retries=detail.get("retries"))
+            row["last_error"] = op.get("last_error") or detail.get("last_error")
+            rows.append(row)
+    return rows
+
+
+def _one(name: str, url: str | None, user: str | None, password: str | None) -> dict[str, Any]:
+    for row in mirrors(url, user, password):
+        if row["name"] == name:
+            return row
+    raise click.ClickException(f"no mirror named {name!r} (relaymq mirror list shows them)")
+
+
+def _path(name: str, action: str) -> str:
+    return f"/api/v1/broker-connections/{quote(name, safe='')}/{action}"
 
 
 @click.group(help="Mirrors (<mirror> in <amqp-connection>) of a running broker.")
@@ -20,28 +68,62 @@ def mirror() -> None:
     pass
 
 
+@mirror.command("list")
+@remote_options
+def mirror_list(url: str | None, user: str | None, password: str | None, as_json: bool) -> None:
+    """The mirrors of a running broker with their state, SnF depth and lag."""
+    rows = mirrors(url, user, password)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    elif not rows:
+        click.echo("no mirrors")
+    else:
+        table(rows, LIST_COLUMNS)
+
+
+@mirror.command("status")
+@click.argument("name")
+@remote_options
+def mirror_status(name: str, url: str | None, user: str | None, password: str | None,
+                  as_json: bool) -> None:
+    """One mirror's state, counts, target and last error."""
+    row = _one(name, url, user, password)
+    if as_json:
+        click.echo(json.dumps(row, indent=2))
+        return
+    for key in STATUS_FIELDS:
+        value = row.get(key)
+        click.echo(f"{key}: {'' if value is None else value}")
+
+
+def _action_command(action: str, doc: str) -> None:
+    @mirror.command(action, help=doc)
+    @click.argument("name")
+    @remote_options
+    def command(name: str, url: str | None, user: str | None, password: str | None,
+                as_json: bool) -> None:
+        _one(name, url, user, password)  # a connection without a mirror is not one of these
+        call(url, user, password, "POST", _path(name, action), api="broker-connections API")
+        row = _one(name, url, user, password)
+        if as_json:
+            click.echo(json.dumps(row, indent=2))
+        else:
+            click.echo(f"{name}: {row.get('state')}")
+
+
+_action_command("start", "Start a mirror's connection (also one with auto-start=\"false\", "
+                "or one whose reconnect attempts are used up).")
+_action_command("stop", "Stop a mirror's connection; its SnF cursor keeps capturing, and the "
+                "backlog is sent at the next start.")
+
+
 @mirror.command(help="Copy the current state to the mirror's target.")
 @click.argument("name")
-@click.option("--url", envvar="RELAYMQ_CONSOLE_URL", default="http://127.0.0.1:8161",
-              show_default=True, help="The broker's console (relaymq-console).")
-@click.option("--user", envvar="RELAYMQ_USER", help="Console user (relaymq-auth).")
-@click.option("--password", envvar="RELAYMQ_PASSWORD", help="Console password.")
-@click.option("--json", "as_json", is_flag=True, help="JSON output.")
-def sync(name: str, url: str, user: str | None, password: str | None, as_json: bool) -> None:
-    import httpx  # here, not at module level: `relaymq --help` imports this module
-
-    auth = (user, password or "") if user else None
-    try:
-        with httpx.Client(base_url=url.rstrip("/"), auth=auth, timeout=600) as http:
-            r = http.post(f"/api/v1/broker-connections/{quote(name, safe='')}/sync")
-    except httpx.HTTPError as exc:
-        raise click.ClickException(f"cannot reach the console at {url}: {exc}") from None
-    try:
-        body = r.json()
-    except ValueError:
-        body = {"error": r.text}
-    if r.status_code >= 400:
-        raise click.ClickException(str(body.get("error") or body))
+@remote_options
+def sync(name: str, url: str | None, user: str | None, password: str | None,
+         as_json: bool) -> None:
+    body = call(url, user, password, "POST", _path(name, "sync"), api="broker-connections API",
+                timeout=600)
     results = body.get("result") or []
     if as_json:
         click.echo(json.dumps(results, indent=2))
