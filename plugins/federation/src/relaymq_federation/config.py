@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relaymq.config.model import PluginElement
+from relaymq.config.report import Report
 from relaymq.errors import ConfigError
 
 from relaymq_federation.matching import Matcher, matches
@@ -197,10 +198,20 @@ def _where(el: PluginElement) -> str:
     return f"<{el.tag}> ({el.origin})"
 
 
-def _attrs(el: PluginElement, known: set[str]) -> dict[str, str]:
+def _warn(message: str, report: Report | None) -> None:
+    """A problem the federation steps around: logged, or (`relaymq config check`,
+    `run` before it starts anything) a warning of `report`, an error under --strict."""
+    if report is not None:
+        report.warn(message)
+    else:
+        log.warning("%s", message)
+
+
+def _attrs(el: PluginElement, known: set[str], report: Report | None) -> dict[str, str]:
     unknown = set(el.attributes) - known
     if unknown:
-        log.warning("%s: attribute(s) %s not understood; ignored", _where(el), ", ".join(sorted(unknown)))
+        _warn(f"{_where(el)}: attribute(s) {', '.join(sorted(unknown))} not understood; ignored",
+              report)
     return el.attributes
 
 
@@ -238,10 +249,10 @@ def _name(el: PluginElement) -> str:
     return name
 
 
-def address_policy(el: PluginElement) -> AddressPolicy:
+def address_policy(el: PluginElement, report: Report | None = None) -> AddressPolicy:
     w = _where(el)
     a = _attrs(el, {"name", "max-hops", "auto-delete", "auto-delete-delay",
-                    "auto-delete-message-count", "enable-divert-bindings", "transformer-class-name"})
+                    "auto-delete-message-count", "enable-divert-bindings", "transformer-class-name"}, report)
     includes = [i.attributes.get("address-match", "") for i in _children(el, "include")]
     excludes = [i.attributes.get("address-match", "") for i in _children(el, "exclude")]
     if any(not x for x in includes + excludes):
@@ -256,13 +267,14 @@ def address_policy(el: PluginElement) -> AddressPolicy:
     if policy.max_hops < 0:
         raise ConfigError(f"{w}: max-hops must be 0 (no limit) or more")
     if not includes:
-        log.warning("%s: no <include>: the policy selects no address", w)
+        _warn(f"{w}: no <include>: the policy selects no address", report)
     return policy
 
 
-def queue_policy(el: PluginElement) -> QueuePolicy:
+def queue_policy(el: PluginElement, report: Report | None = None) -> QueuePolicy:
     w = _where(el)
-    a = _attrs(el, {"name", "priority-adjustment", "include-federated", "transformer-class-name"})
+    a = _attrs(el, {"name", "priority-adjustment", "include-federated", "transformer-class-name"},
+               report)
 
     def pairs(tag: str) -> list[tuple[str, str]]:
         out = []
@@ -276,7 +288,11 @@ def queue_policy(el: PluginElement) -> QueuePolicy:
                        _properties(el))
 
 
-def federation_config(el: PluginElement, connection_name: str) -> FederationConfig:
+def federation_config(el: PluginElement, connection_name: str,
+                      report: Report | None = None) -> FederationConfig:
+    """`<federation>` converted; a wrong value raises `ConfigError` naming the element
+    and where it is, an attribute not understood is logged (or goes to `report`)."""
+    _attrs(el, {"name"}, report)
     cfg = FederationConfig(name=el.attributes.get("name") or connection_name)
     for key, value in _properties(el).items():
         default = DEFAULTS.get(key)
@@ -298,5 +314,5 @@ def federation_config(el: PluginElement, connection_name: str) -> FederationConf
             raise ConfigError(f"{_where(child)}: not a federation element (expected "
                               f"{', '.join(builders)} or property)")
         build, target = entry
-        target.append(build(child))  # type: ignore[attr-defined,operator]
+        target.append(build(child, report))  # type: ignore[attr-defined,operator]
     return cfg

@@ -25,6 +25,7 @@ import uuid
 from typing import Any
 
 from relaymq.config.model import PluginElement
+from relaymq.config.report import Report
 from relaymq.errors import ConfigError, UnknownDelivery
 from relaymq.feed import DestinationCreated
 from relaymq.model.destination import Destination
@@ -70,6 +71,20 @@ class _QueueLinks:
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any) -> _QueueLinks:
         return cls(element, broker)
+
+    @classmethod
+    def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
+        """`relaymq config check` (and `run`, before anything starts)."""
+        report = Report(strict=strict)
+        a = element.attributes
+        if not a.get("address-match") and not a.get("queue-name"):
+            report.error(f"<{element.tag}> ({element.origin}): needs address-match or queue-name")
+        unknown = set(a) - {"address-match", "queue-name"}
+        if unknown:
+            report.warn(f"<{element.tag}> ({element.origin}): attribute(s) "
+                        f"{', '.join(sorted(unknown))} not understood; ignored")
+        report.raise_if_errors()
+        return report.warnings
 
     def selects(self, queue: str) -> bool:
         if self.queue_name and queue == self.queue_name:

@@ -21,6 +21,8 @@ import logging
 from typing import Any
 
 from relaymq.config.model import PluginElement
+from relaymq.config.report import Report
+from relaymq.errors import ConfigError
 from relaymq.outgoing.node import node_id
 from relaymq_amqp import engine as pn
 from relaymq_amqp.encode import section
@@ -71,6 +73,19 @@ class Federation:
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any) -> Federation:
         return cls(element, broker)
+
+    @classmethod
+    def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
+        """`relaymq config check` (and `run`, before anything starts): every policy
+        converted; returns the warnings (attributes not understood, a policy
+        without includes), errors under --strict."""
+        report = Report(strict=strict)
+        try:
+            federation_config(element, "", report)
+        except ConfigError as exc:
+            report.absorb(exc)
+        report.raise_if_errors()
+        return report.warnings
 
     @property
     def addresses(self) -> Any:
