@@ -144,3 +144,44 @@ def test_advisories_reach_allowed_readers_only(bt: Any, stomp_client: Any) -> No
     app = stomp_client(bt, "app", "mypassword")
     assert app.send("/queue/orders.advised") == "receipt"
     assert reader.col.wait(lambda: any("orders.advised" in m.body for m in reader.col.messages))
+
+
+def test_a_wildcard_destination_needs_the_permission_on_every_name_it_reaches(
+        bt: Any, stomp_client: Any) -> None:
+    """`events.*` (apps may write, everyone read) is one segment: a send to
+    `events.>` would also reach `events.a.b`, which only admins may write."""
+    for name in ("events.created", "events.a.b"):
+        _create(bt, f"topic://{name}")
+    admin = stomp_client(bt, "admin", "adminpw")
+    assert admin.subscribe("/topic/events.a.b") == "receipt"
+    app = stomp_client(bt, "app", "mypassword")
+    refused = app.send("/topic/events.>", "via-wildcard")
+    assert refused != "receipt"
+    assert refused.headers["message"] == "User app is not authorized to write to: topic://events.>"
+    assert app.connected and app.send("/topic/events.*", "one-segment") == "receipt"
+    assert app.send("/topic/events.a.b", "direct") != "receipt"
+    reader = stomp_client(bt, "reader", "readerpw")
+    assert reader.subscribe("/topic/events.>") != "receipt"
+    assert reader.subscribe("/topic/events.*") == "receipt"
+    # nothing the app sent reached the admins-only topic
+    assert admin.send("/topic/events.a.b", "admin-own") == "receipt"
+    admin.col.wait_messages(1)
+    assert admin.col.bodies() == ["admin-own"]
+
+
+def test_a_wildcard_send_with_most_specific_wins(start: Any, stomp_client: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """orders.> lets apps write, orders.audit is admins': a wildcard over both is
+    refused, one below orders.> that misses orders.audit is not (the catch-all
+    `>` entry is less specific than orders.> and decides none of those names)."""
+    monkeypatch.setenv("ACTIVEMQ_ENCRYPTION_PASSWORD", ENC_KEY)
+    bt = start(plugins().replace("<authorizationMap>", '<authorizationMap mostSpecificWins="true">'))
+    for name in ("orders.audit", "orders.eu.new"):
+        _create(bt, f"queue://{name}")
+    app = stomp_client(bt, "app", "mypassword")
+    assert app.send("/queue/orders.audit") != "receipt"
+    for wildcard in ("/queue/orders.>", "/queue/orders.*", "/queue/>"):
+        assert app.send(wildcard) != "receipt", wildcard
+    assert app.send("/queue/orders.eu.*", "eu") == "receipt"
+    assert bt.call(lambda: bt.broker.destination_stats()["queue://orders.audit"]["enqueued"]) == 0
+    assert bt.call(lambda: bt.broker.destination_stats()["queue://orders.eu.new"]["enqueued"]) == 1

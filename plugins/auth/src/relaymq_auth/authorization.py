@@ -104,6 +104,33 @@ class Entry:
                 return False
         return len(pat) == len(segments)
 
+    def contains(self, segments: list[str]) -> bool:
+        """Every name the wildcard name `segments` stands for is covered by this
+        entry (``pub.>`` contains ``pub.a.>``; ``pub.*`` does not contain ``pub.>``)."""
+        for i, p in enumerate(self.segments):
+            if p in (">", "#"):
+                return True
+            if i >= len(segments):
+                return False
+            s = segments[i]
+            if s in (">", "#") or (p != "*" and p != s):
+                return False
+        return len(self.segments) == len(segments)
+
+    def intersects(self, segments: list[str]) -> bool:
+        """Some name the wildcard name `segments` stands for is covered by this entry."""
+        pat = self.segments
+        for i in range(max(len(pat), len(segments))):
+            p = pat[i] if i < len(pat) else None
+            s = segments[i] if i < len(segments) else None
+            if p in (">", "#") or s in (">", "#"):
+                return True
+            if p is None or s is None:
+                return False
+            if p != "*" and s != "*" and p != s:
+                return False
+        return True
+
     def allows(self, principal: Principal, action: str) -> bool:
         names = self.acl[action]
         if ANY_GROUP in names:
@@ -169,6 +196,8 @@ class AuthorizationMap:
             verdict = all(self.allowed(principal, action, part) for part in dest.composite_parts())
         elif dest.is_temporary:
             verdict = self.temp is None or self.temp.allows(principal, action)
+        elif dest.is_wildcard:
+            verdict = self._allowed_on_every_match(principal, action, dest)
         elif self.most_specific_wins:
             entry = self.entry_for(dest)
             verdict = entry is not None and entry.allows(principal, action)
@@ -181,6 +210,34 @@ class AuthorizationMap:
             self._cache.clear()
         self._cache[key] = verdict
         return verdict
+
+    def _allowed_on_every_match(self, principal: Principal, action: str,
+                                dest: Destination) -> bool:
+        """A wildcard destination (a send to ``pub.>`` reaches every queue it
+        matches, a consumer of it reads them all) is allowed only when every name it
+        stands for would be: its wildcards are not literal names an entry's ``*``
+        matches. Decided on the entries, not on the destinations that exist now, and
+        on the safe side: a name covered only by several allowing entries together
+        is not enough, one of them must contain the whole wildcard."""
+        segments = dest.name.split(".")
+        same = [e for e in self.entries if (e.kind == "queue") == dest.is_queue]
+        default = self.default
+        if self.most_specific_wins:
+            # each name is decided by the most specific entry covering it. The most
+            # specific entry containing the whole wildcard covers every name, so
+            # entries less specific than it decide none; it and every more specific
+            # entry covering some of the names must allow. Without such an entry a
+            # name may fall to the default, which must allow too.
+            touching = [e for e in same if e.intersects(segments)]
+            containing = [e for e in touching if e.contains(segments)]
+            floor = max(containing, key=lambda e: e.rank) if containing else None
+            deciding = [e for e in touching if floor is None or e.rank >= floor.rank]
+            if not all(e.allows(principal, action) for e in deciding):
+                return False
+            return floor is not None or (default is not None and default.allows(principal, action))
+        if default is not None and default.allows(principal, action):
+            return True
+        return any(e.contains(segments) and e.allows(principal, action) for e in same)
 
     def forget(self) -> None:
         self._cache.clear()
