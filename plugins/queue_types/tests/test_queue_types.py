@@ -230,6 +230,22 @@ def test_max_redelivery_then_the_dead_message_queue(broker) -> None:
     c.close()
 
 
+def test_a_message_dead_lettered_by_a_nack_makes_room_for_the_next(broker) -> None:
+    """Prefetch 1: once maxRedelivery is used up and the message goes to the DMQ,
+    the consumer gets the next message at once, not at the next send."""
+    c = Client(broker)
+    for body in ("a", "b"):
+        c.send("/queue/orders.pf1", body, JMSXGroupID="k", persistent="true",
+               JMS_Solace_DeadMsgQueueEligible="true")
+    c.conn.subscribe("/queue/orders.pf1", id="1", ack="client-individual",
+                     headers={"activemq.prefetchSize": "1"})
+    for n in range(1, 7):  # maxRedelivery 2: each delivered 3 times
+        c.wait(n)
+        c.conn.nack(c.messages[n - 1].headers["ack"])
+    assert c.wait(6) == ["a"] * 3 + ["b"] * 3
+    c.close()
+
+
 # ---------------------------------------------------------------------------
 # Exclusive access, last value queues, TTL and DMQ eligibility
 # ---------------------------------------------------------------------------

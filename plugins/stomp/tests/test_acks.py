@@ -178,6 +178,25 @@ def test_nack_without_policy_dead_letters_at_once(client) -> None:
     assert [m.body for m in col.wait_messages(2)] == ["poison", "marker"]
 
 
+def test_a_nack_that_dead_letters_lets_the_next_message_come(server: BrokerThread,
+                                                               client) -> None:
+    """With prefetch 1 the consumer has room again once its message went to the
+    DLQ: the next one is dispatched at once, not at the next send."""
+    conn, col = client()
+    _send_n(conn, "/queue/nackpf", 3, persistent="true")
+    subscribe(conn, col, "/queue/nackpf", id="1", ack="client-individual",
+              headers={"activemq.prefetchSize": "1"})
+    for i in range(3):
+        m = col.wait_messages(i + 1)[i]
+        assert m.body == f"m{i}"
+        conn.nack(m.headers["ack"], receipt=f"n{i}")
+        assert col.wait_receipt(f"n{i}")
+    assert server.stats("queue://nackpf")["pending"] == 0
+    d, dcol = client()
+    d.subscribe("/queue/ActiveMQ.DLQ", id="dlq")
+    assert [m.body for m in dcol.wait_messages(3)] == ["m0", "m1", "m2"]
+
+
 def _redelivery(bt_setup_max: int):
     element = plugin_element("redeliveryPlugin", [
         plugin_element("redeliveryPolicyMap", [

@@ -577,6 +577,7 @@ class Queue(QueueBase):
             cause = f"; released more than {limit} times in a row (maximumReleases)"
         if mode == NackMode.REJECT:
             self.dead_letter(entry, "rejected by the consumer")
+            self.dispatch()  # the consumer has room again: the next message goes
             return
         entry.delivery_count += 1
         pmap = self.region.redelivery
@@ -584,6 +585,7 @@ class Queue(QueueBase):
         if policy is None:
             if mode == NackMode.POISON:
                 self.dead_letter(entry, "poison ack: no redelivery policy")
+                self.dispatch()
                 return
             policy = DEFAULT_FAILED_POLICY
         if policy.exceeded(entry.delivery_count):
@@ -592,10 +594,12 @@ class Queue(QueueBase):
                                  f"exceeded{cause}")
             else:
                 self._drop(entry, KILLED)
+            self.dispatch()
             return
         delay = policy.delay_for(entry.delivery_count)
         if delay > 0:
             asyncio.get_running_loop().call_later(delay, self._redeliver, entry)
+            self.dispatch()  # the others go meanwhile
         else:
             self._redeliver(entry)
 

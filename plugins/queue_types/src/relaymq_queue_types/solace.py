@@ -101,6 +101,7 @@ class SolaceQueue(Queue):
         entry.delivery_count += 1
         if entry.delivery_count > limit:
             self.dead_letter(entry, f"max redelivery ({limit}) exceeded")
+            self.dispatch()  # the consumer has room again: the next message goes
             return
         self.pending.put_back(entry)
         self.dispatch()
