@@ -107,7 +107,7 @@ class Client(stomp.ConnectionListener):
     """A STOMP 1.2 client that records what it receives and the ERROR frames it gets."""
 
     def __init__(self, broker: Broker | EmbeddedBroker, name: str = "c",
-                 client_id: str | None = None) -> None:
+                 client_id: str | None = None, login: tuple[str, str] | None = None) -> None:
         self.name = name
         self.messages: list = []
         self.errors: list = []
@@ -118,6 +118,8 @@ class Client(stomp.ConnectionListener):
         self.conn = stomp.Connection12([("127.0.0.1", broker.stomp_port)])
         self.conn.set_listener("", self)
         headers = {"client-id": client_id} if client_id else {}
+        if login is not None:
+            headers.update(login=login[0], passcode=login[1])
         self.conn.connect(wait=True, headers=headers)
 
     def on_message(self, frame) -> None:  # type: ignore[no-untyped-def]

@@ -178,6 +178,41 @@ def test_an_anonymous_queue_waits_for_its_client_to_reconnect(broker) -> None:
     responder.close()
 
 
+USERS = """<plugins><simpleAuthenticationPlugin anonymousAccessAllowed="false"><users>
+  <authenticationUser username="alice" password="alice-pw" groups="apps"/>
+  <authenticationUser username="mallory" password="mallory-pw" groups="apps"/>
+</users></simpleAuthenticationPlugin></plugins>"""
+
+
+def test_another_user_with_the_client_id_cannot_take_an_anonymous_queue(tmp_path) -> None:
+    b = Broker(tmp_path, broker_xml("users", """
+    <policyEntry tempQueue="true" queueType="anonymous" anonymousQueueGrace="30000"/>""",
+                                    extra=USERS))
+    b.start()
+    alice, mallory = ("alice", "alice-pw"), ("mallory", "mallory-pw")
+    try:
+        owner = Client(b, "owner", client_id="alice-app", login=alice)
+        owner.subscribe("/temp-queue/replies", id="r")
+        owner.send("/queue/anon.names", "?", **{"reply-to": "/temp-queue/replies"})
+        helper = Client(b, "helper", login=mallory)
+        helper.subscribe("/queue/anon.names", id="n")
+        name = helper.wait(1) and helper.messages[0].headers["reply-to"]
+        owner.close()
+        helper.send(name, "for alice only")
+        thief = Client(b, "thief", client_id="alice-app", login=mallory)
+        thief.subscribe(name, id="x")
+        assert "belongs to a connection that is closed" in thief.wait_error()
+        assert thief.messages == []
+        thief.close()
+        back = Client(b, "back", client_id="alice-app", login=alice)
+        back.subscribe(name, id="r")
+        assert back.wait(1) == ["for alice only"]
+        back.close()
+        helper.close()
+    finally:
+        b.stop()
+
+
 def test_unbinding_removes_an_anonymous_queue(broker) -> None:
     owner = Client(broker, "owner", client_id="requester-2")
     name = _anonymous_queue(broker, owner)

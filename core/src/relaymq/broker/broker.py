@@ -101,7 +101,8 @@ class Broker:
         self._client_ids: dict[str, ClientConnection] = {}
         self._temporary: dict[Destination, ClientConnection] = {}
         #: temporary queues kept for their disconnected client: dest -> (client id, timer)
-        self._orphans: dict[Destination, tuple[str, asyncio.TimerHandle]] = {}
+        #: temporary destination -> (client id, user, removal timer) while it waits
+        self._orphans: dict[Destination, tuple[str, str, asyncio.TimerHandle]] = {}
         self._internal: ClientConnection | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._lock_task: asyncio.Task[None] | None = None  # stopping after a lost store lock
@@ -395,7 +396,7 @@ class Broker:
         self.plugins.pm.hook.relaymq_broker_stopping(broker=self)
         for t in self._tasks:
             t.cancel()
-        for _, timer in self._orphans.values():
+        for _, _, timer in self._orphans.values():
             timer.cancel()
         self._orphans.clear()
         await self.management.stop_broker_connections()
@@ -525,15 +526,15 @@ class Broker:
             loop = asyncio.get_running_loop()
             old = self._orphans.pop(dest, None)
             if old is not None:
-                old[1].cancel()
+                old[2].cancel()
             timer = loop.call_later(grace, self._orphan_expired, dest)
-            self._orphans[dest] = (owner.client_id, timer)
+            self._orphans[dest] = (owner.client_id, owner.principal.name, timer)
             log.info("%s: its client %s disconnected; kept %.0f s for it to come back",
                      dest, owner.client_id, grace)
             return
         old = self._orphans.pop(dest, None)
         if old is not None:
-            old[1].cancel()
+            old[2].cancel()
         self._temporary.pop(dest, None)
         await self.region.delete(dest)
 
@@ -547,14 +548,16 @@ class Broker:
 
     def reclaim_temporary(self, dest: Destination, conn: ClientConnection) -> None:
         """`conn` consumes from temporary `dest`, whose connection is closed: allowed
-        while `dest` waits for its client to come back and `conn` has that client id;
-        `conn` owns it from now on."""
+        while `dest` waits for its client to come back and `conn` has that client id
+        and is the same user (another user with that client id is refused as any
+        other connection is); `conn` owns it from now on."""
         entry = self._orphans.get(dest)
-        if entry is None or not conn.client_id or conn.client_id != entry[0]:
+        if (entry is None or not conn.client_id or conn.client_id != entry[0]
+                or conn.principal.name != entry[1]):
             raise DestinationError(f"temporary destination {dest} belongs to a connection "
                                    "that is closed")
         del self._orphans[dest]
-        entry[1].cancel()
+        entry[2].cancel()
         self._temporary[dest] = conn
         if dest not in conn.temporary:
             conn.temporary.append(dest)
