@@ -1,5 +1,6 @@
 """The console's ASGI application (Starlette): pages, /api/v1, /metrics, ActiveMQ's
-monitoring endpoints and static assets, with security headers on every response."""
+monitoring endpoints and static assets, with security headers on every response;
+requests a browser makes for another site are refused first (`request_guard`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from relaymq_console.bridges_api import BridgesApi
 from relaymq_console.config import ConsoleConfig
 from relaymq_console.link_pages import LinkPages
 from relaymq_console.pages import Pages
+from relaymq_console.request_guard import RequestGuard
 
 SECURITY_HEADERS = [
     (b"content-security-policy",
@@ -29,7 +31,7 @@ SECURITY_HEADERS = [
      b"frame-ancestors 'none'; form-action 'self'; base-uri 'none'"),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
 
@@ -105,4 +107,4 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
         return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
-    return SecurityHeaders(app), access
+    return SecurityHeaders(RequestGuard(app, access, config)), access
