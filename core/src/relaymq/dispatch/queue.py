@@ -219,8 +219,9 @@ class Queue(QueueBase):
                 for rec in records:
                     if len(pending) and self._over_window():
                         break  # the window is full: the rest is read again later
-                    if rec.seq > self._loaded_seq:
-                        self._loaded_seq = rec.seq
+                    if rec.seq <= self._loaded_seq:
+                        continue  # in memory already (or consumed): read by another round
+                    self._loaded_seq = rec.seq
                     if rec.seq in self._unplaced:
                         continue  # its own enqueue is about to add it
                     entry = QueueEntry(rec.seq, rec.message, True)
@@ -256,6 +257,9 @@ class Queue(QueueBase):
         if stats.count:
             self._paging = True
             self._loaded_seq = 0
+            # one page-in at a time: the dispatch it makes must not start another
+            # (`_maybe_page_in`) reading the same stretch of the store
+            self._paging_in = True
             await self._page_in()
         return stats.count
 
