@@ -300,6 +300,28 @@ def test_message_groups_stick_to_one_consumer(server: BrokerThread, client) -> N
                for m in cola.messages + colb.messages)
 
 
+def test_a_group_owner_gets_only_what_its_selector_selects(server: BrokerThread, client) -> None:
+    """A consumer with `region = 'eu'` owns group g after its first eu message; a
+    `us` message of group g is not handed to it (ActiveMQ selects, then assigns
+    the group): it waits for a consumer whose selector takes it, once the group's
+    consumer is gone."""
+    eu, coleu = client()
+    subscribe(eu, coleu, "/queue/grpsel", id="1", headers={"selector": "region = 'eu'"})
+    eu.send("/queue/grpsel", "eu-1", headers={"JMSXGroupID": "g", "region": "eu"})
+    eu.send("/queue/grpsel", "us-1", headers={"JMSXGroupID": "g", "region": "us"})
+    eu.send("/queue/grpsel", "eu-2", headers={"JMSXGroupID": "g", "region": "eu"}, receipt="s")
+    assert coleu.wait_receipt("s")
+    wait_until(lambda: len(coleu.messages) >= 2, "the eu messages")
+    assert [m.body for m in coleu.messages] == ["eu-1", "eu-2"]
+    wait_until(lambda: server.stats("queue://grpsel")["pending"] == 1, "us-1 left waiting")
+    assert [m.body for m in coleu.messages] == ["eu-1", "eu-2"]
+    eu.disconnect()  # the group is free again
+    us, colus = client()
+    subscribe(us, colus, "/queue/grpsel", id="1", headers={"selector": "region = 'us'"})
+    wait_until(lambda: len(colus.messages) >= 1, "the us message")
+    assert [m.body for m in colus.messages] == ["us-1"]
+
+
 def test_composite_subscribe_consumes_every_part(server: BrokerThread, raw) -> None:
     """ActiveMQ: a consumer on `/queue/a,/topic/b` receives from each part, under one
     subscription id, and each MESSAGE names the part it came from."""

@@ -400,7 +400,15 @@ class Queue(QueueBase):
         if gid is not None:
             owner = self.groups.get(gid)
             if owner is not None and not owner.closed and owner in consumers:
-                return owner if owner.capacity() > 0 else None
+                # the group's consumer gets it only through its selector (as ActiveMQ
+                # selects first, then assigns the group); the others never do
+                if owner.capacity() <= 0:
+                    return None
+                sel = owner.selector
+                if sel is not None and not sel.matches(SelectorView(entry.message,
+                                                                    entry.delivery_count)):
+                    return None
+                return owner
         if self._priorities and n > 1:
             return self._choose_by_priority(entry, consumers, n, gid)
         view = None
