@@ -29,19 +29,21 @@ async def until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "con
         await asyncio.sleep(0.02)
 
 
-def message(n: int, dest: str = "queue://src", **props: Any) -> Message:
+def message(n: int, dest: str = "queue://src", timestamp: int = 0, **props: Any) -> Message:
     return Message(f"m-{n}".encode(), destination=Destination.parse(dest), body_type=BodyType.TEXT,
-                   message_id=f"ID:producer-{n}",
+                   message_id=f"ID:producer-{n}", timestamp=timestamp,
                    durable=True, properties={"n": n, **props})
 
 
 async def produce(uri: str, address: str, count: int, start: int = 0,
-                  options: ConnectOptions | None = None, **props: Any) -> None:
+                  options: ConnectOptions | None = None, timestamp: int = 0,
+                  **props: Any) -> None:
     reg = OutgoingConnections()
     conn = await reg.connect(uri, options)
     try:
         sender = await (await conn.session()).open_sender(address)
-        futures = [sender.send(message(i, **props)) for i in range(start, start + count)]
+        futures = [sender.send(message(i, timestamp=timestamp, **props))
+                   for i in range(start, start + count)]
         outcomes = await asyncio.gather(*futures)
         assert all(o.accepted for o in outcomes), outcomes
     finally:

@@ -395,3 +395,37 @@ async def test_a_missing_target_queue_on_a_broker_that_refuses_creation(scheme: 
                 await host.stop()
     finally:
         await target.stop()
+
+
+@pytest.mark.parametrize("qos", QOS)
+async def test_messages_without_an_id_are_all_forwarded(qos: str) -> None:
+    """An AMQP client sets no message id unless asked: ten equal `ping`s without
+    one are ten messages, under every quality of service."""
+    from proton import Message as ProtonMessage
+    from proton.utils import BlockingConnection
+
+    async with running_broker(None, "amqp://127.0.0.1:0") as source, \
+            running_broker(None, "amqp://127.0.0.1:0") as target:
+        host = await host_with(f"""<bridges>
+  <bridge name="noid" source-uri="{url(source, 'amqp')}" source-destination="queue://pings"
+          target-uri="{url(target, 'amqp')}" target-destination="queue://pings.out"
+          quality-of-service="{qos}" max-batch-size="4" max-batch-time="50"/>
+</bridges>""")
+        try:
+            def send() -> None:
+                conn = BlockingConnection(source.connector_address("amqp"), timeout=30)
+                try:
+                    sender = conn.create_sender("queue://pings")
+                    for _ in range(10):
+                        sender.send(ProtonMessage(body="ping", durable=True))
+                finally:
+                    conn.close()
+
+            await asyncio.to_thread(send)
+            await until(lambda: target.queue_size("pings.out") == 10,
+                        what="ten pings on the target")
+            await until(lambda: source.queue_size("pings") == 0, what="the source emptied")
+            (info,) = manager_of(host).list()
+            assert info["skipped"] == 0, info
+        finally:
+            await host.stop()

@@ -170,3 +170,37 @@ async def test_exactly_once_to_activemq_by_transaction_and_marker(activemq: Peer
         await host.stop()
         source.kill()
         source.wait()
+
+
+async def test_a_first_delivery_with_an_id_sent_before_is_not_skipped(activemq: Peer) -> None:
+    """ONCE_AND_ONLY_ONCE to ActiveMQ keeps a marker of the ids it committed; after
+    the bridge restarts, new messages reusing those ids (business ids are reused,
+    each send with its own timestamp, as a JMS producer stamps it) go."""
+    amq = f"stomp://127.0.0.1:{activemq.stomp_port}"
+    dest = "/queue/reused.ids"
+    async with running_broker(None, "amqp://127.0.0.1:0") as relay:
+        local = f"amqp://{relay.connector_address('amqp')}"
+        attrs = dict(name="reuse", source_uri=local, source_destination="queue://reuse",
+                     target_uri=amq, target_destination=dest,
+                     quality_of_service="ONCE_AND_ONLY_ONCE", max_batch_size="10",
+                     max_batch_time="50")
+        for run in range(2):
+            host = await bridge_host(**attrs)
+            try:
+                # ids ID:producer-0..19 both times, sent at different times
+                await produce(local, "queue://reuse", 20, timestamp=1_700_000_000_000 + run,
+                              run=run)
+                await until(lambda h=host: manager_of(h).list()[0]["acknowledged"] == 20,
+                            what=f"run {run}: the 20 messages acknowledged on the source")
+                info = manager_of(host).list()[0]
+                assert (info["forwarded"], info["skipped"]) == (20, 0), info
+            finally:
+                await host.stop()
+        drain = Drain()
+        try:
+            await drain.start(amq, dest)
+            await until(lambda: len(drain.deliveries) >= 40, what="both runs' messages")
+            runs = collections.Counter(str(d.message.properties["run"]) for d in drain.deliveries)
+            assert runs == {"0": 20, "1": 20}, runs
+        finally:
+            await drain.close()

@@ -349,9 +349,17 @@ class Bridge:
         ledger = self.ledger
         tx = None
         if ledger is not None:
-            ids = [f"{self.name}:{stable_id(d.message)}" for d in batch]
-            seen = [listed(i, self._in_doubt) for i in ids]
-            if any(seen):  # committed on the target before a failure; only the ack was lost
+            sids = [stable_id(d.message) for d in batch]
+            ids = [f"{self.name}:{sid or content_digest(d.message)}"
+                   for d, sid in zip(batch, sids, strict=True)]
+            # a message the marker lists was committed on the target before a failure
+            # (only its acknowledgement was lost): a source killed before it stored
+            # the acknowledgement delivers it again, not always flagged redelivered.
+            # One without an id is known by its content only: skipped only when
+            # the source says it delivered it before.
+            seen = [listed(i, self._in_doubt) and (sid is not None or d.redelivered)
+                    for d, sid, i in zip(batch, sids, ids, strict=True)]
+            if any(seen):
                 for d, s in zip(batch, seen, strict=True):
                     if s:
                         d.accept()
@@ -418,7 +426,9 @@ class Bridge:
         c = self.config
         changes: dict[str, Any] = {}
         if c.quality_of_service is QualityOfService.ONCE_AND_ONLY_ONCE:
-            changes[DUPLICATE_ID] = f"{self.name}:{stable_id(message)}"
+            sid = stable_id(message)
+            if sid is not None:  # a message without any id is not one the target can drop
+                changes[DUPLICATE_ID] = f"{self.name}:{sid}"
         if c.add_message_id_in_header and message.message_id:
             before = message.properties.get(MESSAGE_ID_LIST)
             changes[MESSAGE_ID_LIST] = f"{before},{message.message_id}" if before else message.message_id
@@ -427,12 +437,15 @@ class Bridge:
         return message.copy(properties={**message.properties, **changes})
 
     def _not_sent_lately(self, batch: list[Delivery]) -> list[Delivery]:
-        """AT_MOST_ONCE: acknowledge, without sending, what was sent lately."""
+        """AT_MOST_ONCE: acknowledge, without sending, a message that was sent lately
+        (one without an id only when the source flags it redelivered: others with
+        the same content are new messages)."""
         recent = self._recent
         keep: list[Delivery] = []
         for d in batch:
-            sid = stable_id(d.message)
-            if sid in recent:
+            own = stable_id(d.message)
+            sid = own or content_digest(d.message)
+            if sid in recent and (own is not None or d.redelivered):
                 d.accept()
                 self.acknowledged += 1
                 self.skipped += 1
@@ -442,15 +455,27 @@ class Bridge:
         return keep
 
 
-def stable_id(message: Message) -> str:
+def stable_id(message: Message) -> str | None:
     """What identifies a source message across redeliveries: its own duplicate
-    id, else its message id, else a digest of what it carries."""
+    id, else its message id with its timestamp when it has one (a business id
+    sent again later is another message); None for a message with neither (an
+    AMQP client's default), which only `content_digest` tells apart from others."""
     props = message.properties
     own = props.get(DUPLICATE_ID)
     if isinstance(own, (str, bytes)) and own:
         return own if isinstance(own, str) else own.hex()
     if message.message_id:
+        if message.timestamp:
+            return f"{message.message_id}@{message.timestamp}"
         return message.message_id
+    return None
+
+
+def content_digest(message: Message) -> str:
+    """A digest of what a message without an id carries: the same for a
+    redelivery of it, and for every other message with the same body, properties
+    and timestamp (so it only names a redelivered message, never a new one)."""
+    props = message.properties
     h = hashlib.sha256()
     h.update(bytes(message.body))
     h.update(repr(sorted((str(k), str(v)) for k, v in props.items())).encode())
