@@ -114,17 +114,23 @@ async def test_claimed_prefix_without_capability_is_refused(make_broker: Any) ->
 
 
 def test_attach_capabilities_are_read_and_written() -> None:
+    # AMQP 1.0: ... max-message-size (10), offered (11), desired (12), properties (13)
     attach = performative(0x12, ["link-1", UInt(0), False, None, None, None, None, None,
-                                 None, None, None, None, {Symbol("k"): "v"}])
+                                 None, None, None, None, None, {Symbol("k"): "v"}])
     out = frame(attach, channel=3) + frame(performative(0x13, [None]))  # attach + a flow
     patched = patch_attaches(out, {"link-1": (["o.cap"], ["d.cap", "e.cap"])})
     size = int.from_bytes(patched[:4], "big")
     fields = decode(patched[8 + 3:size])[0]
     assert read_attach(fields) == ("link-1", False, ["o.cap"], ["d.cap", "e.cap"])
-    assert fields[12] == {"k": "v"} and fields[0] == "link-1"
+    assert fields[11] == [Symbol("o.cap")] and fields[12] == [Symbol("d.cap"), Symbol("e.cap")]
+    assert fields[13] == {"k": "v"} and fields[10] is None and fields[0] == "link-1"
     assert patched[6:8] == b"\x00\x03"  # channel kept
     assert patched[size:] == frame(performative(0x13, [None]))  # the next frame untouched
     assert patch_attaches(out, {"other": (["x"], None)}) == out
     assert read_attach(decode(encode([
-        "n", UInt(1), True, None, None, None, None, None, None, None,
+        "n", UInt(1), True, None, None, None, None, None, None, None, None,
         symbol_array(["a"])]))[0]) == ("n", True, ["a"], [])
+    # a symbol where max-message-size goes is not a capability
+    assert read_attach(decode(encode([
+        "n", UInt(1), True, None, None, None, None, None, None, None,
+        symbol_array(["a"])]))[0]) is None

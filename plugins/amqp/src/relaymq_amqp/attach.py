@@ -1,7 +1,8 @@
 """Link capabilities, which proton 0.40's engine drops.
 
 The AMQP ``attach`` performative carries ``offered-capabilities`` and
-``desired-capabilities`` (fields 10 and 11). Proton's C engine neither keeps
+``desired-capabilities`` (fields 11 and 12, counted from 0: after
+``max-message-size``, before ``properties``). Proton's C engine neither keeps
 the peer's nor sends ours, yet broker-to-broker links are told apart by them
 (Artemis' mirror desires ``amq.mirror``; its federation links desire
 ``AMQ_FEDERATION_CONTROL_LINK`` and friends). So:
@@ -29,6 +30,9 @@ from relaymq_amqp.scanner import skip
 log = logging.getLogger("relaymq.amqp")
 
 ATTACH = 0x12
+#: the attach fields of the capabilities (AMQP 1.0 section 2.7.3)
+OFFERED = 11
+DESIRED = 12
 _HEADER = struct.Struct(">IBBH")
 _U32 = struct.Struct(">I")
 
@@ -51,10 +55,10 @@ def read_attach(fields: Any) -> tuple[str, bool, list[str], list[str]] | None:
     """(name, role, offered, desired) of a decoded attach field list; None when
     it carries no capabilities (nothing worth keeping). `role` True: the peer's
     end receives."""
-    if not isinstance(fields, list) or len(fields) <= 10:
+    if not isinstance(fields, list) or len(fields) <= OFFERED:
         return None
-    offered = symbols(fields[10])
-    desired = symbols(fields[11]) if len(fields) > 11 else []
+    offered = symbols(fields[OFFERED])
+    desired = symbols(fields[DESIRED]) if len(fields) > DESIRED else []
     if not offered and not desired:
         return None
     name = fields[0]
@@ -121,12 +125,12 @@ def _patched_frame(frame: bytes, patches: dict[str, Patch]) -> bytes | None:
     if patch is None:
         return None
     offered, desired = patch
-    while len(items) < 12:
+    while len(items) <= DESIRED:
         items.append(b"\x40")
     if offered is not None:
-        items[10] = _caps(offered)
+        items[OFFERED] = _caps(offered)
     if desired is not None:
-        items[11] = _caps(desired)
+        items[DESIRED] = _caps(desired)
     new_body = frame[body:lst] + _encode_list(items) + frame[end:]
     head = frame[8:body]
     return _HEADER.pack(8 + len(head) + len(new_body), doff, ftype, channel) + head + new_body
