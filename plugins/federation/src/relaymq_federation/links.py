@@ -117,6 +117,11 @@ class _QueueLinks:
                 if kconn is not None:
                     kconn.close_consumer(consumer)
             await self.publisher.close()
+        # a later start (management's stop, then start) begins afresh: its links and
+        # local consumers are made again
+        self.consumers.clear()
+        self.senders.clear()
+        self.receivers.clear()
 
     async def _run(self) -> None:
         await self.conn.wait_open()

@@ -69,6 +69,8 @@ class Federation:
         #: set by `stop`: the run loop ends even if a call it awaits turned the
         #: cancellation into an ordinary error (it would otherwise retry for ever)
         self._stopping = False
+        #: the last reason the control link could not be attached again (logged once)
+        self._reattach_error: str | None = None
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any) -> Federation:
@@ -100,6 +102,8 @@ class Federation:
         if not hasattr(connection, "attach_receiver"):
             raise TypeError(f"<federation> needs an AMQP connection, not {type(connection).__name__}")
         self.conn = connection
+        self._stopping = False  # started again after management's stop
+        self.control = None
         cfg = self.config
         if not cfg.name:
             cfg.name = connection.name
@@ -171,9 +175,37 @@ class Federation:
         self.policies.enable()
         while not self._stopping:
             await asyncio.sleep(RECONCILE_EVERY)
+            if self._control_lost():
+                await self._attach_again()
             if self.events is not None:
                 self.events.check()
             self.policies.reconcile()
+
+    def _control_lost(self) -> bool:
+        """The connection is open and the control link is gone: the peer closed it
+        (a broker that stops gracefully closes its links before its connections, and
+        the connection opened again has none)."""
+        control = self.control
+        return self.conn.state.value == "open" and (control is None or bool(control.closed))
+
+    async def _attach_again(self) -> None:
+        """Attach the control and events links again and send the remote policies
+        again, as Artemis does on each new connection."""
+        name = self.config.name
+        try:
+            if self.events is not None:
+                await self.events.close()
+            await self._open_control_link()
+        except Exception as exc:  # noqa: BLE001 - tried again on the next round
+            if str(exc) != self._reattach_error:  # once per reason, not every round
+                log.info("federation %s: control link not attached again yet: %s", name, exc)
+                self._reattach_error = str(exc)
+            return
+        self._reattach_error = None
+        log.info("federation %s: control link attached again", name)
+        if self.policies is not None:
+            for receivers in self.policies.all_receivers():
+                receivers.reset_refusal()
 
     def _reconnected(self, conn: Any, state: Any) -> None:
         if getattr(state, "value", state) != "open":
