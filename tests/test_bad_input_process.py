@@ -33,7 +33,7 @@ proton = pytest.importorskip("proton", reason="python-qpid-proton is not install
 from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
 from relaymq_amqp.encode import encode  # noqa: E402
 from relaymq_amqp.scanner import decode  # noqa: E402
-from relaymq_amqp.types import Described  # noqa: E402
+from relaymq_amqp.types import Described, ULong, UInt  # noqa: E402
 
 from .broker_process import BrokerProcess, require_build  # noqa: E402
 
@@ -269,6 +269,31 @@ def test_truncated_frame_then_hang_up(broker: BrokerProcess, bystanders: Bystand
     whole = open_with_properties(b"\x40")
     with socket.create_connection(("127.0.0.1", broker.amqp_port), timeout=10) as sock:
         sock.sendall(AMQP_HEADER + struct.pack(">IBBH", 1000, 2, 0, 0) + whole[8:28])
+    _wait_alive(broker)
+    assert broker.alive(), broker.describe_death()
+    bystanders.still_served()
+
+
+def test_links_attached_and_detached_at_once(broker: BrokerProcess,
+                                             bystanders: Bystanders) -> None:
+    """A thousand receiver links, each attached and detached again straight away:
+    the broker's (asynchronous) work for an attach must not touch a link its detach
+    freed already. It did, and the C engine crashed the process."""
+    opened = frame(performative(0x10, encode("attach-detach") + b"\x40" + encode(UInt(65536)), 3))
+    begun = frame(performative(0x11, b"\x40" + encode(UInt(0)) + encode(UInt(2048))
+                               + encode(UInt(2048)), 4))
+    source = encode(Described(ULong(0x28), ["attach.detach", UInt(0), None, UInt(0), False,
+                                            None, None, None, None, None, None]))
+    target = encode(Described(ULong(0x29), [None, UInt(0), None, UInt(0), False, None, None]))
+    attach = frame(performative(0x12, encode("l") + encode(UInt(0)) + encode(True)
+                                + b"\x40\x40" + source + target, 7))
+    detach = frame(performative(0x16, encode(UInt(0)) + encode(True), 2))
+    with socket.create_connection(("127.0.0.1", broker.amqp_port), timeout=10) as sock:
+        sock.sendall(AMQP_HEADER + opened + begun)
+        for _ in range(1000):  # one write each, as a client does
+            sock.sendall(attach)
+            sock.sendall(detach)
+        time.sleep(2)  # let the broker work through them while the connection is open
     _wait_alive(broker)
     assert broker.alive(), broker.describe_death()
     bystanders.still_served()

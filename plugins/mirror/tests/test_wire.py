@@ -199,6 +199,15 @@ async def test_bad_input_on_the_target(brokers: Any) -> None:
         assert "must be a long" in str(r[1].condition)
         assert "cannot be read" in str(r[4].condition)
         assert b.depth("queue://q") == 1  # nothing else affected
+        # an event the kernel refuses (a queue without a name): that event is
+        # rejected with the kernel's reason, the link goes on (the compiled target
+        # once failed the whole link on anything but its own BadEvent)
+        nameless = control("deleteQueue", None, **{"x-opt-amq-mr-adr": "", "x-opt-amq-mr-qu": ""})
+        after = data_message("after", 7, **{"x-opt-amq-mr-dst": "q"})
+        r = await asyncio.gather(sender.send(nameless), sender.send(after))
+        assert [x.state for x in r] == ["rejected", "accepted"], r
+        assert "must not be empty" in str(r[0].condition)
+        assert b.depth("queue://q") == 2
         send(b.url, "queue://plain", ["still fine"])
         assert b.depth("queue://plain") == 1
     finally:

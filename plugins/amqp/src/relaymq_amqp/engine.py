@@ -211,10 +211,10 @@ class Terminus:
 
 def _read_terminus(t: Any) -> Terminus:
     caps = _data_get(lib.pn_terminus_capabilities(t))
-    if caps is None:
-        caps = []
-    elif isinstance(caps, str):
+    if isinstance(caps, str):
         caps = [caps]
+    elif not isinstance(caps, (list, tuple)):
+        caps = []  # none, or not symbols (a number): no capabilities
     flt = _data_get(lib.pn_terminus_filter(t))
     return Terminus(
         address=_str(lib.pn_terminus_get_address(t)),

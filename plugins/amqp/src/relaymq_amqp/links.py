@@ -471,6 +471,10 @@ class ConsumerLink(Link):
         self._engine: Engine = conn.engine
 
     async def attach(self) -> None:
+        if self.closed:
+            # the peer detached before this task ran: its link is freed already
+            # (an attach and its detach in one read), so nothing may touch it
+            return
         kconn = self.conn.kconn
         assert kconn is not None
         link = self.link

@@ -258,8 +258,8 @@ class MirrorSource:
                 self._set_state("refused by the target", str(exc))
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - link refused or lost: try again
-                self._set_state("link lost", f"{type(exc).__name__}: {exc}")
+            except Exception as err:  # noqa: BLE001 - link refused or lost: try again
+                self._set_state("link lost", f"{type(err).__name__}: {err}")
             finally:
                 if sender is not None:
                     try:

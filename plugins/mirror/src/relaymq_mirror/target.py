@@ -234,10 +234,10 @@ class MirrorTarget:
                                                  mirrored.address, mirrored.message_bytes)
                             except BadEvent as exc:
                                 self._bad(delivery, str(exc))
-                            except Exception as exc:  # noqa: BLE001 - refuse it, keep the link
+                            except Exception as err:  # noqa: BLE001 - refuse it, keep the link
                                 log.exception("mirror link %s: applying an event failed",
                                               self.link.name)
-                                self._settled(delivery, f"{type(exc).__name__}: {exc}",
+                                self._settled(delivery, f"{type(err).__name__}: {err}",
                                               "amqp:internal-error")
                         else:
                             inc = self._parse(delivery, data)
@@ -324,9 +324,9 @@ class MirrorTarget:
             return Incoming(data)
         except BadEvent as exc:
             self._bad(delivery, str(exc))
-        except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
+        except Exception as err:  # noqa: BLE001 - refuse this event, keep the link
             log.exception("mirror link %s: reading an event failed", self.link.name)
-            self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+            self._settled(delivery, f"{type(err).__name__}: {err}", "amqp:internal-error")
         return None
 
     async def _apply(self, delivery: Any, inc: Incoming) -> None:
@@ -354,9 +354,9 @@ class MirrorTarget:
             self._settled(delivery)
         except BadEvent as exc:
             self._bad(delivery, str(exc))
-        except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
+        except Exception as err:  # noqa: BLE001 - refuse this event, keep the link
             log.exception("mirror link %s: applying an event failed", self.link.name)
-            self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+            self._settled(delivery, f"{type(err).__name__}: {err}", "amqp:internal-error")
 
     async def _apply_acks(self) -> None:
         """Apply the postAcks read so far, after one wait for the store writes of
@@ -415,9 +415,9 @@ class MirrorTarget:
                 group[3].append(ack)
             except BadEvent as exc:
                 self._bad(delivery, str(exc))
-            except Exception as exc:  # noqa: BLE001 - refuse this event, keep the link
+            except Exception as err:  # noqa: BLE001 - refuse this event, keep the link
                 log.exception("mirror link %s: applying a postAck failed", self.link.name)
-                self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+                self._settled(delivery, f"{type(err).__name__}: {err}", "amqp:internal-error")
         if later:
             await self._keep_for_later(later)
         if groups:
@@ -431,9 +431,9 @@ class MirrorTarget:
         error = None
         try:
             await self.retries.add([item for _, item in later])
-        except Exception as exc:  # noqa: BLE001 - refuse these events, keep the link
+        except Exception as err:  # noqa: BLE001 - refuse these events, keep the link
             log.exception("mirror link %s: storing postAck retries failed", self.link.name)
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"{type(err).__name__}: {err}"
         if self.link.closed:
             return
         self._settle_all([delivery for delivery, _ in later], error)
@@ -450,9 +450,9 @@ class MirrorTarget:
         held: list[int] = []
         try:
             await holder.remove_messages(seqs, reason, held)
-        except Exception as exc:  # noqa: BLE001 - refuse these events, keep the link
+        except Exception as err:  # noqa: BLE001 - refuse these events, keep the link
             log.exception("mirror link %s: removing acknowledged messages failed", self.link.name)
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"{type(err).__name__}: {err}"
         if held and error is None:
             index = target_index(self.broker)
             waiting = set(held)
@@ -495,8 +495,8 @@ class MirrorTarget:
         dest = self._destination(address) if address else None
         try:
             message, sections = to_kernel(data, dest)
-        except Exception as exc:  # noqa: BLE001 - undecodable or without an address
-            raise BadEvent(f"the mirrored message cannot be read: {exc}") from None
+        except Exception as err:  # noqa: BLE001 - undecodable or without an address
+            raise BadEvent(f"the mirrored message cannot be read: {err}") from None
         message.origin = origin
         if self._scheduling and DELIVERY_MARKER in data:
             # scheduled on the source (Artemis mirrors it when it is sent): the
@@ -516,8 +516,8 @@ class MirrorTarget:
             # the duplicate id goes beside the message, not into its properties: they
             # stay unparsed (and are not stored again as JSON)
             stored = await kconn.submit(message, None, f"{wire.MIRROR_ADDRESS}_{origin}:{ident}")
-        except Exception as exc:  # noqa: BLE001 - refused by the kernel
-            self._settled(delivery, f"{type(exc).__name__}: {exc}", "amqp:internal-error")
+        except Exception as err:  # noqa: BLE001 - refused by the kernel
+            self._settled(delivery, f"{type(err).__name__}: {err}", "amqp:internal-error")
             return
         idents = self.retries.idents
         if idents and ident in idents:

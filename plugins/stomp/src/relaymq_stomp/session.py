@@ -340,10 +340,10 @@ class StompSession(SubscriptionHost):
         except SecurityError as exc:
             raise ProtocolError(str(exc) or "Authentication failed",
                                 "the broker's authentication refused this login") from None
-        except ClientIdInUse as exc:
-            raise ProtocolError(str(exc), "InvalidClientIDException") from None
-        except RelayMQError as exc:
-            raise ProtocolError(str(exc), type(exc).__name__) from None
+        except ClientIdInUse as in_use:  # each clause its own name: compiled, one
+            raise ProtocolError(str(in_use), "InvalidClientIDException") from None  # type each
+        except RelayMQError as refused:
+            raise ProtocolError(str(refused), type(refused).__name__) from None
         if self.closing:  # the socket went away while we authenticated
             await conn.close()
             return
