@@ -157,3 +157,31 @@ def test_oversized_and_garbage_sasl_frames_close_only_that_connection(bt: Any) -
         conn.create_sender("queue://after").send(Message(body="fine"))
     finally:
         conn.close()
+
+
+def test_an_unknown_user_is_checked_at_the_cost_of_the_real_hashes() -> None:
+    """A login as a name that does not exist runs scrypt at the cost the table's
+    hashes have, so its time does not tell which names exist (it ran at ln=10
+    while the users' hashes were ln=14)."""
+    from relaymq.broker.security import Principal  # noqa: F401 - the table's result type
+    from relaymq_auth.authn import LoginFailed
+    from relaymq_auth.passwords import hash_password, parse
+    from relaymq_auth.users import User, UserTable, _dummy
+
+    table = UserTable({name: User(name, parse(hash_password("pw", ln=12)), frozenset())
+                       for name in ("a", "b")} | {"c": User("c", parse("plain"), frozenset())})
+    assert table.usual_cost == (12, 8, 1)
+    assert _dummy(table.usual_cost).cost == (12, 8, 1)
+    with pytest.raises(LoginFailed, match="unknown user"):
+        table.check("nobody", "pw")
+    assert table.check("a", "pw").name == "a"
+
+
+def test_passwd_refuses_a_cost_no_stored_hash_may_have() -> None:
+    from click.testing import CliRunner
+    from relaymq.cli import main
+
+    result = CliRunner().invoke(main, ["passwd", "--password-stdin", "--cost", "19"], input="pw\n")
+    assert result.exit_code == 2 and "19 is not in the range 10<=x<=18" in result.output, result.output
+    ok = CliRunner().invoke(main, ["passwd", "--password-stdin", "--cost", "10"], input="pw\n")
+    assert ok.exit_code == 0 and ok.output.startswith("$scrypt$ln=10,r=8,p=1$"), ok.output

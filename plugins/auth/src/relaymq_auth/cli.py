@@ -19,8 +19,9 @@ def _read_secret(prompt: str, stdin: bool) -> str:
 
 @click.command()
 @click.option("--password-stdin", is_flag=True, help="read the password from standard input")
-@click.option("--cost", default=14, show_default=True, type=click.IntRange(10, 20),
-              help="scrypt cost as log2(N)")
+@click.option("--cost", default=14, show_default=True, type=click.IntRange(10, 18),
+              help="scrypt cost as log2(N); 18 takes 256 MiB per login, the most a "
+                   "stored hash may")
 def passwd(password_stdin: bool, cost: int) -> None:
     """Print a scrypt hash of a password for users.properties or <authenticationUser>."""
     password = _read_secret("Password", password_stdin)

@@ -64,6 +64,12 @@ class StoredPassword:
         """Checking costs a KDF run (do it off the event loop)."""
         return self.kind == "scrypt"
 
+    @property
+    def cost(self) -> tuple[int, int, int]:
+        """A scrypt hash's (ln, r, p); (0, 0, 0) for a plain password."""
+        m = _SCRYPT.match(self.value) if self.kind == "scrypt" else None
+        return (int(m[1]), int(m[2]), int(m[3])) if m is not None else (0, 0, 0)
+
     def check(self, given: str) -> bool:
         if self.kind == "plain":
             return hmac.compare_digest(self.value.encode("utf-8"), given.encode("utf-8"))
