@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import urllib.request
 
 from fedtools import Brokers, client, connection_xml, receive_all, send
@@ -64,3 +65,16 @@ def test_stop_and_start_through_management_brings_the_operations_back(brokers: B
         out = cb.create_receiver("queue://outbound.x", credit=10)
         send(brokers.url("a"), "queue://outbound.x", ["sent-1", "sent-2"])
         assert receive_all(out, 2, timeout=40) == ["sent-1", "sent-2"], brokers.logs()
+
+
+def test_a_connection_that_gave_up_is_not_logged_at_every_retry(brokers: Brokers) -> None:
+    """reconnect-attempts used up: the federation says why once, not every
+    retry-interval for as long as the broker runs."""
+    gone = free_port()
+    a = brokers.start("a", f'<amqp-connection uri="tcp://127.0.0.1:{gone}" name="to-nowhere" '
+                           f'retry-interval="200" reconnect-attempts="2">{QUEUE_FEDERATION}'
+                           '</amqp-connection>')
+    wait_until(lambda: "control link not attached" in a.output(), "the failure logged", 30)
+    time.sleep(3)  # fifteen retry intervals
+    lines = [line for line in a.output().splitlines() if "control link not attached" in line]
+    assert len(lines) <= 2, lines  # once while retrying, once when it gave up

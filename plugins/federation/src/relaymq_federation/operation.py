@@ -69,8 +69,8 @@ class Federation:
         #: set by `stop`: the run loop ends even if a call it awaits turned the
         #: cancellation into an ordinary error (it would otherwise retry for ever)
         self._stopping = False
-        #: the last reason the control link could not be attached again (logged once)
-        self._reattach_error: str | None = None
+        #: the last reason the control link could not be attached (each logged once)
+        self._attach_error: str | None = None
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any) -> Federation:
@@ -162,8 +162,11 @@ class Federation:
             except Exception as exc:  # noqa: BLE001 - retried: the peer may come later
                 if self._stopping:
                     return
-                if self.control_refused is None:  # a refusal is logged once, where it is found
+                # a refusal is logged once, where it is found; anything else once per
+                # reason (a connection that gave up says so at every try)
+                if self.control_refused is None and str(exc) != self._attach_error:
                     log.warning("federation %s: control link not attached: %s", cfg.name, exc)
+                    self._attach_error = str(exc)
                 await asyncio.sleep(max(conn.options.retry_interval, 0.5))
         if self._stopping:
             return
@@ -197,11 +200,11 @@ class Federation:
                 await self.events.close()
             await self._open_control_link()
         except Exception as exc:  # noqa: BLE001 - tried again on the next round
-            if str(exc) != self._reattach_error:  # once per reason, not every round
+            if str(exc) != self._attach_error:  # once per reason, not every round
                 log.info("federation %s: control link not attached again yet: %s", name, exc)
-                self._reattach_error = str(exc)
+                self._attach_error = str(exc)
             return
-        self._reattach_error = None
+        self._attach_error = None
         log.info("federation %s: control link attached again", name)
         if self.policies is not None:
             for receivers in self.policies.all_receivers():
