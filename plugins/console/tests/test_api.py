@@ -253,6 +253,10 @@ def test_the_admin_cli_against_a_running_broker(console) -> None:
     assert moved.stdout.strip() == "moved 3 messages to api.cli.hold"
     dstat = cli(console, "dstat")
     assert "Queue Size" in dstat.stdout and "api.cli.hold" in dstat.stdout
+    hold = next(line.split() for line in dstat.stdout.splitlines() if line.startswith("api.cli.hold "))
+    limit = console.client().get("/api/v1/broker").json()["memory_limit"]
+    used = console.client().get("/api/v1/queues/api.cli.hold").json()["memory_used"]
+    assert used > 0 and int(hold[-1]) == round(100 * used / limit), hold  # a percentage
     assert cli(console, "queue", "purge", "api.cli.hold").stdout.strip() == "purged 3 messages"
     conns = cli(console, "connection", "list", "--json")
     assert conns.returncode == 0 and isinstance(json.loads(conns.stdout)["items"], list)
@@ -343,3 +347,15 @@ def test_delete_a_topic_and_a_durable_subscription(console) -> None:
     assert c.delete("/api/v1/topics/api.events").json() == {"deleted": False}
     viewer = console.client(VIEWER).delete("/api/v1/topics/api.other")
     assert viewer.status_code == 403
+
+
+def test_a_text_preview_cut_inside_a_character_stays_text() -> None:
+    """A UTF-8 body longer than the preview whose 4 KiB cut splits a character is
+    shown as text up to that character, not as hex."""
+    from relaymq_console.views import PREVIEW_BYTES, body_preview
+
+    body = ("a" + "é" * PREVIEW_BYTES).encode()  # 1 + 2 bytes each: the cut splits an é
+    got = body_preview(body)
+    assert got["encoding"] == "text" and got["truncated"] is True, got["encoding"]
+    assert got["preview"] == "a" + "é" * ((PREVIEW_BYTES - 1) // 2) and got["size"] == len(body)
+    assert body_preview(b"\xff\xfe binary")["encoding"] == "hex"

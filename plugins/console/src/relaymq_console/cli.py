@@ -214,10 +214,15 @@ def connection_close(connection_id: str, url: str, user: str | None, password: s
 @_options
 def dstat(url: str, user: str | None, password: str | None, as_json: bool) -> None:
     """Destination statistics, like `activemq dstat`."""
-    rows = _all_queues(_client(url, user, password))
+    client = _client(url, user, password)
+    rows = _all_queues(client)
+    # ActiveMQ's MemoryPercentUsage: the destination's memory against its limit (the
+    # broker's memoryUsage unless a policy sets one)
+    limit = int(client.call("GET", "/api/v1/broker").get("memory_limit") or 0)
     table = [{"Name": r["name"], "Queue Size": r["depth"], "Producer #": r["producers"],
               "Consumer #": r["consumers"], "Enqueue #": r["enqueued"],
-              "Dequeue #": r["dequeued"], "Memory %": r["memory_used"]} for r in rows]
+              "Dequeue #": r["dequeued"],
+              "Memory %": round(100 * r["memory_used"] / limit) if limit else 0} for r in rows]
     _out(rows, as_json, table, ["Name", "Queue Size", "Producer #", "Consumer #", "Enqueue #",
                                 "Dequeue #", "Memory %"])
 

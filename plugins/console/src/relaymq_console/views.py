@@ -17,11 +17,13 @@ def body_preview(body: bytes, limit: int = PREVIEW_BYTES) -> dict[str, Any]:
     cut = body[:limit]
     try:
         text = cut.decode("utf-8")
-        return {"encoding": "text", "preview": text, "size": len(body),
-                "truncated": len(body) > limit}
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as exc:
+        if len(body) > limit and exc.start >= len(cut) - 3 and exc.reason == "unexpected end of data":
+            # the cut split a character of a text body: end the preview before it
+            return body_preview(body, exc.start)
         return {"encoding": "hex", "preview": cut.hex(" "), "size": len(body),
                 "truncated": len(body) > limit}
+    return {"encoding": "text", "preview": text, "size": len(body), "truncated": len(body) > limit}
 
 
 def plain(value: Any) -> Any:
