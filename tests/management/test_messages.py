@@ -254,3 +254,36 @@ def test_a_message_a_client_browsed_can_still_be_removed(start_broker) -> None: 
     assert [msg.in_flight for msg in listed] == [False, False, False]
     assert broker.run(m.remove_messages("BROWSED", message_ids=[listed[1].message_id])) == 1
     assert [msg.properties["n"] for msg in broker.run(m.browse("BROWSED")).messages] == ["0", "2"]
+
+
+def test_move_and_copy_take_one_plain_queue_and_two_moves_do_not_double(start_broker) -> None:  # type: ignore[no-untyped-def]
+    """A move or copy to a wildcard, a composite, a topic, a temporary queue or a
+    durable subscription is refused (it fanned out to every matching queue, or
+    dropped the message while answering "moved"); two moves of the same messages
+    at once move each message once."""
+    import asyncio
+
+    import pytest
+
+    broker = start_broker()
+    m = broker.management
+    send_backlog(broker, "HERE", 200)
+    for to in ("queue://*", "queue://a.>", "A,B", "topic://T", "temp-queue://x",
+               "durable://c:s", "bogus://x"):
+        with pytest.raises(ValueError, match="needs one plain queue|bogus"):
+            broker.run(m.move_messages("HERE", to, selector="JMSMessageID IS NOT NULL"))
+        with pytest.raises(ValueError, match="needs one plain queue|bogus"):
+            broker.run(m.copy_messages("HERE", to, selector="JMSMessageID IS NOT NULL"))
+    assert broker.call(lambda: broker.broker.destination_stats()["queue://HERE"]["pending"]) == 200
+
+    async def both() -> list[int]:
+        return list(await asyncio.gather(
+            m.move_messages("HERE", "THERE.A", selector="JMSMessageID IS NOT NULL"),
+            m.move_messages("HERE", "THERE.B", selector="JMSMessageID IS NOT NULL")))
+
+    moved = broker.run(both())
+    assert sorted(moved) == [0, 200], moved
+    stats = broker.call(lambda: broker.broker.destination_stats())
+    there = [stats.get(f"queue://THERE.{x}", {}).get("pending", 0) for x in "AB"]
+    assert sum(there) == 200, there
+    assert stats["queue://HERE"]["pending"] == 0

@@ -8,6 +8,7 @@ touch the store are ``async``; cheap lookups are plain methods.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -50,6 +51,21 @@ def _destination(target: Target) -> Destination:
     return Destination.parse(target) if "://" in target else Destination.queue(target)
 
 
+def _plain_queue(to: Target, what: str) -> Destination:
+    """`to` as one plain queue (ActiveMQ's moveMessageTo and Artemis' moveMessages
+    take a queue name): a wildcard, a composite, a topic, a temporary queue or a
+    durable subscription is refused (ValueError: a bad argument), never fanned out
+    or dropped."""
+    try:
+        dest = _destination(to)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {to}: {exc}") from None
+    if (not dest.is_queue or dest.is_wildcard or dest.is_composite or dest.is_temporary
+            or "://" in dest.name):
+        raise ValueError(f"{what} needs one plain queue as its target, not {to}")
+    return dest
+
+
 class Management:
     """The broker's management facade (``broker.management``)."""
 
@@ -59,6 +75,9 @@ class Management:
         self._last: dict[str, tuple[float, int, int]] = {}
         self._queues_view: Mapping[Destination, Any] | None = None
         self._connections = BrokerConnections(broker)
+        #: one message operation (move, copy, remove, purge) at a time per queue: two
+        #: moves of the same messages must not both send them
+        self._busy: dict[str, asyncio.Lock] = {}
 
     # -- lookups (synchronous) -------------------------------------------------------
     @property
@@ -298,8 +317,9 @@ class Management:
         """Remove messages by id or selector (not those a consumer holds now), from
         memory and the store. Returns how many were removed."""
         queue = self._queue_like(target)
-        chosen = await self._select(queue, message_ids, selector)
-        return int(await queue.remove_messages([seq for seq, _, _ in chosen]))
+        async with self._lock(queue):
+            chosen = await self._select(queue, message_ids, selector)
+            return int(await queue.remove_messages([seq for seq, _, _ in chosen]))
 
     async def sequence_bounds(self, target: Target) -> tuple[int, int]:
         """`(first, last)`: the lowest sequence number `target` still holds and the
@@ -341,10 +361,11 @@ class Management:
                             selector: str | None = None) -> int:
         """Send copies of messages (by id or selector) to `to`; the originals stay."""
         queue = self._queue_like(target)
-        chosen = await self._select(queue, message_ids, selector)
-        dest = _destination(to)
-        for _, message, _ in chosen:
-            await self._send(self._forwarded(message, dest, queue.destination))
+        dest = _plain_queue(to, "copy")
+        async with self._lock(queue):
+            chosen = await self._select(queue, message_ids, selector)
+            for _, message, _ in chosen:
+                await self._send(self._forwarded(message, dest, queue.destination))
         return len(chosen)
 
     async def move_messages(self, target: Target, to: Target, *,
@@ -354,13 +375,14 @@ class Management:
         removed here (a crash in between leaves it in both, never in neither).
         Messages a consumer holds now are not moved. Returns how many moved."""
         queue = self._queue_like(target)
-        dest = _destination(to)
+        dest = _plain_queue(to, "move")
         if dest == queue.destination:
-            raise DestinationError("moving messages to where they are is not a move")
-        chosen = [c for c in await self._select(queue, message_ids, selector)
-                  if c[2] is None or c[2].consumer is None]
-        return await self._relocate(queue, [(seq, self._forwarded(m, dest, queue.destination))
-                                            for seq, m, _ in chosen])
+            raise ValueError("moving messages to where they are is not a move")
+        async with self._lock(queue):
+            chosen = [c for c in await self._select(queue, message_ids, selector)
+                      if c[2] is None or c[2].consumer is None]
+            moves = [(seq, self._forwarded(m, dest, queue.destination)) for seq, m, _ in chosen]
+            return await self._relocate(queue, moves)
 
     async def retry_messages(self, target: Target, *, message_ids: Collection[str] | None = None,
                              selector: str | None = None) -> int:
@@ -368,18 +390,19 @@ class Management:
         `target` back to the destination each came from, with its original
         expiration; returns how many went back (ActiveMQ's `retryMessages`)."""
         queue = self._queue_like(target)
-        moves = []
-        for seq, message, entry in await self._select(queue, message_ids, selector):
-            annotations = dict(message.annotations or {})
-            origin = annotations.pop(ORIGINAL_DESTINATION, None)
-            if not origin or (entry is not None and entry.consumer is not None):
-                continue
-            expiration = annotations.pop(ORIGINAL_EXPIRATION, 0) or 0
-            annotations.pop(DLQ_DELIVERY_FAILURE_CAUSE, None)
-            moves.append((seq, message.copy(destination=Destination.parse(str(origin)),
-                                            expiration=int(expiration),
-                                            annotations=annotations or None)))
-        return await self._relocate(queue, moves)
+        async with self._lock(queue):
+            moves = []
+            for seq, message, entry in await self._select(queue, message_ids, selector):
+                annotations = dict(message.annotations or {})
+                origin = annotations.pop(ORIGINAL_DESTINATION, None)
+                if not origin or (entry is not None and entry.consumer is not None):
+                    continue
+                expiration = annotations.pop(ORIGINAL_EXPIRATION, 0) or 0
+                annotations.pop(DLQ_DELIVERY_FAILURE_CAUSE, None)
+                moves.append((seq, message.copy(destination=Destination.parse(str(origin)),
+                                                expiration=int(expiration),
+                                                annotations=annotations or None)))
+            return await self._relocate(queue, moves)
 
     async def _relocate(self, queue: Any, moves: list[tuple[int, Message]]) -> int:
         for _, copy in moves:
@@ -401,7 +424,16 @@ class Management:
     async def purge(self, target: Target) -> int:
         """Remove every message not held by a consumer, the store included (also
         what is paged out). Returns how many were removed."""
-        return int(await self._queue_like(target).purge_all())
+        queue = self._queue_like(target)
+        async with self._lock(queue):
+            return int(await queue.purge_all())
+
+    def _lock(self, queue: Any) -> asyncio.Lock:
+        key = queue.destination.key
+        lock = self._busy.get(key)
+        if lock is None:
+            lock = self._busy[key] = asyncio.Lock()
+        return lock
 
     # -- queues and destinations --------------------------------------------------------
     def pause(self, target: Target) -> None:
