@@ -33,7 +33,7 @@ proton = pytest.importorskip("proton", reason="python-qpid-proton is not install
 from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
 from relaymq_amqp.encode import encode  # noqa: E402
 from relaymq_amqp.scanner import decode  # noqa: E402
-from relaymq_amqp.types import Described, ULong, UInt  # noqa: E402
+from relaymq_amqp.types import Described, UInt, ULong  # noqa: E402
 
 from .broker_process import BrokerProcess, require_build  # noqa: E402
 

@@ -15,6 +15,7 @@ imported only when their command is asked for, so a broken plugin cannot take
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import logging
@@ -48,6 +49,14 @@ class StopTimeout(RelayMQError):
     """The broker did not stop within --drain-timeout."""
 
     exit_status = 5
+
+
+class StoppedByItself(RelayMQError):
+    """The broker stopped without being asked: its store lost its lock (a master
+    whose lease ran out while its database was away). Started again, it waits as
+    a slave; a service manager restarts it (exit status 6)."""
+
+    exit_status = 6
 
 
 # ---------------------------------------------------------------------------
@@ -297,7 +306,20 @@ async def serve(config: BrokerConfig, registry: PluginRegistry,
         except (NotImplementedError, RuntimeError, AttributeError):  # pragma: no cover
             pass
     try:
-        await broker.start()
+        # a slave waits in `start` for its store's lock (or its database) for as long
+        # as it takes: SIGTERM/SIGINT stop it there too
+        starting = asyncio.ensure_future(broker.start())
+        asked_early = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([starting, asked_early], return_when=asyncio.FIRST_COMPLETED)
+        asked_early.cancel()
+        if not starting.done():
+            log.info("stopping broker %s before it started (it was waiting for its store)",
+                     config.broker_name)
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            return
+        starting.result()  # its error, if it failed
         addresses = broker.connector_addresses
         log.info("broker %s listening on %s", config.broker_name,
                  ", ".join(addresses) if addresses else f"vm://{config.broker_name} only")
@@ -312,8 +334,8 @@ async def serve(config: BrokerConfig, registry: PluginRegistry,
         stopped.cancel()
         asked.cancel()
         if not stop.is_set():
-            raise RelayMQError(f"broker {config.broker_name} stopped by itself; "
-                               "the log above says why")
+            raise StoppedByItself(f"broker {config.broker_name} stopped by itself; "
+                                  "the log above says why")
         log.info("stopping broker %s (at most %g s)", config.broker_name, drain_timeout)
     finally:
         try:

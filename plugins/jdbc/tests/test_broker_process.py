@@ -3,6 +3,8 @@ producers, kill -9, restarts, and a master/slave pair on one PostgreSQL."""
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -86,7 +88,7 @@ def test_a_master_that_loses_its_lease_stops_serving(tmp_path: Path,
                                                       postgres: PostgresCluster) -> None:
     """Another holder takes the lease row (as a slave would after an expiry the
     master missed): the master's next store transaction or renewal sees it,
-    refuses to commit, and the broker process stops with status 1."""
+    refuses to commit, and the broker process stops with status 6 (a service manager restarts it)."""
     import psycopg
 
     db = postgres.create_database()
@@ -102,7 +104,7 @@ def test_a_master_that_loses_its_lease_stops_serving(tmp_path: Path,
         assert master.proc is not None
         wait_until(lambda: master.proc.poll() is not None, "the master to stop", 30,
                    detail=master.output)
-        assert master.proc.returncode == 1
+        assert master.proc.returncode == 6
         out = master.output()
         assert "lost the lease on the JDBC store" in out and "thief" in out
         assert "Traceback" not in out
@@ -165,12 +167,42 @@ def test_relaymq_run_with_a_bad_data_source_says_so_in_one_line(tmp_path: Path) 
     assert "Traceback" not in out
 
 
-def test_relaymq_run_with_an_unreachable_database_exits_3(tmp_path: Path) -> None:
+def test_a_broker_whose_database_is_down_waits_for_it_and_stops_on_sigterm(
+        tmp_path: Path) -> None:
+    """As ActiveMQ's lockers: a broker started before its database keeps trying
+    (each new error logged once, in one line) instead of exiting; SIGTERM stops it
+    while it waits."""
     from .brokers import free_port
 
-    broker = BrokerProcess(tmp_path, f"postgresql+psycopg://amq@127.0.0.1:{free_port()}/amq", "gone")
+    broker = BrokerProcess(tmp_path, f"postgresql+psycopg://amq@127.0.0.1:{free_port()}/amq",
+                           "gone", lease=300)
     broker.start(wait=False)
-    assert broker.proc is not None and broker.proc.wait(60) == 3
+    assert broker.proc is not None
+    wait_until(lambda: "cannot be reached" in broker.output(), "the wait logged", 30)
+    time.sleep(1.5)  # several more attempts
+    assert broker.proc.poll() is None, broker.output()  # still waiting, not exited
     out = broker.output()
-    assert "relaymq: cannot open the JDBC store postgresql+psycopg://amq@127.0.0.1" in out
-    assert "Traceback" not in out
+    waits = [line for line in out.splitlines() if "cannot be reached" in line]
+    assert len(waits) == 1, waits  # once per error, not per attempt
+    assert "postgresql+psycopg://amq@127.0.0.1" in waits[0] and "retrying every 300 ms" in waits[0]
+    broker.proc.send_signal(signal.SIGTERM)
+    assert broker.proc.wait(15) == 0
+    assert "before it started" in broker.output()
+    assert "Traceback" not in broker.output()
+
+
+def test_a_slave_waiting_for_the_lease_stops_on_sigterm(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'pair.sqlite'}"
+    master = BrokerProcess(tmp_path, url, "master", lease=60000, keep_alive=1000).start()
+    try:
+        slave = BrokerProcess(tmp_path, url, "slave", lease=500)
+        slave.start(wait=False)
+        assert slave.proc is not None
+        wait_until(lambda: "is a slave and waits for the lease" in slave.output(),
+                   "the slave waiting", 30)
+        slave.proc.send_signal(signal.SIGTERM)
+        assert slave.proc.wait(15) == 0
+        assert "before it started" in slave.output()
+        assert master.alive()
+    finally:
+        master.stop()

@@ -151,14 +151,34 @@ async def test_bad_credentials_fail_at_start_with_one_line(postgres: PostgresClu
     assert len(text.splitlines()) == 1, text
 
 
-async def test_unreachable_server_fails_at_start(tmp_path: Path) -> None:
+async def test_unreachable_server_fails_at_start_without_a_locker(tmp_path: Path) -> None:
     from relaymq_jdbc.testing import _free_port
 
-    store = JDBCPersistenceAdapter(url=f"postgresql+psycopg://u@127.0.0.1:{_free_port()}/db")
+    store = JDBCPersistenceAdapter(url=f"postgresql+psycopg://u@127.0.0.1:{_free_port()}/db",
+                                   use_database_lock=False)
     with pytest.raises(Exception) as info:
         await store.start()
     assert "cannot open the JDBC store" in str(info.value)
     assert "refused" in str(info.value).lower() or "connect" in str(info.value).lower()
+
+
+async def test_an_unreachable_server_is_waited_for_with_a_locker(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A master/slave pair's broker waits for its database (as ActiveMQ's lockers)."""
+    import asyncio
+
+    from relaymq_jdbc.testing import _free_port
+
+    store = JDBCPersistenceAdapter(url=f"postgresql+psycopg://u@127.0.0.1:{_free_port()}/db")
+    store.config.locker.lock_acquire_sleep_interval = 100
+    starting = asyncio.ensure_future(store.start())
+    await asyncio.sleep(1.5)
+    assert not starting.done()
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    waits = [r.getMessage() for r in caplog.records if "cannot be reached" in r.getMessage()]
+    assert len(waits) == 1 and "retrying every 100 ms" in waits[0], waits
 
 
 async def test_tables_of_another_program_are_refused(tmp_path: Path) -> None:

@@ -79,7 +79,7 @@ def test_a_master_whose_lock_connection_ends_stops_serving(tmp_path: Path,
         assert master.proc is not None
         wait_until(lambda: master.proc.poll() is not None, "the master to stop", 30,
                    detail=master.output)
-        assert master.proc.returncode == 1
+        assert master.proc.returncode == 6
         out = master.output()
         assert "lost the lease on the JDBC store" in out and "row lock" in out
         assert "Traceback" not in out

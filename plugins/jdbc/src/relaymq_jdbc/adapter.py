@@ -40,6 +40,7 @@ from relaymq_jdbc.engines import db_now_ms, make_engines
 from relaymq_jdbc.lease import LeaseLocker, LeaseLost, StoreLocked, default_holder
 from relaymq_jdbc.schema import Schema, SchemaError, make_schema, prepare
 from relaymq_jdbc.txlock import TransactionLocker, UnsupportedLocker
+from relaymq_jdbc.unreachable import DatabaseWait, short_error
 from relaymq_jdbc.writer import (
     BATCH_BOUNDS,
     COMMIT_BOUNDS,
@@ -47,7 +48,6 @@ from relaymq_jdbc.writer import (
     GroupWriter,
     KeyState,
     WriterStats,
-    short_error,
 )
 from relaymq_jdbc.writer import prepare as prepare_ops
 
@@ -127,7 +127,13 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         writer_engine, reader_engine = make_engines(self.url, cfg.pool_size)
         self._engines = (writer_engine, reader_engine)
         try:
-            await asyncio.to_thread(self._prepare_schema, writer_engine)
+            if cfg.locking:
+                # a master/slave pair waits for its database (down, restarting, or not
+                # up yet after a reboot) instead of exiting
+                await DatabaseWait(self.where(), cfg.locker.lock_acquire_sleep_interval).call(
+                    self._prepare_schema, writer_engine)
+            else:
+                await asyncio.to_thread(self._prepare_schema, writer_engine)
             if cfg.locking:
                 holder = cfg.locker.lease_holder_id or default_holder(self.broker_name)
                 if cfg.holds_row_lock:

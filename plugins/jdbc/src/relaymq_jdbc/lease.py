@@ -30,6 +30,7 @@ from relaymq.errors import RelayMQError
 
 from relaymq_jdbc.engines import db_now_ms
 from relaymq_jdbc.schema import Schema
+from relaymq_jdbc.unreachable import DatabaseWait, short_error
 
 log = logging.getLogger("relaymq.jdbc")
 
@@ -154,11 +155,12 @@ class LeaseLocker:
                       waiting: Callable[[str], None] | None = None) -> None:
         """Become master: take the lease now or, as a slave, when it expires
         (`waiting(why)` is called once when this broker starts waiting)."""
-        await asyncio.to_thread(self._ensure_row)
-        await asyncio.to_thread(self.check_clock)
+        db = DatabaseWait(what, self.acquire_ms)  # a database that is down is waited for
+        await db.call(self._ensure_row)
+        await db.call(self.check_clock)
         announced = False
         while True:
-            ok, holder, remaining = await asyncio.to_thread(self.try_acquire)
+            ok, holder, remaining = await db.call(self.try_acquire)
             if ok:
                 if announced:
                     log.info("acquired the lease on %s as %s: this broker is now the master",
@@ -198,7 +200,7 @@ class LeaseLocker:
                 if time.monotonic() + self.keep_alive_ms / 1000 >= self.valid_until:
                     self._lose(f"the lease could not be renewed before it ends ({exc})", on_lost)
                     return
-                log.warning("renewing the store lease failed (%s); retrying", exc)
+                log.warning("renewing the store lease failed (%s); retrying", short_error(exc))
 
     def _lose(self, reason: str, on_lost: Callable[[str], None]) -> None:
         self.lost = reason

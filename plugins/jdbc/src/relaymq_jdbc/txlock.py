@@ -38,6 +38,7 @@ import sqlalchemy as sa
 from relaymq_jdbc.engines import db_now_ms
 from relaymq_jdbc.lease import LeaseLost, StoreLocked
 from relaymq_jdbc.schema import Schema
+from relaymq_jdbc.unreachable import DatabaseWait
 
 log = logging.getLogger("relaymq.jdbc")
 
@@ -153,14 +154,15 @@ class TransactionLocker:
 
     async def acquire(self, *, fail_if_locked: bool, what: str,
                       waiting: Callable[[str], None] | None = None) -> None:
-        await asyncio.to_thread(self._ensure_row)
+        db = DatabaseWait(what, self.acquire_ms)  # a database that is down is waited for
+        await db.call(self._ensure_row)
         announced = False
         while True:
-            if await asyncio.to_thread(self.try_acquire):
+            if await db.call(self.try_acquire):
                 log.info("took the row lock on %s as %s%s", what, self.holder,
                          ": this broker is now the master" if announced else "")
                 return
-            holder = await asyncio.to_thread(self.holder_now)
+            holder = await db.call(self.holder_now)
             if fail_if_locked:
                 raise StoreLocked(
                     f"the JDBC store {what} is locked by {holder} (a row lock held in a "

@@ -51,6 +51,7 @@ from relaymq.spi.persistence import (
 from relaymq_jdbc.lease import LeaseLocker, LeaseLost
 from relaymq_jdbc.schema import Schema
 from relaymq_jdbc.txlock import TransactionLocker
+from relaymq_jdbc.unreachable import short_error
 
 log = logging.getLogger("relaymq.jdbc")
 
@@ -141,13 +142,6 @@ def _prepare_other(op: StoreOp) -> Prepared:
 class StoreWriteError(KernelStoreWriteError):
     """A store transaction failed (connection lost, disk full, deadlock, a value too
     long for its column): the sends and acks in it were not stored."""
-
-
-def short_error(exc: BaseException) -> str:
-    """The driver's own first line, without SQLAlchemy's SQL echo and links."""
-    orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class _Item:
