@@ -80,7 +80,30 @@ def policy_entry(ctx: BuildContext, node: Node, *, default: bool) -> PolicyEntry
     for child in node.children:
         if child.tag == "deadLetterStrategy" and not child.foreign:
             entry.dead_letter_strategy = dead_letter_strategy(ctx, child)
+    _check_queue_type_attributes(ctx, node, entry)
     return entry
+
+
+def _check_queue_type_attributes(ctx: BuildContext, node: Node, entry: PolicyEntryConfig) -> None:
+    """The Solace queue attributes (docs/queue-types.md): errors found when the
+    configuration loads (`relaymq config check`), not when a client first uses the
+    queue. `accessType` is Solace's `exclusive` or `non-exclusive`, in any case."""
+    where = f"<policyEntry>{at(node.origin)}"
+    if entry.access_type is not None:
+        kind = entry.access_type.strip().lower()
+        if kind not in ("exclusive", "non-exclusive"):
+            ctx.report.error(f'{where}: accessType="{entry.access_type}": use exclusive or '
+                             "non-exclusive")
+        entry.access_type = kind
+    for name, value in (("partitionCount", entry.partition_count),
+                        ("partitionRebalanceDelay", entry.partition_rebalance_delay),
+                        ("partitionMaxHandoffTime", entry.partition_max_handoff_time),
+                        ("anonymousQueueGrace", entry.anonymous_queue_grace)):
+        if value < 0:
+            ctx.report.error(f'{where}: {name}="{value}" must be 0 or more')
+    if entry.dead_message_queue and entry.dead_letter_strategy is not None:
+        ctx.report.error(f"{where} sets both deadMessageQueue and a deadLetterStrategy; one "
+                         "of them applies to a queue")
 
 
 def dead_letter_strategy(ctx: BuildContext, node: Node) -> DeadLetterStrategyConfig | None:
