@@ -167,18 +167,24 @@ async def test_an_unreachable_server_is_waited_for_with_a_locker(
     """A master/slave pair's broker waits for its database (as ActiveMQ's lockers)."""
     import asyncio
 
-    from relaymq_jdbc.testing import _free_port
+    from relaymq.testing.waits import wait_until_async
 
-    store = JDBCPersistenceAdapter(url=f"postgresql+psycopg://u@127.0.0.1:{_free_port()}/db")
-    store.config.locker.lock_acquire_sleep_interval = 100
-    starting = asyncio.ensure_future(store.start())
-    await asyncio.sleep(1.5)
-    assert not starting.done()
-    starting.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await starting
-    waits = [r.getMessage() for r in caplog.records if "cannot be reached" in r.getMessage()]
-    assert len(waits) == 1 and "retrying every 100 ms" in waits[0], waits
+    from .silent_server import SilentServer
+
+    down = SilentServer()
+    try:
+        store = JDBCPersistenceAdapter(url=f"postgresql+psycopg://u@127.0.0.1:{down.port}/db")
+        store.config.locker.lock_acquire_sleep_interval = 100
+        starting = asyncio.ensure_future(store.start())
+        await wait_until_async(lambda: down.accepted >= 5, "five tries of the database", 30)
+        assert not starting.done()
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        waits = [r.getMessage() for r in caplog.records if "cannot be reached" in r.getMessage()]
+        assert len(waits) == 1 and "retrying every 100 ms" in waits[0], waits
+    finally:
+        down.close()
 
 
 async def test_tables_of_another_program_are_refused(tmp_path: Path) -> None:

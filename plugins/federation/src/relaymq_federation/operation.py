@@ -167,7 +167,9 @@ class Federation:
                 if self.control_refused is None and str(exc) != self._attach_error:
                     log.warning("federation %s: control link not attached: %s", cfg.name, exc)
                     self._attach_error = str(exc)
-                await asyncio.sleep(max(conn.options.retry_interval, 0.5))
+                pause = max(conn.options.retry_interval, 0.5)
+                log.debug("federation %s: control link tried again in %.1f s", cfg.name, pause)
+                await asyncio.sleep(pause)
         if self._stopping:
             return
         assert self.publisher is not None and self.policies is not None
