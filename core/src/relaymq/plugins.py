@@ -111,13 +111,16 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
         "jaasDualAuthenticationPlugin": _AUTH,
         "authorizationPlugin": _AUTH,
         "statisticsBrokerPlugin": ("relaymq-console",),
+        "console": ("relaymq-console",),
     },
     DESTINATION_INTERCEPTORS: {
         "virtualDestinationInterceptor": ("relaymq-virtual-topic",),
         "mirroredQueue": ("relaymq-virtual-topic",),
     },
     BROKER_CONNECTIONS: {"amqp-connection": _AMQP},
-    QUEUE_TYPES: {"standard": ("relaymq",)},
+    QUEUE_TYPES: {"standard": ("relaymq",),
+                  **{t: ("relaymq-queue-types",)
+                     for t in ("solace", "partitioned", "lastValue", "anonymous")}},
     BRIDGES: {n: ("relaymq-bridge",) for n in ("bridge", "jmsQueueConnector", "jmsTopicConnector")},
     OUTGOING: {
         **{s: _AMQP for s in ("amqp", "amqps", "amqp+ssl", "tcp", "ssl")},

@@ -189,3 +189,27 @@ def test_default_config_enables_installed_first_party_transports_and_store(regis
     else:
         assert config.persistence_adapter is None
     assert isinstance(config, BrokerConfig) and config.source == "<default config>"
+
+
+def test_every_first_party_entry_point_has_its_install_hint() -> None:
+    """Each element a first-party plugin provides (its pyproject's entry points)
+    is in `FIRST_PARTY`, naming that distribution: a configuration that uses it
+    without the plugin installed is told what to `pip install` (<console> was
+    told "no first-party RelayMQ plugin provides it")."""
+    import tomllib
+    from pathlib import Path
+
+    from relaymq.plugins import FIRST_PARTY
+
+    root = Path(__file__).resolve().parents[3]
+    missing = []
+    for pyproject in sorted(root.glob("plugins/*/pyproject.toml")):
+        project = tomllib.loads(pyproject.read_text())["project"]
+        dist = project["name"]
+        for group, points in project.get("entry-points", {}).items():
+            if group not in FIRST_PARTY:
+                continue
+            for name in points:
+                if dist not in FIRST_PARTY[group].get(name, ()):
+                    missing.append(f"{group}: {name} ({dist})")
+    assert not missing, missing
