@@ -45,6 +45,14 @@ async def test_inspect_shows_counts_oldest_and_lease(tmp_path: Path) -> None:
 
 
 def test_inspect_of_a_database_without_a_store_fails_clearly(tmp_path: Path) -> None:
+    import sqlite3
+
+    sqlite3.connect(tmp_path / "empty.sqlite").close()  # a database, without the tables
     result = CliRunner().invoke(jdbc, ["inspect", f"sqlite:///{tmp_path / 'empty.sqlite'}"])
     assert result.exit_code == 1
     assert "cannot read the store" in result.output and "no such table" in result.output
+    # a mistyped path: said so, and no empty database is left behind (inspect only reads)
+    typo = tmp_path / "emtpy.sqlite"
+    result = CliRunner().invoke(jdbc, ["inspect", f"sqlite:///{typo}"])
+    assert result.exit_code == 1 and f"no SQLite database at {typo}" in result.output
+    assert not typo.exists()

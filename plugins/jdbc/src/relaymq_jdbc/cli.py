@@ -22,11 +22,11 @@ def inspect_store(url: str, table_prefix: str = "") -> dict[str, Any]:
     from relaymq.model.codec import decode_message
 
     from relaymq_jdbc.datasource import parse_url
-    from relaymq_jdbc.engines import db_now_ms
+    from relaymq_jdbc.engines import db_now_ms, read_only_engine
     from relaymq_jdbc.schema import make_schema
 
     schema = make_schema(table_prefix)
-    engine = sa.create_engine(parse_url(url))
+    engine = read_only_engine(parse_url(url))
     k, m, lk = schema.keys, schema.msgs, schema.lock
     try:
         with engine.connect() as conn:
@@ -88,7 +88,7 @@ def inspect_cmd(url: str, table_prefix: str, as_json: bool) -> None:
 
     try:
         rep = inspect_store(url, table_prefix)
-    except DataSourceError as exc:
+    except (DataSourceError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from None
     except sa.exc.SQLAlchemyError as exc:
         orig = getattr(exc, "orig", None) or exc

@@ -61,6 +61,21 @@ def make_engines(url: URL, pool_size: int) -> tuple[sa.Engine, sa.Engine]:
                              **kw))
 
 
+def read_only_engine(url: URL) -> sa.Engine:
+    """An engine that only reads the store at `url`: a SQLite file is opened
+    read-only, so a mistyped path is an error, not a new empty database."""
+    import sqlite3
+
+    path = url.database
+    if url.get_backend_name() != "sqlite" or not path or path == ":memory:" \
+            or path.startswith("file:"):
+        return sa.create_engine(url)
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no SQLite database at {path}")
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    return sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
+
+
 def db_now_ms(dialect: str) -> sa.ColumnElement[int]:
     """The database's clock, milliseconds since the epoch, as a SQL expression."""
     if dialect == "sqlite":

@@ -128,8 +128,8 @@ def prepare(engine: sa.Engine, schema: Schema, create: bool) -> None:
         if found is None:
             raise SchemaError(
                 f"table {table.name} does not exist in {engine.url.render_as_string()} and "
-                "createTablesOnStartup is false; create it (relaymq jdbc create-tables) or "
-                "set createTablesOnStartup=\"true\"")
+                "createTablesOnStartup is false; start one broker once with "
+                "createTablesOnStartup=\"true\" (the default) to create it")
         cols = {c["name"].lower() for c in insp.get_columns(found)}
         missing = [c.name for c in table.columns if c.name.lower() not in cols]
         if missing:
