@@ -359,3 +359,20 @@ def test_a_text_preview_cut_inside_a_character_stays_text() -> None:
     assert got["encoding"] == "text" and got["truncated"] is True, got["encoding"]
     assert got["preview"] == "a" + "é" * ((PREVIEW_BYTES - 1) // 2) and got["size"] == len(body)
     assert body_preview(b"\xff\xfe binary")["encoding"] == "hex"
+
+
+def test_a_send_a_move_or_a_copy_that_would_fan_out_or_carry_bad_values_is_400(console) -> None:
+    c = console.client()
+    r = c.post("/api/v1/queues/api.fan.*/messages", json={"body": "x"})
+    assert r.status_code == 400 and "not 'api.fan.*'" in r.json()["error"], r.text
+    for value in (float("nan"), float("inf"), 2**70):
+        r = c.post("/api/v1/queues/api.values/messages",
+                   content=json.dumps({"body": "x", "properties": {"v": value}}),
+                   headers={"content-type": "application/json"})
+        assert r.status_code == 400 and "property 'v'" in r.json()["error"], r.text
+    r = c.post("/api/v1/queues/api.values/messages", json={"body": "ok", "properties": {"v": 1.5}})
+    assert r.status_code == 200, r.text
+    for to in ("queue://*", "api.a,api.b", "topic://api.t", "durable://c:s"):
+        r = c.post("/api/v1/queues/api.values/move", json={"to": to, "selector": "v > 0"})
+        assert r.status_code == 400 and "needs one plain queue" in r.json()["error"], (to, r.text)
+    assert c.get("/api/v1/queues/api.values").json()["depth"] == 1  # nothing moved or lost

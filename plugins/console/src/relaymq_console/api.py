@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -217,10 +218,19 @@ class Api:
                         or not isinstance(persistent, bool):
                     raise ApiError(400, "body must be a string, properties an object and "
                                         "persistent true or false")
+                if dest.is_wildcard or dest.is_composite:
+                    raise ApiError(400, f"send to one queue, not {dest.name!r} (a wildcard or "
+                                        "several queues)")
                 for key, value in props.items():
-                    if not isinstance(value, (str, int, float, bool)):
-                        raise ApiError(400, f"property {key!r} must be a string, number or "
-                                            "boolean")
+                    if not key or not isinstance(value, (str, int, float, bool)):
+                        raise ApiError(400, f"property {key!r} must have a name and be a "
+                                            "string, number or boolean")
+                    if isinstance(value, float) and not math.isfinite(value):
+                        raise ApiError(400, f"property {key!r}: {value} is not a number a "
+                                            "message can carry")
+                    if isinstance(value, int) and not isinstance(value, bool) \
+                            and not -2**63 <= value < 2**63:
+                        raise ApiError(400, f"property {key!r}: {value} does not fit in 64 bits")
                 msg = Message(body.encode(), destination=dest,
                               durable=persistent, properties=props)
                 await self.broker.internal_connection().send(msg)

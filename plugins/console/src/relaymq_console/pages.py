@@ -190,6 +190,8 @@ class Pages:
             await m.delete_destination(dest)
             return f"deleted {dest.name}"
         if action == "send":
+            if dest.is_wildcard or dest.is_composite:
+                raise ValueError(f"send to one queue, not {dest.name!r}")
             body = str(form.get("body", ""))
             await self.broker.internal_connection().send(Message(body.encode(), destination=dest))
             return "sent 1 message"
