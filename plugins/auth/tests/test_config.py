@@ -311,3 +311,22 @@ def test_throttling_is_per_host(remote: str | None, host: str | None) -> None:
     from relaymq_auth.throttle import host_of
 
     assert host_of(remote) == host
+
+
+@pytest.mark.parametrize(("attributes", "entries", "needle"), [
+    ('mostSpecificWin="true"', ENTRIES,
+     "'mostSpecificWin' is not an attribute of it (did you mean 'mostSpecificWins'?)"),
+    ("", '<authorizationEntry queue="orders.>" read="orders" writ="apps"/>',
+     "'writ' is not an attribute of it (did you mean 'write'?)"),
+])
+def test_an_authorization_attribute_that_would_not_apply_is_refused(
+        attributes: str, entries: str, needle: str) -> None:
+    """A misspelt mostSpecificWins left the map on the rule that grants every match
+    (fail open); it, and a misspelt entry attribute, are errors, not warnings."""
+    xml = XML.format(body=f"<plugins><authorizationPlugin><map><authorizationMap {attributes}>"
+                     f"<authorizationEntries>{entries}</authorizationEntries>"
+                     "</authorizationMap></map></authorizationPlugin></plugins>")
+    element = load_config_text(xml).plugins[0]
+    with pytest.raises(ConfigError, match="would not apply is refused") as info:
+        parse_authorization(element, strict=False)
+    assert needle in str(info.value)

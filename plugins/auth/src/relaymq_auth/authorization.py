@@ -259,6 +259,17 @@ def _entry(raw: AuthorizationEntry, report: Report, temp: bool = False) -> Entry
     return Entry(raw, kind, pattern)
 
 
+#: what an <authorizationEntry> (or temp/default entry) may say
+ENTRY_ATTRIBUTES = ("queue", "topic", "read", "write", "admin", "groupClass")
+
+
+def _close(attr: str, known: tuple[str, ...]) -> str:
+    import difflib
+
+    found = difflib.get_close_matches(attr, known, n=1, cutoff=0.7)
+    return f" (did you mean '{found[0]}'?)" if found else ""
+
+
 def parse_authorization(element: PluginElement, *, strict: bool = False) -> tuple[AuthorizationMap, list[str]]:
     report = Report(strict=strict)
     for attr in element.attributes:
@@ -288,11 +299,21 @@ def parse_authorization(element: PluginElement, *, strict: bool = False) -> tupl
     if most_specific not in ("true", "false"):
         report.error(f"<authorizationMap mostSpecificWins=\"{most_specific}\">"
                      f"{at(amap.origin)}: expected true or false")
+    # an authorization setting that is not applied could grant more than meant
+    # (`mostSpecificWin="true"` left the map on the rule that grants every match):
+    # refused, not ignored
     for attr in amap.attributes:
         if attr not in ("groupClass", "mostSpecificWins"):
-            report.warn(f"<authorizationMap>{at(amap.origin)}: attribute '{attr}' is ignored")
+            report.error(f"<authorizationMap>{at(amap.origin)}: '{attr}' is not an attribute of "
+                         f"it{_close(attr, ('groupClass', 'mostSpecificWins'))}; an "
+                         "authorization setting that would not apply is refused")
 
     def raw(el: PluginElement) -> AuthorizationEntry:
+        for attr in el.attributes:
+            if attr not in ENTRY_ATTRIBUTES:
+                report.error(f"<{el.tag}>{at(el.origin)}: '{attr}' is not an attribute of "
+                             f"it{_close(attr, ENTRY_ATTRIBUTES)}; an authorization setting "
+                             "that would not apply is refused")
         entry = convert(AuthorizationEntry, el, report=report)
         if group_class and "groupClass" not in el.attributes:
             entry.group_class = group_class
