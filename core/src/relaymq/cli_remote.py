@@ -55,6 +55,13 @@ def call(url: str | None, user: str | None, password: str | None, method: str, p
     return data
 
 
+def fields(info: dict[str, Any], keys: list[str]) -> None:
+    """`key: value` lines of `info` in the order of `keys`; None is blank."""
+    for key in keys:
+        value = info.get(key)
+        click.echo(f"{key}: {'' if value is None else value}")
+
+
 def table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     """`rows` as left-aligned columns under a header line; None is blank."""
     cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import click
 from relaymq.cli_remote import call as remote_call
-from relaymq.cli_remote import remote_options, table
+from relaymq.cli_remote import fields, remote_options, table
 
 LIST_COLUMNS = ["name", "state", "quality_of_service", "forwarded", "failures", "retries",
                 "last_error"]
@@ -57,9 +57,7 @@ def add_remote_commands(group: click.Group) -> None:
         if as_json:
             click.echo(json.dumps(info, indent=2))
             return
-        for key in STATUS_FIELDS:
-            value = info.get(key)
-            click.echo(f"{key}: {'' if value is None else value}")
+        fields(info, STATUS_FIELDS)
 
     def action_command(action: str, doc: str) -> None:
         @group.command(action, help=doc)

@@ -19,8 +19,9 @@ from typing import Any
 from urllib.parse import quote
 
 import click
+from relaymq.cli_remote import remote_options
 
-from relaymq_console.cli_config import DEFAULT_URL, config_option, resolve
+from relaymq_console.cli_config import resolve
 
 
 class ConsoleClient:
@@ -44,15 +45,6 @@ class ConsoleClient:
                 message = r.text
             raise click.ClickException(f"{r.status_code}: {message}")
         return r.json()
-
-
-def _options(f: Any) -> Any:
-    f = click.option("--json", "as_json", is_flag=True, help="JSON output.")(f)
-    f = click.option("--password", envvar="RELAYMQ_PASSWORD", help="Console password.")(f)
-    f = click.option("--user", envvar="RELAYMQ_USER", help="Console user (relaymq-auth).")(f)
-    f = click.option("--url", envvar="RELAYMQ_CONSOLE_URL",
-                     help=f"The broker's console (default {DEFAULT_URL}).")(f)
-    return config_option(f)
 
 
 def _client(url: str | None, user: str | None, password: str | None) -> ConsoleClient:
@@ -94,7 +86,7 @@ def queue() -> None:
 
 
 @queue.command("list")
-@_options
+@remote_options
 def queue_list(url: str, user: str | None, password: str | None, as_json: bool) -> None:
     """Every queue with its statistics."""
     rows = _all_queues(_client(url, user, password))
@@ -103,7 +95,7 @@ def queue_list(url: str, user: str | None, password: str | None, as_json: bool) 
 
 @queue.command("stat")
 @click.argument("name")
-@_options
+@remote_options
 def queue_stat(name: str, url: str, user: str | None, password: str | None, as_json: bool) -> None:
     """One queue's statistics and consumers."""
     data = _client(url, user, password).call("GET", f"/api/v1/queues/{quote(name, safe='')}")
@@ -118,7 +110,7 @@ def queue_stat(name: str, url: str, user: str | None, password: str | None, as_j
 @click.argument("name")
 @click.option("--limit", default=20, show_default=True)
 @click.option("--selector")
-@_options
+@remote_options
 def queue_browse(name: str, limit: int, selector: str | None, url: str, user: str | None,
                  password: str | None, as_json: bool) -> None:
     """Messages of a queue (from the store), without consuming them."""
@@ -139,7 +131,7 @@ def _post(url: str, user: str | None, password: str | None, path: str,
 
 @queue.command("purge")
 @click.argument("name")
-@_options
+@remote_options
 def queue_purge(name: str, url: str, user: str | None, password: str | None, as_json: bool) -> None:
     """Remove every waiting message."""
     data = _post(url, user, password, f"/api/v1/queues/{quote(name, safe='')}/purge")
@@ -150,7 +142,7 @@ def queue_purge(name: str, url: str, user: str | None, password: str | None, as_
 @click.argument("name")
 @click.option("--to", required=True, help="Target queue.")
 @click.option("--selector", default="JMSMessageID IS NOT NULL", show_default=True)
-@_options
+@remote_options
 def queue_move(name: str, to: str, selector: str, url: str, user: str | None,
                password: str | None, as_json: bool) -> None:
     """Move messages (by selector) to another queue."""
@@ -161,7 +153,7 @@ def queue_move(name: str, to: str, selector: str, url: str, user: str | None,
 
 @queue.command("delete")
 @click.argument("name")
-@_options
+@remote_options
 def queue_delete(name: str, url: str, user: str | None, password: str | None, as_json: bool) -> None:
     """Delete a queue and its messages."""
     data = _client(url, user, password).call("DELETE", f"/api/v1/queues/{quote(name, safe='')}")
@@ -176,7 +168,7 @@ def dlq() -> None:
 @dlq.command("retry")
 @click.argument("name", default="ActiveMQ.DLQ")
 @click.option("--selector", default="JMSMessageID IS NOT NULL", show_default=True)
-@_options
+@remote_options
 def dlq_retry(name: str, selector: str, url: str, user: str | None, password: str | None,
               as_json: bool) -> None:
     """Send dead-lettered messages back to their original destinations."""
@@ -191,7 +183,7 @@ def connection() -> None:
 
 
 @connection.command("list")
-@_options
+@remote_options
 def connection_list(url: str, user: str | None, password: str | None, as_json: bool) -> None:
     """Open client connections."""
     data = _client(url, user, password).call("GET", "/api/v1/connections")
@@ -201,7 +193,7 @@ def connection_list(url: str, user: str | None, password: str | None, as_json: b
 
 @connection.command("close")
 @click.argument("connection_id")
-@_options
+@remote_options
 def connection_close(connection_id: str, url: str, user: str | None, password: str | None,
                      as_json: bool) -> None:
     """Close one connection."""
@@ -211,7 +203,7 @@ def connection_close(connection_id: str, url: str, user: str | None, password: s
 
 
 @click.command()
-@_options
+@remote_options
 def dstat(url: str, user: str | None, password: str | None, as_json: bool) -> None:
     """Destination statistics, like `activemq dstat`."""
     client = _client(url, user, password)

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 import click
-from relaymq.cli_remote import call, remote_options, table
+from relaymq.cli_remote import call, fields, remote_options, table
 
 LIST_COLUMNS = ["name", "state", "target", "snf_depth", "unsettled", "accepted", "lag_ms",
                 "retries", "last_error"]
@@ -91,9 +91,7 @@ def mirror_status(name: str, url: str | None, user: str | None, password: str | 
     if as_json:
         click.echo(json.dumps(row, indent=2))
         return
-    for key in STATUS_FIELDS:
-        value = row.get(key)
-        click.echo(f"{key}: {'' if value is None else value}")
+    fields(row, STATUS_FIELDS)
 
 
 def _action_command(action: str, doc: str) -> None:
