@@ -124,6 +124,22 @@ def test_purge_asks_for_confirmation(console, page) -> None:
     shot(page, "purged")
 
 
+def test_creating_a_queue_with_a_wildcard_name_says_why_not(console, page) -> None:
+    """The page's "new queue" with `ui.wild.>`: the listing again with the reason
+    (it was a 500), and no queue made; a plain name still creates its queue."""
+    page.goto(f"{console.url}/queues")
+    page.fill("input[name=name]", "ui.wild.>")
+    page.click("form[action='/queues/create'] button")
+    page.wait_for_selector("#flash")
+    assert "create failed" in page.text_content("#flash")
+    assert "one plain queue name" in page.text_content("#flash")
+    assert console.client().get("/api/v1/queues/ui.wild.%3E").status_code == 404
+    page.fill("input[name=name]", "ui.made")
+    page.click("form[action='/queues/create'] button")
+    page.wait_for_url(f"{console.url}/queues/ui.made")
+    assert queue(console, "ui.made")["depth"] == 0
+
+
 def test_copy_move_and_delete_ticked_messages_or_by_selector(console, page) -> None:
     send(console, "/queue/ui.sel", ["s-0", "s-1", "s-2", "s-3"])
     page.goto(f"{console.url}/queues/ui.sel")

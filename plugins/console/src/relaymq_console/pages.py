@@ -155,7 +155,11 @@ class Pages:
         name = str((await request.form()).get("name", "")).strip()
         if not name:
             return RedirectResponse("/queues?flash=give+a+name", status_code=303)
-        await self.m.create_queue(name)
+        try:
+            await self.m.create_queue(name)
+        except (RelayMQError, ValueError) as exc:  # a wildcard, several queues, a bad name
+            return RedirectResponse(f"/queues?flash={quote(f'create failed: {exc}')}",
+                                    status_code=303)
         self.access.audit(user, "create", Destination.queue(name), request)
         return RedirectResponse(f"/queues/{quote(name)}", status_code=303)
 
