@@ -377,7 +377,7 @@ class Management:
         queue = self._queue_like(target)
         dest = _plain_queue(to, "move")
         if dest == queue.destination:
-            raise ValueError("moving messages to where they are is not a move")
+            raise DestinationError("moving messages to where they are is not a move")
         async with self._lock(queue):
             chosen = [c for c in await self._select(queue, message_ids, selector)
                       if c[2] is None or c[2].consumer is None]

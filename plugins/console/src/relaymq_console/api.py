@@ -219,12 +219,12 @@ class Api:
                     raise ApiError(400, "body must be a string, properties an object and "
                                         "persistent true or false")
                 if dest.is_wildcard or dest.is_composite:
-                    raise ApiError(400, f"send to one queue, not {dest.name!r} (a wildcard or "
-                                        "several queues)")
+                    raise ApiError(404, f"no queue named {dest.name!r}: send to one queue, not "
+                                        "a wildcard or several")
                 for key, value in props.items():
-                    if not key or not isinstance(value, (str, int, float, bool)):
-                        raise ApiError(400, f"property {key!r} must have a name and be a "
-                                            "string, number or boolean")
+                    if not isinstance(value, (str, int, float, bool)):
+                        raise ApiError(400, f"property {key!r} must be a string, number or "
+                                            "boolean")
                     if isinstance(value, float) and not math.isfinite(value):
                         raise ApiError(400, f"property {key!r}: {value} is not a number a "
                                             "message can carry")

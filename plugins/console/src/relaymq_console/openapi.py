@@ -22,9 +22,16 @@ _SELECT_PROPS: dict[str, Any] = {
     "message_ids": {"type": "array", "items": {"type": "string"}},
     "selector": _SELECTOR}
 _SELECT = {"type": "object", "anyOf": _EITHER, "properties": _SELECT_PROPS}
+#: one plain queue: not several (`,`), no wildcard segment, no other scheme than queue://
+_NOT_PLAIN = "[,]|(^|[.])[*>#]([.]|$)|^(?!queue://)[A-Za-z+.-]*://|^queue://$|://.*://"
 _MOVE = {"type": "object", "required": ["to"], "anyOf": _EITHER, "properties": {
-    "to": {"type": "string", "pattern": _VISIBLE}, **_SELECT_PROPS}}
-_SCALAR = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
+    "to": {"type": "string", "pattern": _VISIBLE, "not": {"pattern": _NOT_PLAIN}},
+    **_SELECT_PROPS}}
+#: a property value: text, a 64-bit integer, a finite number or a boolean
+_SCALAR = {"anyOf": [{"type": "string"},
+                     {"type": "integer", "minimum": -2**63, "maximum": 2**63 - 1},
+                     {"type": "number", "not": {"type": "integer"}},
+                     {"type": "boolean"}]}
 
 
 def _op(summary: str, *, params: list[dict[str, Any]] | None = None,
