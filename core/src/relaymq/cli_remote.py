@@ -10,6 +10,7 @@ refusal prints the console's error and exits 1.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -53,6 +54,17 @@ def call(url: str | None, user: str | None, password: str | None, method: str, p
     if data is None:
         raise click.ClickException(f"{url} answered {path} with something that is not JSON")
     return data
+
+
+def listing(rows: list[dict[str, Any]], columns: list[str], as_json: bool, none: str) -> None:
+    """A list command's output: the rows as JSON, `none` when there are none, else
+    a table of `columns`."""
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    elif not rows:
+        click.echo(none)
+    else:
+        table(rows, columns)
 
 
 def fields(info: dict[str, Any], keys: list[str]) -> None:

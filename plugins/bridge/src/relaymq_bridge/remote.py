@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import click
 from relaymq.cli_remote import call as remote_call
-from relaymq.cli_remote import fields, remote_options, table
+from relaymq.cli_remote import fields, listing, remote_options
 
 LIST_COLUMNS = ["name", "state", "quality_of_service", "forwarded", "failures", "retries",
                 "last_error"]
@@ -40,12 +40,7 @@ def add_remote_commands(group: click.Group) -> None:
     def bridge_list(url: str | None, user: str | None, password: str | None, as_json: bool) -> None:
         """The bridges of a running broker with their state and counts."""
         items = call(url, user, password, "GET", "/api/v1/bridges")["items"]
-        if as_json:
-            click.echo(json.dumps(items, indent=2))
-        elif not items:
-            click.echo("no bridges")
-        else:
-            table(items, LIST_COLUMNS)
+        listing(items, LIST_COLUMNS, as_json, "no bridges")
 
     @group.command("status")
     @click.argument("name")

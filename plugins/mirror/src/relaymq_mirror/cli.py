@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 import click
-from relaymq.cli_remote import call, fields, remote_options, table
+from relaymq.cli_remote import call, fields, listing, remote_options
 
 LIST_COLUMNS = ["name", "state", "target", "snf_depth", "unsettled", "accepted", "lag_ms",
                 "retries", "last_error"]
@@ -72,13 +72,7 @@ def mirror() -> None:
 @remote_options
 def mirror_list(url: str | None, user: str | None, password: str | None, as_json: bool) -> None:
     """The mirrors of a running broker with their state, SnF depth and lag."""
-    rows = mirrors(url, user, password)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-    elif not rows:
-        click.echo("no mirrors")
-    else:
-        table(rows, LIST_COLUMNS)
+    listing(mirrors(url, user, password), LIST_COLUMNS, as_json, "no mirrors")
 
 
 @mirror.command("status")
