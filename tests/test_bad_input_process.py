@@ -373,26 +373,61 @@ def test_bad_message_is_rejected_on_its_link(broker: BrokerProcess, bystanders: 
     bystanders.still_served()
 
 
-def test_application_properties_too_deep_for_a_selector(broker: BrokerProcess,
-                                                        bystanders: Bystanders) -> None:
-    """Application properties are decoded only when a selector asks. A message whose
-    properties nest 100k deep (AMQP allows only simple values there) is accepted as
-    it came; to a selector it has no properties, and the consumer's next message,
-    a good one, still arrives."""
+def _body(section: int, value: bytes) -> bytes:
+    """An encoded message of a durable header and one body section `section` holding `value`."""
+    return b"\x00\x53\x70\xc0\x02\x01\x41\x00\x53" + bytes([section]) + value
+
+
+def _str32(raw: bytes) -> bytes:
+    return b"\xb1" + struct.pack(">I", len(raw)) + raw
+
+
+#: messages every build refuses when they arrive: a consumer's decoder (proton's, a
+#: JMS client's) would fail on them at each delivery, so storing them would poison
+#: every consumer of the queue
+UNDECODABLE = {
+    "body: amqp-value nested lists 20k": _body(0x77, _nested_lists(20_000)),
+    "body: amqp-sequence nested maps 20k": _body(0x76, _nested_maps(20_000)),
+    "body: string cut inside a character": _body(0x77, b"\xa1\x03ab\xc3"),
+    "body: long string with a lone continuation byte": _body(0x77, _str32(b"x" * 300 + b"\x80")),
+    "body: list holding a string that is not UTF-8": _body(0x77, b"\xc0\x05\x01\xa1\x02\xff\xfe"),
+    "body: symbol that is not ASCII": _body(0x77, b"\xa3\x02\xc3\xa9"),
+    "body: unknown type code": _body(0x77, b"\xc0\x02\x01\x4f"),
+    "application properties: value that is not UTF-8": _message(
+        0x74, b"\xc1\x09\x02\xa1\x01k\xa1\x03\xe2\x82\x28"),
+    "application properties: nested lists 100k": _message(
+        0x74, b"\xd1" + struct.pack(">II", 4 + 7 + len(_nested_lists(100_000)), 2)
+        + b"\xa1\x05color" + _nested_lists(100_000)),
+    "annotations: key that is not ASCII": _message(0x72, b"\xc1\x06\x02\xa3\x02\xff\xfe\x41"),
+    "header: a map, not a list": _message(0x70, b"\xc1\x01\x00"),
+    "properties: a string, not a list": _message(0x73, b"\xa1\x02id"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNDECODABLE))
+def test_undecodable_message_is_refused_and_the_queue_still_serves(broker: BrokerProcess,
+                                                                    bystanders: Bystanders,
+                                                                    case: str) -> None:
+    """Each build rejects the message with amqp:decode-error when it arrives (the
+    interpreted and the compiled build alike), keeps nothing of it, and the
+    queue's consumer gets the good message sent after it."""
+    address = f"queue://undecodable.{abs(hash(case))}"
     conn = BlockingConnection(f"127.0.0.1:{broker.amqp_port}", timeout=20)
     try:
-        from proton.reactor import Selector
-
-        receiver = conn.create_receiver("queue://deep.props", options=Selector("color = 'red'"))
-        bad = _message(0x74, b"\xd1" + struct.pack(">II", 4 + 7 + len(_nested_lists(100_000)), 2)
-                       + b"\xa1\x05color" + _nested_lists(100_000))
-        delivery, _ = _send_raw(conn, "queue://deep.props", bad)
-        assert delivery.remote_state == proton.Delivery.ACCEPTED
-        conn.create_sender("queue://deep.props", name="good").send(
-            proton.Message(body="good", properties={"color": "red"}))
+        delivery, link = _send_raw(conn, address, UNDECODABLE[case])
+        assert delivery.remote_state == proton.Delivery.REJECTED, (delivery.remote_state,
+                                                                   link.remote_condition)
+        condition = delivery.remote.condition
+        assert condition is not None and condition.name == "amqp:decode-error", condition
+        assert "internal" not in (condition.description or "").lower(), condition.description
+        conn.create_sender(address, name="good").send(
+            proton.Message(body="good", properties={"color": "red"}, durable=True))
+        receiver = conn.create_receiver(address)
         msg = receiver.receive(timeout=20)
         receiver.accept()
         assert msg.body == "good"
+        with pytest.raises(proton.Timeout):
+            receiver.receive(timeout=0.5)  # the refused message was not kept
     finally:
         conn.close()
     bystanders.still_served()
@@ -438,19 +473,16 @@ def test_deep_selector_over_amqp(broker: BrokerProcess, bystanders: Bystanders, 
     from proton.reactor import Filter
 
     selector, refusal = DEEP_SELECTORS[case]
-    conn = BlockingConnection(f"127.0.0.1:{broker.amqp_port}", timeout=30)
+    # frames large enough for the broker's attach to echo the selector (see the
+    # test below for a client whose frames are not)
+    conn = BlockingConnection(f"127.0.0.1:{broker.amqp_port}", timeout=30, max_frame_size=4_000_000)
     try:
         jms = Filter({proton.symbol("jms-selector"): proton.Described(
             proton.symbol("apache.org:selector-filter:string"), selector)})
         if refusal is None:
-            # accepted: the broker's attach echoes the filter, which may exceed what
-            # the client takes in one frame; either way this connection's business
-            try:
-                conn.create_receiver("queue://deep.sel", options=jms).close()
-            except (LinkDetached, proton.ConnectionException):
-                pass
-            bystanders.still_served()
-            return
+            receiver = conn.create_receiver("queue://deep.sel", options=jms)
+            assert receiver.link.remote_source.filter is not None  # the echo came in one frame
+            receiver.close()
         else:
             with pytest.raises(LinkDetached) as info:
                 conn.create_receiver("queue://deep.sel", options=jms)
@@ -460,6 +492,40 @@ def test_deep_selector_over_amqp(broker: BrokerProcess, bystanders: Bystanders, 
         snd.send(proton.Message(body="x"))
     finally:
         conn.close()
+    bystanders.still_served()
+
+
+def test_selector_longer_than_the_clients_frames(broker: BrokerProcess,
+                                                 bystanders: Bystanders) -> None:
+    """The attach answering a consumer's repeats its selector and cannot be split
+    across frames. A selector too long for the client's max-frame-size (proton's
+    default is 32 KiB) is refused on its link, with the reason; the connection
+    goes on. A link name that long cannot be answered at all: the connection is
+    closed with the reason, and no frame the client cannot read is sent."""
+    from proton.reactor import Selector
+
+    conn = BlockingConnection(f"127.0.0.1:{broker.amqp_port}", timeout=30)
+    try:
+        with pytest.raises(LinkDetached) as info:
+            conn.create_receiver("queue://long.sel", options=Selector("a = '" + "x" * 40_000 + "'"))
+        assert "amqp:invalid-field" in str(info.value) and "too long" in str(info.value), info.value
+        sender = conn.create_sender("queue://long.sel")
+        sender.send(proton.Message(body="still here"))
+        receiver = conn.create_receiver("queue://long.sel", options=Selector("a IS NULL"))
+        assert receiver.receive(timeout=20).body == "still here"
+        receiver.accept()
+    finally:
+        conn.close()
+    conn = BlockingConnection(f"127.0.0.1:{broker.amqp_port}", timeout=30)
+    try:
+        with pytest.raises(proton.ConnectionException) as closed:
+            conn.create_sender("queue://" + "n" * 40_000)  # proton names the link after it
+        assert "max-frame-size" in str(closed.value), closed.value
+    finally:
+        try:
+            conn.close()
+        except proton.ConnectionException:
+            pass
     bystanders.still_served()
 
 

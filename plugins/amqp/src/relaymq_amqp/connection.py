@@ -35,7 +35,7 @@ from relaymq_amqp import link_handlers
 from relaymq_amqp.encode import encode
 from relaymq_amqp.engine import Condition, Engine
 from relaymq_amqp.frames import ACQUISITION_REFUSED, FrameGuard
-from relaymq_amqp.links import ConsumerLink, Link, LinkHost, ProducerLink
+from relaymq_amqp.links import ATTACH_ROOM, ConsumerLink, Link, LinkHost, ProducerLink
 from relaymq_amqp.options import AmqpOptions
 from relaymq_amqp.ranges import range_link, wants_range
 from relaymq_amqp.sasl import AMQP_HEADER, AUTH, SASL_HEADER, SCRAM, SYS, SaslError, SaslServer
@@ -464,6 +464,14 @@ class AmqpConnection(LinkHost):
         known = self.extension_links.get(link)
         if known is not None:  # the peer's answer to a link the broker attached (`initiated`)
             known._on_remote_open(caps)
+            return
+        name_size = len(pn.link_name(link).encode())
+        limit = self.engine.remote_max_frame_size if self.engine is not None else 0
+        if 0 < limit < name_size + ATTACH_ROOM:
+            # every answer to this attach, a refusal too, repeats the name
+            self._fail(Condition("amqp:connection:framing-error",
+                                 f"a link name of {name_size} bytes: no attach answering it fits in "
+                                 f"this connection's max-frame-size of {limit} bytes"))
             return
         if is_sender or pn.remote_target(link).kind != 3:
             extension = link_handlers.dispatch(self, link, caps)

@@ -77,6 +77,9 @@ _ACCEPTED: Final = pn.ACCEPTED
 _SND_SETTLED: Final = pn.SND_SETTLED
 _SND_UNSETTLED: Final = pn.SND_UNSETTLED
 
+#: what an attach frame takes besides its link name, source address and selector: the
+#: frame header, the other fields, the target and the capabilities
+ATTACH_ROOM: Final = 512
 SELECTOR_FILTER_CODE: Final = 0x0000468C00000004
 SELECTOR_FILTER_NAME: Final = "apache.org:selector-filter:string"
 NO_LOCAL_FILTER_CODE: Final = 0x0000468C00000003
@@ -212,6 +215,21 @@ class Link(DeliveryHandler):
         pn.link_open(self.link)
         self.close(condition)
 
+    def _check_echo_fits(self, address: str, selector: str | None) -> None:
+        """The attach that answers this one repeats its terminus (address and
+        filter) and cannot be split across frames: refuse a terminus too large for
+        the peer's max-frame-size, rather than send a frame the peer must fail
+        its whole connection on."""
+        engine = self.conn.engine
+        limit = engine.remote_max_frame_size if engine is not None else 0
+        size = ATTACH_ROOM + len(self.name.encode()) + len(address.encode()) \
+            + (len(selector.encode()) if selector else 0)
+        if 0 < limit < size:
+            detail = (f"the answering attach would take about {size} bytes, and this "
+                      f"connection's max-frame-size is {limit}")
+            what = "selector" if selector and len(selector) > len(address) else "address"
+            raise InvalidDestination(f"the {what} is too long: {detail}")
+
     def close(self, condition: Condition | None = None, closed: bool = True) -> None:
         if self.closed:
             return
@@ -278,6 +296,7 @@ class ProducerLink(Link):
                 target.address = self.destination.key
                 target.capabilities = capabilities_for(self.destination)
             elif target.address:
+                self._check_echo_fits(target.address, None)
                 self.destination = destination_for(target.address, target.capabilities)
                 self._check_exists(self.destination)
                 kconn.authorize("write", self.destination)
@@ -538,6 +557,7 @@ class ConsumerLink(Link):
             source.durable = pn.UNSETTLED_STATE
             source.expiry_policy = pn.EXPIRE_NEVER
             return dest, selector, sub.no_local or no_local, accepted
+        self._check_echo_fits(source.address, selector)
         dest = destination_for(source.address, source.capabilities)
         if dest.is_topic and source.durable and source.expiry_policy == pn.EXPIRE_NEVER:
             self.durable_name = self.name

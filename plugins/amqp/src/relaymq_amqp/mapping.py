@@ -42,6 +42,8 @@ from relaymq_amqp.scanner import (
     DecodeError,
     Sections,
     body_value,
+    check_sections,
+    check_text,
     decode,
     decode_map_at,
     plain_body,
@@ -252,11 +254,14 @@ def to_kernel(data: bytes, destination: Destination | None) -> tuple[Message, Se
     quick = plain_body(data)
     if quick is not None and destination is not None:
         kind, body, durable = quick
+        if kind == "string":
+            check_text(body)
         m = wire_message(body, destination, _BODY_TYPES[kind], data, ENCODING)
         if durable:
             m.durable = True
         return m, _PLAIN
     s = scan(data)
+    check_sections(data, s)
     h = s.header
     p = s.properties
     if p:

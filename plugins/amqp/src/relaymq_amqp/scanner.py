@@ -293,6 +293,124 @@ def skip(data: bytes, pos: int) -> int:
     return pos
 
 
+def _kinds() -> bytes:
+    """For each constructor byte: 1 + the width of a fixed-width type (null,
+    booleans, numbers, timestamp, uuid, char), a variable or compound kind
+    below, or 0 for a byte that is no AMQP type."""
+    table = bytearray(256)
+    for c in (0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x60,
+              0x61, 0x70, 0x71, 0x72, 0x73, 0x74, 0x80, 0x81, 0x82, 0x83, 0x84, 0x94, 0x98):
+        table[c] = 1 + _FIXED[c >> 4]
+    for c in (0xA0, 0xA1, 0xA3):
+        table[c] = _VAR8
+    for c in (0xB0, 0xB1, 0xB3):
+        table[c] = _VAR32
+    for c in (0xC0, 0xC1, 0xD0, 0xD1):
+        table[c] = _COMPOUND
+    table[0xE0] = table[0xF0] = _ARRAY
+    table[0x00] = _DESCRIBED
+    return bytes(table)
+
+
+_VAR8: Final = 20
+_VAR32: Final = 21
+_COMPOUND: Final = 22
+_ARRAY: Final = 23
+_DESCRIBED: Final = 24
+_KINDS: Final = _kinds()
+
+
+def check(data: bytes, pos: int, end: int) -> None:
+    """Check the values from `pos` to `end` as a consumer will decode them,
+    without building them: every type code known, every size inside its value,
+    strings UTF-8 and symbols ASCII, nesting at most `MAX_DEPTH` deep. The broker
+    keeps a message's sections as it received them and decodes most of them
+    never; a value that would fail a consumer's decoder (a string cut inside a
+    character, a list nested 20,000 deep) is refused when the message arrives,
+    not found by every consumer it is delivered to."""
+    try:
+        while pos < end:
+            pos = _check(data, pos, 0)
+    except DecodeError:
+        raise
+    except (IndexError, struct.error, ValueError) as exc:  # ValueError: bad UTF-8
+        raise DecodeError(f"invalid AMQP value at offset {pos}: {exc}") from None
+    if pos != end:
+        raise DecodeError(f"a value runs past its section's end at offset {end}")
+
+
+def _check(data: bytes, pos: int, depth: int) -> int:
+    c = data[pos]
+    k = _KINDS[c]
+    if k == 0:
+        raise DecodeError(f"unknown AMQP type code 0x{c:02x} at offset {pos}")
+    if k < _VAR8:
+        end = pos + k
+        if c == 0x73 and _U32(data, pos + 1)[0] > 0x10FFFF:
+            raise DecodeError(f"char at offset {pos} is not a Unicode code point")
+    elif k == _VAR8:
+        end = pos + 2 + data[pos + 1]
+        if c == 0xA1:
+            data[pos + 2:end].decode()
+        elif c == 0xA3:
+            data[pos + 2:end].decode("ascii")
+    elif k == _VAR32:
+        end = pos + 5 + _U32(data, pos + 1)[0]
+        if c == 0xB1:
+            data[pos + 5:end].decode()
+        elif c == 0xB3:
+            data[pos + 5:end].decode("ascii")
+    elif depth >= MAX_DEPTH:
+        raise _too_deep(pos)
+    elif k == _DESCRIBED:
+        return _check(data, _check(data, pos + 1, depth + 1), depth + 1)
+    elif k == _COMPOUND:
+        count, at, end = _compound(data, pos + 1, c >= 0xD0, "map" if c & 1 else "list")
+        if c & 1 and count % 2:
+            raise DecodeError(f"a map at offset {pos} has an odd number of elements")
+        for _ in range(count):
+            at = _check(data, at, depth + 1)
+        if at != end:
+            raise DecodeError(f"a list or map at offset {pos} does not match its size")
+    else:
+        end = _check_array(data, pos + 1, c == 0xF0, depth + 1)
+    if end > len(data):
+        raise DecodeError(f"a value at offset {pos} runs past the end")
+    return end
+
+
+def _check_array(data: bytes, pos: int, wide: bool, depth: int) -> int:
+    count, pos, end = _compound(data, pos, wide, "array")
+    if data[pos] == 0x00:
+        pos = _check(data, pos + 1, depth)
+    code = data[pos]
+    pos += 1
+    k = _KINDS[code]
+    if k == 0 or k == _DESCRIBED:
+        raise DecodeError(f"unknown array element type 0x{code:02x}")
+    if k < _VAR8 and code != 0x73:
+        pos += count * (k - 1)  # fixed-width elements: only their room to check
+    else:
+        one = bytes((code,))
+        hi = code >> 4
+        small = hi == 0xA or hi == 0xC or hi == 0xE  # a one-byte size
+        for _ in range(count):
+            # Elements share the constructor and are encoded without it.
+            if k < _VAR8:
+                n = k - 1
+            elif small:
+                n = 1 + data[pos]
+            else:
+                n = 4 + _U32(data, pos)[0]
+            if pos + n > end:
+                raise DecodeError(f"array element at offset {pos} runs past the end")
+            _check(one + data[pos:pos + n], 0, depth)
+            pos += n
+    if pos != end:
+        raise DecodeError("array size does not match its elements")
+    return end
+
+
 # ---------------------------------------------------------------------------
 # Message sections
 # ---------------------------------------------------------------------------
@@ -425,13 +543,19 @@ def _scan(data: bytes) -> Sections:
             if data[pos] == 0x45:  # an empty list (proton writes one): nothing to decode
                 pos += 1
             else:
-                s.header, pos = _decode(data, pos, 0)
+                header, pos = _decode(data, pos, 0)
+                if header is not None and not isinstance(header, list):
+                    raise DecodeError("the header section must be a list")
+                s.header = header
             s.header_span = (start, pos)
         elif code == PROPERTIES:
             if data[pos] == 0x45:
                 pos += 1
             else:
-                s.properties, pos = _decode(data, pos, 0)
+                properties, pos = _decode(data, pos, 0)
+                if properties is not None and not isinstance(properties, list):
+                    raise DecodeError("the properties section must be a list")
+                s.properties = properties
         elif code == DATA or code == AMQP_VALUE or code == AMQP_SEQUENCE:
             s.body_start = start
             pos = skip(data, pos)
@@ -466,6 +590,26 @@ def _scan(data: bytes) -> Sections:
     if not s.body_start:
         s.body_start = s.body_end = pos
     return s
+
+
+def check_sections(data: bytes, s: Sections) -> None:
+    """`check` the sections `scan` left encoded: annotations, application
+    properties, footer and the body (a string body's UTF-8 included)."""
+    for span in (s.delivery_annotations, s.message_annotations, s.application_properties, s.footer):
+        if span is not None:
+            check(data, span[0], span[1])
+    if s.payload_kind == "string":
+        check_text(data[s.payload_start:s.body_end])
+    elif s.payload_kind is None and s.body_start != s.body_end:
+        check(data, s.body_start, s.body_end)
+
+
+def check_text(payload: bytes) -> None:
+    """A string body must be UTF-8, as every consumer's decoder expects."""
+    try:
+        payload.decode()
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"the string body is not UTF-8: {exc.reason} at byte {exc.start}") from None
 
 
 def decode_map_at(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:
