@@ -87,6 +87,37 @@ async def test_relaymq_to_rabbitmq_and_back(rabbitmq: Peer, scheme: str) -> None
             await out.stop()
 
 
+@pytest.mark.parametrize("scheme", ["amqp", "stomp"])
+async def test_a_selector_a_rabbitmq_source_ignores_fails_the_bridge(rabbitmq: Peer,
+                                                                    scheme: str) -> None:
+    """RabbitMQ applies no selectors: a bridge from it with `selector=` would forward
+    every message. The bridge stops (FAILED) with the reason, forwards nothing, and
+    the messages stay on RabbitMQ; the same bridge without a selector forwards them."""
+    port = rabbitmq.amqp_port if scheme == "amqp" else rabbitmq.stomp_port
+    rmq = f"{scheme}://guest:guest@127.0.0.1:{port}" + ("?virtualHost=/" if scheme == "stomp" else "")
+    queue = f"/queue/bridge.selector.{scheme}"
+    async with running_broker(None, "amqp://127.0.0.1:0") as relay:
+        local = f"amqp://{relay.connector_address('amqp')}"
+        await produce(rmq, queue, 10, options=RABBIT, region="us")
+        host = await bridge_host(name="sel-rmq", source_uri=rmq, source_destination=queue,
+                                 target_uri=local, target_destination="queue://selected",
+                                 selector="region = 'eu'", max_batch_size="10", max_batch_time="50")
+        try:
+            bridge = manager_of(host).get("sel-rmq")
+            await until(lambda: bridge.state is BridgeState.FAILED, what="the bridge to give up")
+            assert "does not apply selectors" in (bridge.last_error or ""), bridge.last_error
+            assert bridge.forwarded == 0 and relay.queue_size("selected") == 0
+        finally:
+            await host.stop()
+        plain = await bridge_host(name="all-rmq", source_uri=rmq, source_destination=queue,
+                                  target_uri=local, target_destination="queue://selected",
+                                  max_batch_size="10", max_batch_time="50")
+        try:
+            await until(lambda: relay.queue_size("selected") == 10, what="the 10 messages kept on RabbitMQ")
+        finally:
+            await plain.stop()
+
+
 @pytest.mark.slow
 async def test_activemq_target_killed_mid_stream_loses_nothing(activemq: Peer) -> None:
     amq = f"stomp://127.0.0.1:{activemq.stomp_port}"

@@ -63,6 +63,42 @@ class BridgeFailure(Exception):
     """Something the bridge recovers from by connecting again."""
 
 
+class SourceUnfit(Exception):
+    """The source cannot do what the bridge's configuration asks of it (a selector
+    it does not apply): connecting again would not change that, so the bridge
+    stops (FAILED) with the reason instead of forwarding what it should not."""
+
+
+#: descriptors and keys under which a source's attach says it applies a JMS selector
+_SELECTOR_KEYS = ("jms-selector", "apache.org:selector-filter:string", 0x0000468C00000004)
+
+
+def _applies_selector(filters: Any) -> bool:
+    if not isinstance(filters, dict):
+        return False
+    for key, value in filters.items():
+        descriptor = getattr(value, "descriptor", None)
+        if str(key) in _SELECTOR_KEYS or descriptor in _SELECTOR_KEYS or str(descriptor) in _SELECTOR_KEYS:
+            return True
+    return False
+
+
+def selector_ignored(source: Any, receiver: Any) -> str | None:
+    """Why the source will not apply the bridge's selector, or None when it does:
+    RabbitMQ has no selectors (over STOMP or AMQP it ignores them and delivers
+    every message); an AMQP source applies one only when its attach repeats the
+    selector filter (AMQP 1.0 §3.5.8)."""
+    server = str(getattr(source, "server", None) or "")  # STOMP's CONNECTED `server`
+    product = getattr(source, "remote_properties", {}).get("product")  # AMQP's open
+    if server.startswith("RabbitMQ/") or str(product) == "RabbitMQ":
+        # its AMQP 1.0 plugin even repeats the filter it ignores
+        return f"the source ({server or product}) does not apply selectors"
+    remote = getattr(getattr(receiver, "link", None), "remote_source", None)
+    if remote is not None and not _applies_selector(remote.filter):
+        return "the source's answer to the receiving link does not carry the selector filter: it does not apply it"
+    return None
+
+
 class Bridge:
     """One configured bridge."""
 
@@ -206,6 +242,12 @@ class Bridge:
                     await self._forward_loop()
                 except asyncio.CancelledError:
                     raise
+                except SourceUnfit as unfit:
+                    self.last_error = str(unfit)
+                    await self._teardown()
+                    self._set_state(BridgeState.FAILED)
+                    log.error("bridge %s will not run: %s", self.name, self.last_error)
+                    return
                 except Exception as exc:  # noqa: BLE001 - every failure is retried by policy
                     if self._stopping:
                         break
@@ -277,6 +319,11 @@ class Bridge:
         self._receiver = await (await source.session()).open_receiver(
             c.source_destination, self._on_delivery, credit=credit, selector=c.selector,
             subscription_name=c.subscription_name)
+        if c.selector:
+            why = selector_ignored(source, self._receiver)
+            if why is not None:
+                raise SourceUnfit(f"{why}; the bridge would forward every message, not only those "
+                                  f"matching selector {c.selector!r}")
 
     def _dedupes(self, target: OutgoingConnection) -> bool:
         setting = self.config.target_duplicate_detection
