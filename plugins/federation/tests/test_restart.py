@@ -85,3 +85,20 @@ def test_a_connection_that_gave_up_is_not_logged_at_every_retry(brokers: Brokers
     wait_until(lambda: tries() >= 10, "ten tries of the control link", 60)
     lines = [line for line in a.output().splitlines() if "control link not attached" in line]
     assert len(lines) <= 2, lines  # once while retrying, once when it gave up
+
+
+def test_a_broker_stopping_does_not_log_its_own_close_as_the_peers(brokers: Brokers) -> None:
+    """A graceful stop closes the federation's connection; what the peer closes in
+    answer (its end of the control link, the connection) is not a warning that the
+    peer closed it."""
+    brokers.start("b", queues=("work.1",))
+    brokers.start("a", connection_xml("b", brokers.port("b"), QUEUE_FEDERATION))
+    with client(brokers.url("a")) as ca:
+        r1 = ca.create_receiver("queue://work.1", credit=10)
+        send(brokers.url("b"), "queue://work.1", ["one"])
+        assert receive_all(r1, 1, timeout=30) == ["one"]
+    a = brokers.procs["a"]
+    a.stop()
+    out = a.output()
+    assert "broker a stopped" in out, out[-2000:]
+    assert "closed by the peer" not in out and "closed the connection" not in out, out[-2000:]

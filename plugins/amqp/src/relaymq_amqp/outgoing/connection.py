@@ -296,6 +296,11 @@ class AmqpConnection(ReconnectingConnection):
     def on_connection_remote_close(self) -> None:
         assert self._engine is not None
         cond = self._engine.remote_condition
+        if self._engine.local_closed and cond is None:
+            # the peer's answer to this side's own close: nothing to report
+            log.debug("AMQP connection %s: %s closed the connection in answer", self.name, self.endpoint)
+            self._abort(None)
+            return
         err = AmqpConnectionError(f"{self.endpoint} closed the connection: {cond or 'no reason'}", cond)
         if self._opened is not None and not self._opened.done():
             self._opened.set_exception(err)
@@ -511,6 +516,11 @@ class AmqpConnection(ReconnectingConnection):
         if self._socket is not None and self._socket.transport is not None:
             self._socket.transport.abort()
         self._socket = None
+
+    @property
+    def closing(self) -> bool:
+        """This side has closed the connection: what the peer closes after that is its answer."""
+        return self._engine is not None and self._engine.local_closed
 
     @property
     def _live(self) -> bool:

@@ -82,7 +82,8 @@ class _Link(DeliveryHandler):
         opened = self.attached.done()
         if not opened:
             self.attached.set_exception(err)
-        elif self.on_remote_close is None and not pn.link_local_closed(self.pn):
+        elif self.on_remote_close is None and not pn.link_local_closed(self.pn) \
+                and not self.conn.closing:
             log.warning("%s", err)  # not the peer's answer to this side's own close
         self._lost(err)
         self.closed = True
