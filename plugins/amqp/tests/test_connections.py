@@ -77,6 +77,23 @@ def test_sasl_outcome_on_the_wire(secured: Any) -> None:
     assert peer.closed_within(30)  # generous: a bound, not a timing check
 
 
+def test_sasl_pipelined_with_the_amqp_header_and_open(secured: Any) -> None:
+    """A client may send its sasl-init, the AMQP header and its open in one go,
+    before the outcome: the broker answers the SASL exchange, then the AMQP
+    layer reads the header and open that followed."""
+    peer = RawPeer(secured.address())
+    peer.send(SASL_HEADER + frame(performative(0x41, [_sym("PLAIN"), b"\x00alice\x00secret"]), 1)
+              + AMQP_HEADER + frame(performative(0x10, ["pipelining-client"])))
+    assert peer.read_exact(8) == SASL_HEADER
+    _, mechs = peer.read_frame()
+    assert mechs.descriptor == 0x40
+    _, outcome = peer.read_frame()
+    assert outcome.descriptor == 0x44 and outcome.value[0] == 0  # ok
+    assert peer.read_exact(8) == AMQP_HEADER
+    _, opened = peer.read_frame()
+    assert opened.descriptor == 0x10
+
+
 def test_non_sasl_clients_can_be_refused(make_broker: Any) -> None:
     bt = make_broker("amqp://127.0.0.1:0?allowNonSaslConnections=false")
     peer = RawPeer(bt.address())

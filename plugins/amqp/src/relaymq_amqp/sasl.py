@@ -68,9 +68,15 @@ def parse_plain(response: bytes) -> tuple[str | None, str, str]:
 
 
 def _frames(buf: bytearray) -> list[tuple[int, list[object]]]:
-    """Take complete SASL frames off the front of `buf` as (code, fields)."""
+    """Take the first complete SASL frame (after any empty ones) off the front of
+    `buf` as [(code, fields)], or [] when it has not all come yet. What follows it
+    stays in `buf`: a client that pipelines sends its AMQP header right after its
+    sasl-init, before the outcome, and those bytes are the AMQP layer's."""
     out: list[tuple[int, list[object]]] = []
-    while len(buf) >= 8:
+    while len(buf) >= 8 and not out:
+        if buf.startswith(b"AMQP"):
+            raise SaslError("expected a SASL frame, got an AMQP protocol header: the client must "
+                            "send sasl-init before it")
         size, doff, ftype = struct.unpack_from(">IBB", buf, 0)
         if size < 8 or size > MAX_SASL_FRAME or doff < 2:
             raise SaslError(f"bad SASL frame (size {size}, data offset {doff})")
