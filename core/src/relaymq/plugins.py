@@ -498,7 +498,7 @@ class PluginRegistry:
         errors: list[str] = []
         warnings: list[str] = []
         for group, element in plugin_elements(config):
-            report = Report(strict=self.strict)
+            report = Report(strict=self.strict, quiet=True)
             try:
                 obj = self.resolve(group, element.tag, element.origin)
                 check = getattr(obj, "validate_element", None)

@@ -283,6 +283,27 @@ def test_a_bad_bridge_fails_alone_in_a_broker_process(tmp_path: Path) -> None:
         proc.wait(30)
 
 
+def test_config_check_lists_a_bridges_ignored_attributes(tmp_path: Path) -> None:
+    """`relaymq config check` shows what a bridge ignores (with the attribute meant,
+    in the bridge's own kebab-case), as `relaymq run` logs it."""
+    cfg = tmp_path / "activemq.xml"
+    cfg.write_text(f"""<beans><broker xmlns="http://activemq.apache.org/schema/core"
+    brokerName="typo" persistent="false">
+  <transportConnectors><transportConnector name="amqp" uri="amqp://127.0.0.1:{free_port()}"/>
+  </transportConnectors>
+  <bridges><bridge name="b" source-uri="vm://localhost" source-destination="queue://in"
+      target-uri="vm://localhost" target-destination="queue://out" max-batch-sise="10"/></bridges>
+</broker></beans>""")
+    check = subprocess.run([RELAYMQ, "config", "check", str(cfg)], capture_output=True, text=True,
+                           timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "attribute 'max-batch-sise' is ignored" in check.stdout, check.stdout + check.stderr
+    assert "did you mean max-batch-size?" in check.stdout, check.stdout
+    strict = subprocess.run([RELAYMQ, "config", "check", "--strict", str(cfg)], capture_output=True,
+                            text=True, timeout=120)
+    assert strict.returncode != 0 and "max-batch-sise" in strict.stdout + strict.stderr
+
+
 async def test_vm_means_this_broker() -> None:
     host = await host_with("""<bridges>
   <bridge name="local" source-uri="vm://localhost" source-destination="queue://in"

@@ -30,6 +30,9 @@ class Report:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: keep warnings and notes only, for a caller that reports them itself
+    #: (`relaymq config check` prints them, `relaymq run` logs them once)
+    quiet: bool = False
 
     def error(self, message: str) -> None:
         self.errors.append(message)
@@ -40,12 +43,14 @@ class Report:
             self.errors.append(message + " (an error because of --strict)")
         else:
             self.warnings.append(message)
-            log.warning("%s", message)
+            if not self.quiet:
+                log.warning("%s", message)
 
     def note(self, message: str) -> None:
         """Accepted and deliberately ignored (e.g. `useJmx`): never an error."""
         self.notes.append(message)
-        log.info("%s", message)
+        if not self.quiet:
+            log.info("%s", message)
 
     def absorb(self, exc: ConfigError) -> None:
         self.errors.extend(exc.errors or [str(exc)])

@@ -325,9 +325,12 @@ def convert(
         f = by_key.get(camel_to_snake(attr))
         if f is None or _dataclass_of(hints[f.name]) or _list_item_of(hints[f.name]) is PluginElement:
             extra[attr] = raw
+            # kebab-case attributes (Artemis' <amqp-connection>, <bridge>) get kebab-case advice
+            spelled = [camel_to_snake(k).replace("_", "-") for k in known_attrs] if "-" in attr \
+                else known_attrs
             own.warn(
                 f"<{name}>{where}: attribute '{attr}' is ignored: RelayMQ does not support it"
-                f"{suggest(attr, known_attrs)}"
+                f"{suggest(attr, spelled)}"
             )
             continue
         try:

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from relaymq.config.model import PluginElement
-from relaymq.config.report import at
+from relaymq.config.report import Report, at
 from relaymq.config.typed import convert
 from relaymq.errors import ConfigError
 
@@ -38,15 +38,17 @@ def local_uri(broker: Any) -> Any:
     return resolve
 
 
-def bridge_config(element: PluginElement, strict: bool = False) -> BridgeConfig:
-    return convert(BridgeConfig, element, strict=strict).validate()
+def bridge_config(element: PluginElement, strict: bool = False,
+                  report: Report | None = None) -> BridgeConfig:
+    return convert(BridgeConfig, element, strict=strict, report=report).validate()
 
 
-def checked_config(element: PluginElement, strict: bool = False) -> tuple[BridgeConfig, str | None]:
+def checked_config(element: PluginElement, strict: bool = False,
+                   report: Report | None = None) -> tuple[BridgeConfig, str | None]:
     """The bridge's configuration and, when it is unusable, why (then a stand-in
     made of what the element says, for management to show the bridge failed)."""
     try:
-        return bridge_config(element, strict), None
+        return bridge_config(element, strict, report), None
     except ConfigError as exc:
         why = str(exc)
     a = element.attributes
@@ -85,11 +87,17 @@ class BridgeElement:
     @staticmethod
     def validate_element(element: PluginElement, strict: bool = False) -> list[str]:
         """`relaymq config check` / `relaymq run`: a bad bridge is a warning (it is
-        reported failed at start-up, the broker runs)."""
-        config, why = checked_config(element, strict)
-        if why is None:
-            return []
-        return [f"bridge {config.name} will not run (state failed): {why}"]
+        reported failed at start-up, the broker runs), and so is an attribute it
+        ignores; under `--strict` both are errors."""
+        report = Report(strict=strict, quiet=True)
+        config, why = checked_config(element, strict, report)
+        found = list(report.warnings)  # ignored attributes (errors under --strict)
+        if strict and (why is not None or report.errors):
+            problems = report.errors + ([f"bridge {config.name}: {why}"] if why is not None else [])
+            raise ConfigError("\n".join(problems), problems)
+        if why is not None:
+            found.append(f"bridge {config.name} will not run (state failed): {why}")
+        return found
 
     @property
     def state(self) -> str:
