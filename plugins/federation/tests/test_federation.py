@@ -14,6 +14,7 @@ from fedtools import (
     send,
     until_markers,
 )
+from relaymq.testing import wait_until
 
 
 def address_federation(max_hops: int = 0, match: str = "news.#", idle_ms: int = 500) -> str:
@@ -116,6 +117,35 @@ def _ring_or_mesh(brokers: Brokers, names: list[str], links: dict[str, list[str]
 def test_ring_of_three_with_max_hops_delivers_once_per_subscriber(brokers: Brokers) -> None:
     # each broker federates from the next one: a -> b -> c -> a
     _ring_or_mesh(brokers, ["a", "b", "c"], {"a": ["b"], "b": ["c"], "c": ["a"]}, 2, "news.ring")
+
+
+def test_a_ring_without_max_hops_is_named_as_a_loop(brokers: Brokers) -> None:
+    """A ring of three brokers federating an address with max-hops 0 (Artemis'
+    default: no limit) passes a message round for ever (no-local stops only the
+    step straight back). The message is not dropped (that is what no limit means),
+    but the loop is logged, once per broker, with the setting that ends it."""
+    names, links = ["a", "b", "c"], {"a": "b", "b": "c", "c": "a"}
+    for name in names:
+        peer = links[name]
+        brokers.start(name, connection_xml(peer, brokers.port(peer), address_federation(0),
+                                           name=f"{name}-to-{peer}"))
+    watches = {n: Advisories(brokers.url(n), "Topic", "news.loop") for n in names}
+    try:
+        with client(brokers.url("a")) as ca, client(brokers.url("b")) as cb, \
+                client(brokers.url("c")) as cc:
+            for conn in (ca, cb, cc):
+                conn.create_receiver("topic://news.loop", credit=1000)
+            for n in names:  # its subscriber and the federation receiver pulling from it
+                watches[n].wait(lambda c: c == 2)
+            send(brokers.url("a"), "topic://news.loop", ["round and round"])
+            wait_until(lambda: "brokers pass it round in a loop" in brokers.logs(),
+                       "the loop named in a log", 60, detail=lambda: brokers.logs()[-3000:])
+            assert "set max-hops (a ring of n brokers: n - 1" in brokers.logs()
+    finally:
+        for w in watches.values():
+            w.close()
+        brokers.close()  # the message is still going round
+    assert brokers.logs().count("brokers pass it round in a loop") <= 3  # once per broker
 
 
 @pytest.mark.slow

@@ -35,6 +35,9 @@ from relaymq_federation.publisher import LocalPublisher
 
 log = logging.getLogger("relaymq.federation")
 
+#: hops after which a federated message is taken to be going round a loop (logged once
+#: per destination): no sensible topology has paths this long
+LOOP_HOPS = 16
 #: seconds before a refused receiver is tried again while still wanted
 RETRY_DELAY = 2.0
 #: the same while the peer's events link is attached (it announces what appears)
@@ -72,6 +75,8 @@ class Receivers:
         self.label = label
         self.links: dict[Hashable, Any] = {}
         self.wanted: set[Hashable] = set()
+        #: destinations whose messages were seen going round a loop (warned once)
+        self._looping: set[Destination] = set()
         self._idle: dict[Hashable, asyncio.TimerHandle] = {}
         self._opening: set[Hashable] = set()
         self._refused_at: dict[Hashable, float] = {}
@@ -207,7 +212,13 @@ class Receivers:
             data = incoming.data
             try:
                 if add_hops:
-                    data, _ = add_hop(data)
+                    data, hops = add_hop(data)
+                    if hops >= LOOP_HOPS and destination not in self._looping:
+                        self._looping.add(destination)
+                        log.warning("%s: a message on %s has been federated %d times: brokers pass "
+                                    "it round in a loop (a ring or mesh whose address policies have "
+                                    "no max-hops); set max-hops (a ring of n brokers: n - 1, a full "
+                                    "mesh: 1)", self.label, destination, hops)
                 message, _ = to_kernel(data, destination)
             except Exception as exc:  # noqa: BLE001 - not an AMQP message
                 log.warning("%s: undecodable message rejected: %s", self.label, exc)
