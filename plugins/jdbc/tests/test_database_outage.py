@@ -1,6 +1,7 @@
 """A database that goes away for a while: the affected sends fail with an error to
 their producers, the broker keeps running, and once the database is back sends
-are stored again; nothing committed is lost."""
+are stored again; nothing committed is lost. A connection the database dropped
+while the broker was idle costs no send at all."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ def test_sends_fail_while_the_database_is_down_and_work_again_after(
     try:
         client = BlockingStomp(broker.stomp_port)
         assert client.send("/queue/O", b"before")[0] == "RECEIPT"
+        own_postgres.stop_server()  # a restart while the broker is idle costs no send
+        own_postgres.start_server()
+        cmd, headers, _body = client.send("/queue/O", b"after a restart")
+        assert cmd == "RECEIPT", headers.get("message")
         own_postgres.stop_server()
         cmd, headers, _body = client.send("/queue/O", b"during")
         assert cmd == "ERROR", (cmd, headers)
@@ -47,14 +52,46 @@ def test_sends_fail_while_the_database_is_down_and_work_again_after(
         amqp.close()
         assert broker.proc is not None and broker.proc.poll() is None  # still running
         own_postgres.start_server()
-        for _ in range(2):  # the first send after the outage may meet the dead connection
-            client = BlockingStomp(broker.stomp_port)
-            cmd, headers, _body = client.send("/queue/O", b"after")
-            if cmd == "RECEIPT":
-                break
+        cmd, headers, _body = client.send("/queue/O", b"after")
         assert cmd == "RECEIPT", (cmd, headers)
         got = drain_queue(broker.stomp_port, "O")
     finally:
         broker.stop()
-    assert got == ["before", "after"]
+    assert got == ["before", "after a restart", "after"]
+    assert "Traceback" not in broker.output()
+
+
+def terminate_store_backends(cluster: PostgresCluster, db: str) -> int:
+    """End every server process of `db` (the broker's connections), as a DBA's
+    pg_terminate_backend or a server-side idle timeout does; how many were ended."""
+    import psycopg
+
+    with psycopg.connect(host="127.0.0.1", port=cluster.port, user="relaymq", dbname="postgres",
+                         autocommit=True) as conn:
+        return len([r for r in conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()", (db,)) if r[0]])
+
+
+def test_a_send_after_the_database_dropped_the_connection_succeeds(
+        tmp_path: Path, postgres: PostgresCluster) -> None:
+    db = postgres.create_database()
+    broker = BrokerProcess(tmp_path, postgres.url(db), "dropped").start()
+    try:
+        client = BlockingStomp(broker.stomp_port)
+        assert client.send("/queue/D", b"one")[0] == "RECEIPT"
+        assert terminate_store_backends(postgres, db) >= 1
+        cmd, headers, _body = client.send("/queue/D", b"two")
+        assert cmd == "RECEIPT", headers.get("message")  # the first send after the drop
+        assert terminate_store_backends(postgres, db) >= 1
+        amqp = BlockingConnection(f"amqp://127.0.0.1:{broker.amqp_port}", timeout=10)
+        try:  # returns once accepted; a rejected transfer raises SendException
+            amqp.create_sender("queue://D").send(Message(body="three", durable=True))
+        finally:
+            amqp.close()
+        got = drain_queue(broker.stomp_port, "D")
+        assert broker.alive()  # still the master: the lease held throughout
+    finally:
+        broker.stop()
+    assert got == ["one", "two", "three"]
     assert "Traceback" not in broker.output()

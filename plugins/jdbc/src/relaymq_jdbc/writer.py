@@ -305,12 +305,29 @@ class GroupWriter:
         except RuntimeError:  # the loop is closed: nobody waits any more
             pass
 
-    def _transaction(self, ops: list[Prepared]) -> tuple[dict[str, KeyState], int]:
-        conn = self._connection()
-        with conn.begin():
-            if self.lease is not None:
-                self.lease.check(conn)
-            return self._apply(conn, ops)
+    def _transaction(self, ops: list[Prepared], *,
+                     reconnect: bool = True) -> tuple[dict[str, KeyState], int]:
+        """`ops` in one transaction. The writer keeps its connection between
+        transactions; when the database dropped it meanwhile (a restart,
+        `pg_terminate_backend`, a closed idle connection), the statements fail before
+        anything is committed and the transaction runs once more on a new connection.
+        A failure at COMMIT is not retried: the database may have committed it."""
+        conn = self._connection()  # a failure to connect is not retried
+        applied = False
+        try:
+            with conn.begin():
+                if self.lease is not None:
+                    self.lease.check(conn)
+                result = self._apply(conn, ops)
+                applied = True  # what fails from here on is the COMMIT
+        except sa.exc.DBAPIError as exc:
+            if applied or not reconnect or not exc.connection_invalidated:
+                raise
+            log.warning("JDBC store: the database closed the store's connection (%s); "
+                        "writing on a new one", short_error(exc))
+            self._drop_connection()
+            return self._transaction(ops, reconnect=False)
+        return result
 
     def _apply(self, conn: sa.Connection, ops: list[Prepared]) -> tuple[dict[str, KeyState], int]:
         s = self.s
