@@ -207,3 +207,60 @@ def test_a_slave_waiting_for_the_lease_stops_on_sigterm(tmp_path: Path) -> None:
         assert master.alive()
     finally:
         master.stop()
+
+
+def test_a_sqlite_url_into_a_missing_directory_stops_the_start(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir"
+    broker = BrokerProcess(tmp_path, f"sqlite:///{missing / 'store.sqlite'}", "typo")
+    broker.start(wait=False)
+    try:
+        assert broker.proc is not None
+        wait_until(lambda: broker.proc.poll() is not None, "the start to stop", 60,
+                   detail=broker.output)
+        assert broker.proc.returncode == 1  # a configuration error
+    finally:
+        broker.kill()
+    out = broker.output()
+    lines = [line for line in out.splitlines() if "jdbcPersistenceAdapter" in line
+             and "does not exist" in line]
+    assert len(lines) == 1 and f"the directory {missing} of the SQLite database" in lines[0]
+    assert not missing.exists()  # nothing was created
+    assert "Traceback" not in out
+
+
+def test_a_mistyped_sqlite_file_name_is_never_a_silent_new_store(tmp_path: Path) -> None:
+    store = tmp_path / "orders.sqlite"
+    first = BrokerProcess(tmp_path, f"sqlite:///{store}", "first").start()
+    try:
+        assert BlockingStomp(first.stomp_port).send("/queue/K", b"kept")[0] == "RECEIPT"
+    finally:
+        first.stop()
+    typo = tmp_path / "order.sqlite"
+    # createTablesOnStartup="false": the store must exist, so the typo stops the start
+    strict = BrokerProcess(tmp_path, f"sqlite:///{typo}", "strict",
+                           adapter='createTablesOnStartup="false"')
+    strict.start(wait=False)
+    try:
+        assert strict.proc is not None
+        wait_until(lambda: strict.proc.poll() is not None, "the start to stop", 60,
+                   detail=strict.output)
+        assert strict.proc.returncode == 1
+    finally:
+        strict.kill()
+    assert f"there is no SQLite database at {typo} and createTablesOnStartup is false" \
+        in strict.output()
+    assert not typo.exists() and "Traceback" not in strict.output()
+    # the default creates the new store, and says so
+    fresh = BrokerProcess(tmp_path, f"sqlite:///{typo}", "fresh").start()
+    try:
+        assert f"there is no SQLite database at {typo}; creating a new, empty one" \
+            in fresh.output()
+        assert drain_queue(fresh.stomp_port, "K") == []
+    finally:
+        fresh.stop()
+    again = BrokerProcess(tmp_path, f"sqlite:///{store}", "again").start()
+    try:
+        assert "no SQLite database" not in again.output()  # an existing store: no word
+        assert drain_queue(again.stomp_port, "K") == ["kept"]
+    finally:
+        again.stop()

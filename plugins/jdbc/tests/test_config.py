@@ -200,3 +200,20 @@ async def test_tables_of_another_program_are_refused(tmp_path: Path) -> None:
         await store.start()
     text = str(info.value)
     assert "ACTIVEMQ_MSGS lacks the column(s) SEQ" in text and "tablePrefix" in text
+
+
+async def test_the_default_store_is_created_with_its_directory(tmp_path: Path) -> None:
+    from relaymq.model.destination import Destination
+    from relaymq.model.message import Message
+    from relaymq.spi.persistence import AddDestination, AddMessage
+
+    data = tmp_path / "not-yet"  # a first start: the data directory is made, as for kahaDB
+    store = build(document("<jdbcPersistenceAdapter/>", data=str(data)))
+    await store.start()
+    try:
+        m = Message(b"x", destination=Destination.parse("queue://Q"), message_id="ID:a-1",
+                    durable=True)
+        await store.write([AddDestination("queue://Q"), AddMessage("queue://Q", 1, m)])
+    finally:
+        await store.stop()
+    assert (data / "jdbc" / "activemq.sqlite").is_file()

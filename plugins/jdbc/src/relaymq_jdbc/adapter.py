@@ -35,8 +35,14 @@ from relaymq.spi.persistence import (
 from sqlalchemy.engine import URL
 
 from relaymq_jdbc.config import LOCKERS, JDBCConfig, LockerConfig
-from relaymq_jdbc.datasource import DataSourceError, parse_url, url_from_bean
-from relaymq_jdbc.engines import db_now_ms, make_engines
+from relaymq_jdbc.datasource import (
+    DERBY_CLASSES,
+    DataSourceError,
+    bean_properties,
+    parse_url,
+    url_from_bean,
+)
+from relaymq_jdbc.engines import db_now_ms, make_engines, sqlite_file
 from relaymq_jdbc.lease import LeaseLocker, LeaseLost, StoreLocked, default_holder
 from relaymq_jdbc.schema import Schema, SchemaError, make_schema, prepare
 from relaymq_jdbc.txlock import TransactionLocker, UnsupportedLocker
@@ -124,6 +130,7 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         where = f" at {cfg.origin}" if cfg.origin.line else ""
         for line in cfg.ignored_settings():
             log.warning("<jdbcPersistenceAdapter>%s: %s", where, line)
+        self._sqlite_file()
         writer_engine, reader_engine = make_engines(self.url, cfg.pool_size)
         self._engines = (writer_engine, reader_engine)
         try:
@@ -181,6 +188,34 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         total = sum(v.count for v in state.values())
         log.info("JDBC store %s: %d stored messages in %d destinations and subscriptions",
                  self.where(), total, sum(1 for v in state.values() if v.count))
+
+    def _sqlite_file(self) -> None:
+        """A SQLite store in the data directory (the default, an embedded Derby data
+        source) is created with its directory, as kahaDB's is. A SQLite file the
+        configuration names (`url`, a `jdbc:sqlite:` URL) is a database of the user's:
+        its directory must exist, and a missing file is created only with
+        createTablesOnStartup, so a mistyped path is an error rather than a new store."""
+        path = sqlite_file(self.url)
+        if path is None:
+            return
+        if embedded_sqlite(self.config):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return
+        cfg = self.config
+        where = f" at {cfg.origin}" if cfg.origin.line else ""
+        if not path.parent.is_dir():
+            raise ConfigError(
+                f"<jdbcPersistenceAdapter>{where}: the directory {path.parent} of the SQLite "
+                f"database {path} does not exist; correct the path, or create the directory")
+        if path.exists():
+            return
+        if not cfg.create_tables_on_startup:
+            raise ConfigError(
+                f"<jdbcPersistenceAdapter>{where}: there is no SQLite database at {path} and "
+                "createTablesOnStartup is false; correct the path, or set "
+                "createTablesOnStartup=\"true\" to create a new, empty store there")
+        log.warning("JDBC store: there is no SQLite database at %s; creating a new, empty one "
+                    "(createTablesOnStartup)", path)
 
     def _prepare_schema(self, engine: sa.Engine) -> None:
         try:
@@ -444,6 +479,18 @@ def config_from_element(element: PluginElement, broker: Any, *, strict: bool = F
                               f"no <bean id=\"{ref}\"> in the configuration file")
         config.bean = beans[0]
     return config
+
+
+def embedded_sqlite(config: JDBCConfig) -> bool:
+    """The store is an embedded database RelayMQ creates where it belongs: the default
+    SQLite file in the data directory, or an embedded Derby data source's."""
+    if config.url:
+        return config.url.strip().startswith("jdbc:derby:")
+    if config.bean is None:
+        return True
+    props = bean_properties(config.bean)
+    return (config.bean.attributes.get("class", "").strip() in DERBY_CLASSES
+            or props.get("url", "").strip().startswith("jdbc:derby:"))
 
 
 def resolve_url(config: JDBCConfig, data_dir: Path) -> URL:

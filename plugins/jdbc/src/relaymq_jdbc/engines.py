@@ -24,9 +24,6 @@ PAGE_SIZE = 16384
 
 
 def _sqlite(url: URL, begin: str, pool_size: int) -> sa.Engine:
-    db = url.database
-    if db:
-        Path(db).parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size,
                               connect_args={"check_same_thread": False, "timeout": 30})
 
@@ -61,18 +58,26 @@ def make_engines(url: URL, pool_size: int) -> tuple[sa.Engine, sa.Engine]:
                              **kw))
 
 
+def sqlite_file(url: URL) -> Path | None:
+    """The file of a SQLite URL (None for another database, memory or a `file:` URI)."""
+    path = url.database
+    if url.get_backend_name() != "sqlite" or not path or path == ":memory:" \
+            or path.startswith("file:"):
+        return None
+    return Path(path)
+
+
 def read_only_engine(url: URL) -> sa.Engine:
     """An engine that only reads the store at `url`: a SQLite file is opened
     read-only, so a mistyped path is an error, not a new empty database."""
     import sqlite3
 
-    path = url.database
-    if url.get_backend_name() != "sqlite" or not path or path == ":memory:" \
-            or path.startswith("file:"):
+    path = sqlite_file(url)
+    if path is None:
         return sa.create_engine(url)
-    if not Path(path).is_file():
+    if not path.is_file():
         raise FileNotFoundError(f"no SQLite database at {path}")
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    uri = path.resolve().as_uri() + "?mode=ro"
     return sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
 
 
