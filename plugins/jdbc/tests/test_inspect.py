@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from click.testing import CliRunner
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from relaymq.spi.persistence import AddDestination, AddMessage, RemoveMessage
+from relaymq.testing.processes import RELAYMQ
 from relaymq_jdbc import JDBCConfig, JDBCPersistenceAdapter
 from relaymq_jdbc.cli import jdbc
+from relaymq_jdbc.testing import PostgresCluster
+
+from .brokers import BrokerProcess
 
 
 def msg(n: int) -> Message:
@@ -56,3 +61,26 @@ def test_inspect_of_a_database_without_a_store_fails_clearly(tmp_path: Path) -> 
     result = CliRunner().invoke(jdbc, ["inspect", f"sqlite:///{typo}"])
     assert result.exit_code == 1 and f"no SQLite database at {typo}" in result.output
     assert not typo.exists()
+
+
+def inspect_cmd(*args: str) -> str:
+    proc = subprocess.run([RELAYMQ, "jdbc", "inspect", *args], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_inspect_names_the_holder_of_a_transaction_lock(tmp_path: Path,
+                                                        postgres: PostgresCluster) -> None:
+    url = postgres.url(postgres.create_database())
+    master = BrokerProcess(tmp_path, url, "rowlocked", kind="transaction-database-locker").start()
+    try:
+        text = inspect_cmd(url)
+        assert "lock: held by rowlocked@" in text, text
+        assert "transaction-database-locker" in text and "lease: free" not in text
+        rep = json.loads(inspect_cmd(url, "--json"))
+        assert rep["row_lock"]["holder"].startswith("rowlocked@") and rep["lease"] is None
+    finally:
+        master.stop()
+    text = inspect_cmd(url)  # the stop rolled the transaction back: the lock is free
+    assert "lease: free" in text and "rowlocked" not in text, text

@@ -2,7 +2,8 @@
 
 Per destination and durable subscription: stored messages, bytes, the last
 sequence used and when the oldest stored message was sent; and who holds the
-lease. Read-only: it takes no lease and changes nothing.
+lease, or on PostgreSQL the row lock of a `<transaction-database-locker>`.
+Read-only: it takes no lease and changes nothing.
 """
 
 from __future__ import annotations
@@ -44,19 +45,51 @@ def inspect_store(url: str, table_prefix: str = "") -> dict[str, Any]:
                              "last_seq": int(r.LAST_SEQ), "oldest_timestamp": oldest})
             lease = conn.execute(sa.select(lk.c.BROKER_NAME, lk.c.TIME - db_now_ms(
                 engine.dialect.name)).where(lk.c.ID == 1)).first()
+            row_lock = (row_lock_holder(conn, lk.name) if engine.dialect.name == "postgresql"
+                        else None)
     finally:
         engine.dispose()
     holder = None
-    if lease is not None and lease[0]:
+    if lease is not None and lease[0] and row_lock is None:
         holder = {"holder": lease[0], "expires_in_ms": int(lease[1])}
     return {"url": parse_url(url).render_as_string(hide_password=True), "keys": keys,
-            "lease": holder}
+            "lease": holder, "row_lock": row_lock}
+
+
+def row_lock_holder(conn: Any, table: str) -> dict[str, Any] | None:
+    """Who holds `table`'s row lock as a `<transaction-database-locker>` master (PostgreSQL):
+    a lock connection (named ``relaymq-lock:<holder>``) with a lock on that table in a
+    transaction that is still open. Its uncommitted row is invisible to this reader,
+    so the lease row alone would say the lock is free."""
+    import sqlalchemy as sa
+
+    from relaymq_jdbc.txlock import APP_PREFIX
+
+    row = conn.execute(sa.text(
+        "SELECT a.application_name, "
+        "CAST(EXTRACT(EPOCH FROM clock_timestamp() - a.xact_start) * 1000 AS BIGINT) "
+        "FROM pg_stat_activity a WHERE a.datname = current_database() "
+        "AND a.application_name LIKE :app "
+        "AND coalesce(a.state, '') <> 'idle in transaction (aborted)' "
+        "AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.granted "
+        "AND l.locktype = 'relation' AND l.relation = to_regclass(quote_ident(:table))) "
+        "ORDER BY a.xact_start LIMIT 1"), {"app": APP_PREFIX + "%", "table": table}).first()
+    if row is None:
+        return None
+    return {"holder": str(row[0]).removeprefix(APP_PREFIX),
+            "held_for_ms": int(row[1]) if row[1] is not None else None}
 
 
 def format_report(rep: dict[str, Any]) -> str:
     lines = [f"JDBC store {rep['url']}"]
     lease = rep["lease"]
-    if lease is None:
+    row_lock = rep.get("row_lock")
+    if row_lock is not None:
+        held = (f", for {row_lock['held_for_ms']} ms" if row_lock["held_for_ms"] is not None
+                else "")
+        lines.append(f"lock: held by {row_lock['holder']} (transaction-database-locker: a row "
+                     f"lock in an open transaction{held})")
+    elif lease is None:
         lines.append("lease: free")
     elif lease["expires_in_ms"] > 0:
         lines.append(f"lease: held by {lease['holder']} (ends in {lease['expires_in_ms']} ms)")
