@@ -12,7 +12,6 @@ store's lease lock is not touched)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -67,22 +66,18 @@ def jdbc_schema(options: Mapping[str, str]) -> str:
 
 
 def _engine(url: str) -> Any:
-    """An engine for the store's URL. A SQLite file is opened read-only (the reader
-    never writes, and a wrong path is an error, not a new empty database)."""
-    import sqlite3
-
-    from sqlalchemy import create_engine
+    """An engine for the store's URL (relaymq-jdbc's `read_only_engine`). A SQLite file
+    is opened read-only (the reader never writes, and a wrong path is an error, not a
+    new empty database)."""
+    from relaymq_jdbc.engines import read_only_engine
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
-    path = parsed.database
-    if not parsed.drivername.startswith("sqlite") or not path or path == ":memory:" \
-            or path.startswith("file:"):
-        return create_engine(url)
-    if not Path(path).is_file():
-        raise ValueError(f"relaymq-jdbc: no SQLite database at {path} (option 'url' {url!r})")
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
-    return create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
+    try:
+        return read_only_engine(parsed)
+    except FileNotFoundError:
+        raise ValueError(f"relaymq-jdbc: no SQLite database at {parsed.database} "
+                         f"(option 'url' {url!r})") from None
 
 
 class JdbcReader(DataSourceReader):  # type: ignore[misc]
