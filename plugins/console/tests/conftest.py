@@ -16,15 +16,16 @@ __all__ = ["ADMIN", "APP", "VIEWER", "ConsoleBroker", "free_port"]
 
 
 class ConsoleBroker(ConsoleBrokerProcess):
-    """The shared broker of the console tests: kahaDB and a STOMP connector."""
+    """The shared broker of the console tests: kahaDB and a STOMP connector
+    (`console_attributes`: more `<console>` attributes, for a broker of a test's own)."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, console_attributes: str = "") -> None:
         self.stomp_port = free_port()
         super().__init__(tmp, "console-test", attributes=f'dataDirectory="{tmp}/data"', body=f"""
   <persistenceAdapter><kahaDB directory="{tmp}/data/kahadb"/></persistenceAdapter>
   <transportConnectors>
     <transportConnector name="stomp" uri="stomp://127.0.0.1:{self.stomp_port}"/>
-  </transportConnectors>""")
+  </transportConnectors>""", console_attributes=console_attributes)
         self.start()
 
     def client(self, who: tuple[str, str] | None = ADMIN) -> httpx.Client:

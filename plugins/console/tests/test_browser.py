@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from relaymq.testing import wait_until
 
-from .conftest import ADMIN, APP
+from .conftest import ADMIN, APP, ConsoleBroker
 from .console_clients import FLAGS, queue, send
 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
@@ -60,6 +60,44 @@ def test_a_wrong_password_is_refused_in_the_browser(console) -> None:
         pg.click("#login-button")
         assert "login failed" in pg.text_content("#login-error")
         browser.close()
+
+
+def test_a_blocked_login_says_when_to_try_again_and_works_after(tmp_path) -> None:
+    """Five wrong passwords block the address: the login page says for how long (the
+    right password is refused meanwhile); after that the right password logs in. A
+    broker of its own (a 3 s window), so the shared one's logins are not blocked."""
+    if CHROMIUM is None:
+        pytest.skip("chromium (Debian package chromium) is not installed")
+    broker = ConsoleBroker(tmp_path, 'loginFailureWindow="3"')
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            pg = browser.new_page()
+
+            def log_in(password: str) -> None:
+                pg.goto(f"{broker.url}/login")
+                pg.fill("#username", ADMIN[0])
+                pg.fill("#password", password)
+                with pg.expect_navigation():
+                    pg.click("#login-button")
+
+            for _ in range(5):
+                log_in("wrong")
+                assert "login failed" in pg.text_content("#login-error")
+            log_in(ADMIN[1])
+            said = pg.text_content("#login-error") or ""
+            assert "too many failed logins" in said and "try again in" in said, said
+            assert pg.locator("#broker-facts").count() == 0
+
+            def logged_in() -> bool:
+                log_in(ADMIN[1])
+                return pg.locator("#broker-facts").count() == 1
+
+            wait_until(logged_in, "the right password to log in after the wait", 30,
+                       interval=0.25)
+            browser.close()
+    finally:
+        broker.stop()
 
 
 def test_the_depth_changes_while_a_stomp_producer_sends(console, page) -> None:

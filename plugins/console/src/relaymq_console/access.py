@@ -24,10 +24,12 @@ UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 class Denied(Exception):
     """401 (not logged in), 403 (not allowed) or 429 (too many failed logins)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers or {}
 
 
 @dataclass
@@ -43,7 +45,7 @@ class Access:
         self.broker = broker
         self.config = config
         self.sessions = Sessions(config.session_timeout)
-        self.throttle = LoginThrottle()
+        self.throttle = LoginThrottle(window=max(1, config.login_failure_window))
         #: the console's own users (`usersFile`, a Jetty realm) instead of relaymq-auth's
         self.realm: dict[str, RealmUser] | None = (
             load_realm(config.users_file) if config.users_file and config.authenticate else None)
@@ -67,8 +69,10 @@ class Access:
         auth = self.auth
         if self.open:
             return None, True  # no users: a local console lets anybody in (documented)
-        if self.throttle.blocked(address):
-            raise Denied(429, "too many failed logins from this address; try again later")
+        wait = self.throttle.blocked(address)
+        if wait:
+            raise Denied(429, f"too many failed logins from this address; try again in {wait} "
+                              f"second{'s' if wait != 1 else ''}", {"retry-after": str(wait)})
         principal: Any
         if self.realm is not None:
             known = self.realm.get(name)

@@ -126,7 +126,8 @@ class Api:
         try:
             return JSONResponse(await handler(request))
         except Denied as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
+            return JSONResponse({"error": exc.message}, status_code=exc.status,
+                                headers=exc.headers)
         except ApiError as exc:
             return JSONResponse({"error": exc.message}, status_code=exc.status,
                                 headers=exc.headers)

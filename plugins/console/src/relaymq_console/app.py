@@ -67,7 +67,8 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
             await access.check(request, admin=False)
         except Denied as exc:
             return PlainTextResponse(exc.message, status_code=exc.status,
-                                     headers={"www-authenticate": 'Basic realm="relaymq"'})
+                                     headers={"www-authenticate": 'Basic realm="relaymq"',
+                                              **exc.headers})
         return PlainTextResponse(await metrics.render(broker, started, queue_lines),
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -75,7 +76,7 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
         try:
             await access.check(request, admin=False)
         except Denied as exc:
-            return PlainTextResponse(exc.message, status_code=exc.status)
+            return PlainTextResponse(exc.message, status_code=exc.status, headers=exc.headers)
         return Response(await compat.queues_xml(broker), media_type="application/xml")
 
     async def jolokia(request: Request) -> Response:
@@ -83,7 +84,7 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
             await access.check(request, admin=False)
         except Denied as exc:
             return JSONResponse({"status": exc.status, "error": exc.message},
-                                status_code=exc.status)
+                                status_code=exc.status, headers=exc.headers)
         mbean, _, attribute = request.path_params["path"].rpartition("/")
         return JSONResponse(await compat.jolokia_read(broker, mbean, attribute,
                                                       config.jmx_domain_name or compat.DOMAIN))

@@ -26,6 +26,9 @@ class ConsoleConfig:
     allow_unauthenticated: bool = False
     #: seconds a login session lasts without use
     session_timeout: int = 1800
+    #: seconds failed logins from one address are counted over: the fifth within it
+    #: refuses the address's logins until the oldest of them is this old
+    login_failure_window: int = 60
     #: ms between an open dashboard's refreshes (RabbitMQ's management UI and
     #: Hawtio refresh every 5 s too); a queue's page refreshes every second
     refresh_interval: int = 5000

@@ -66,7 +66,8 @@ class Pages:
         except Denied as exc:
             if exc.status == 401:
                 return RedirectResponse("/login", status_code=303)
-            return HTMLResponse(f"<p>{_esc(exc.message)}</p>", status_code=exc.status)
+            return HTMLResponse(f"<p>{_esc(exc.message)}</p>", status_code=exc.status,
+                                headers=exc.headers)
 
     # -- login ----------------------------------------------------------------------
     async def login(self, request: Request) -> Response:
@@ -80,6 +81,7 @@ class Pages:
         except Denied as exc:
             refused = self.render("login.html", None, error=exc.message)
             refused.status_code = exc.status
+            refused.headers.update(exc.headers)
             return refused
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,

@@ -8,6 +8,7 @@ HTTP Basic (the CLI, scripts) carry no cookie and need no CSRF token.
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -59,17 +60,25 @@ class Sessions:
 
 
 class LoginThrottle:
-    """At most `limit` failed logins per address per `window` seconds."""
+    """At most `limit` failed logins per address per `window` seconds: once `limit`
+    failures fall within the window, every login from the address is refused, the
+    right password too, until the oldest of them leaves it."""
 
     def __init__(self, limit: int = 5, window: float = 60.0) -> None:
         self.limit, self.window = limit, window
         self._failures: dict[str, list[float]] = {}
 
-    def blocked(self, address: str) -> bool:
+    def blocked(self, address: str) -> int:
+        """Whole seconds until `address` may try again; 0 when it may now."""
         now = time.monotonic()
         recent = [t for t in self._failures.get(address, []) if now - t < self.window]
-        self._failures[address] = recent
-        return len(recent) >= self.limit
+        if recent:
+            self._failures[address] = recent
+        else:
+            self._failures.pop(address, None)
+        if len(recent) < self.limit:
+            return 0
+        return max(1, math.ceil(recent[-self.limit] + self.window - now))
 
     def failed(self, address: str) -> None:
         self._failures.setdefault(address, []).append(time.monotonic())
