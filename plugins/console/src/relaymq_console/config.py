@@ -39,6 +39,10 @@ class ConsoleConfig:
     #: a Jetty realm file (ActiveMQ's jetty-realm.properties, `user: password, role`):
     #: the console's own users, their roles as groups, instead of relaymq-auth's
     users_file: str | None = None
+    #: addresses or networks (`10.0.0.5`, `10.0.0.0/24`) of reverse proxies whose
+    #: X-Forwarded-For and X-Forwarded-Proto are believed; none by default: the
+    #: address a request came from is always its peer's
+    trusted_proxies: list[str] = field(default_factory=list)
     #: the domain of Jolokia-style MBean names (`<managementContext jmxDomainName>`)
     jmx_domain_name: str | None = None
     #: set on a console enabled by ActiveMQ's jetty.xml or managementContext: which

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import socket
 from typing import Any
@@ -29,11 +30,11 @@ class ConsolePlugin:
 
     @classmethod
     def from_element(cls, element: PluginElement, broker: Any = None) -> ConsolePlugin:
-        return cls(convert(ConsoleConfig, element))
+        return cls(_checked(convert(ConsoleConfig, element)))
 
     @classmethod
     def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
-        convert(ConsoleConfig, element, strict=strict)
+        _checked(convert(ConsoleConfig, element, strict=strict))
         return []
 
     def install(self, broker: Any) -> None:
@@ -78,9 +79,13 @@ class ConsolePlugin:
         except OSError as exc:
             raise StartupError(f"<console>{_at(cfg)}: cannot listen on {cfg.host}:{cfg.port}: "
                                f"{exc.strerror or exc}") from exc
+        # X-Forwarded-For and -Proto only from the configured proxies (uvicorn would
+        # believe them from 127.0.0.1, or FORWARDED_ALLOW_IPS, by default)
         uv_config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off",
-            ssl_certfile=cfg.tls_cert_file, ssl_keyfile=cfg.tls_key_file)
+            ssl_certfile=cfg.tls_cert_file, ssl_keyfile=cfg.tls_key_file,
+            proxy_headers=bool(cfg.trusted_proxies),
+            forwarded_allow_ips=list(cfg.trusted_proxies))
         self.server = uvicorn.Server(uv_config)
         self.server.install_signal_handlers = lambda: None  # relaymq run owns the signals
         self._task = asyncio.get_running_loop().create_task(self.server.serve(sockets=[sock]))
@@ -102,6 +107,19 @@ class ConsolePlugin:
                 self._task.cancel()
             except Exception:  # noqa: BLE001 - the server failed; it is stopped either way
                 log.exception("the console server failed")
+
+
+def _checked(cfg: ConsoleConfig) -> ConsoleConfig:
+    """`trustedProxies` holds addresses and networks only: a typo must not trust a
+    name nobody connects from, or anything else silently."""
+    for entry in cfg.trusted_proxies:
+        try:
+            ipaddress.ip_network(entry.strip(), strict=False)
+        except ValueError:
+            raise ConfigError(f"<console trustedProxies>{_at(cfg)}: {entry!r} is not an IP "
+                              "address or network (10.0.0.5, 10.0.0.0/24)") from None
+    cfg.trusted_proxies = [e.strip() for e in cfg.trusted_proxies if e.strip()]
+    return cfg
 
 
 def _at(cfg: ConsoleConfig) -> str:
