@@ -1,17 +1,21 @@
 """Logins and sessions over real HTTP, each against a broker process of its own (these
 tests block 127.0.0.1's logins on purpose, and change users, which would disturb the
-shared broker's other tests): the failed-login throttle and its `Retry-After`."""
+shared broker's other tests): the failed-login throttle and its `Retry-After`, whose
+address X-Forwarded-For may name, and sessions of users the configuration removes or
+demotes."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from relaymq.testing import wait_until
+from relaymq.testing.processes import RelaymqProcess
 
-from .conftest import ADMIN, ConsoleBroker
+from .conftest import ADMIN, VIEWER, ConsoleBroker, free_port
 
 #: seconds failed logins are counted over (`loginFailureWindow`): short, so a test can
 #: wait for the block to end
@@ -95,5 +99,104 @@ def test_a_trusted_proxy_names_the_client_in_x_forwarded_for(tmp_path: Path) -> 
         assert len(failed) == 5 and all("remote=198.51.100.1 " in f for f in failed), failed
         logins = wait_until(lambda: audit_lines(broker, "login user=ops"), "the login lines")
         assert "remote=198.51.100.2 " in logins[0], logins
+    finally:
+        broker.stop()
+
+
+def logged_in(broker: ConsoleBroker, who: tuple[str, str]) -> tuple[httpx.Client, str]:
+    """A client with `who`'s session cookie, and the session's CSRF token."""
+    client = httpx.Client(base_url=broker.url, follow_redirects=False, timeout=30)
+    assert client.post("/login", data={"username": who[0], "password": who[1]}).status_code == 303
+    page = client.get("/queues")
+    assert page.status_code == 200, page.text
+    return client, page.text.split('name="csrf" value="')[1].split('"')[0]
+
+
+def reload_users(broker: ConsoleBroker, edits: dict[str, str]) -> None:
+    """Edit the `<authenticationUser>` elements of the broker's configuration and have
+    it re-read it (SIGHUP), waiting until relaymq-auth says it applied them."""
+    text = broker.config.read_text()
+    for old, new in edits.items():
+        assert old in text
+        text = text.replace(old, new)
+    broker.config.write_text(text)
+    applied = broker.output().count("<simpleAuthenticationPlugin> applied")
+    assert broker.proc is not None
+    broker.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: broker.output().count("<simpleAuthenticationPlugin> applied") > applied,
+               "the configuration reload", detail=broker.output)
+
+
+def test_a_session_ends_when_its_user_is_removed_or_leaves_the_console_groups(
+        tmp_path: Path) -> None:
+    broker = ConsoleBroker(tmp_path)
+    try:
+        ops, ops_csrf = logged_in(broker, ADMIN)
+        watcher, _ = logged_in(broker, VIEWER)
+        assert watcher.get("/api/v1/queues").status_code == 200
+        made = ops.post("/api/v1/queues", json={"name": "login.before"},
+                        headers={"X-CSRF-Token": ops_csrf})
+        assert made.status_code == 200, made.text
+        # the viewer's group no longer grants the console; the admin is only a viewer now
+        reload_users(broker, {
+            f'username="{VIEWER[0]}" password="{VIEWER[1]}" groups="users"':
+                f'username="{VIEWER[0]}" password="{VIEWER[1]}" groups="apps"',
+            f'username="{ADMIN[0]}" password="{ADMIN[1]}" groups="admins"':
+                f'username="{ADMIN[0]}" password="{ADMIN[1]}" groups="users"'})
+        refused = watcher.get("/api/v1/queues")
+        assert refused.status_code == 401, refused.text
+        assert watcher.get("/queues").headers.get("location") == "/login"  # the page: log in
+        assert ops.get("/api/v1/queues").status_code == 200
+        demoted = ops.post("/api/v1/queues", json={"name": "login.after"},
+                           headers={"X-CSRF-Token": ops_csrf})
+        assert demoted.status_code == 403 and "may only view" in demoted.json()["error"]
+        assert ops.get("/api/v1/queues/login.after").status_code == 404  # nothing made
+        # the user is removed from the users altogether
+        reload_users(broker, {
+            f'<authenticationUser username="{ADMIN[0]}" password="{ADMIN[1]}" groups="users"/>':
+                ""})
+        assert ops.get("/api/v1/queues").status_code == 401
+        assert ops.get("/").headers.get("location") == "/login"
+        listed = httpx.get(f"{broker.url}/api/v1/queues", auth=VIEWER, timeout=30)
+        assert listed.status_code == 403  # a new login sees the new groups too
+    finally:
+        broker.stop()
+
+
+def test_a_session_ends_when_its_user_leaves_a_reloaded_users_properties(tmp_path: Path) -> None:
+    """JAAS with `reload=true`: the properties files change without a signal, and the
+    next request of a session of a user removed from them is refused."""
+    http, stomp_port = free_port(), free_port()
+    (tmp_path / "users.properties").write_text("ops=ops-secret\nwatcher=watch-secret\n")
+    (tmp_path / "groups.properties").write_text("admins=ops\nusers=watcher\n")
+    (tmp_path / "login.config").write_text("""activemq {
+    org.apache.activemq.jaas.PropertiesLoginModule required
+        org.apache.activemq.jaas.properties.user="users.properties"
+        org.apache.activemq.jaas.properties.group="groups.properties"
+        reload=true;
+};
+""")
+    config = tmp_path / "activemq.xml"
+    config.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core"
+        brokerName="login-jaas">
+  <plugins>
+    <jaasAuthenticationPlugin configuration="activemq" loginConfig="{tmp_path}/login.config"/>
+    <console host="127.0.0.1" port="{http}"/>
+  </plugins>
+  <transportConnectors>
+    <transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp_port}"/>
+  </transportConnectors>
+</broker>""")
+    broker = RelaymqProcess(config, tmp_path / "broker.log", ports=[http, stomp_port]).start()
+    url = f"http://127.0.0.1:{http}"
+    try:
+        with httpx.Client(base_url=url, follow_redirects=False, timeout=30) as watcher:
+            assert watcher.post("/login", data={"username": VIEWER[0],
+                                                "password": VIEWER[1]}).status_code == 303
+            assert watcher.get("/api/v1/queues").status_code == 200
+            (tmp_path / "users.properties").write_text("ops=ops-secret\n")
+            (tmp_path / "groups.properties").write_text("admins=ops\n")
+            assert watcher.get("/api/v1/queues").status_code == 401
+        assert httpx.get(f"{url}/api/v1/queues", auth=ADMIN, timeout=30).status_code == 200
     finally:
         broker.stop()

@@ -133,6 +133,22 @@ class SecurityService:
             return True
         return self.authorization.allowed(principal, action, destination)
 
+    def current_principal(self, principal: Principal) -> Principal | None:
+        """`principal` as the configured users have it now (after a reload, or a
+        properties file with ``reload=true`` that changed): with the groups its user has
+        now, or None when its user is no longer configured. A principal that is not
+        looked up in a user table (anonymous, the broker's own, any principal of an
+        authenticator without one) comes back as it is."""
+        lookup = getattr(self.authenticator, "lookup", None)
+        if lookup is None or principal.system or principal.anonymous:
+            return principal
+        user = lookup(principal.name)
+        if user is None:
+            return None
+        if user.groups == principal.groups:
+            return principal
+        return Principal(principal.name, user.groups)
+
     def audit_operation(self, principal: Principal | None, operation: str,
                         destination: object, *, transport: str | None = None,
                         remote: str | None = None, **details: object) -> None:

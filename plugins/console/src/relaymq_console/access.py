@@ -87,22 +87,47 @@ class Access:
             except SecurityError as exc:
                 self.throttle.failed(address)
                 raise Denied(401, f"login failed: {exc}") from None
+        admin = self._role(principal)
+        if admin is None:
+            raise Denied(403, f"user {name} is in neither console group "
+                              f"({self.config.admin_group}, {self.config.viewer_group})")
+        return principal, admin
+
+    def _role(self, principal: Any) -> bool | None:
+        """True for an admin, False for a viewer, None outside both console groups."""
         groups = set(getattr(principal, "groups", ()))
         if self.config.admin_group in groups:
-            return principal, True
+            return True
         if self.config.viewer_group in groups:
-            return principal, False
-        raise Denied(403, f"user {name} is in neither console group "
-                          f"({self.config.admin_group}, {self.config.viewer_group})")
+            return False
+        return None
+
+    def _current(self, principal: Any) -> Any:
+        """A session's principal as the users are now (None: no longer a user)."""
+        if self.realm is not None:
+            return self.realm.get(getattr(principal, "name", ""))
+        current = getattr(self.auth, "current_principal", None)
+        return current(principal) if current is not None else principal
 
     async def user(self, request: Request) -> User:
         """The user of `request`, or Denied(401)."""
         if self.open:
             return User("anonymous", True, None, None)
-        session = self.sessions.get(request.cookies.get(COOKIE))
+        token = request.cookies.get(COOKIE)
+        session = self.sessions.get(token)
         if session is not None:
+            # checked against the users as they are now: a user removed, or no longer in
+            # a console group, loses the session at once; a demoted admin is a viewer
             name = getattr(session.principal, "name", "?")
-            return User(name, session.admin, session.principal, session.csrf)
+            principal = self._current(session.principal)
+            admin = self._role(principal) if principal is not None else None
+            if admin is None:
+                self.sessions.drop(token)
+                log.info("console: session of %s ended: no longer a user in a console group",
+                         name)
+                raise Denied(401, f"user {name} may no longer use the console; log in again")
+            session.principal, session.admin = principal, admin
+            return User(name, admin, principal, session.csrf)
         header = request.headers.get("authorization", "")
         if header.lower().startswith("basic "):
             try:
