@@ -337,14 +337,14 @@ def test_delete_a_topic_and_a_durable_subscription(console) -> None:
     wait_until(lambda: subscription() and not subscription()[0]["active"], "detached", 10)
     assert c.delete("/api/v1/subscriptions/api-durable/audit").json() == {"deleted": True}
     assert subscription() == []
-    assert c.delete("/api/v1/subscriptions/api-durable/audit").json() == {"deleted": False}
+    assert c.delete("/api/v1/subscriptions/api-durable/audit").status_code == 404
 
     topics = {t["name"] for t in c.get("/api/v1/topics", params={"size": 1000}).json()["items"]}
     assert "api.events" in topics
     assert c.delete("/api/v1/topics/api.events").json() == {"deleted": True}
     topics = {t["name"] for t in c.get("/api/v1/topics", params={"size": 1000}).json()["items"]}
     assert "api.events" not in topics
-    assert c.delete("/api/v1/topics/api.events").json() == {"deleted": False}
+    assert c.delete("/api/v1/topics/api.events").status_code == 404
     viewer = console.client(VIEWER).delete("/api/v1/topics/api.other")
     assert viewer.status_code == 403
 
@@ -365,7 +365,7 @@ def test_a_send_a_move_or_a_copy_that_would_fan_out_or_carry_bad_values_is_refus
         console) -> None:
     c = console.client()
     r = c.post("/api/v1/queues/api.fan.*/messages", json={"body": "x"})
-    assert r.status_code == 404 and "no queue named 'api.fan.*'" in r.json()["error"], r.text
+    assert r.status_code == 400 and "send to one queue" in r.json()["error"], r.text
     for value in (float("nan"), float("inf"), 2**70):
         r = c.post("/api/v1/queues/api.values/messages",
                    content=json.dumps({"body": "x", "properties": {"v": value}}),
@@ -377,3 +377,35 @@ def test_a_send_a_move_or_a_copy_that_would_fan_out_or_carry_bad_values_is_refus
         r = c.post("/api/v1/queues/api.values/move", json={"to": to, "selector": "v > 0"})
         assert r.status_code == 400 and "needs one plain queue" in r.json()["error"], (to, r.text)
     assert c.get("/api/v1/queues/api.values").json()["depth"] == 1  # nothing moved or lost
+
+
+def test_bad_input_is_400_and_deleting_what_does_not_exist_is_404(console) -> None:
+    """A request the API cannot carry out as asked is a 400, whether or not a queue of
+    that name exists; a DELETE of something that does not exist is a 404 (and nothing
+    is written to the audit log), never a 200 saying it was not deleted."""
+    c = console.client()
+    for name in ("api.d9.*", "api.d9.>", "api.d9.a,api.d9.b", "topic://api.d9",
+                 "temp-queue://api.d9"):
+        r = c.post("/api/v1/queues", json={"name": name})
+        assert r.status_code == 400 and "one plain queue" in r.json()["error"], (name, r.text)
+    assert c.post("/api/v1/queues", json={"name": "api.d9"}).status_code == 200
+    r = c.post("/api/v1/queues", json={"name": "api.d9", "queue_type": "no-such-type"})
+    assert r.status_code == 400 and "no-such-type" in r.json()["error"], r.text
+    r = c.post("/api/v1/queues", json={"name": "api.d9", "queue_type": "partitioned"})
+    assert r.status_code == 409 and "exists as a 'standard' queue" in r.json()["error"], r.text
+    for name in ("api.d9.*", "api.d9.a,api.d9.b"):
+        r = c.post(f"/api/v1/queues/{name}/messages", json={"body": "x"})
+        assert r.status_code == 400 and "send to one queue" in r.json()["error"], (name, r.text)
+    assert c.post("/api/v1/queues/api.d9/messages", json={"body": "x"}).status_code == 200
+    for to in ("api.d9", "queue://api.d9"):
+        r = c.post("/api/v1/queues/api.d9/move", json={"to": to, "selector": "JMSMessageID IS NOT NULL"})
+        assert r.status_code == 400 and "to where they are" in r.json()["error"], (to, r.text)
+    assert queue(console, "api.d9")["depth"] == 1
+    for path in ("/api/v1/queues/api.d9.none", "/api/v1/topics/api.d9.none",
+                 "/api/v1/subscriptions/api-d9-client/none"):
+        r = c.delete(path)
+        assert r.status_code == 404 and r.json()["error"], (path, r.text)
+    assert "destination=queue://api.d9.none" not in console.output()
+    assert "destination=topic://api.d9.none" not in console.output()
+    assert c.delete("/api/v1/queues/api.d9").json() == {"deleted": True}
+    assert c.delete("/api/v1/queues/api.d9").status_code == 404

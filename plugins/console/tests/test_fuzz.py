@@ -65,6 +65,17 @@ schema = schemathesis.openapi.from_dict(DOCUMENT)
 schema.config.update(basic_auth=ADMIN)
 
 
+@schema.hook
+def filter_case(context, case) -> bool:  # type: ignore[no-untyped-def]
+    """Leave out a move to the queue it moves from: a 400 the document says in words
+    only, since a schema cannot relate the body's `to` to the path's name."""
+    if not case.operation.path.endswith("/move") or not isinstance(case.body, dict):
+        return True
+    to, name = case.body.get("to"), (case.path_parameters or {}).get("name")
+    return not (isinstance(to, str) and isinstance(name, str)
+                and to.removeprefix("queue://") == name)
+
+
 def test_the_served_document_is_the_fuzzed_one(fuzz_broker: ConsoleBroker) -> None:
     served = fuzz_broker.client(None).get("/api/v1/openapi.json")
     assert served.status_code == 200 and served.json() == DOCUMENT

@@ -105,9 +105,15 @@ class ProcessBroker:
             return json.loads(r.read())
 
     def _delete(self, path: str) -> Any:
+        """The answer to a DELETE; `{"deleted": False}` when there was nothing (404)."""
         req = urllib.request.Request(self.url + path, method="DELETE")
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read())
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return {"deleted": False}
+            raise
 
     def connections(self) -> list[dict[str, Any]]:
         """The client connections the broker lists (REST `/connections`)."""

@@ -159,7 +159,19 @@ class Api:
                 queue_type = data.get("queue_type")
                 if queue_type is not None and not isinstance(queue_type, str):
                     raise ApiError(400, "queue_type must be a string")
-                info = await self.m.create_queue(name, queue_type)
+                installed = self.broker.plugins.names(QUEUE_TYPES)
+                if queue_type and queue_type not in installed:
+                    raise ApiError(400, f"no queue type {queue_type!r} (installed: "
+                                        f"{', '.join(sorted(installed))})")
+                dest = Destination.parse(name) if "://" in name else Destination.queue(name)
+                if not dest.is_queue or dest.is_temporary or dest.is_wildcard \
+                        or dest.is_composite:
+                    raise ApiError(400, f"{name}: give one plain queue name, not a wildcard, "
+                                        "several queues or another kind of destination")
+                try:
+                    info = await self.m.create_queue(name, queue_type)
+                except DestinationError as exc:  # it exists, as a queue of another type
+                    raise ApiError(409, str(exc)) from None
                 self.access.audit(user, "create", Destination.queue(name), req)
                 return plain(info)
             await self.access.check(req, admin=False)
@@ -176,9 +188,10 @@ class Api:
         async def go(req: Request) -> Any:
             user = await self.access.check(req, admin=True)
             dest = Destination.topic(req.path_params["name"])
-            deleted = await self.m.delete_destination(dest)
+            if not await self.m.delete_destination(dest):
+                raise ApiError(404, f"no topic named {dest.name!r}")
             self.access.audit(user, "delete", dest, req)
-            return {"deleted": deleted}
+            return {"deleted": True}
         return await self.call(request, go)
 
     async def queue(self, request: Request) -> JSONResponse:
@@ -192,9 +205,10 @@ class Api:
             dest = Destination.queue(name)
             if req.method == "DELETE":
                 user = await self.access.check(req, admin=True)
-                deleted = await self.m.delete_destination(dest)
+                if not await self.m.delete_destination(dest):
+                    raise ApiError(404, f"no queue named {dest.name!r}")
                 self.access.audit(user, "delete", dest, req)
-                return {"deleted": deleted}
+                return {"deleted": True}
             await self.access.check(req, admin=False)
             info = await self.m.destination(dest)
             out = plain(info)
@@ -220,8 +234,8 @@ class Api:
                     raise ApiError(400, "body must be a string, properties an object and "
                                         "persistent true or false")
                 if dest.is_wildcard or dest.is_composite:
-                    raise ApiError(404, f"no queue named {dest.name!r}: send to one queue, not "
-                                        "a wildcard or several")
+                    raise ApiError(400, f"{dest.name!r}: send to one queue, not a wildcard or "
+                                        "several")
                 for key, value in props.items():
                     if not isinstance(value, (str, int, float, bool)):
                         raise ApiError(400, f"property {key!r} must be a string, number or "
@@ -281,8 +295,11 @@ class Api:
 
     async def move(self, request: Request) -> JSONResponse:
         async def act(dest: Destination, data: dict[str, Any]) -> Any:
-            return {"moved": await self.m.move_messages(dest, self._to(data),
-                                                        **_ids_or_selector(data))}
+            to = self._to(data)
+            if to == dest:
+                raise ApiError(400, "moving messages to where they are is not a move: give "
+                                    "another queue as 'to'")
+            return {"moved": await self.m.move_messages(dest, to, **_ids_or_selector(data))}
         return await self._admin_action("move", act, body=True)(request)
 
     async def copy(self, request: Request) -> JSONResponse:
@@ -329,7 +346,7 @@ class Api:
             user = await self.access.check(req, admin=True)
             client_id, name = req.path_params["client_id"], req.path_params["name"]
             if self.m.durable_subscription(client_id, name) is None:
-                return {"deleted": False}
+                raise ApiError(404, f"no durable subscription {name!r} of {client_id!r}")
             try:
                 deleted = await self.m.delete_durable_subscription(client_id, name)
             except DestinationError as exc:  # a consumer is attached

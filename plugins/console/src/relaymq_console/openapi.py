@@ -13,6 +13,14 @@ _OBJ = {"description": "OK", "content": {"application/json": {"schema": {"type":
 _VISIBLE = "[^\\s\\x1c-\\x1f\\x85\\xa0]"
 _NAME = {"name": "name", "in": "path", "required": True,
          "schema": {"type": "string", "pattern": _VISIBLE}}
+#: a name send cannot deliver to: several queues (`,`) or a wildcard segment (400)
+_WILD_OR_SEVERAL = "[,]|(^|[.])[*>#]([.]|$)"
+_SEND_TO = {**_NAME, "schema": {"type": "string", "pattern": _VISIBLE,
+                                "not": {"pattern": _WILD_OR_SEVERAL}}}
+#: a name that is not one plain queue to create (400): several, a wildcard, another
+#: kind of destination, or `queue://` and nothing more
+_NOT_ONE_QUEUE = ("[,]|(^|[.]|^queue://)[*>#]([.]|$)|^(topic|temp-queue|temp-topic)://"
+                  "|^queue://[\\s\\x1c-\\x1f\\x85\\xa0]*$")
 _BRIDGE = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
 #: a JMS (SQL-92) message selector, as ActiveMQ takes them; the broker refuses a
 #: malformed one with 400
@@ -36,6 +44,8 @@ _SCALAR = {"anyOf": [{"type": "string"},
 
 def _op(summary: str, *, params: list[dict[str, Any]] | None = None,
         body: dict[str, Any] | None = None, conflict: bool = False) -> dict[str, Any]:
+    """An operation answering 200, or 400 (bad input), 401, 403, 404 (no such thing),
+    429 (a blocked login) and, with `conflict`, 409 (the broker's state refuses it)."""
     op: dict[str, Any] = {"summary": summary, "parameters": params or [],
                           "responses": {"200": _OBJ, "400": _ERROR, "401": _ERROR,
                                         "403": _ERROR, "404": _ERROR, "429": _ERROR}}
@@ -67,10 +77,12 @@ def openapi_document(queue_types: list[str] | None = None) -> dict[str, Any]:
         "/api/v1/queues": {
             "get": _op("Queues with statistics (filter, sort by a field, '-field' descending, "
                        "paged)", params=LISTING),
-            "post": _op("Create a queue", body={"type": "object", "required": ["name"],
-                                                 "properties": {"name": {"type": "string",
-                                                                         "pattern": _VISIBLE},
-                                                                "queue_type": queue_type}}),
+            "post": _op("Create a queue (409 when it exists as a queue of another type)",
+                        conflict=True, body={
+                            "type": "object", "required": ["name"], "properties": {
+                                "name": {"type": "string", "pattern": _VISIBLE,
+                                         "not": {"pattern": _NOT_ONE_QUEUE}},
+                                "queue_type": queue_type}}),
         },
         "/api/v1/topics": {"get": _op("Topics with statistics", params=LISTING)},
         "/api/v1/topics/{name}": {"delete": _op("Delete a topic; its consumers are closed",
@@ -83,7 +95,7 @@ def openapi_document(queue_types: list[str] | None = None) -> dict[str, Any]:
             "get": _op("Browse from the store, paged by sequence number",
                        params=[_NAME, _q("after", minimum=0), _q("limit", minimum=1, maximum=1000),
                                {**_q("selector", "string"), "schema": _SELECTOR}]),
-            "post": _op("Send a test message", params=[_NAME], body={
+            "post": _op("Send a test message", params=[_SEND_TO], body={
                 "type": "object", "properties": {
                     "body": {"type": "string"},
                     "properties": {"type": "object", "additionalProperties": _SCALAR},
@@ -93,8 +105,9 @@ def openapi_document(queue_types: list[str] | None = None) -> dict[str, Any]:
                                                     params=[_NAME])},
         "/api/v1/queues/{name}/pause": {"post": _op("Stop dispatching", params=[_NAME])},
         "/api/v1/queues/{name}/resume": {"post": _op("Dispatch again", params=[_NAME])},
-        "/api/v1/queues/{name}/move": {"post": _op("Move messages by id or selector",
-                                                   params=[_NAME], body=_MOVE)},
+        "/api/v1/queues/{name}/move": {"post": _op(
+            "Move messages by id or selector to another queue (`to` naming this queue is 400)",
+            params=[_NAME], body=_MOVE)},
         "/api/v1/queues/{name}/copy": {"post": _op("Copy messages by id or selector",
                                                    params=[_NAME], body=_MOVE)},
         "/api/v1/queues/{name}/remove": {"post": _op("Delete messages by id or selector",
