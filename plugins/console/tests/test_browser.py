@@ -178,6 +178,36 @@ def test_creating_a_queue_with_a_wildcard_name_says_why_not(console, page) -> No
     assert queue(console, "ui.made")["depth"] == 0
 
 
+def test_a_filter_with_url_characters_survives_sorting_and_paging(console, page) -> None:
+    """The listing's column and paging links carry the filter text encoded: `&` and
+    `#` in it (legal in queue names) neither end it nor start a fragment."""
+    c = console.client()
+    names = [f"ui.pg&x#.{i:03d}" for i in range(101)]  # one more than a page
+    for name in names:
+        assert c.post("/api/v1/queues", json={"name": name}).status_code == 200
+    page.goto(f"{console.url}/queues")
+    page.fill("input[name=filter]", "pg&x#")
+    with page.expect_navigation():
+        page.click("form.inline button:has-text('Filter')")
+
+    def shown() -> tuple[str, str, list[str]]:
+        return (page.input_value("input[name=filter]"), page.text_content("h1") or "",
+                [r.get_attribute("data-name") or "" for r in page.locator("#destinations tbody tr").all()])
+
+    assert shown()[:2] == ("pg&x#", "Queues (101)")
+    with page.expect_navigation():
+        page.click("#destinations th a:has-text('Name')")  # sort by name
+    filtered, heading, rows = shown()
+    assert (filtered, heading, rows) == ("pg&x#", "Queues (101)", names[:100]), (filtered, heading)
+    with page.expect_navigation():
+        page.click("text=next")
+    assert shown() == ("pg&x#", "Queues (101)", names[100:])
+    with page.expect_navigation():
+        page.click("text=previous")
+    assert shown() == ("pg&x#", "Queues (101)", names[:100])
+    shot(page, "filter-paging")
+
+
 def test_copy_move_and_delete_ticked_messages_or_by_selector(console, page) -> None:
     send(console, "/queue/ui.sel", ["s-0", "s-1", "s-2", "s-3"])
     page.goto(f"{console.url}/queues/ui.sel")
