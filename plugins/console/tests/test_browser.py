@@ -10,6 +10,7 @@ import os
 import shutil
 import threading
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from relaymq.testing import wait_until
@@ -206,6 +207,37 @@ def test_a_filter_with_url_characters_survives_sorting_and_paging(console, page)
         page.click("text=previous")
     assert shown() == ("pg&x#", "Queues (101)", names[:100])
     shot(page, "filter-paging")
+
+
+def test_a_temporary_queue_is_listed_without_a_link_to_a_page_it_has_not(console, page) -> None:
+    """A temporary queue (a STOMP client's /temp-queue/) is listed, marked temporary,
+    with no link: it has no page of its own. Every link the listing shows opens."""
+    c = console.client()
+
+    def temporary() -> set[str]:
+        items = c.get("/api/v1/queues", params={"filter": "ID:", "size": 1000}).json()["items"]
+        return {q["name"] for q in items if q["temporary"]}
+
+    assert c.post("/api/v1/queues", json={"name": "ui.linked"}).status_code == 200
+    before = temporary()
+    conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
+    conn.connect(*APP, wait=True)
+    try:
+        conn.subscribe("/temp-queue/ui.replies", id="1")
+        name = wait_until(lambda: temporary() - before, "the temporary queue", 10).pop()
+        for listing in (f"filter={quote(name, safe='')}", "filter=ui."):
+            page.goto(f"{console.url}/queues?{listing}")
+            for a in page.locator("#destinations td.name a").all():
+                href = a.get_attribute("href")
+                assert page.request.get(f"{console.url}{href}").status == 200, href
+        assert page.locator("#destinations td.name a").count() > 0  # ui. queues are linked
+        page.goto(f"{console.url}/queues?filter={quote(name, safe='')}")
+        row = page.locator(f"#destinations tr[data-name='{name}']")
+        assert row.count() == 1 and row.locator("td.name a").count() == 0
+        assert "temporary" in (row.locator("td.name").text_content() or "")
+        shot(page, "temporary-queue")
+    finally:
+        conn.disconnect()
 
 
 def test_copy_move_and_delete_ticked_messages_or_by_selector(console, page) -> None:
