@@ -219,7 +219,8 @@ class SaslClient:
                 raise SaslError(f"the server answered {bytes(self._buf[:8])!r}, not SASL")
             del self._buf[:8]
             self._state = "mechanisms"
-        for code, fields in _frames(self._buf):
+        while frames := _frames(self._buf):
+            code, fields = frames[0]
             if self._state == "mechanisms" and code == SASL_MECHANISMS:
                 first = fields[0] if fields else None
                 offered = [first] if isinstance(first, str) else \
