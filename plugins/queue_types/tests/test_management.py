@@ -24,7 +24,9 @@ from .support import Client, EmbeddedBroker, broker_xml  # noqa: E402
 CONFIG = broker_xml("mgmt", """
     <policyEntry queue="keyed.>" partitionCount="2" partitionRebalanceDelay="100"/>
     <policyEntry queue="expiring.>" deadMessageQueue="expiring.DMQ" dmqEligible="true"/>
-    <policyEntry queue="excl.>" accessType="exclusive"/>""")
+    <policyEntry queue="excl.>" accessType="exclusive"/>
+    <policyEntry queue="strict.>" partitionCount="2" maxRedelivery="0"
+                 deadMessageQueue="strict.DMQ" dmqEligible="true"/>""")
 
 
 def qt(broker):  # type: ignore[no-untyped-def]
@@ -257,5 +259,32 @@ def test_a_partition_count_of_0_set_by_management_makes_a_plain_queue_across_a_r
         bad.subscribe("/queue/keyed.zero", id="1", selector="JMSXGroupID IS NOT NULL")
         assert "a selector is not allowed" in bad.wait_error()
         c.close()
+    finally:
+        b.stop()
+
+
+def test_consumers_unbound_by_a_partition_count_change_do_not_use_up_max_redelivery(
+        tmp_path) -> None:
+    """A consumer that leaves holding a message is a failed delivery, but one the
+    broker unbinds (a partition count change) is not: with maxRedelivery 0 the
+    message it held is delivered again, not dead-lettered."""
+    b = EmbeddedBroker(tmp_path, CONFIG)
+    b.start()
+    try:
+        b.call(lambda br: br.management.create_queue("strict.DMQ"))
+        c = Client(b, "c")
+        c.subscribe("/queue/strict.q", id="1", ack="client-individual")
+        p = Client(b, "p")
+        p.send("/queue/strict.q", "held", JMSXGroupID="k", persistent="true")
+        assert c.wait(1) == ["held"]
+        b.call(lambda br: qt(br).set_partition_count("strict.q", 3))
+        assert "partition count changed from 2 to 3" in c.wait_error()
+        d = Client(b, "d")
+        d.subscribe("/queue/strict.q", id="1", ack="client-individual")
+        assert d.wait(1) == ["held"]
+        assert d.messages[0].headers.get("redelivered") == "true"
+        d.ack(d.messages[0])
+        for x in (c, d, p):
+            x.close()
     finally:
         b.stop()

@@ -29,9 +29,12 @@ CONFIG = broker_xml("solace", """
     <policyEntry queue="ttl.on.>" deadMessageQueue="ttl.DMQ"/>
     <policyEntry queue="ttl.off.>" respectTtl="false" deadMessageQueue="ttl.DMQ"/>
     <policyEntry queue="dmq.default.>" deadMessageQueue="ttl.DMQ" dmqEligible="true"/>
-    <policyEntry queue="nodmq.>" deadMessageQueue="missing.DMQ" dmqEligible="true"/>""",
+    <policyEntry queue="nodmq.>" deadMessageQueue="missing.DMQ" dmqEligible="true"/>
+    <policyEntry queue="lost.>" deadMessageQueue="lost-consumers.DMQ" maxRedelivery="1"
+                 dmqEligible="true"/>""",
                     extra='<destinations><queue physicalName="orders.DMQ"/>'
-                          '<queue physicalName="ttl.DMQ"/></destinations>')
+                          '<queue physicalName="ttl.DMQ"/>'
+                          '<queue physicalName="lost-consumers.DMQ"/></destinations>')
 
 
 @pytest.fixture(scope="module")
@@ -244,6 +247,29 @@ def test_a_message_dead_lettered_by_a_nack_makes_room_for_the_next(broker) -> No
         c.conn.nack(c.messages[n - 1].headers["ack"])
     assert c.wait(6) == ["a"] * 3 + ["b"] * 3
     c.close()
+
+
+def test_deliveries_lost_with_a_consumer_count_against_max_redelivery(broker) -> None:
+    """A consumer that leaves holding a message is a failed delivery (ActiveMQ and
+    Solace count the redelivery): with maxRedelivery 1, the second consumer that
+    disconnects without acknowledging it sends it to the dead message queue."""
+    producer = Client(broker, "p")
+    producer.send("/queue/lost.q", "poison", persistent="true")
+    for n in range(2):  # delivered, then redelivered once; never acknowledged
+        c = Client(broker, f"c{n}")
+        c.subscribe("/queue/lost.q", id="1", ack="client-individual")
+        assert c.wait(1) == ["poison"]
+        assert c.messages[0].headers.get("redelivered", "false") == ("true" if n else "false")
+        c.close()  # disconnects holding it
+    dmq = Client(broker, "dmq")
+    dmq.subscribe("/queue/lost-consumers.DMQ", id="1")
+    assert dmq.wait(1) == ["poison"]
+    last = Client(broker, "last")
+    last.subscribe("/queue/lost.q", id="1")
+    producer.send("/queue/lost.q", "marker")
+    assert last.wait_for("marker") == ["marker"]  # it is not delivered a third time
+    for c in (producer, dmq, last):
+        c.close()
 
 
 # ---------------------------------------------------------------------------

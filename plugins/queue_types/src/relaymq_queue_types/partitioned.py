@@ -266,8 +266,12 @@ class PartitionedQueue(SolaceQueue):
         bound = list(self.consumers)
         self.owners = [None] * old
         self.handoffs.clear()
-        for consumer in bound:  # unbound before the new mapping applies
-            super().remove_consumer(consumer)
+        self.unbinding = True  # the consumers did not fail: their deliveries are not counted
+        try:
+            for consumer in bound:  # unbound before the new mapping applies
+                super().remove_consumer(consumer)
+        finally:
+            self.unbinding = False
         self.partition_count = count
         self._keys.clear()
         self.owners = [None] * count

@@ -15,7 +15,9 @@ Solace's queue settings map to `<policyEntry>` attributes (docs/queue-types.md):
   eligible messages are discarded and counted too. ActiveMQ's
   `deadLetterStrategy` and `deadMessageQueue` never both apply to one queue: the
   configuration refuses an entry that sets both.
-* ``maxRedelivery="N"``: after N redeliveries the next failure dead-letters.
+* ``maxRedelivery="N"``: after N redeliveries the next failure dead-letters. A
+  delivery whose consumer leaves without settling it (disconnect, unsubscribe,
+  link detach) is a failure too, as in ActiveMQ and Solace.
 * ``respectTtl="false"``: the queue ignores message expiry (Solace's default is
   false; RelayMQ keeps ActiveMQ's behaviour, true, unless told).
 """
@@ -57,6 +59,9 @@ class SolaceQueue(Queue):
         #: made (`relaymq_destination_added`); asked whether the DMQ exists
         self.management: Any = None
         self.dmq: Destination | None = None
+        #: True while the broker itself unbinds consumers (a partition count change):
+        #: what they held goes back without counting as failed deliveries
+        self.unbinding = False
         if policy.dead_message_queue:
             if policy.dead_letter_strategy is not None:
                 raise DestinationError(
@@ -88,6 +93,26 @@ class SolaceQueue(Queue):
             raise DestinationError(f"{self.destination} is a {self.queue_type} queue: "
                                    f"{what} is not allowed on it ({self.refuses})")
         super().add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        limit = self.policy.max_redelivery
+        if (limit is not None and limit >= 0 and consumer.inflight and not consumer.browser
+                and not self.unbinding):
+            self._lost_deliveries(consumer, limit)
+        super().remove_consumer(consumer)  # returns the rest, marked redelivered
+
+    def _lost_deliveries(self, consumer: Consumer, limit: int) -> None:
+        """The consumer leaves holding messages: each of those deliveries failed (ActiveMQ
+        counts a redelivery when a consumer closes with unacknowledged messages, Solace
+        when a flow unbinds); the ones that used up `maxRedelivery` dead-letter now."""
+        inflight = consumer.inflight
+        for did in [d for d, e in inflight.items() if e.delivery_count >= limit]:
+            entry = inflight.pop(did)
+            self.stats.in_flight -= 1
+            entry.consumer = None
+            entry.delivery_count += 1
+            self.dead_letter(entry, f"max redelivery ({limit}) exceeded: its consumer left "
+                             "without settling it")
 
     # -- redelivery and the dead message queue ---------------------------------------
     def settle_negative(self, entry: QueueEntry, mode: str) -> None:
