@@ -302,6 +302,34 @@ def test_exclusive_queue_fails_over_in_bind_order(broker) -> None:
     producer.close()
 
 
+def test_a_higher_priority_consumer_stands_by_until_the_active_one_leaves(broker) -> None:
+    """Exclusive access keeps the order: a consumer that binds with a higher
+    priority (activemq.priority) does not take over while the active consumer is
+    bound; when that one leaves, the newcomer gets what it had not acknowledged
+    first, redelivered, in order."""
+    first = Client(broker, "first")
+    first.subscribe("/queue/audit.priority", id="1", ack="client-individual")
+    producer = Client(broker, "p")
+    for i in range(3):
+        producer.send("/queue/audit.priority", f"m{i}")
+    assert first.wait(3) == ["m0", "m1", "m2"]  # held, not acknowledged
+    urgent = Client(broker, "urgent")
+    urgent.subscribe("/queue/audit.priority", id="1", ack="client-individual",
+                     **{"activemq.priority": "9"})
+    producer.send("/queue/audit.priority", "m3")
+    assert first.wait_for("m3") == ["m0", "m1", "m2", "m3"]  # still the active consumer
+    assert urgent.messages == []  # so every message so far went to `first`
+    first.ack(first.messages[0])
+    first.close()  # m1..m3 unacknowledged
+    assert urgent.wait(3) == ["m1", "m2", "m3"]
+    assert all(m.headers.get("redelivered") == "true" for m in urgent.messages)
+    producer.send("/queue/audit.priority", "m4")
+    assert urgent.wait_for("m4") == ["m1", "m2", "m3", "m4"]
+    assert not first.errors and not urgent.errors
+    urgent.close()
+    producer.close()
+
+
 def test_last_value_queue_keeps_only_the_newest_and_browsing_keeps_it(broker) -> None:
     c = Client(broker)
     for i in range(5):

@@ -3,9 +3,12 @@
 Solace's queue settings map to `<policyEntry>` attributes (docs/queue-types.md):
 
 * ``accessType="exclusive"``: one consumer receives at a time, the first bound;
-  the others stand by in bind order and the next takes over when it leaves (its
-  unacknowledged messages go back, marked redelivered). ``non-exclusive`` (the
-  default) is competing consumers.
+  the others stand by and the next takes over when it leaves (its
+  unacknowledged messages go back, marked redelivered). A consumer that binds
+  later never takes over from a bound active one, whatever its priority
+  (`activemq.priority`): priority only orders the standbys (the highest takes
+  over, in bind order among equals). ``non-exclusive`` (the default) is
+  competing consumers.
 * ``deadMessageQueue="NAME"``: where messages go that expire or exceed
   ``maxRedelivery``; only messages their publisher marked eligible
   (``JMS_Solace_DeadMsgQueueEligible=true``, or every message with
@@ -54,6 +57,8 @@ class SolaceQueue(Queue):
         policy = self.policy
         self.exclusive_access = policy.access_type == "exclusive"
         self.custom_choice = self.exclusive_access
+        #: the consumer an exclusive queue delivers to until it leaves
+        self.active: Consumer | None = None
         self.discarded = 0
         #: the broker's management API, bound by the plugin's hooks when the queue is
         #: made (`relaymq_destination_added`); asked whether the DMQ exists
@@ -75,15 +80,23 @@ class SolaceQueue(Queue):
     # -- access type -------------------------------------------------------------
     def select_consumer(self, entry: QueueEntry, consumers: list[Consumer]) -> Consumer | None:
         if self.exclusive_access:
-            # bind order (the kernel keeps consumers sorted by priority, stable)
-            active = consumers[0] if consumers else None
-            return active if active is not None and active.capacity() > 0 else None
+            active = self.active
+            if active is None:
+                if not consumers:
+                    return None
+                # the next standby: the kernel keeps consumers sorted by priority,
+                # in bind order among equals
+                active = self.active = consumers[0]
+            return active if active.capacity() > 0 else None
         return super().select_consumer(entry, consumers)
 
     def active_consumers(self) -> list[Consumer]:
         """Consumers that receive now (Solace's "active flow indication")."""
         if self.exclusive_access:
-            return super().active_consumers()[:1]
+            active = self.active
+            if active is not None and active in self.consumers:
+                return [active]
+            return super().active_consumers()[:1]  # the standby that takes over next
         return super().active_consumers()
 
     def add_consumer(self, consumer: Consumer) -> None:
@@ -92,9 +105,13 @@ class SolaceQueue(Queue):
             what = "browsing" if consumer.browser else "a selector"
             raise DestinationError(f"{self.destination} is a {self.queue_type} queue: "
                                    f"{what} is not allowed on it ({self.refuses})")
+        if self.exclusive_access and self.active is None and not consumer.browser:
+            self.active = consumer  # the first bound
         super().add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer is self.active:
+            self.active = None  # the next standby takes over with what it held
         limit = self.policy.max_redelivery
         if (limit is not None and limit >= 0 and consumer.inflight and not consumer.browser
                 and not self.unbinding):
