@@ -345,6 +345,33 @@ def test_last_value_queue_keeps_only_the_newest_and_browsing_keeps_it(broker) ->
     c.close()
 
 
+@pytest.mark.parametrize("returned_by", ["release", "detach"])
+def test_a_returned_last_value_is_replaced_by_the_newer_one(broker, returned_by) -> None:
+    """A consumer holds A, B arrives and waits, the consumer gives A back (releases
+    it, or its link closes): A is no longer the last value, so it is replaced
+    instead of going back beside B."""
+    address = f"queue://prices.returned.{returned_by}"
+    conn = BlockingConnection(f"127.0.0.1:{broker.amqp_port}")
+    try:
+        sender = conn.create_sender(address)
+        # no credit window: each receive() grants one, so nothing is prefetched
+        holder = conn.create_receiver(address, credit=0, name="holder")
+        sender.send(proton.Message(body="A", durable=True))
+        assert holder.receive(timeout=10).body == "A"  # held, unsettled; no credit left
+        sender.send(proton.Message(body="B", durable=True))  # waits: the newest value
+        if returned_by == "release":
+            holder.release(delivered=False)  # A goes back
+        else:
+            holder.close()  # returns A when the broker answers the detach
+        reader = conn.create_receiver(address, credit=10, name="reader")  # after the return
+        assert reader.receive(timeout=10).body == "B"
+        sender.send(proton.Message(body="marker"))
+        assert reader.receive(timeout=10).body == "marker"  # nothing between
+        reader.accept()
+    finally:
+        conn.close()
+
+
 def test_ttl_is_respected_or_not_and_the_dmq_takes_only_eligible_messages(broker) -> None:
     c = Client(broker)
     past = str(int(time.time() * 1000) - 1000)

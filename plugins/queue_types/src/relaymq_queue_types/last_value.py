@@ -2,10 +2,14 @@
 
 The queue holds only its newest message: a message arriving while another one
 waits replaces it (the older one is forgotten, its stored copy removed). A
-message a consumer already holds stays with it and is acknowledged as usual.
-Browsing shows the one waiting message without taking it; selectors are refused.
-A publisher that subscribes its own last value queue to the topics it publishes
-learns, after a crash, the last message the broker accepted.
+message a consumer already holds stays with it and is acknowledged as usual;
+if the consumer gives it back (releases or NACKs it, or leaves without
+acknowledging it) after a newer message arrived, it is replaced then (Artemis
+does the same with a cancelled delivery), so the queue never holds a stale
+value beside the newer one. Browsing shows the one waiting message without
+taking it; selectors are refused. A publisher that subscribes its own last
+value queue to the topics it publishes learns, after a crash, the last message
+the broker accepted.
 
 With `partitionCount` > 0 the queue is a partitioned last value queue: each
 partition holds the last message that hashed to it (Solace: "for a partitioned
@@ -18,31 +22,93 @@ from __future__ import annotations
 
 from typing import Any
 
+from relaymq.dispatch.consumer import Consumer, NackMode
 from relaymq.dispatch.entry import QueueEntry
-from relaymq.dispatch.queue import Queue
+from relaymq.dispatch.queue import REPLACED, Queue
 
 from relaymq_queue_types.partitioned import PartitionedQueue, partition_of
 from relaymq_queue_types.solace import SolaceQueue, with_ttl_choice
 
 
-class LastValueQueue(SolaceQueue):
+class LastValues(SolaceQueue):
+    """What both last value queues share: a message that comes back from a consumer
+    after a newer one of its slot (the queue, or its partition) arrived is replaced
+    instead of returning."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.replaced = 0
+        #: slot -> the sequence number of the message that arrived last there
+        self._latest: dict[int, int] = {}
+        #: failed deliveries waiting out a redelivery delay (neither pending nor held)
+        self._returning: list[QueueEntry] = []
+
+    def slot(self, entry: QueueEntry) -> int:
+        """Where `entry` competes for the last value: the whole queue."""
+        return 0
+
+    def arrived(self, entry: QueueEntry) -> None:
+        """`entry` is its slot's last value now; a message of the slot waiting out a
+        redelivery delay is replaced at once."""
+        slot = self.slot(entry)
+        self._latest[slot] = entry.seq
+        if self._returning:
+            waiting = []
+            for older in self._returning:
+                if older.removed or older.consumer is not None or self.pending.get(older.seq) is older:
+                    continue  # settled, delivered again or back in the queue
+                if self.slot(older) == slot:
+                    self._replace(older)
+                else:
+                    waiting.append(older)
+            self._returning = waiting
+
+    def superseded(self, entry: QueueEntry) -> bool:
+        latest = self._latest.get(self.slot(entry))
+        return latest is not None and latest != entry.seq
+
+    def _replace(self, entry: QueueEntry) -> None:
+        """Forget a message that is neither pending nor held (counted as replaced)."""
+        self.replaced += 1
+        self.drop(entry, REPLACED)
+
+    def settle_negative(self, entry: QueueEntry, mode: str) -> None:
+        if mode != NackMode.REJECT and self.superseded(entry):
+            self.stats.in_flight -= 1
+            entry.consumer = None
+            self._replace(entry)
+            self.dispatch()  # the consumer has room again
+            return
+        super().settle_negative(entry, mode)
+        if not entry.removed and entry.consumer is None and self.pending.get(entry.seq) is None:
+            self._returning.append(entry)  # redelivered after the policy's delay
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        inflight = consumer.inflight
+        if inflight and not consumer.browser:
+            for did in [d for d, e in inflight.items() if self.superseded(e)]:
+                entry = inflight.pop(did)
+                self.stats.in_flight -= 1
+                entry.consumer = None
+                self._replace(entry)
+        super().remove_consumer(consumer)  # returns the rest
+
+
+class LastValueQueue(LastValues):
     """Only the newest waiting message is kept."""
 
     refuses = "a last value queue holds one message"
     refuses_browsing = False
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.replaced = 0
-
     def enqueue(self, entry: QueueEntry) -> None:
         for older in list(self.pending):
             if self.remove_pending(older):
                 self.replaced += 1
+        self.arrived(entry)
         super().enqueue(entry)
 
 
-class PartitionedLastValueQueue(PartitionedQueue):
+class PartitionedLastValueQueue(LastValues, PartitionedQueue):
     """Only the newest waiting message of each partition is kept."""
 
     refuses = "a partitioned last value queue delivers each key's last message to one consumer"
@@ -50,9 +116,9 @@ class PartitionedLastValueQueue(PartitionedQueue):
     unpartitioned_refuses = LastValueQueue.refuses
     unpartitioned_refuses_browsing = False
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.replaced = 0
+    def slot(self, entry: QueueEntry) -> int:
+        count = self.partition_count
+        return partition_of(entry, count) if count else 0
 
     def enqueue(self, entry: QueueEntry) -> None:
         count = self.partition_count
@@ -60,7 +126,12 @@ class PartitionedLastValueQueue(PartitionedQueue):
         for older in list(self.pending):
             if (not count or partition_of(older, count) == p) and self.remove_pending(older):
                 self.replaced += 1
+        self.arrived(entry)
         super().enqueue(entry)
+
+    def change_partition_count(self, count: int) -> dict[str, int]:
+        self._latest.clear()  # slots are partitions: the old ones no longer apply
+        return super().change_partition_count(count)
 
 
 def last_value_queue(*args: Any) -> Queue:
