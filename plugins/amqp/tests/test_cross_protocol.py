@@ -375,3 +375,44 @@ def test_stomp_selector_sees_amqp_property_types(both: Any, stomp_client: Any,
     s.send(Message(body="end", properties={"i": int32(2147483647)}))
     got = [frames.q.get(timeout=5).body for _ in range(3)]
     assert got == ["int", "float", "end"]
+
+
+def test_a_send_to_a_temporary_queue_whose_connection_closed_is_refused(
+        both: Any, stomp_client: Any, connect: Any) -> None:
+    """ActiveMQ refuses a send to a temporary queue that is gone: an AMQP transfer on
+    a link attached while it existed is rejected (amqp:not-found), a STOMP SEND gets
+    an ERROR; each send fails alone and both connections stay usable."""
+    from proton import Disposition
+    from proton.utils import SendException
+    from relaymq.model.destination import Destination
+    from relaymq.testing import wait_until
+
+    owner = connect(both.url())
+    address = owner.create_receiver(None, dynamic=True).link.remote_source.address
+    assert address.startswith("temp-queue://")
+    dest = Destination.parse(address)
+    c = connect(both.url())
+    sender = c.create_sender(address)  # attached while the queue exists
+    owner.close()
+    wait_until(lambda: both.broker.temporary_owner(dest) is None, "the temporary queue removed")
+
+    with pytest.raises(SendException) as refused:
+        sender.send(Message(body="late"))
+    assert refused.value.state == Disposition.REJECTED
+    conn, frames = stomp_client
+    errors: queue.Queue[Any] = queue.Queue()
+    conn.set_listener("errors", type("E", (stomp.ConnectionListener,), {
+        "on_error": lambda self, frame: errors.put(frame)})())
+    conn.send(f"/remote-temp-queue/{dest.name}", "late", headers={"receipt": "t1"})
+    error = errors.get(timeout=10)
+    assert "does not exist" in error.headers.get("message", ""), error.headers
+    assert frames.receipts.empty()  # no RECEIPT for the refused SEND
+
+    # both connections still work
+    c.create_sender("queue://after.temp").send(Message(body="amqp ok"))
+    conn.send("/queue/after.temp", "stomp ok", headers={"receipt": "t2"})
+    assert frames.receipts.get(timeout=10) == "t2"
+    r = c.create_receiver("queue://after.temp", credit=2)
+    got = [r.receive(timeout=10).body for _ in range(2)]
+    r.accept()
+    assert got == ["amqp ok", "stomp ok"]

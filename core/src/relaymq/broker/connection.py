@@ -223,6 +223,10 @@ class ClientConnection:
             self.authorize("write", dest)
             self.authorize_create(dest)
             self._can_write.add(dest)
+        if dest.is_temporary and self.broker.temporary_owner(dest) is None:
+            # gone with its connection (ActiveMQ refuses the send too); checked per
+            # message, since a producer may outlive the queue
+            raise DestinationError(f"temporary destination {dest} does not exist")
         if message.message_id is None:
             message.message_id = self.message_id_prefix + str(next(self.message_numbers))
         if not message.timestamp:
