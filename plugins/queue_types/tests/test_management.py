@@ -5,6 +5,8 @@ STOMP and AMQP connectors; a restart is a new broker on the same store."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 import zlib
 
@@ -17,6 +19,7 @@ pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 
 from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
 from relaymq.errors import DestinationError  # noqa: E402
+from relaymq.spi.persistence import AddDestination  # noqa: E402
 from relaymq.testing import wait_until  # noqa: E402
 
 from .support import Client, EmbeddedBroker, broker_xml  # noqa: E402
@@ -161,6 +164,41 @@ def flow(b: EmbeddedBroker, queue: str) -> dict[str, tuple[bool, tuple[int, ...]
     """Management's view of `queue`'s consumers: client id -> (active, partitions)."""
     return {c.client_id: (c.active, c.partitions)
             for c in b.call(lambda br: br.management.consumers(queue))}
+
+
+def test_the_consumer_whose_subscribe_creates_an_exclusive_queue_is_bound_first(tmp_path) -> None:
+    """On kahaDB a new queue is stored before it is used; a consumer that subscribes
+    while that write is under way waits for it, so the consumer whose SUBSCRIBE made
+    the queue is bound first and is the active one."""
+    b = EmbeddedBroker(tmp_path, CONFIG)
+    b.start()
+    try:
+        store = b.broker.region.store
+        write = store.write
+        creating = threading.Event()
+
+        async def slow_disk(ops, **kw):  # type: ignore[no-untyped-def]
+            if any(isinstance(op, AddDestination) and op.dest == "queue://excl.made" for op in ops):
+                creating.set()
+                await asyncio.sleep(0.5)  # the queue's creation takes a while to store
+            await write(ops, **kw)
+
+        store.write = slow_disk
+        first, second = (Client(b, n, client_id=n) for n in ("first", "second"))
+        first.conn.subscribe("/queue/excl.made", id="1", ack="auto", headers={"receipt": "r1"})
+        assert creating.wait(10), "the queue's creation never reached the store"
+        second.subscribe("/queue/excl.made", id="1")  # while the creation is being stored
+        wait_until(lambda: "r1" in first.receipts, "the first SUBSCRIBE's receipt", 10)
+        assert flow(b, "excl.made") == {"first": (True, None), "second": (False, None)}
+        p = Client(b, "p")
+        p.send("/queue/excl.made", "m")
+        assert first.wait_for("m") == ["m"]
+        assert second.messages == []  # the standby got nothing: the one message went to `first`
+        for c in (first, second, p):
+            assert not c.errors, c.errors[0].headers
+            c.close()
+    finally:
+        b.stop()
 
 
 def test_management_shows_the_active_flow_of_exclusive_and_partitioned_queues(tmp_path) -> None:

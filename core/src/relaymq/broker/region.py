@@ -59,6 +59,8 @@ class Region(QueueServices):
         self.usage = usage
         self.redelivery: RedeliveryPolicyMap | None = None
         self.queues: dict[Destination, Queue] = {}
+        #: queues being created (their store write under way): the others asking wait
+        self._creating: dict[Destination, asyncio.Future[None]] = {}
         self.topics: dict[Destination, Topic] = {}
         self.subscriptions: dict[str, SubscriptionQueue] = {}  # by key
         self.topic_subscriptions = TopicSubscriptions()
@@ -76,22 +78,37 @@ class Region(QueueServices):
     async def queue(self, dest: Destination, *, origin: str | None = None,
                     recovered: bool = False) -> Queue:
         """The queue `dest`, created (and stored) when it does not exist yet;
-        `origin`: the peer broker whose send creates it (None: local)."""
+        `origin`: the peer broker whose send creates it (None: local).
+
+        Callers that ask while another is creating it get it once that creation is
+        done, in the order they asked, after the caller that creates it: the first
+        consumer of a new queue is bound first (an exclusive queue's active one)."""
         q = self.queues.get(dest)
-        if q is not None:
+        if q is not None and dest not in self._creating:
             return q
-        q = self.make_queue(dest)
-        stats = await self.store.stats(dest.key) if self.store_persistent else None
-        if dest in self.queues:  # created while we awaited
-            return self.queues[dest]
-        q.last_seq = max(stats.last_seq if stats is not None else 0,
-                         self._retired_seq.pop(dest, 0))
-        self.queues[dest] = q
-        ops = [AddDestination(dest.key)] if (
-            self.store_persistent and not dest.is_temporary and not recovered) else []
-        await self.writer.write(ops, (DestinationCreated(dest, recovered, origin),))
-        self.events.destination_added(dest, recovered)
-        return q
+        creating = self._creating.get(dest)
+        if creating is not None:
+            await creating
+            q = self.queues.get(dest)
+            if q is not None:
+                return q
+            return await self.queue(dest, origin=origin, recovered=recovered)  # it failed
+        creating = self._creating[dest] = asyncio.get_running_loop().create_future()
+        try:
+            q = self.make_queue(dest)
+            stats = await self.store.stats(dest.key) if self.store_persistent else None
+            q.last_seq = max(stats.last_seq if stats is not None else 0,
+                             self._retired_seq.pop(dest, 0))
+            self.queues[dest] = q
+            ops = [AddDestination(dest.key)] if (
+                self.store_persistent and not dest.is_temporary and not recovered) else []
+            await self.writer.write(ops, (DestinationCreated(dest, recovered, origin),))
+            self.events.destination_added(dest, recovered)
+            return q
+        finally:
+            # the waiting callers resume after this one has used the queue
+            del self._creating[dest]
+            creating.set_result(None)
 
     def make_queue(self, dest: Destination) -> Queue:
         """A new queue of the type declared for `dest`, else its policy's, else standard."""
