@@ -175,3 +175,27 @@ def test_the_mirror_commands_show_and_drive_the_mirrors(
     down = subprocess.run([RELAYMQ, "mirror", "list", "--url", "http://127.0.0.1:9"],
                           capture_output=True, text=True, timeout=60)
     assert down.returncode == 1 and "cannot reach the console" in down.stderr, down
+
+
+def test_the_console_knows_every_broker_connection_from_its_first_answer(tmp_path: Path) -> None:
+    """The console answers only once every configured broker connection is
+    registered: its first listing names them all, and a start or status request
+    right after start-up finds its connection (it was a 404 while the broker was
+    still starting the ones before it)."""
+    names = [f"C{i}" for i in range(30)]
+    a = BrokerProcess(tmp_path, "first-answer", console=True)
+    a.mirrors = ("<broker-connections>"
+                 + "".join(connection_xml(name, free_port()) for name in names)
+                 + "</broker-connections>")
+    a.start(wait=False)
+    try:
+        def first_listing() -> tuple[list[str]] | None:
+            try:  # a tuple: an empty listing is an answer too
+                return ([r["name"] for r in a.api("broker-connections")["items"]],)
+            except (OSError, urllib.error.URLError):
+                return None  # not listening yet
+
+        answer = wait_until(first_listing, "the console's first answer", timeout=60, interval=0.002)
+        assert answer is not None and sorted(answer[0]) == sorted(names), answer
+    finally:
+        a.stop()

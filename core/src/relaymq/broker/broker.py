@@ -9,7 +9,9 @@ await broker.stop()
 ```
 Assembly happens in `start()` in a fixed order: store, broker plugins and
 destination interceptors (config order), hook-provided filters, the interceptor
-chain, recovery, declared destinations, connectors, broker connections.
+chain, recovery, declared destinations, connectors, broker connections registered
+(so that management lists them all from the start), services (the console), then
+the broker connections started.
 """
 
 from __future__ import annotations
@@ -251,11 +253,15 @@ class Broker:
         self.started = True
         try:
             await self._start_connectors()
+            # every configured broker connection is known to management before a
+            # service (the console) answers, and started after the services
+            starting = self._register_broker_connections()
             for svc in self.services:
                 start = getattr(svc, "start", None)
                 if start is not None and asyncio.iscoroutinefunction(start):
                     await start()
-            await self._start_broker_connections()
+            for name in starting:
+                await self.management.start_broker_connection(name)
         except BaseException:
             await self.stop()
             raise
@@ -328,7 +334,10 @@ class Broker:
             self.plugins.pm.hook.relaymq_transport_started(
                 broker=self, scheme=uri.scheme, address=connector.address)
 
-    async def _start_broker_connections(self) -> None:
+    def _register_broker_connections(self) -> list[str]:
+        """Make and register every configured broker connection and bridge; return
+        the names to start (those without auto-start="false"), in configuration order."""
+        starting: list[str] = []
         slots = [("relaymq.broker_connections", el) for el in self.config.broker_connections]
         slots += [("relaymq.bridges", el)
                   for el in (*self.config.bridges, *self.config.jms_bridge_connectors)]
@@ -342,7 +351,8 @@ class Broker:
                 log.info("broker connection %s: auto-start=false; start it with "
                          "startBrokerConnection(%r)", name, name)
                 continue
-            await self.management.start_broker_connection(name)
+            starting.append(name)
+        return starting
 
     def _outgoing_opened(self, conn: Any) -> None:
         self.plugins.pm.hook.relaymq_broker_connection_started(
