@@ -24,7 +24,7 @@ from relaymq_amqp.sasl import (
     SASL_MECHANISMS,
     SASL_OUTCOME,
     SASL_RESPONSE,
-    _frames,
+    _frame,
 )
 from relaymq_amqp.types import Symbol
 
@@ -63,9 +63,9 @@ class SaslPeer:
 
     def frame(self) -> tuple[int, list[Any]]:
         while True:
-            frames = _frames(self.buf)
-            if frames:
-                return frames[0]
+            got = _frame(self.buf)
+            if got is not None:
+                return got
             chunk = self.sock.recv(65536)
             if not chunk:
                 raise ConnectionError("closed")

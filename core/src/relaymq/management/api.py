@@ -21,7 +21,7 @@ from relaymq.dispatch.deadletter import (
     ORIGINAL_EXPIRATION,
 )
 from relaymq.dispatch.queue import Queue
-from relaymq.errors import DestinationError
+from relaymq.errors import DestinationError, StateConflict
 from relaymq.feed.events import DestinationConfigured, RemovalReason, SubscriptionDeleted
 from relaymq.management.browse import browse_page, message_info, scan
 from relaymq.management.connections import BrokerConnections
@@ -376,8 +376,9 @@ class Management:
         Messages a consumer holds now are not moved. Returns how many moved."""
         queue = self._queue_like(target)
         dest = _plain_queue(to, "move")
-        if dest == queue.destination:
-            raise DestinationError("moving messages to where they are is not a move")
+        if dest == queue.destination:  # a bad argument, as every other wrong target
+            raise ValueError("moving messages to where they are is not a move: give another "
+                             "queue as 'to'")
         async with self._lock(queue):
             chosen = [c for c in await self._select(queue, message_ids, selector)
                       if c[2] is None or c[2].consumer is None]
@@ -451,23 +452,25 @@ class Management:
             self._region.writer.note(DestinationConfigured(queue.destination, {"paused": False}))
 
     async def create_queue(self, name: str, queue_type: str | None = None) -> DestinationInfo:
-        """Create a queue (of `queue_type`, an installed `relaymq.queue_types` name);
-        an existing queue of another type is an error."""
+        """Create a queue (of `queue_type`, an installed `relaymq.queue_types` name).
+        A name that is not one plain queue is a bad argument (ValueError), a type that is
+        not installed PluginNotFound, an existing queue of another type a StateConflict."""
         from relaymq.broker.queue_types import resolve_queue_type
 
         dest = _destination(name)
         if not dest.is_queue or dest.is_wildcard or dest.is_composite or dest.is_temporary:
-            raise DestinationError(f"{name}: create_queue needs one plain queue name")
+            raise ValueError(f"{name}: create_queue needs one plain queue name, not a wildcard, "
+                             "several queues or another kind of destination")
         region = self._region
+        if queue_type and queue_type not in region.queue_types:  # PluginNotFound: not installed
+            region.queue_types[queue_type] = resolve_queue_type(self._broker.plugins, queue_type)
         existing = region.queues.get(dest)
         if existing is not None:
             if queue_type and existing.queue_type != queue_type:
-                raise DestinationError(f"{dest} exists as a {existing.queue_type!r} queue, "
-                                       f"not {queue_type!r}")
+                raise StateConflict(f"{dest} exists as a {existing.queue_type!r} queue, "
+                                    f"not {queue_type!r}")
             return await self._info(existing, "queue")
         if queue_type:
-            if queue_type not in region.queue_types:
-                region.queue_types[queue_type] = resolve_queue_type(self._broker.plugins, queue_type)
             region.declared_types[dest] = queue_type
         queue = await region.queue(dest)
         if queue_type and region.declarations.queue_type(dest) != queue_type:

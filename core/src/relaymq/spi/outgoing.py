@@ -220,7 +220,11 @@ class SenderLink(Protocol):
 
 @runtime_checkable
 class ReceiverLink(Protocol):
-    """Receives from one address into a callback, within a credit window."""
+    """Receives from one address into a callback, within a credit window.
+
+    A receiver opened with a selector may also have `selector_applied`: False when
+    the peer said it does not apply it (AMQP: its attach leaves the selector filter
+    out), True when it said it does; a protocol that cannot tell has no such attribute."""
 
     address: str
 

@@ -35,10 +35,12 @@ from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition, DeliveryHandler, Engine, Terminus
 from relaymq_amqp.mapping import (
     SCHEDULING_MARKERS,
+    SELECTOR_FILTER_NAME,
     apply_scheduling,
     capabilities_for,
     destination_for,
     from_kernel,
+    is_selector_filter,
     kind_from_capabilities,
     to_kernel,
     with_delivery_count,
@@ -80,8 +82,6 @@ _SND_UNSETTLED: Final = pn.SND_UNSETTLED
 #: what an attach frame takes besides its link name, source address and selector: the
 #: frame header, the other fields, the target and the capabilities
 ATTACH_ROOM: Final = 512
-SELECTOR_FILTER_CODE: Final = 0x0000468C00000004
-SELECTOR_FILTER_NAME: Final = "apache.org:selector-filter:string"
 NO_LOCAL_FILTER_CODE: Final = 0x0000468C00000003
 NO_LOCAL_FILTER_NAME: Final = "apache.org:no-local-filter:list"
 
@@ -323,8 +323,9 @@ class ProducerLink(Link):
             self.conn.spawn(kconn.remove_producer(dest))
 
     def _check_exists(self, dest: Destination) -> None:
-        """A temporary destination exists only while its connection does: sending
-        to one that is gone is refused (`amqp:not-found`), not a new queue."""
+        """A temporary destination exists only while its connection does: a producer
+        link to one that is gone is refused at attach (`amqp:not-found`); each send,
+        on any link, is checked again by the kernel (`ClientConnection.submit`)."""
         kconn = self.conn.kconn
         assert kconn is not None
         if dest.is_temporary and dest not in kconn.temporary \
@@ -374,10 +375,6 @@ class ProducerLink(Link):
                 self._check_user_id(message.user_id)
             if self.scheduling and (SCHEDULING_MARKERS[0] in data or SCHEDULING_MARKERS[1] in data):
                 apply_scheduling(message, data, sections)
-            if self.destination is None:  # the anonymous relay: `to` was not checked at attach
-                dest = message.destination
-                if dest is not None and dest.is_temporary:
-                    self._check_exists(dest)
         except Exception as exc:  # noqa: BLE001 - a bad message is refused, not fatal
             if txn is None and isinstance(exc, TransactionError) and settled:
                 # a pre-settled transfer in a transaction that is not active: it cannot
@@ -461,7 +458,7 @@ def _selector_from(filters: dict[str, Any]) -> tuple[str | None, bool, dict[Any,
     for key, value in filters.items():
         descriptor = value.descriptor if isinstance(value, Described) else None
         inner = value.value if isinstance(value, Described) else value
-        if descriptor in (SELECTOR_FILTER_CODE, SELECTOR_FILTER_NAME) or key == "jms-selector":
+        if is_selector_filter(key, value):
             selector = str(inner) if inner is not None else None
             accepted[Symbol(key)] = value
         elif descriptor in (NO_LOCAL_FILTER_CODE, NO_LOCAL_FILTER_NAME) or key == "no-local":

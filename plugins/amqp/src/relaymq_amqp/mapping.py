@@ -49,7 +49,7 @@ from relaymq_amqp.scanner import (
     plain_body,
     scan,
 )
-from relaymq_amqp.types import RawValue, Symbol, Timestamp, UByte, UInt, ULong
+from relaymq_amqp.types import Described, RawValue, Symbol, Timestamp, UByte, UInt, ULong
 
 log = logging.getLogger("relaymq.amqp")
 
@@ -58,6 +58,17 @@ ENCODING: Final = "amqp"
 # Qpid JMS message annotations.
 JMS_MSG_TYPE: Final = "x-opt-jms-msg-type"
 JMS_DEST: Final = "x-opt-jms-dest"
+
+# The JMS selector source filter (Qpid JMS, ActiveMQ, Artemis): its descriptor, as a
+# code or a name, and the filter-map key Qpid JMS writes.
+SELECTOR_FILTER_CODE: Final = 0x0000468C00000004
+SELECTOR_FILTER_NAME: Final = "apache.org:selector-filter:string"
+
+
+def is_selector_filter(key: Any, value: Any) -> bool:
+    """Whether one entry of a terminus's filter map is a JMS selector."""
+    descriptor = value.descriptor if isinstance(value, Described) else None
+    return descriptor in (SELECTOR_FILTER_CODE, SELECTOR_FILTER_NAME) or key == "jms-selector"
 JMS_REPLY_TO: Final = "x-opt-jms-reply-to"
 #: the internal annotation that keeps the producer's own message annotations (their
 #: AMQP map, encoded) on a copy that drops the message's bytes (`Message.copy`: a

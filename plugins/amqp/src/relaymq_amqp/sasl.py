@@ -67,13 +67,12 @@ def parse_plain(response: bytes) -> tuple[str | None, str, str]:
     return authz or None, user, password
 
 
-def _frames(buf: bytearray) -> list[tuple[int, list[object]]]:
+def _frame(buf: bytearray) -> tuple[int, list[object]] | None:
     """Take the first complete SASL frame (after any empty ones) off the front of
-    `buf` as [(code, fields)], or [] when it has not all come yet. What follows it
+    `buf` as (code, fields), or None when it has not all come yet. What follows it
     stays in `buf`: a client that pipelines sends its AMQP header right after its
     sasl-init, before the outcome, and those bytes are the AMQP layer's."""
-    out: list[tuple[int, list[object]]] = []
-    while len(buf) >= 8 and not out:
+    while len(buf) >= 8:
         if buf.startswith(b"AMQP"):
             raise SaslError("expected a SASL frame, got an AMQP protocol header: the client must "
                             "send sasl-init before it")
@@ -83,7 +82,7 @@ def _frames(buf: bytearray) -> list[tuple[int, list[object]]]:
         if ftype != 1:
             raise SaslError(f"expected a SASL frame, got frame type {ftype}")
         if len(buf) < size:
-            break
+            return None
         body = bytes(buf[doff * 4:size])
         del buf[:size]
         if not body:  # an empty frame (heartbeat) is allowed and ignored
@@ -94,9 +93,8 @@ def _frames(buf: bytearray) -> list[tuple[int, list[object]]]:
             raise SaslError(f"undecodable SASL frame: {exc}") from None
         if not isinstance(value, Described) or not isinstance(value.value, list):
             raise SaslError("a SASL frame must hold a described list")
-        out.append((int(value.descriptor) if isinstance(value.descriptor, int) else -1,
-                     value.value))
-    return out
+        return (int(value.descriptor) if isinstance(value.descriptor, int) else -1), value.value
+    return None
 
 
 class SaslServer:
@@ -132,33 +130,25 @@ class SaslServer:
             out = SASL_HEADER + frame(performative(SASL_MECHANISMS, [
                 symbol_array(list(self.mechanisms))]), 1)
             self._state = "init"
+        if self._state not in ("init", "response"):
+            raise SaslError(f"unexpected bytes in SASL state {self._state}")
+        got = _frame(self._buf)
+        if got is None:
+            return out, None, b""
+        code, fields = got
         if self._state == "response":
-            frames = _frames(self._buf)
-            if not frames:
-                return out, None, b""
-            code, fields = frames[0]
-            if code != SASL_RESPONSE or len(frames) > 1 or not fields or not isinstance(
-                    fields[0], (bytes, bytearray)):
+            if code != SASL_RESPONSE or not fields or not isinstance(fields[0], (bytes, bytearray)):
                 raise SaslError(f"expected sasl-response, got performative 0x{code:x}")
             assert self.credentials is not None
             self.credentials.response = bytes(fields[0])
-            self._state = "waiting"
-            leftover = bytes(self._buf)
-            self._buf.clear()
-            return out, self.credentials, leftover
-        if self._state == "init":
-            frames = _frames(self._buf)
-            if not frames:
-                return out, None, b""
-            code, fields = frames[0]
-            if code != SASL_INIT or len(frames) > 1:
+        else:
+            if code != SASL_INIT:
                 raise SaslError(f"expected sasl-init, got performative 0x{code:x}")
             self.credentials = self._credentials(fields)
-            self._state = "waiting"
-            leftover = bytes(self._buf)
-            self._buf.clear()
-            return out, self.credentials, leftover
-        raise SaslError(f"unexpected bytes in SASL state {self._state}")
+        self._state = "waiting"
+        leftover = bytes(self._buf)  # a pipelining client's AMQP header, open, ...
+        self._buf.clear()
+        return out, self.credentials, leftover
 
     def _credentials(self, fields: list[object]) -> Credentials:
         fields = fields + [None] * (3 - len(fields))
@@ -219,8 +209,8 @@ class SaslClient:
                 raise SaslError(f"the server answered {bytes(self._buf[:8])!r}, not SASL")
             del self._buf[:8]
             self._state = "mechanisms"
-        while frames := _frames(self._buf):
-            code, fields = frames[0]
+        while (got := _frame(self._buf)) is not None:
+            code, fields = got
             if self._state == "mechanisms" and code == SASL_MECHANISMS:
                 first = fields[0] if fields else None
                 offered = [first] if isinstance(first, str) else \

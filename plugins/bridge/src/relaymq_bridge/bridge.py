@@ -69,20 +69,6 @@ class SourceUnfit(Exception):
     stops (FAILED) with the reason instead of forwarding what it should not."""
 
 
-#: descriptors and keys under which a source's attach says it applies a JMS selector
-_SELECTOR_KEYS = ("jms-selector", "apache.org:selector-filter:string", 0x0000468C00000004)
-
-
-def _applies_selector(filters: Any) -> bool:
-    if not isinstance(filters, dict):
-        return False
-    for key, value in filters.items():
-        descriptor = getattr(value, "descriptor", None)
-        if str(key) in _SELECTOR_KEYS or descriptor in _SELECTOR_KEYS or str(descriptor) in _SELECTOR_KEYS:
-            return True
-    return False
-
-
 def selector_ignored(source: Any, receiver: Any) -> str | None:
     """Why the source will not apply the bridge's selector, or None when it does:
     RabbitMQ has no selectors (over STOMP or AMQP it ignores them and delivers
@@ -93,8 +79,7 @@ def selector_ignored(source: Any, receiver: Any) -> str | None:
     if server.startswith("RabbitMQ/") or str(product) == "RabbitMQ":
         # its AMQP 1.0 plugin even repeats the filter it ignores
         return f"the source ({server or product}) does not apply selectors"
-    remote = getattr(getattr(receiver, "link", None), "remote_source", None)
-    if remote is not None and not _applies_selector(remote.filter):
+    if getattr(receiver, "selector_applied", None) is False:  # an AMQP source said so
         return "the source's answer to the receiving link does not carry the selector filter: it does not apply it"
     return None
 

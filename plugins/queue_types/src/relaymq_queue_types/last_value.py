@@ -74,8 +74,7 @@ class LastValues(SolaceQueue):
 
     def settle_negative(self, entry: QueueEntry, mode: str) -> None:
         if mode != NackMode.REJECT and self.superseded(entry):
-            self.stats.in_flight -= 1
-            entry.consumer = None
+            self._out_of_flight(entry)
             self._replace(entry)
             self.dispatch()  # the consumer has room again
             return
@@ -84,12 +83,8 @@ class LastValues(SolaceQueue):
             self._returning.append(entry)  # redelivered after the policy's delay
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        inflight = consumer.inflight
-        if inflight and not consumer.browser:
-            for did in [d for d, e in inflight.items() if self.superseded(e)]:
-                entry = inflight.pop(did)
-                self.stats.in_flight -= 1
-                entry.consumer = None
+        if consumer.inflight and not consumer.browser:
+            for entry in self._take_from(consumer, self.superseded):
                 self._replace(entry)
         super().remove_consumer(consumer)  # returns the rest
 

@@ -28,6 +28,7 @@ Solace's queue settings map to `<policyEntry>` attributes (docs/queue-types.md):
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from relaymq.config.model import DeadLetterStrategyConfig
@@ -122,14 +123,24 @@ class SolaceQueue(Queue):
         """The consumer leaves holding messages: each of those deliveries failed (ActiveMQ
         counts a redelivery when a consumer closes with unacknowledged messages, Solace
         when a flow unbinds); the ones that used up `maxRedelivery` dead-letter now."""
-        inflight = consumer.inflight
-        for did in [d for d, e in inflight.items() if e.delivery_count >= limit]:
-            entry = inflight.pop(did)
-            self.stats.in_flight -= 1
-            entry.consumer = None
+        for entry in self._take_from(consumer, lambda e: e.delivery_count >= limit):
             entry.delivery_count += 1
             self.dead_letter(entry, f"max redelivery ({limit}) exceeded: its consumer left "
                              "without settling it")
+
+    def _take_from(self, consumer: Consumer, which: Callable[[QueueEntry], bool]) -> list[QueueEntry]:
+        """The deliveries of a leaving consumer that `which` picks, taken from it
+        (they are no longer in flight; what it still holds goes back as usual)."""
+        inflight = consumer.inflight
+        taken = [inflight.pop(did) for did in [d for d, e in inflight.items() if which(e)]]
+        for entry in taken:
+            self._out_of_flight(entry)
+        return taken
+
+    def _out_of_flight(self, entry: QueueEntry) -> None:
+        """`entry` is no longer held by a consumer (settled negatively, or taken)."""
+        self.stats.in_flight -= 1
+        entry.consumer = None
 
     # -- redelivery and the dead message queue ---------------------------------------
     def settle_negative(self, entry: QueueEntry, mode: str) -> None:
@@ -138,8 +149,7 @@ class SolaceQueue(Queue):
             super().settle_negative(entry, mode)
             return
         # Solace counts every failed delivery against the queue's maxRedelivery
-        self.stats.in_flight -= 1
-        entry.consumer = None
+        self._out_of_flight(entry)
         entry.delivery_count += 1
         if entry.delivery_count > limit:
             self.dead_letter(entry, f"max redelivery ({limit}) exceeded")

@@ -39,6 +39,7 @@ from relaymq.spi.outgoing import AuthenticationFailed, ConnectOptions, Endpoint,
 from relaymq_amqp import engine as pn
 from relaymq_amqp.engine import Condition, Engine, Terminus
 from relaymq_amqp.frames import FrameGuard
+from relaymq_amqp.mapping import SELECTOR_FILTER_CODE
 from relaymq_amqp.outgoing.common import (
     AmqpConnectionError,
     ConnectionLost,
@@ -55,7 +56,7 @@ from relaymq_amqp.types import Described, Symbol, ULong
 
 log = logging.getLogger("relaymq.amqp.outgoing")
 
-SELECTOR_FILTER = ULong(0x0000468C00000004)
+SELECTOR_FILTER = ULong(SELECTOR_FILTER_CODE)
 
 
 class _Socket(asyncio.Protocol):
@@ -296,7 +297,7 @@ class AmqpConnection(ReconnectingConnection):
     def on_connection_remote_close(self) -> None:
         assert self._engine is not None
         cond = self._engine.remote_condition
-        if self._engine.local_closed and cond is None:
+        if self.closing and cond is None:
             # the peer's answer to this side's own close: nothing to report
             log.debug("AMQP connection %s: %s closed the connection in answer", self.name, self.endpoint)
             self._abort(None)

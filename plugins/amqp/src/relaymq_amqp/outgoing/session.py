@@ -19,7 +19,13 @@ from relaymq.model.message import Message
 from relaymq.spi import outgoing as spi
 
 from relaymq_amqp.engine import Condition
-from relaymq_amqp.mapping import ENCODING, destination_for, from_kernel, to_kernel
+from relaymq_amqp.mapping import (
+    ENCODING,
+    destination_for,
+    from_kernel,
+    is_selector_filter,
+    to_kernel,
+)
 from relaymq_amqp.outgoing.common import Outcome
 from relaymq_amqp.outgoing.links import IncomingMessage, Receiver, Sender
 
@@ -116,13 +122,18 @@ class AmqpDelivery:
 
 
 class AmqpReceiver:
-    """`spi.ReceiverLink` over an AMQP `Receiver`."""
+    """`spi.ReceiverLink` over an AMQP `Receiver`. `selector_applied`: for a link
+    opened with a selector, whether the peer's attach repeats the selector filter,
+    which is how a source says it applies it (AMQP 1.0 §3.5.8); None without one."""
 
-    __slots__ = ("link", "address")
+    __slots__ = ("link", "address", "selector_applied")
 
-    def __init__(self, link: Receiver, address: str) -> None:
+    def __init__(self, link: Receiver, address: str, selector: str | None = None) -> None:
         self.link = link
         self.address = address
+        remote = link.remote_source
+        self.selector_applied: bool | None = None if not selector else remote is not None and any(
+            is_selector_filter(k, v) for k, v in (remote.filter or {}).items())
 
     def flow(self, credit: int) -> None:
         self.link.flow(credit)
@@ -181,7 +192,7 @@ class AmqpSession:
             address, on_message=on_message, credit=credit, name=subscription_name,
             capabilities=capabilities, selector=selector, durable=subscription_name is not None,
             browse=browse, configuration_durable=True)  # RabbitMQ declares durable queues so
-        receiver = AmqpReceiver(link, address)
+        receiver = AmqpReceiver(link, address, selector)
         self._links.append(receiver)
         return receiver
 
