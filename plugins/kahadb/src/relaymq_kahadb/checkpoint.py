@@ -21,13 +21,13 @@ import os
 import struct
 import sys
 import time
-import zlib
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from relaymq_kahadb.index import KeyIndex, StoreIndex
+from relaymq_kahadb.journal.checksum import crc32
 from relaymq_kahadb.journal.files import fsync_dir
 from relaymq_kahadb.journal.records import dup_ids_from_json, dup_ids_json
 
@@ -119,10 +119,10 @@ def write(directory: Path, snap: Snapshot, sync: bool = True) -> int:
     raw = snap.header
     path = directory / NAME
     tmp = directory / (NAME + ".tmp")
-    crc = zlib.crc32(MAGIC)
+    crc = crc32(MAGIC)
     head = _U32.pack(len(raw))
-    crc = zlib.crc32(head, crc)
-    crc = zlib.crc32(raw, crc)
+    crc = crc32(head, crc)
+    crc = crc32(raw, crc)
     size = len(MAGIC) + 4 + len(raw) + 4
     with open(tmp, "wb") as fh:
         fh.write(MAGIC)
@@ -130,7 +130,7 @@ def write(directory: Path, snap: Snapshot, sync: bool = True) -> int:
         fh.write(raw)
         for col in snap.columns:
             fh.write(col)
-            crc = zlib.crc32(col, crc)
+            crc = crc32(col, crc)
             size += len(col)
         fh.write(_U32.pack(crc))
         fh.flush()
@@ -166,7 +166,7 @@ def load(directory: Path) -> Loaded | None:
     if len(data) < len(MAGIC) + 8 or data[:len(MAGIC)] != MAGIC:
         raise CheckpointError(f"{path} is not a RelayMQ KahaDB index checkpoint")
     (stored,) = _U32.unpack_from(data, len(data) - 4)
-    if zlib.crc32(memoryview(data)[:-4]) != stored:
+    if crc32(memoryview(data)[:-4]) != stored:
         raise CheckpointError(f"{path} is damaged (checksum mismatch)")
     pos = len(MAGIC)
     (hl,) = _U32.unpack_from(data, pos)

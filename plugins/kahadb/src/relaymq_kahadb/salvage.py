@@ -24,10 +24,10 @@ already says which messages lived in the damaged bytes).
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass, field
 
 from relaymq_kahadb.index import SUB_PREFIX, StoreIndex
+from relaymq_kahadb.journal.checksum import crc32
 from relaymq_kahadb.journal.records import (
     OP_ACK_FWD,
     OP_ADD,
@@ -163,7 +163,7 @@ class _Walk:
             if code in (OP_ADD, OP_MOVE):
                 seq, crc, ln = _MSG.unpack_from(p, at)
                 at += 16
-                intact = at + ln <= self.end and crc != 0 and zlib.crc32(p[at:at + ln]) == crc
+                intact = at + ln <= self.end and crc != 0 and crc32(p[at:at + ln]) == crc
                 if not intact:
                     if at + ln > self.end or (at + ln < self.end and not self._head_at(at + ln)):
                         # its length cannot be trusted either: find the next operation
@@ -247,7 +247,7 @@ class _Walk:
             if at + 16 <= self.end:
                 _seq, crc, ln = _MSG.unpack_from(self.p, at)
                 at += 16
-                if crc and at + ln <= self.end and zlib.crc32(self.p[at:at + ln]) == crc:
+                if crc and at + ln <= self.end and crc32(self.p[at:at + ln]) == crc:
                     return cand
             pos = cand + 1
         return self.end

@@ -48,6 +48,15 @@ class Columns:
         #: journal reads: the record's offset and op of each row
         self.journal_offset: list[int] = []
         self.op: list[str] = []
+        #: journal reads keep no body objects: each row's body is its start and end in
+        #: the file's bytes, two entries per row (`journal.body_column` gathers them);
+        #: a row whose body is not in the file as such (rare encodings: None, or bytes
+        #: made from the record) has the previous row's end twice and its value here
+        self.body_bounds: list[int] = []
+        self.body_other: dict[int, bytes | None] = {}
+        self.body_last = 0
+        #: the bounds only grow (no fan-out reference points back at an earlier body)
+        self.body_sorted = True
 
     def __len__(self) -> int:
         return len(self.sequence)
@@ -124,7 +133,7 @@ def add_encoded(c: Columns, dest: str, seq: int, stamp: int, data: bytes) -> Non
     elif kind == "null":
         body = None
     else:
-        body = _other_body(data)
+        body = other_body(data)
     c.body.append(body)
     priority = h[1] if nh > 1 and h[1] is not None else 4
     created = p[9] if np_ > 9 else None
@@ -142,7 +151,7 @@ def add_encoded(c: Columns, dest: str, seq: int, stamp: int, data: bytes) -> Non
     add_properties(c, props, _BODY_TYPES.get(kind, "bytes"))
 
 
-def _other_body(data: bytes) -> bytes | None:
+def other_body(data: bytes) -> bytes | None:
     """An amqp-value of another type or amqp-sequence sections: as proton shows it."""
     from proton import Message
 

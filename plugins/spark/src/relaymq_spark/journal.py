@@ -125,10 +125,8 @@ def read_messages(file_id: int, path: Path, keys: set[str] | None,
                   columns: list[tuple[str, str]], schema: Any) -> Iterator[Any]:
     """The message records of one journal file as Arrow record batches: the file
     mapped read-only, decoded column-wise (`journal_decode`), each column built
-    in one call."""
+    in one call, the bodies gathered from the mapping."""
     import mmap
-
-    from relaymq_spark.journal_decode import decode_messages
 
     try:
         with open(path, "rb") as f:
@@ -139,20 +137,78 @@ def read_messages(file_id: int, path: Path, keys: set[str] | None,
     except FileNotFoundError:
         return  # removed by the broker's cleaner since planning: nothing left to read
     try:
-        cols = decode_messages(buf, file_id, keys, [n for n, _ in columns])
+        batch = _messages_batch(buf, file_id, keys, columns, schema)
     finally:
-        buf.close()
-    if not len(cols):
+        try:
+            buf.close()  # the batch holds copies: nothing refers to the mapping any more
+        except BufferError:  # a failed read's traceback may still: it goes with it
+            pass
+    if batch is None:
         return
+    for start in range(0, batch.num_rows, ROWS_PER_BATCH):
+        yield batch.slice(start, ROWS_PER_BATCH)
+
+
+def _messages_batch(buf: Any, file_id: int, keys: set[str] | None,
+                    columns: list[tuple[str, str]], schema: Any) -> Any:
+    """One record batch of the file mapped at `buf` (None: no message in it)."""
+    from relaymq_spark.journal_decode import decode_messages
+
+    cols = decode_messages(buf, file_id, keys, [n for n, _ in columns])
+    if not len(cols):
+        return None
     import pyarrow as pa
 
     n = len(cols)
-    batch = columns_batch(cols, columns, schema, {
+    return columns_batch(cols, columns, schema, {
+        "body": lambda: body_column(cols, buf),
         "journal_file": lambda: pa.array([file_id] * n, pa.int32()),
         "journal_offset": lambda: pa.array(cols.journal_offset, pa.int64()),
         "op": lambda: pa.array(cols.op, pa.string())})
-    for start in range(0, batch.num_rows, ROWS_PER_BATCH):
-        yield batch.slice(start, ROWS_PER_BATCH)
+
+
+def body_column(cols: Any, data: Any) -> Any:
+    """The body column of a journal file's rows (`journal_decode`), gathered from
+    the file `data` (its mmap or bytes) by one Arrow `take`, with no Python object
+    per body.
+
+    The rows' bodies are laid out as an Arrow binary array over `data` itself,
+    whose offsets are the bodies' bounds: element 2k is body k, element 2k+1 the
+    bytes between it and the next body. Taking the even elements copies the
+    bodies into a new array. When a fan-out reference points back at an earlier
+    body, the distinct bodies are sorted by position first and each row takes
+    its own. A body that is not in the file as such is built from its value."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(cols)
+    other = cols.body_other
+    if any(v is not None for v in other.values()):
+        b = cols.body_bounds
+        return pa.array([other[i] if i in other else data[b[2 * i]:b[2 * i + 1]]
+                         for i in range(n)], pa.binary())
+    null = np.zeros(n, dtype=bool)
+    if other:
+        null[list(other)] = True
+        if null.all():
+            return pa.nulls(n, pa.binary())
+    bounds = np.asarray(cols.body_bounds, dtype=np.int64)
+    if cols.body_sorted:
+        offsets = bounds
+        rows = np.arange(0, 2 * n, 2, dtype=np.int64)
+    else:
+        real = ~null
+        pairs = bounds.reshape(n, 2)[real]
+        starts, first, inverse = np.unique(pairs[:, 0], return_index=True, return_inverse=True)
+        offsets = np.column_stack((starts, pairs[first, 1])).reshape(-1)
+        rows = np.zeros(n, dtype=np.int64)
+        rows[real] = 2 * inverse
+    small = int(offsets[-1]) < 2**31
+    kind = pa.binary() if small else pa.large_binary()
+    spans = pa.Array.from_buffers(kind, len(offsets) - 1, [
+        None, pa.py_buffer(offsets.astype(np.int32) if small else offsets), pa.py_buffer(data)])
+    taken = spans.take(pa.array(rows, mask=null if other else None))
+    return taken if small else taken.cast(pa.binary())
 
 
 def read_removals(file_id: int, path: Path, keys: set[str] | None

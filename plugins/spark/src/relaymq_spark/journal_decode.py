@@ -4,8 +4,10 @@
 one data file (relaymq-kahadb's `scan`: checksums, torn tails and damaged spans
 skipped as recovery skips them) and appends each message record (ADD, MOVE,
 REF) to plain per-column lists of a `Columns`: no kernel `Message`, no row
-tuple, no dict per record. `journal.py` turns the lists into Arrow arrays in one
-call per column.
+tuple, no dict per record. A body is not copied at all: the row keeps its
+bounds in the file (`Columns.body_bounds`). `journal.py` turns the lists into
+Arrow arrays in one call per column, and gathers the bodies from the mapped
+file in one.
 
 The stored records are the kernel codec's format 2 (``R2``: a struct header,
 the string fields, optional JSON properties and annotations, the body or the
@@ -30,12 +32,13 @@ from relaymq_kahadb.journal.records import (
     OP_ADD,
     OP_MOVE,
     OP_REF,
+    REC_HEADER_LEN,
     RT_BATCH,
     Buffer,
     scan,
 )
 
-from relaymq_spark.columns import Columns, add_properties, text
+from relaymq_spark.columns import Columns, add_properties, other_body, text
 from relaymq_spark.transfers import u32 as _u32
 from relaymq_spark.transfers import u64 as _u64
 
@@ -61,7 +64,14 @@ _OP_ADD: Final = 1
 _OP_MOVE: Final = 2
 _OP_REF: Final = 3
 assert (_OP_ADD, _OP_MOVE, _OP_REF) == (OP_ADD, OP_MOVE, OP_REF)
+_RECORD_HEAD: Final = 11  # a record's header: its payload follows
+assert _RECORD_HEAD == REC_HEADER_LEN
 _U64_RANGE: Final = 1 << 64
+# the kernel's body types (relaymq.model.message.BodyType) whose stored bytes are not
+# what a row shows
+_AMQP_VALUE: Final = "amqp-value"
+_AMQP_SEQUENCE: Final = "amqp-sequence"
+_EMPTY: Final = "empty"
 
 
 def _i64(p: bytes, pos: int) -> int:
@@ -129,12 +139,19 @@ def _amqp_in_place(p: bytes, start: int, end: int) -> tuple[int, int, int, int] 
 
 
 def _amqp_parts(enc: bytes) -> tuple[bytes | None, dict[Any, Any]]:
-    """Body and application properties of an AMQP message that is not plain."""
+    """Body and application properties of an AMQP message that is not plain; the
+    body as a live read shows it (`columns.add_encoded`): none for a null body,
+    another value as text."""
     try:
         s = scan_amqp(enc)
     except DecodeError:
         return enc, {}
-    body: bytes | None = body_value(enc, s)[1]
+    kind, raw = body_value(enc, s)
+    body: bytes | None = raw
+    if kind == "null":
+        body = None
+    elif kind != "data" and kind != "binary" and kind != "string":
+        body = other_body(enc)
     try:
         props = decode_map_at(enc, s.application_properties)
     except DecodeError:
@@ -152,10 +169,23 @@ def _amqp_map(p: bytes, pos: int) -> dict[Any, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _append(c: Columns, key: str, seq: int, offset: int, op: str, body: bytes | None,
-            fields: list[str | None], flags: int, priority: int, expiration: int,
-            timestamp: int, props: dict[Any, Any], annotations: dict[str, Any]) -> None:
-    c.body.append(body)
+def _append(c: Columns, key: str, seq: int, offset: int, op: str, body_at: int,
+            body_end: int, body: bytes | None, fields: list[str | None], flags: int,
+            priority: int, expiration: int, timestamp: int, props: dict[Any, Any],
+            annotations: dict[str, Any]) -> None:
+    """One row; its body is data[body_at:body_end] of the file, or (body_at < 0)
+    `body` itself."""
+    bounds = c.body_bounds
+    if body_at >= 0:
+        if body_at < c.body_last:
+            c.body_sorted = False
+        bounds.append(body_at)
+        bounds.append(body_end)
+        c.body_last = body_end
+    else:
+        c.body_other[len(c.sequence)] = body
+        bounds.append(c.body_last)
+        bounds.append(c.body_last)
     c.message_id.append(fields[0])
     c.destination.append(key)
     c.sequence.append(seq)
@@ -193,10 +223,13 @@ def _append(c: Columns, key: str, seq: int, offset: int, op: str, body: bytes | 
     c.op.append(op)
 
 
-def _message(c: Columns, p: bytes, m: int, ln: int, key: str, seq: int, offset: int,
-             op: str) -> None:
-    """Append the stored message p[m:m+ln] (kernel codec record) to `c`."""
+def _message(c: Columns, p: bytes, base: int, m: int, ln: int, key: str, seq: int,
+             offset: int, op: str) -> None:
+    """Append the stored message p[m:m+ln] (kernel codec record) to `c`; p[0] is at
+    `base` in the file."""
     end = m + ln
+    if end > len(p):
+        raise ValueError("a message runs past its record")
     if ln < 31 or p[m] != 0x52 or p[m + 1] != 0x32:  # not b"R2" and its header
         _legacy(c, p[m:end], key, seq, offset, op)
         return
@@ -233,11 +266,16 @@ def _message(c: Columns, p: bytes, m: int, ln: int, key: str, seq: int, offset: 
         pos += 4
         annotations = _json_map(p[pos:pos + n])
         pos += n
-    body: bytes | None = None
+    body_at = -1  # the body's bounds in p, once found
+    body_end = -1
+    body: bytes | None = None  # a body that is not in p as such
+    found_body = False
     if not flags & _F_BODY_IN_ENCODED:
         n = _u32(p, pos)
         pos += 4
-        body = p[pos:pos + n]
+        body_at = pos
+        body_end = pos + n
+        found_body = True
         pos += n
     if flags & _F_ENCODED:
         n = _u32(p, pos)
@@ -246,24 +284,39 @@ def _message(c: Columns, p: bytes, m: int, ln: int, key: str, seq: int, offset: 
         ee = pos + n
         if ee > end:
             raise ValueError("message record truncated in encoded form")
-        if amqp and (body is None or not flags & _F_PROPS):
+        if amqp and (not found_body or not flags & _F_PROPS):
             found = _amqp_in_place(p, es, ee)
             if found is not None:
-                if body is None:
-                    body = p[found[0]:found[1]]
+                if not found_body:
+                    body_at = found[0]
+                    body_end = found[1]
+                    found_body = True
                 if not flags & _F_PROPS and found[2] >= 0:
                     props = _amqp_map(p, found[2])
             else:
                 amqp_body, amqp_props = _amqp_parts(p[es:ee])
-                if body is None:
+                if not found_body:
                     body = amqp_body
+                    found_body = True
                 if not flags & _F_PROPS:
                     props = amqp_props
-    if body is None and flags & _F_BODY_IN_ENCODED:
+        bt = fields[8]
+        if amqp and (bt == _AMQP_VALUE or bt == _AMQP_SEQUENCE):
+            body = other_body(p[es:ee])  # another value as text, as a live read shows it
+            body_at = -1
+            found_body = True
+    if fields[8] == _EMPTY:  # an AMQP null body: none, as a live read shows it
+        body = None
+        body_at = -1
+        found_body = True
+    if not found_body:
         _legacy(c, p[m:end], key, seq, offset, op)  # an encoding this reader does not know
         return
-    _append(c, key, seq, offset, op, body, fields, flags, priority, expiration, timestamp,
-            props, annotations)
+    if body_at >= 0:
+        body_at += base
+        body_end += base
+    _append(c, key, seq, offset, op, body_at, body_end, body, fields, flags, priority,
+            expiration, timestamp, props, annotations)
 
 
 def _legacy(c: Columns, record: bytes, key: str, seq: int, offset: int, op: str) -> None:
@@ -286,7 +339,7 @@ def _legacy(c: Columns, record: bytes, key: str, seq: int, offset: int, op: str)
     fields[6] = text(msg.user_id)
     fields[7] = text(msg.content_type)
     fields[8] = text(msg.body_type)
-    _append(c, key, seq, offset, op, None if body is None else bytes(body), fields,
+    _append(c, key, seq, offset, op, -1, -1, None if body is None else bytes(body), fields,
             _F_DURABLE if msg.durable else 0, int(msg.priority), int(msg.expiration or 0),
             int(msg.timestamp or 0), props, dict(msg.annotations or {}))
 
@@ -294,23 +347,25 @@ def _legacy(c: Columns, record: bytes, key: str, seq: int, offset: int, op: str)
 def decode_messages(buf: Buffer, file_id: int, keys: set[str] | None,
                     names: list[str]) -> Columns:
     """The message records (ADD, MOVE, REF) of data file `file_id` held in `buf`
-    (bytes or an mmap), of the destinations `keys` (None: all)."""
+    (an mmap of it, or its bytes), of the destinations `keys` (None: all); the
+    rows' body bounds are offsets in `buf`."""
     c = Columns(names)
     interned: dict[bytes, str] = {}
     for offset, rtype, payload in scan(buf, file_id):
         if rtype != RT_BATCH:
             continue
-        p = bytes(payload)
+        p = bytes(payload)  # compiled, indexing bytes is a C operation, an mmap's is not
         mark = len(c)
         try:
-            _batch(c, p, offset, keys, interned)
+            _batch(c, p, offset + _RECORD_HEAD, offset, keys, interned)
         except (ValueError, IndexError, struct.error):
             _truncate(c, mark)  # a record that does not parse: skip it whole, as recovery does
     return c
 
 
-def _batch(c: Columns, p: bytes, offset: int, keys: set[str] | None,
+def _batch(c: Columns, p: bytes, base: int, offset: int, keys: set[str] | None,
            interned: dict[bytes, str]) -> None:
+    """The operations of the record payload `p`, which starts at `base` in the file."""
     end = len(p)
     pos = 0
     while pos < end:
@@ -329,7 +384,8 @@ def _batch(c: Columns, p: bytes, offset: int, keys: set[str] | None,
             ln = _u32(p, pos + 12)
             pos += 16
             if wanted:
-                _message(c, p, pos, ln, key, seq, offset, "add" if code == _OP_ADD else "move")
+                _message(c, p, base, pos, ln, key, seq, offset,
+                         "add" if code == _OP_ADD else "move")
             pos += ln
         elif code == _OP_REF:
             seq = _u64(p, pos)
@@ -337,7 +393,7 @@ def _batch(c: Columns, p: bytes, offset: int, keys: set[str] | None,
             ln = _u32(p, pos + 12)
             pos += 16
             if wanted:
-                _message(c, p, rel, ln, key, seq, offset, "ref")
+                _message(c, p, base, rel, ln, key, seq, offset, "ref")
         else:
             pos = _skip_op(p, pos, code)
 
@@ -366,7 +422,7 @@ def _truncate(c: Columns, n: int) -> None:
     """Drop the rows after the first `n` (a record that failed half way)."""
     if len(c) == n:
         return
-    cols: list[list[Any]] = [c.body, c.message_id, c.destination, c.sequence, c.timestamp,
+    cols: list[list[Any]] = [c.message_id, c.destination, c.sequence, c.timestamp,
                              c.expiration, c.priority, c.redelivered, c.correlation_id, c.type,
                              c.group_id, c.journal_offset, c.op]
     for col in cols:
@@ -382,3 +438,7 @@ def _truncate(c: Columns, n: int) -> None:
     del c.p_values[pn:]
     for extra in c.extra:
         del extra[n:]
+    del c.body_bounds[2 * n:]
+    for row in [r for r in c.body_other if r >= n]:
+        del c.body_other[row]
+    c.body_last = c.body_bounds[-1] if c.body_bounds else 0

@@ -135,7 +135,8 @@ def columns_batch(cols: Any, columns: list[tuple[str, str]], schema: Any,
                   more: Mapping[str, Callable[[], Any]] | None = None) -> Any:
     """One `pyarrow.RecordBatch` from a `columns.Columns`, with the columns of the
     Arrow `schema` in its order (`more`: how to build the reader's own columns by
-    name); only the columns the schema names are built, each in one pyarrow call."""
+    name, or its body column when the reader keeps the bodies elsewhere); only the
+    columns the schema names are built, each in one pyarrow call."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -145,7 +146,8 @@ def columns_batch(cols: Any, columns: list[tuple[str, str]], schema: Any,
     def body() -> Any:
         arr = made.get("body")
         if arr is None:
-            arr = made["body"] = pa.array(cols.body, pa.binary())
+            build = (more or {}).get("body")
+            arr = made["body"] = build() if build else pa.array(cols.body, pa.binary())
         return arr
 
     def body_string() -> Any:
@@ -153,7 +155,7 @@ def columns_batch(cols: Any, columns: list[tuple[str, str]], schema: Any,
             return body().cast(pa.string())  # checks the UTF-8, shares the buffers
         except pa.ArrowInvalid:
             return pa.array([None if b is None else b.decode("utf-8", "replace")
-                             for b in cols.body], pa.string())
+                             for b in body().to_pylist()], pa.string())
 
     def stamps(ms: list[int | None], name: str) -> Any:
         return pc.multiply(pa.array(ms, pa.int64()), 1000).cast(types[name])
@@ -182,7 +184,7 @@ def columns_batch(cols: Any, columns: list[tuple[str, str]], schema: Any,
     for (name, kind), raw in zip(columns, cols.extra, strict=True):
         builders[name] = _typed(raw, _TYPES[kind], name, types)
     if more:
-        builders.update(more)
+        builders.update((k, v) for k, v in more.items() if k != "body")
     return pa.RecordBatch.from_arrays([builders[f.name]() for f in schema], schema=schema)
 
 

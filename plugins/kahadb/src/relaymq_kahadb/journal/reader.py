@@ -18,12 +18,12 @@ import logging
 import os
 import struct
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from relaymq_kahadb.journal.checksum import crc32
 from relaymq_kahadb.journal.files import data_path
 from relaymq_kahadb.journal.records import MSG_PREFIX
 from relaymq_kahadb.journal.writer import JournalWriter
@@ -96,7 +96,7 @@ class JournalReader:
                     continue
                 crc, stored = _PREFIX.unpack_from(data, rel)
                 msg = data[rel + MSG_PREFIX:rel + MSG_PREFIX + ln_i]
-                if stored != ln_i or (self.verify and crc and zlib.crc32(msg) != crc):
+                if stored != ln_i or (self.verify and crc and crc32(msg) != crc):
                     continue
                 out[i] = msg
             k = j

@@ -49,11 +49,12 @@ import json
 import mmap
 import struct
 import sys
-import zlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+from relaymq_kahadb.journal.checksum import crc32
 
 FILE_MAGIC: Final = b"RMQKDB01"
 FILE_HEADER: Final = struct.Struct(">8sII")  # magic, file id, crc32 of the first 12 bytes
@@ -116,7 +117,7 @@ class CorruptRecord(ValueError):
 
 def file_header(file_id: int) -> bytes:
     head = FILE_MAGIC + _U32.pack(file_id)
-    return head + _U32.pack(zlib.crc32(head))
+    return head + _U32.pack(crc32(head))
 
 
 def check_file_header(buf: bytes | memoryview, file_id: int) -> str | None:
@@ -126,7 +127,7 @@ def check_file_header(buf: bytes | memoryview, file_id: int) -> str | None:
     magic, fid, crc = FILE_HEADER.unpack_from(buf, 0)
     if magic != FILE_MAGIC:
         return "not a RelayMQ KahaDB data file (bad magic)"
-    if zlib.crc32(bytes(buf[:12])) != crc:
+    if crc32(bytes(buf[:12])) != crc:
         return "file header checksum mismatch"
     if fid != file_id:
         return f"file header says db-{fid}.log"
@@ -134,7 +135,7 @@ def check_file_header(buf: bytes | memoryview, file_id: int) -> str | None:
 
 
 def record_crc(file_id: int, offset: int, rtype: int, payload: bytes | memoryview) -> int:
-    return zlib.crc32(payload, zlib.crc32(_SEED.pack(file_id, offset, rtype, len(payload))))
+    return crc32(payload, crc32(_SEED.pack(file_id, offset, rtype, len(payload))))
 
 
 def record_header(file_id: int, offset: int, rtype: int, payload: bytes | memoryview) -> bytes:
@@ -189,7 +190,7 @@ class BatchEncoder:
     def message(self, code: int, key: str, seq: int, data: bytes) -> int:
         """ADD or MOVE `data`; returns the payload offset of the message bytes."""
         self._key(code, key)
-        crc = zlib.crc32(data) if self.checksum else 0
+        crc = crc32(data) if self.checksum else 0
         self.parts.append(_MSG.pack(seq, crc, len(data)))
         self.parts.append(data)
         rel = self.pos + 16
@@ -263,7 +264,7 @@ def single_message(code: int, key: str, seq: int, data: bytes, checksum: bool = 
     """Payload and ops of a batch holding one ADD/MOVE: the common case, in one pack."""
     kb = key.encode()
     kl = len(kb)
-    head = struct.pack(f">BH{kl}sQII", code, kl, kb, seq, zlib.crc32(data) if checksum else 0,
+    head = struct.pack(f">BH{kl}sQII", code, kl, kb, seq, crc32(data) if checksum else 0,
                        len(data))
     return head + data, [(code, key, seq, kl + 19, len(data))]
 
@@ -450,7 +451,7 @@ def _valid_at(buf: bytes | memoryview, size: int, file_id: int, pos: int) -> tup
     body = pos + REC_HEADER_LEN
     if body + ln > size:
         return "record runs past the end of the file"
-    if zlib.crc32(buf[body:body + ln], zlib.crc32(_SEED.pack(file_id, pos, rtype, ln))) != crc:
+    if crc32(buf[body:body + ln], crc32(_SEED.pack(file_id, pos, rtype, ln))) != crc:
         return "checksum mismatch"
     return rtype, ln
 
