@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import zlib
 
 import pytest
@@ -161,3 +162,20 @@ def test_single_op_fast_paths_match_the_encoder() -> None:
     enc = BatchEncoder()
     enc.remove(OP_REMOVE, "queue://A", 5, 7)
     assert single_remove("queue://A", 5, 7) == (enc.payload(), enc.ops)
+
+
+def test_checksums_are_zlibs_crc32() -> None:
+    """Records and messages are checksummed with zlib's CRC-32 whichever library
+    computes it (ISA-L when installed): a journal written with one reads back with
+    the other, and an older journal written with zlib reads back now."""
+    from relaymq_kahadb.journal.checksum import crc32
+
+    data = bytes(range(256)) * 41 + b"tail"
+    for seed in (0, 1, 0xFFFFFFFF, 123456789):
+        assert crc32(data, seed) == zlib.crc32(data, seed)
+        assert crc32(memoryview(data)[7:999], seed) == zlib.crc32(data[7:999], seed)
+    payload = encoded().payload()
+    head = record_header(2, FILE_HEADER_LEN, RT_BATCH, payload)
+    seed = zlib.crc32(struct.pack(">QQBI", 2, FILE_HEADER_LEN, RT_BATCH, len(payload)))
+    assert head[-4:] == zlib.crc32(payload, seed).to_bytes(4, "big")
+    assert file_header(5)[-4:] == zlib.crc32(file_header(5)[:12]).to_bytes(4, "big")
