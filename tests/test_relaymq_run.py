@@ -88,3 +88,50 @@ def test_amqp_and_stomp_clients_against_relaymq_run(broker_process):
     assert proc.returncode == 0
     assert "no installed transport serves 'tcp://'" in out, "the OpenWire connector is skipped with a warning"
     assert "Traceback" not in out
+
+
+def test_each_configuration_warning_is_logged_once(tmp_path):
+    """`relaymq run` checks the configuration before it starts and logs what it
+    ignores; building the broker and starting its store convert the same elements
+    again and do not log it a second time."""
+    pytest.importorskip("relaymq_bridge", reason="relaymq-bridge is not installed")
+    pytest.importorskip("relaymq_mirror", reason="relaymq-mirror is not installed")
+    port = free_port()
+    cfg = tmp_path / "activemq.xml"
+    cfg.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core" brokerName="once">
+  <persistenceAdapter>
+    <kahaDB directory="{tmp_path}/kahadb" fooBar="1" indexCacheSize="50000"/>
+  </persistenceAdapter>
+  <bridges>
+    <bridge name="b1" source-uri="amqp://127.0.0.1:1" source-destination="queue://a"
+            target-uri="amqp://127.0.0.1:2" target-destination="queue://b" wibble="3"
+            auto-start="false"/>
+  </bridges>
+  <broker-connections>
+    <amqp-connection uri="tcp://127.0.0.1:1" name="dr" auto-start="false" bogus-knob="1">
+      <mirror/>
+    </amqp-connection>
+  </broker-connections>
+  <transportConnectors>
+    <transportConnector name="amqp" uri="amqp://127.0.0.1:{port}"/>
+  </transportConnectors>
+</broker>""")
+    proc = subprocess.Popen([RELAYMQ, "run", "--config", str(cfg)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        def listening() -> bool:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                return True
+            except OSError:
+                return False
+
+        wait_until(listening, timeout=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    for what in ("attribute 'fooBar' is ignored", "indexCacheSize=50000 has no effect",
+                 "attribute 'wibble' is ignored", "attribute 'bogus-knob' is ignored"):
+        assert out.count(what) == 1, (what, out)
+    assert "fooBar is not a kahaDB attribute" not in out  # one wording for one problem

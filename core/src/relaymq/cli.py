@@ -195,6 +195,7 @@ def run(config_path: str | None, strict: bool, allow_vm_only: bool, bind: str,
         log_config: str | None) -> None:
     """Run a broker until SIGINT or SIGTERM, then stop it gracefully."""
     from relaymq.checks import check
+    from relaymq.config.report import mark_reported
     from relaymq.logsetup import configure_logging
     from relaymq.plugins import PluginRegistry
 
@@ -218,6 +219,7 @@ def run(config_path: str | None, strict: bool, allow_vm_only: bool, bind: str,
         _fail(exc)
     for w in result.warnings:
         log.warning("%s", w)
+    mark_reported(result.warnings)  # building the broker does not log them again
     _log_enabled(result)
     try:
         _run_loop(serve(config, registry, reread=reread if config_path else None,

@@ -9,12 +9,30 @@ conversion, plugin registry) without each of them knowing about the flag.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from relaymq.config.model import Origin
 from relaymq.errors import ConfigError
 
 log = logging.getLogger("relaymq.config")
+
+#: the warnings `relaymq run` logged from its start-up check (`checks.check`):
+#: building the broker converts the same elements again, and a store logs its
+#: ignored settings when it starts; neither logs one of these a second time
+_reported: set[str] = set()
+
+
+def mark_reported(messages: Iterable[str]) -> None:
+    """`messages` were logged by the start-up check (replaces what was marked)."""
+    _reported.clear()
+    _reported.update(messages)
+
+
+def warn_once(logger: logging.Logger, message: str) -> None:
+    """Log a configuration warning unless the start-up check already logged it."""
+    if message not in _reported:
+        logger.warning("%s", message)
 
 
 def at(origin: Origin | None) -> str:
@@ -44,7 +62,7 @@ class Report:
         else:
             self.warnings.append(message)
             if not self.quiet:
-                log.warning("%s", message)
+                warn_once(log, message)
 
     def note(self, message: str) -> None:
         """Accepted and deliberately ignored (e.g. `useJmx`): never an error."""

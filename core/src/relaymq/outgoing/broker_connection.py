@@ -70,7 +70,7 @@ class BrokerConnection:
         """`relaymq config check` (and `run`, before anything starts): the
         attributes converted; the operations (children) are checked as plugins of
         their own. Returns the warnings."""
-        report = Report(strict=strict)
+        report = Report(strict=strict, quiet=True)  # returned: the caller reports them
         config = convert(BrokerConnectionConfig, element, strict=strict, report=report,
                          ignore=[c.tag for c in element.children])
         if config.retry_interval < 0:

@@ -75,7 +75,7 @@ class _QueueLinks:
     @classmethod
     def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
         """`relaymq config check` (and `run`, before anything starts)."""
-        report = Report(strict=strict)
+        report = Report(strict=strict, quiet=True)  # returned: the caller reports them
         a = element.attributes
         if not a.get("address-match") and not a.get("queue-name"):
             report.error(f"<{element.tag}> ({element.origin}): needs address-match or queue-name")

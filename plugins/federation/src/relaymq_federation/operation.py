@@ -81,7 +81,7 @@ class Federation:
         """`relaymq config check` (and `run`, before anything starts): every policy
         converted; returns the warnings (attributes not understood, a policy
         without includes), errors under --strict."""
-        report = Report(strict=strict)
+        report = Report(strict=strict, quiet=True)  # returned: the caller reports them
         try:
             federation_config(element, "", report)
         except ConfigError as exc:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from relaymq.config.report import Report, warn_once
 from relaymq.errors import ConfigError, StartupError, StoreLockedError
 from relaymq.model.codec import decode_message
 from relaymq.spi.persistence import (
@@ -117,9 +118,11 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
     @classmethod
     def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
         """Check the element without connecting (`relaymq config check`)."""
-        config = config_from_element(element, None, strict=strict)
+        report = Report(strict=strict, quiet=True)  # returned: the caller reports them
+        config = config_from_element(element, None, strict=strict, report=report)
+        report.raise_if_errors()
         cls(config)  # the same checks as a start, without connecting
-        return config.ignored_settings()
+        return report.warnings + ignored_lines(config)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -127,9 +130,8 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         if self._open:
             return
         cfg = self.config
-        where = f" at {cfg.origin}" if cfg.origin.line else ""
-        for line in cfg.ignored_settings():
-            log.warning("<jdbcPersistenceAdapter>%s: %s", where, line)
+        for line in ignored_lines(cfg):
+            warn_once(log, line)
         self._sqlite_file()
         writer_engine, reader_engine = make_engines(self.url, cfg.pool_size)
         self._engines = (writer_engine, reader_engine)
@@ -453,13 +455,22 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
         await fut
 
 
-def config_from_element(element: PluginElement, broker: Any, *, strict: bool = False) -> JDBCConfig:
-    """`<jdbcPersistenceAdapter>` with its `<locker>` and referenced `<bean>` -> JDBCConfig."""
+def ignored_lines(config: JDBCConfig) -> list[str]:
+    """The settings that have no effect, as `config check` lists and a start logs them."""
+    where = f" at {config.origin}" if config.origin.line else ""
+    return [f"<jdbcPersistenceAdapter>{where}: {line}" for line in config.ignored_settings()]
+
+
+def config_from_element(element: PluginElement, broker: Any, *, strict: bool = False,
+                        report: Report | None = None) -> JDBCConfig:
+    """`<jdbcPersistenceAdapter>` with its `<locker>` and referenced `<bean>` -> JDBCConfig
+    (`report`: where the attributes it ignores go; logged when there is none)."""
     from relaymq.config.typed import convert
 
     if strict is False:
         strict = bool(getattr(getattr(broker, "plugins", None), "strict", False))
-    config = convert(JDBCConfig, element, strict=strict, ignore=("locker", "bean", "dataSource"))
+    config = convert(JDBCConfig, element, strict=strict, report=report,
+                     ignore=("locker", "bean", "dataSource"))
     config.data_source = element.attributes.get("dataSource", "").strip()
     where = f" at {element.origin}" if element.origin.line else ""
     locker_el = element.child("locker")
@@ -469,7 +480,7 @@ def config_from_element(element: PluginElement, broker: Any, *, strict: bool = F
             names = ", ".join(f"<{c.tag}>" for c in kinds) or "nothing"
             raise ConfigError(f"<locker>{where} holds {names}; it takes one of "
                               f"{', '.join('<' + k + '>' for k in LOCKERS)}")
-        config.locker = convert(LockerConfig, kinds[0], strict=strict)
+        config.locker = convert(LockerConfig, kinds[0], strict=strict, report=report)
         config.locker_kind = kinds[0].tag
     if config.data_source:
         ref = config.data_source.removeprefix("#")

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from relaymq.config.report import warn_once
 from relaymq.model.codec import CorruptMessage, decode_message, encoded_span
 from relaymq.model.message import Message
 from relaymq.spi.persistence import (
@@ -113,7 +114,7 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
         from relaymq.config.report import Report
         from relaymq.config.typed import convert
 
-        report = Report(strict=strict)
+        report = Report(strict=strict, quiet=True)  # returned: the caller reports them
         config = convert(KahaDBConfig, element, strict=strict, report=report, ignore=("locker",))
         apply_locker(config, element, strict=strict, report=report)
         report.raise_if_errors()
@@ -153,8 +154,9 @@ class KahaDBPersistenceAdapter(PersistenceAdapter):
             waiting=lambda why: self.lock_changed(LockState.WAITING, why))
         self.lock_changed(LockState.HELD, f"{self._lock.path} taken by pid {os.getpid()}")
         try:
+            where = f" at {cfg.origin}" if cfg.origin.line else ""
             for line in cfg.ignored_settings():
-                log.warning("<kahaDB>%s: %s", f" at {cfg.origin}" if cfg.origin.line else "", line)
+                warn_once(log, f"<kahaDB>{where}: {line}")
             rec = await asyncio.to_thread(recover, self.directory, self.index_dir, cfg)
             self.recovery = rec
             self.index = rec.index

@@ -124,7 +124,7 @@ class MirrorSource:
     @classmethod
     def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
         """`relaymq config check` (and `run`, before anything starts): the warnings."""
-        report = Report(strict=strict)
+        report = Report(strict=strict, quiet=True)  # returned: the caller reports them
         mirror_config(element, strict, report)
         report.raise_if_errors()
         return report.warnings
