@@ -27,9 +27,10 @@ VIEWER = ("watcher", "watch-secret")
 APP = ("app", "app-secret")
 
 
-def users_and_console(http_port: int, console_attributes: str = "") -> str:
+def users_and_console(http_port: int, console_attributes: str = "", plugins: str = "") -> str:
     """The `<plugins>` element: the three users and the console on `http_port`, with
-    `console_attributes` (more `<console>` attributes, verbatim)."""
+    `console_attributes` (more `<console>` attributes, verbatim) and `plugins` (more
+    plugin elements, such as an `<authorizationPlugin>`, verbatim)."""
     return f"""<plugins>
     <simpleAuthenticationPlugin>
       <users>
@@ -38,6 +39,7 @@ def users_and_console(http_port: int, console_attributes: str = "") -> str:
         <authenticationUser username="{APP[0]}" password="{APP[1]}" groups="apps"/>
       </users>
     </simpleAuthenticationPlugin>
+    {plugins}
     <console host="127.0.0.1" port="{http_port}" adminGroup="admins" viewerGroup="users" {console_attributes}/>
   </plugins>"""
 
@@ -45,17 +47,17 @@ def users_and_console(http_port: int, console_attributes: str = "") -> str:
 class ConsoleBrokerProcess(RelaymqProcess):
     """`relaymq run` of a broker named `name` with the users, the console on a free
     port, `attributes` on `<broker>`, `console_attributes` on `<console>` and `body` (its
-    other children) verbatim."""
+    other children) verbatim; `plugins`: more elements of `<plugins>`."""
 
     def __init__(self, tmp: Path, name: str, body: str, attributes: str = "",
-                 console_attributes: str = "") -> None:
+                 console_attributes: str = "", plugins: str = "") -> None:
         self.tmp = tmp
         self.http_port = free_port()
         self.url = f"http://127.0.0.1:{self.http_port}"
         config = tmp / "activemq.xml"
         config.write_text(f"""<broker xmlns="http://activemq.apache.org/schema/core"
         brokerName="{name}" {attributes}>
-  {users_and_console(self.http_port, console_attributes)}
+  {users_and_console(self.http_port, console_attributes, plugins)}
   {body}
 </broker>""")
         super().__init__(config, tmp / "broker.log")

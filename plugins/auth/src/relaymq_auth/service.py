@@ -149,6 +149,12 @@ class SecurityService:
             return principal
         return Principal(principal.name, user.groups)
 
+    def audit_denied(self, principal: Principal, action: str, destination: object, *,
+                     transport: str | None = None, remote: str | None = None) -> None:
+        """Write a refusal `authorize` answered on a principal's behalf (the console's)
+        to the audit log, as the broker writes its clients' refusals."""
+        self.audit.denied(principal, action, destination, transport, remote)
+
     def audit_operation(self, principal: Principal | None, operation: str,
                         destination: object, *, transport: str | None = None,
                         remote: str | None = None, **details: object) -> None:

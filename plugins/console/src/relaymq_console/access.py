@@ -1,5 +1,6 @@
 """Who is asking: a console session (cookie) or HTTP Basic credentials, checked
-against relaymq-auth's users and groups (`broker.extensions["auth"]`)."""
+against relaymq-auth's users and groups (`broker.extensions["auth"]`); and what they
+may do to a destination, by the broker's authorization map (`Access.authorize`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from relaymq.broker.security import Principal
 from relaymq.errors import SecurityError
+from relaymq.model.destination import Destination
 from starlette.requests import Request
 
 from relaymq_console.config import ConsoleConfig
@@ -19,6 +22,17 @@ from relaymq_console.sessions import COOKIE, LoginThrottle, Sessions
 log = logging.getLogger("relaymq.console")
 
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
+
+#: the authorization-map action each console operation on a destination needs (the
+#: actions the broker checks for its clients: read, write, admin); a move or copy also
+#: needs `write` on its target, and `admin` there when that makes a new queue, as a
+#: send that creates a queue does
+OPERATION_ACTIONS = {
+    "browse": "read", "copy": "read", "send": "write",
+    "create": "admin", "delete": "admin", "purge": "admin", "pause": "admin",
+    "resume": "admin", "remove": "admin", "retry": "admin", "move": "admin",
+    "delete-subscription": "admin",
+}
 
 
 class Denied(Exception):
@@ -150,6 +164,34 @@ class Access:
             if given != user.csrf:
                 raise Denied(403, "missing or wrong CSRF token")
         return user
+
+    def authorize(self, user: User, operation: str, dest: Destination, request: Request,
+                  to: Destination | None = None) -> None:
+        """Denied(403), with an audit line, unless the broker's authorization map lets
+        `user`'s groups do `operation` (`OPERATION_ACTIONS`) on `dest` (and write to
+        `to`). Without relaymq-auth's `<authorizationPlugin>` everything is allowed."""
+        auth = self.auth
+        if auth is None or user.principal is None:
+            return
+        principal = user.principal
+        if not isinstance(principal, Principal):  # a usersFile user: its roles are its groups
+            principal = Principal(user.name, frozenset(getattr(principal, "groups", ())))
+        needed = [(OPERATION_ACTIONS[operation], dest)]
+        if operation == "send" and self.broker.management.queue(dest) is None:
+            needed.append(("admin", dest))
+        if to is not None:
+            needed.append(("write", to))
+            if self.broker.management.queue(to) is None:
+                needed.append(("admin", to))
+        for action, target in needed:
+            if not auth.authorize(principal, action, target):
+                address = request.client.host if request.client else None
+                auth.audit_denied(principal, f"{operation}:{action}", target, transport="http",
+                                  remote=address)
+                into = "to " if target is to or operation == "send" else ""
+                raise Denied(403, f"User {user.name} is not authorized to {operation} "
+                                  f"{into}{target}: the broker's authorization map grants "
+                                  f"{action} on it to none of the user's groups")
 
     def audit(self, user: User, operation: str, target: Any, request: Request) -> None:
         auth = self.auth

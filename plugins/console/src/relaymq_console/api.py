@@ -84,6 +84,11 @@ def _ids_or_selector(data: dict[str, Any]) -> dict[str, Any]:
     return {"message_ids": ids, "selector": selector}
 
 
+def _queue_named(name: str) -> Destination:
+    """A queue as management names it: a bare name, or a `queue://` key."""
+    return Destination.parse(name) if "://" in name else Destination.queue(name)
+
+
 class Api:
     """Route handlers; each checks access, calls the management API, answers JSON."""
 
@@ -159,6 +164,7 @@ class Api:
                 queue_type = data.get("queue_type")
                 if queue_type is not None and not isinstance(queue_type, str):
                     raise ApiError(400, "queue_type must be a string")
+                self.access.authorize(user, "create", _queue_named(name), req)
                 # a bad name or type is a ValueError (400), another type a StateConflict (409)
                 info = await self.m.create_queue(name, queue_type)
                 self.access.audit(user, "create", Destination.queue(name), req)
@@ -177,6 +183,7 @@ class Api:
         async def go(req: Request) -> Any:
             user = await self.access.check(req, admin=True)
             dest = Destination.topic(req.path_params["name"])
+            self.access.authorize(user, "delete", dest, req)
             if not await self.m.delete_destination(dest):
                 raise ApiError(404, f"no topic named {dest.name!r}")
             self.access.audit(user, "delete", dest, req)
@@ -194,6 +201,7 @@ class Api:
             dest = Destination.queue(name)
             if req.method == "DELETE":
                 user = await self.access.check(req, admin=True)
+                self.access.authorize(user, "delete", dest, req)
                 if not await self.m.delete_destination(dest):
                     raise ApiError(404, f"no queue named {dest.name!r}")
                 self.access.audit(user, "delete", dest, req)
@@ -235,12 +243,13 @@ class Api:
                     if isinstance(value, int) and not isinstance(value, bool) \
                             and not -2**63 <= value < 2**63:
                         raise ApiError(400, f"property {key!r}: {value} does not fit in 64 bits")
+                self.access.authorize(user, "send", dest, req)
                 msg = Message(body.encode(), destination=dest,
                               durable=persistent, properties=props)
                 await self.broker.internal_connection().send(msg)
                 self.access.audit(user, "send", dest, req)
                 return {"sent": True}
-            await self.access.check(req, admin=False)
+            self.access.authorize(await self.access.check(req, admin=False), "browse", dest, req)
             page = await self.m.browse(dest, after=_int(req, "after", 0),
                                        limit=_int(req, "limit", 100, 1, 1000),
                                        selector=req.query_params.get("selector"))
@@ -253,7 +262,10 @@ class Api:
             async def go(req: Request) -> Any:
                 user = await self.access.check(req, admin=True)
                 dest = Destination.queue(req.path_params["name"])
-                result = await action(dest, await _body(req, required=body))
+                data = await _body(req, required=body)
+                self.access.authorize(user, operation, dest, req,
+                                      to=self._to(data) if operation in ("move", "copy") else None)
+                result = await action(dest, data)
                 self.access.audit(user, operation, dest, req)
                 return result
             return await self.call(request, go)
@@ -331,8 +343,10 @@ class Api:
         async def go(req: Request) -> Any:
             user = await self.access.check(req, admin=True)
             client_id, name = req.path_params["client_id"], req.path_params["name"]
-            if self.m.durable_subscription(client_id, name) is None:
+            info = self.m.durable_subscription(client_id, name)
+            if info is None:
                 raise ApiError(404, f"no durable subscription {name!r} of {client_id!r}")
+            self.access.authorize(user, "delete-subscription", Destination.parse(info.topic), req)
             try:
                 deleted = await self.m.delete_durable_subscription(client_id, name)
             except DestinationError as exc:  # a consumer is attached

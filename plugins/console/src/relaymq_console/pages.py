@@ -8,13 +8,14 @@ from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from relaymq.errors import DestinationError, RelayMQError
+from relaymq.management.info import BrowsePage
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from relaymq_console.access import Access, Denied, User
+from relaymq_console.access import OPERATION_ACTIONS, Access, Denied, User
 from relaymq_console.api import broker_summary
 from relaymq_console.listing import BrokerTotals, queue_page
 from relaymq_console.sessions import COOKIE
@@ -136,10 +137,16 @@ class Pages:
         if isinstance(user, Response):
             return user
         dest = Destination.queue(request.path_params["name"])
+        refused: str | None = None  # the statistics show; the messages need `read`
         try:
             info = await self.m.destination(dest)
             after = int(request.query_params.get("after", "0") or 0)
-            page = await self.m.browse(dest, after=after, limit=100)
+            try:
+                self.access.authorize(user, "browse", dest, request)
+            except Denied as exc:
+                refused = exc.message
+            page = BrowsePage([], after, True) if refused else \
+                await self.m.browse(dest, after=after, limit=100)
         except (DestinationError, ValueError) as exc:
             return HTMLResponse(f"<p>{_esc(str(exc))}</p>", status_code=404)
         owners = getattr(self.m.queue(dest), "owners", None)
@@ -148,7 +155,7 @@ class Pages:
         return self.render("queue.html", user, q=info, consumers=self.m.consumers(dest),
                            messages=[message_view(m) for m in page.messages],
                            next_after=page.next_after, done=page.done, partitions=partitions,
-                           flash=request.query_params.get("flash"))
+                           flash=request.query_params.get("flash"), refused=refused)
 
     async def create_queue(self, request: Request) -> Response:
         user = await self.user(request, admin=True)
@@ -158,7 +165,11 @@ class Pages:
         if not name:
             return RedirectResponse("/queues?flash=give+a+name", status_code=303)
         try:
+            self.access.authorize(user, "create", Destination.queue(name), request)
             await self.m.create_queue(name)
+        except Denied as exc:
+            return RedirectResponse(f"/queues?flash={quote(f'create refused: {exc.message}')}",
+                                    status_code=303)
         except (RelayMQError, ValueError) as exc:  # a wildcard, several queues, a bad name
             return RedirectResponse(f"/queues?flash={quote(f'create failed: {exc}')}",
                                     status_code=303)
@@ -173,6 +184,18 @@ class Pages:
         dest = Destination.queue(name)
         form = await request.form()
         selector = str(form.get("selector") or "") or None
+        try:
+            to = str(form.get("to", "")).strip() if action in ("move", "copy") else ""
+            if action in OPERATION_ACTIONS:  # another is refused by `_act`
+                self.access.authorize(user, action, dest, request,
+                                      to=Destination.queue(to) if to else None)
+        except Denied as exc:  # the map refuses it: said on the page, audited, nothing done
+            return RedirectResponse(f"/queues/{quote(name)}?flash="
+                                    f"{quote(f'{action} refused: {exc.message}')}",
+                                    status_code=303)
+        except ValueError as exc:
+            return RedirectResponse(f"/queues/{quote(name)}?flash={quote(f'{action} failed: {exc}')}",
+                                    status_code=303)
         try:
             flash = await self._act(dest, action, form, selector)
         except (RelayMQError, ValueError) as exc:
