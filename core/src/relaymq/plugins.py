@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import inspect
 import logging
 import re
 import sys
@@ -503,7 +504,11 @@ class PluginRegistry:
                 obj = self.resolve(group, element.tag, element.origin)
                 check = getattr(obj, "validate_element", None)
                 if check is not None:
-                    warnings.extend(check(element, strict=self.strict) or ())
+                    # a check that takes `config` sees the whole configuration (what
+                    # other elements provide), as the plugin does once installed
+                    more = ({"config": config}
+                            if "config" in inspect.signature(check).parameters else {})
+                    warnings.extend(check(element, strict=self.strict, **more) or ())
                 elif not hasattr(obj, "from_element") and dataclasses.is_dataclass(
                         getattr(obj, "Config", None)):
                     convert(obj.Config, element, strict=self.strict, report=report)

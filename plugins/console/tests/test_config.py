@@ -29,9 +29,38 @@ def run(tmp_path: Path, console: str) -> subprocess.CompletedProcess:
 def test_a_non_local_console_without_authentication_does_not_start(tmp_path) -> None:
     done = run(tmp_path, f'<console host="0.0.0.0" port="{free_port()}"/>')
     assert done.returncode == 1
-    line = [ln for ln in done.stderr.splitlines() if ln.startswith("relaymq: ")]
+    line = [ln for ln in done.stderr.splitlines() if "without authentication" in ln]
     assert len(line) == 1, done.stderr
-    assert "without authentication" in line[0] and "allowUnauthenticated" in line[0]
+    assert "allowUnauthenticated" in line[0]
+
+
+def test_config_check_refuses_what_run_refuses_for_a_non_local_console(tmp_path) -> None:
+    """`relaymq config check` reports the same line `relaymq run` stops with; with
+    users (relaymq-auth), `usersFile` or `allowUnauthenticated` both accept it."""
+    port = free_port()
+    refused = run(tmp_path, f'<console host="0.0.0.0" port="{port}"/>')
+    line = [ln for ln in refused.stderr.splitlines() if "without authentication" in ln]
+    assert refused.returncode == 1 and len(line) == 1, refused.stderr
+    cfg = tmp_path / "activemq.xml"
+    checked = subprocess.run([RELAYMQ, "config", "check", str(cfg)], capture_output=True,
+                             text=True, timeout=60)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert line[0].strip().removeprefix("- ") in checked.stdout + checked.stderr
+    realm = tmp_path / "realm.properties"
+    realm.write_text("ops: secret, admins\n")
+    for ok in ('allowUnauthenticated="true"', f'usersFile="{realm}"'):
+        cfg.write_text(cfg.read_text().replace(f'port="{port}"', f'port="{port}" {ok}'))
+        accepted = subprocess.run([RELAYMQ, "config", "check", str(cfg)], capture_output=True,
+                                  text=True, timeout=60)
+        assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+        cfg.write_text(cfg.read_text().replace(f' {ok}', ""))
+    cfg.write_text(cfg.read_text().replace("<plugins>", """<plugins>
+    <simpleAuthenticationPlugin><users>
+      <authenticationUser username="ops" password="secret" groups="admins"/>
+    </users></simpleAuthenticationPlugin>"""))
+    with_users = subprocess.run([RELAYMQ, "config", "check", str(cfg)], capture_output=True,
+                                text=True, timeout=60)
+    assert with_users.returncode == 0, with_users.stdout + with_users.stderr
 
 
 def test_a_port_in_use_is_one_line(tmp_path) -> None:

@@ -15,7 +15,7 @@ from relaymq.errors import SecurityError
 from relaymq.model.destination import Destination
 from starlette.requests import Request
 
-from relaymq_console.config import ConsoleConfig
+from relaymq_console.config import ConsoleConfig, open_console
 from relaymq_console.realm import RealmUser, load_realm
 from relaymq_console.sessions import COOKIE, LoginThrottle, Sessions
 
@@ -71,7 +71,7 @@ class Access:
     @property
     def open(self) -> bool:
         """Nobody logs in (no users anywhere, or `authenticate="false"`)."""
-        return not self.config.authenticate or (self.realm is None and self.auth is None)
+        return open_console(self.config, self.auth is not None)
 
     async def login(self, name: str, password: str, address: str) -> tuple[str, User]:
         """Check credentials; returns a session token for the cookie."""

@@ -56,3 +56,9 @@ class ConsoleConfig:
     @property
     def local(self) -> bool:
         return self.host in LOCAL_HOSTS
+
+
+def open_console(cfg: ConsoleConfig, has_auth: bool) -> bool:
+    """Nobody logs in: `authenticate="false"`, or neither a `usersFile` nor relaymq-auth
+    (`has_auth`) gives users."""
+    return not cfg.authenticate or (not cfg.users_file and not has_auth)

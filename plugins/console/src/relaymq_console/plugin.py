@@ -6,13 +6,14 @@ import asyncio
 import ipaddress
 import logging
 import socket
+from importlib.metadata import entry_points
 from typing import Any
 
 from relaymq.config.model import PluginElement
 from relaymq.config.typed import convert
 from relaymq.errors import ConfigError, StartupError
 
-from relaymq_console.config import ConsoleConfig
+from relaymq_console.config import ConsoleConfig, open_console
 
 log = logging.getLogger("relaymq.console")
 
@@ -33,8 +34,14 @@ class ConsolePlugin:
         return cls(_checked(convert(ConsoleConfig, element)))
 
     @classmethod
-    def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
-        _checked(convert(ConsoleConfig, element, strict=strict))
+    def validate_element(cls, element: PluginElement, strict: bool = False,
+                         config: Any = None) -> list[str]:
+        """`relaymq config check` (and `run`, before it starts anything): the attributes,
+        and, given the whole configuration, the exposure rule `start` applies."""
+        cfg = _checked(convert(ConsoleConfig, element, strict=strict))
+        if config is not None:
+            gives_logins = auth_elements()
+            exposure_check(cfg, any(el.tag in gives_logins for el in config.plugins))
         return []
 
     def install(self, broker: Any) -> None:
@@ -64,14 +71,7 @@ class ConsolePlugin:
 
         cfg = self.config
         app, access = build_app(self.broker, cfg)
-        if not cfg.local and access.open and not cfg.allow_unauthenticated:
-            how = ("authenticate=\"false\"" if not cfg.authenticate
-                   else "no users: configure relaymq-auth (<simpleAuthenticationPlugin> or JAAS) "
-                        "or usersFile")
-            raise ConfigError(
-                f"<console host=\"{cfg.host}\">{_at(cfg)} would serve the console to other "
-                f"machines without authentication ({how}); bind to 127.0.0.1, or set "
-                "allowUnauthenticated=\"true\"")
+        exposure_check(cfg, access.auth is not None)
         # the console binds its socket itself: uvicorn would end the whole process
         # (sys.exit) when it cannot, and a broker reports that as one line instead
         try:
@@ -107,6 +107,28 @@ class ConsolePlugin:
                 self._task.cancel()
             except Exception:  # noqa: BLE001 - the server failed; it is stopped either way
                 log.exception("the console server failed")
+
+
+def auth_elements() -> set[str]:
+    """The `<plugins>` elements that give the broker users (relaymq-auth's, by their
+    entry points): with one, `broker.extensions["auth"]` authenticates console logins."""
+    return {ep.name for ep in entry_points(group="relaymq.broker_plugins")
+            if ep.value.startswith("relaymq_auth.")}
+
+
+def exposure_check(cfg: ConsoleConfig, has_auth: bool) -> None:
+    """ConfigError when the console would serve other machines without a login: a
+    non-local `host` while nobody logs in (`open_console`) and `allowUnauthenticated`
+    is not set. `relaymq config check` and the console's start apply this one rule."""
+    if cfg.local or cfg.allow_unauthenticated or not open_console(cfg, has_auth):
+        return
+    how = ("authenticate=\"false\"" if not cfg.authenticate
+           else "no users: configure relaymq-auth (<simpleAuthenticationPlugin> or JAAS) "
+                "or usersFile")
+    raise ConfigError(
+        f"<console host=\"{cfg.host}\">{_at(cfg)} would serve the console to other "
+        f"machines without authentication ({how}); bind to 127.0.0.1, or set "
+        "allowUnauthenticated=\"true\"")
 
 
 def _checked(cfg: ConsoleConfig) -> ConsoleConfig:
