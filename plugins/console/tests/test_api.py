@@ -409,3 +409,22 @@ def test_bad_input_is_400_and_deleting_what_does_not_exist_is_404(console) -> No
     assert "destination=topic://api.d9.none" not in console.output()
     assert c.delete("/api/v1/queues/api.d9").json() == {"deleted": True}
     assert c.delete("/api/v1/queues/api.d9").status_code == 404
+
+
+def test_copy_to_the_same_queue_duplicates_the_messages(console) -> None:
+    """ActiveMQ's copyMessageTo onto the queue itself: each chosen message is there
+    twice (the copy at the tail, with the same message id); a move there is refused."""
+    send(console, "/queue/api.copy.self", ["a", "b"])
+    c = console.client()
+    done = c.post("/api/v1/queues/api.copy.self/copy",
+                  json={"to": "api.copy.self", "selector": "JMSMessageID IS NOT NULL"})
+    assert done.status_code == 200 and done.json() == {"copied": 2}
+    wait_until(lambda: queue(console, "api.copy.self")["depth"] == 4, "the copies", 10)
+    listed = c.get("/api/v1/queues/api.copy.self/messages").json()["messages"]
+    assert [m["body"]["preview"] for m in listed] == ["a", "b", "a", "b"]
+    assert listed[0]["message_id"] == listed[2]["message_id"]
+    assert listed[2]["annotations"]["original_destination"] == "queue://api.copy.self"
+    moved = c.post("/api/v1/queues/api.copy.self/move",
+                   json={"to": "api.copy.self", "selector": "JMSMessageID IS NOT NULL"})
+    assert moved.status_code == 400 and "not a move" in moved.json()["error"]
+    assert queue(console, "api.copy.self")["depth"] == 4

@@ -359,7 +359,10 @@ class Management:
     async def copy_messages(self, target: Target, to: Target, *,
                             message_ids: Collection[str] | None = None,
                             selector: str | None = None) -> int:
-        """Send copies of messages (by id or selector) to `to`; the originals stay."""
+        """Send copies of messages (by id or selector) to `to`; the originals stay.
+        `to` may be `target` itself: the messages are chosen before any copy is sent,
+        so each is there twice afterwards (ActiveMQ's `copyMessageTo`), never copied
+        again; a move there is refused (`move_messages`)."""
         queue = self._queue_like(target)
         dest = _plain_queue(to, "copy")
         async with self._lock(queue):
