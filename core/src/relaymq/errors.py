@@ -82,6 +82,11 @@ class DestinationError(RelayMQError):
     """A destination cannot be used this way (deleted, wrong kind, empty name)."""
 
 
+class DestinationNameError(DestinationError, ValueError):
+    """A destination name the broker cannot create: too long for its store's keys.
+    Refused before anything is made; only the request that names it fails."""
+
+
 class SubscriptionInUse(RelayMQError):
     """An unsubscribe or a second attach for a durable subscription that has a consumer."""
 

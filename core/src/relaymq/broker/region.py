@@ -24,7 +24,7 @@ from relaymq.dispatch.queue import Queue
 from relaymq.dispatch.redelivery import RedeliveryPolicyMap
 from relaymq.dispatch.services import QueueServices
 from relaymq.dispatch.topic import SubscriptionQueue, Topic, TopicSubscriptions
-from relaymq.errors import DestinationError, ResourceLimitExceeded
+from relaymq.errors import DestinationError, DestinationNameError, ResourceLimitExceeded
 from relaymq.feed.constructors import removed
 from relaymq.feed.cursor import CURSOR_PREFIX
 from relaymq.feed.events import DestinationCreated, DestinationDeleted, RemovalReason
@@ -32,6 +32,7 @@ from relaymq.feed.feed import ChangeFeed
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from relaymq.spi.persistence import (
+    MAX_KEY_BYTES,
     AddDestination,
     PersistenceAdapter,
     RemoveDestination,
@@ -93,6 +94,7 @@ class Region(QueueServices):
             if q is not None:
                 return q
             return await self.queue(dest, origin=origin, recovered=recovered)  # it failed
+        self.check_name(dest)
         creating = self._creating[dest] = asyncio.get_running_loop().create_future()
         try:
             q = self.make_queue(dest)
@@ -102,13 +104,30 @@ class Region(QueueServices):
             self.queues[dest] = q
             ops = [AddDestination(dest.key)] if (
                 self.store_persistent and not dest.is_temporary and not recovered) else []
-            await self.writer.write(ops, (DestinationCreated(dest, recovered, origin),))
+            try:
+                await self.writer.write(ops, (DestinationCreated(dest, recovered, origin),))
+            except BaseException:
+                del self.queues[dest]  # not stored: not made
+                raise
             self.events.destination_added(dest, recovered)
             return q
         finally:
             # the waiting callers resume after this one has used the queue
             del self._creating[dest]
             creating.set_result(None)
+
+    def check_name(self, dest: Destination) -> None:
+        """Refuse (`DestinationNameError`) a destination whose key the store cannot
+        hold (`PersistenceAdapter.max_key_bytes`, at most `MAX_KEY_BYTES`), before
+        anything is made. Every creation comes here: management's, a first send or
+        subscribe of any protocol, recovery."""
+        size = len(dest.key.encode("utf-8", "surrogatepass"))
+        limit = min(int(getattr(self.store, "max_key_bytes", MAX_KEY_BYTES)), MAX_KEY_BYTES)
+        if size > limit:
+            raise DestinationNameError(
+                f"the name of {dest.key[:40]}... is too long: {size} bytes as "
+                f"{dest.key.partition('://')[0]}://NAME in UTF-8, and the store "
+                f"({type(self.store).__name__}) holds at most {limit}")
 
     def make_queue(self, dest: Destination) -> Queue:
         """A new queue of the type declared for `dest`, else its policy's, else standard."""
@@ -128,6 +147,7 @@ class Region(QueueServices):
                     recovered: bool = False) -> Topic:
         t = self.topics.get(dest)
         if t is None:
+            self.check_name(dest)
             t = self.topics[dest] = Topic(self.topic_subscriptions, dest, self.policies.entry_for(dest))
             self.writer.note(DestinationCreated(dest, recovered, origin))
             self.events.destination_added(dest, recovered)

@@ -202,6 +202,13 @@ class LockState:
 LockListener = Callable[[str, str], None]
 
 
+#: the longest destination key (``queue://NAME``, UTF-8 bytes) a store must hold:
+#: kahaDB's journal writes a key's length as a u16. A store that holds less says so
+#: in `PersistenceAdapter.max_key_bytes`; the kernel refuses longer names when it
+#: creates a destination (`Region.check_name`), before anything is made.
+MAX_KEY_BYTES: Final = 0xFFFF
+
+
 class PersistenceAdapter(abc.ABC):
     """A store driver. Implementations are entry points of `relaymq.persistence`,
     constructed with their typed config; the kernel calls `start` before anything else.
@@ -215,6 +222,8 @@ class PersistenceAdapter(abc.ABC):
     #: removals of one destination over as one operation instead of one object per
     #: acknowledgement (a store without it gets `RemoveMessage`s, as before)
     removal_runs: bool = False
+    #: the longest destination key this store holds, in UTF-8 bytes
+    max_key_bytes: int = MAX_KEY_BYTES
 
     @abc.abstractmethod
     async def start(self) -> None:

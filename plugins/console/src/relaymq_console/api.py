@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from relaymq import __version__
-from relaymq.errors import DestinationError, RelayMQError, StateConflict
+from relaymq.errors import DestinationError, DestinationNameError, RelayMQError, StateConflict
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from relaymq.plugins import QUEUE_TYPES
@@ -136,6 +136,8 @@ class Api:
         except ApiError as exc:
             return JSONResponse({"error": exc.message}, status_code=exc.status,
                                 headers=exc.headers)
+        except DestinationNameError as exc:  # a name the broker cannot create: bad input
+            return JSONResponse({"error": str(exc)}, status_code=400)
         except DestinationError as exc:
             return JSONResponse({"error": str(exc)}, status_code=404)
         except StateConflict as exc:
