@@ -428,3 +428,48 @@ def test_copy_to_the_same_queue_duplicates_the_messages(console) -> None:
                    json={"to": "api.copy.self", "selector": "JMSMessageID IS NOT NULL"})
     assert moved.status_code == 400 and "not a move" in moved.json()["error"]
     assert queue(console, "api.copy.self")["depth"] == 4
+
+
+def test_retry_of_a_topic_message_goes_back_to_its_durable_subscription_only(console) -> None:
+    """One of two durable subscribers rejects a message: the console's retry sends it
+    to that subscription again, not to the topic (the other one had it already)."""
+    got: dict[str, list] = {"a": [], "b": []}
+    subscribed: list[str] = []
+
+    def subscriber(name: str):  # type: ignore[no-untyped-def]
+        class L(stomp.ConnectionListener):
+            def on_message(self, frame) -> None:
+                got[name].append(frame)
+
+            def on_receipt(self, frame) -> None:
+                subscribed.append(frame.headers["receipt-id"])
+
+        conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
+        conn.set_listener("", L())
+        conn.connect(*APP, wait=True, headers={"client-id": f"d17-{name}"})
+        conn.subscribe("/topic/api.retry.t", id="1", ack="client-individual",
+                       headers={"activemq.subscriptionName": f"sub-{name}", "receipt": name})
+        wait_until(lambda: name in subscribed, f"subscription {name}", 10)
+        return conn
+
+    a, b = subscriber("a"), subscriber("b")
+    send(console, "/topic/api.retry.t", ["poison"], case="d17")
+    wait_until(lambda: got["a"] and got["b"], "the message at both subscribers", 10)
+    b.ack(got["b"][0].headers["ack"])
+    a.nack(got["a"][0].headers["ack"])  # to ActiveMQ.DLQ (no redelivery plugin)
+    wait_until(lambda: console.client().get(
+        "/api/v1/queues/ActiveMQ.DLQ/messages", params={"selector": "case = 'd17'"}
+    ).json()["messages"], "the dead letter", 10)
+    dlq = console.client().get("/api/v1/queues/ActiveMQ.DLQ/messages",
+                               params={"selector": "case = 'd17'"}).json()["messages"]
+    assert dlq[0]["annotations"]["original_subscription"] == "durable://d17-a:sub-a"
+    r = console.client().post("/api/v1/queues/ActiveMQ.DLQ/retry", json={"selector": "case = 'd17'"})
+    assert r.status_code == 200 and r.json() == {"retried": 1}
+    send(console, "/topic/api.retry.t", ["marker"], case="d17")
+    for name in ("a", "b"):  # the marker comes after anything the retry sent
+        wait_until(lambda n=name: any(f.body == "marker" for f in got[n]),
+                   f"the marker at {name}", 10)
+    assert [f.body for f in got["a"]] == ["poison", "poison", "marker"]
+    assert [f.body for f in got["b"]] == ["poison", "marker"]
+    for conn in (a, b):
+        conn.disconnect()

@@ -255,8 +255,17 @@ class Region(QueueServices):
         if dlq is None or (origin.is_queue and dlq == origin):
             self.writer.remove(queue, entry, why)
             return
-        copy = dead_letter_copy(strategy, msg, origin, dlq, reason)
+        durable = isinstance(queue, SubscriptionQueue) and queue.durable
+        copy = dead_letter_copy(strategy, msg, origin, dlq, reason,
+                                queue.key if durable else None)
         asyncio.get_running_loop().create_task(self._move(queue, entry, copy, why))
+
+    async def redeliver_to(self, sub: SubscriptionQueue, message: Message) -> None:
+        """Put `message` on the subscription `sub` alone (a dead letter retried to
+        where it came from), stored with it in one batch."""
+        batch = SendBatch()
+        sub.prepare(message, batch)
+        await self.writer.commit(batch)
 
     async def _move(self, queue: QueueBase, entry: QueueEntry, copy: Message, why: str) -> None:
         """Remove `entry` and route `copy` (to the dead-letter queue) in one store batch."""

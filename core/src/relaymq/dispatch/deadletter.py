@@ -18,6 +18,9 @@ from relaymq.model.message import Message
 ORIGINAL_DESTINATION: Final = "original_destination"
 ORIGINAL_EXPIRATION: Final = "original_expiration"
 DLQ_DELIVERY_FAILURE_CAUSE: Final = "dlq_delivery_failure_cause"
+#: the durable subscription (``durable://CLIENT:NAME``) a dead-lettered topic message
+#: came from: a retry sends it back to that subscription only, not the whole topic
+ORIGINAL_SUBSCRIPTION: Final = "original_subscription"
 
 
 def dead_letter_destination(
@@ -41,12 +44,15 @@ def dead_letter_destination(
 
 def dead_letter_copy(
     strategy: DeadLetterStrategyConfig, message: Message, origin: Destination,
-    dlq: Destination, reason: str,
+    dlq: Destination, reason: str, subscription: str | None = None,
 ) -> Message:
     """The copy that goes to `dlq`: same body, headers and id; it records where it
-    came from and its original expiration, and lives `strategy.expiration` ms."""
+    came from (the durable `subscription` too, for a topic's) and its original
+    expiration, and lives `strategy.expiration` ms."""
     annotations = dict(message.annotations or {})
     annotations.setdefault(ORIGINAL_DESTINATION, origin.key)
+    if subscription is not None:
+        annotations[ORIGINAL_SUBSCRIPTION] = subscription
     annotations[ORIGINAL_EXPIRATION] = message.expiration
     annotations[DLQ_DELIVERY_FAILURE_CAUSE] = reason
     expiration = 0

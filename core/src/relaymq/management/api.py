@@ -19,6 +19,7 @@ from relaymq.dispatch.deadletter import (
     DLQ_DELIVERY_FAILURE_CAUSE,
     ORIGINAL_DESTINATION,
     ORIGINAL_EXPIRATION,
+    ORIGINAL_SUBSCRIPTION,
 )
 from relaymq.dispatch.queue import Queue
 from relaymq.errors import DestinationError, StateConflict
@@ -385,15 +386,19 @@ class Management:
         async with self._lock(queue):
             chosen = [c for c in await self._select(queue, message_ids, selector)
                       if c[2] is None or c[2].consumer is None]
-            moves = [(seq, self._forwarded(m, dest, queue.destination)) for seq, m, _ in chosen]
+            moves = [(seq, self._forwarded(m, dest, queue.destination), None)
+                     for seq, m, _ in chosen]
             return await self._relocate(queue, moves)
 
     async def retry_messages(self, target: Target, *, message_ids: Collection[str] | None = None,
                              selector: str | None = None) -> int:
         """Send dead-lettered messages (by id or selector) from the dead-letter queue
         `target` back to the destination each came from, with its original
-        expiration; returns how many went back (ActiveMQ's `retryMessages`)."""
+        expiration; returns how many went back (ActiveMQ's `retryMessages`). A topic
+        message a durable subscriber rejected goes back to that subscription only;
+        while the subscription does not exist it stays here."""
         queue = self._queue_like(target)
+        region = self._region
         async with self._lock(queue):
             moves = []
             for seq, message, entry in await self._select(queue, message_ids, selector):
@@ -401,19 +406,28 @@ class Management:
                 origin = annotations.pop(ORIGINAL_DESTINATION, None)
                 if not origin or (entry is not None and entry.consumer is not None):
                     continue
+                key = annotations.pop(ORIGINAL_SUBSCRIPTION, None)
+                sub = region.subscriptions.get(str(key)) if key is not None else None
+                if key is not None and sub is None:
+                    continue  # its subscription is gone: the rest of the topic had it
                 expiration = annotations.pop(ORIGINAL_EXPIRATION, 0) or 0
                 annotations.pop(DLQ_DELIVERY_FAILURE_CAUSE, None)
                 moves.append((seq, message.copy(destination=Destination.parse(str(origin)),
                                                 expiration=int(expiration),
-                                                annotations=annotations or None)))
+                                                annotations=annotations or None), sub))
             return await self._relocate(queue, moves)
 
-    async def _relocate(self, queue: Any, moves: list[tuple[int, Message]]) -> int:
-        for _, copy in moves:
-            await self._send(copy)
+    async def _relocate(self, queue: Any, moves: list[tuple[int, Message, Any]]) -> int:
+        """Send each copy (to the subscription given, else by its destination), then
+        remove the originals here."""
+        for _, copy, sub in moves:
+            if sub is not None:
+                await self._region.redeliver_to(sub, copy)
+            else:
+                await self._send(copy)
         if not moves:
             return 0
-        await queue.remove_messages([seq for seq, _ in moves], RemovalReason.MOVED)
+        await queue.remove_messages([seq for seq, _, _ in moves], RemovalReason.MOVED)
         return len(moves)
 
     @staticmethod
