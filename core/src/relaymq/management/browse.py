@@ -31,6 +31,7 @@ def message_info(seq: int, message: Message, entry: Any, key: str) -> MessageInf
         body=bytes(message.body), delivery_count=entry.delivery_count if entry is not None else 0,
         in_flight=entry is not None and entry.consumer is not None,
         annotations=dict(client_annotations(message.annotations)),
+        body_type=message.body_type,
     )
 
 

@@ -129,6 +129,8 @@ class MessageInfo:
     #: the broker's annotations (where a dead letter came from, why); not its internal
     #: ones (`relaymq.model.message.INTERNAL_ANNOTATIONS`)
     annotations: dict[str, Any] = field(default_factory=dict)
+    #: how `body` is meant to be read (`relaymq.model.message.BodyType`)
+    body_type: str = "bytes"
 
 
 @dataclass(frozen=True, slots=True)

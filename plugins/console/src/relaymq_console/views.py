@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from typing import Any
+
+from relaymq.model.body_views import decoded_body
 
 PREVIEW_BYTES = 4096
 #: the fields a destination listing sorts by (`-field`: descending)
@@ -43,8 +47,39 @@ def plain(value: Any) -> Any:
 
 def message_view(info: Any) -> dict[str, Any]:
     out = plain(info)
-    out["body"] = body_preview(info.body)
+    decoded, value = decoded_body(getattr(info, "body_type", ""), info.body)
+    out["body"] = value_preview(value, len(info.body)) if decoded else body_preview(info.body)
     return out
+
+
+def value_preview(value: Any, size: int, limit: int = PREVIEW_BYTES) -> dict[str, Any]:
+    """A body that encodes a value (an AMQP map, list, number) as JSON text; binary
+    parts as hex, other types (timestamps, UUIDs, symbols) as their text."""
+    text = json.dumps(_jsonable(value), ensure_ascii=False)
+    return {"encoding": "json", "preview": text[:limit], "size": size,
+            "truncated": len(text) > limit}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(_jsonable(k)): _jsonable(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex(" ")
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str):
+        return str(value)
+    described = getattr(value, "descriptor", None)
+    if described is not None and hasattr(value, "value"):
+        return {"descriptor": _jsonable(described), "value": _jsonable(value.value)}
+    return str(value)
 
 
 def page_of(items: list[Any], *, filter_text: str | None, sort: str | None, page: int,
