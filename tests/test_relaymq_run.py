@@ -102,6 +102,16 @@ def test_each_configuration_warning_is_logged_once(tmp_path):
   <persistenceAdapter>
     <kahaDB directory="{tmp_path}/kahadb" fooBar="1" indexCacheSize="50000"/>
   </persistenceAdapter>
+  <plugins>
+    <simpleAuthenticationPlugin zork="1" anonymousAccessAllowed="true">
+      <users><authenticationUser username="a" password="b" groups="admins"/></users>
+    </simpleAuthenticationPlugin>
+  </plugins>
+  <destinationInterceptors>
+    <virtualDestinationInterceptor qqq="1">
+      <virtualDestinations><virtualTopic name="&gt;" prefix="VirtualTopic.*."/></virtualDestinations>
+    </virtualDestinationInterceptor>
+  </destinationInterceptors>
   <bridges>
     <bridge name="b1" source-uri="amqp://127.0.0.1:1" source-destination="queue://a"
             target-uri="amqp://127.0.0.1:2" target-destination="queue://b" wibble="3"
@@ -132,6 +142,8 @@ def test_each_configuration_warning_is_logged_once(tmp_path):
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     for what in ("attribute 'fooBar' is ignored", "indexCacheSize=50000 has no effect",
-                 "attribute 'wibble' is ignored", "attribute 'bogus-knob' is ignored"):
+                 "attribute 'wibble' is ignored", "attribute 'bogus-knob' is ignored",
+                 "attribute 'zork' is ignored", "plain-text passwords for a",
+                 "attribute 'qqq' is ignored"):
         assert out.count(what) == 1, (what, out)
     assert "fooBar is not a kahaDB attribute" not in out  # one wording for one problem

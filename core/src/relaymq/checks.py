@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from relaymq.config.defaults import default_config
 from relaymq.config.loader import load_config
 from relaymq.config.model import BrokerConfig, TransportConnectorConfig
-from relaymq.config.report import at
+from relaymq.config.report import at, collecting
 from relaymq.errors import ConfigError
 from relaymq.plugins import TRANSPORTS, PluginRegistry
 
@@ -43,7 +43,14 @@ class CheckResult:
 def check(path: str | None, registry: PluginRegistry, properties: Mapping[str, str],
           *, strict: bool = False, allow_vm_only: bool = False,
           host: str = "127.0.0.1") -> CheckResult:
-    """Load `path` (or the built-in default, listening on `host`) and validate it whole."""
+    """Load `path` (or the built-in default, listening on `host`) and validate it whole;
+    nothing is logged meanwhile: the result holds every warning, for the caller."""
+    with collecting():
+        return _check(path, registry, properties, strict, allow_vm_only, host)
+
+
+def _check(path: str | None, registry: PluginRegistry, properties: Mapping[str, str],
+           strict: bool, allow_vm_only: bool, host: str) -> CheckResult:
     config: BrokerConfig | None
     errors: list[str] = []
     source = path or "<default config>"

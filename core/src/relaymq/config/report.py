@@ -9,7 +9,8 @@ conversion, plugin registry) without each of them knowing about the flag.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from relaymq.config.model import Origin
@@ -21,6 +22,21 @@ log = logging.getLogger("relaymq.config")
 #: building the broker converts the same elements again, and a store logs its
 #: ignored settings when it starts; neither logs one of these a second time
 _reported: set[str] = set()
+
+
+_collecting = 0
+
+
+@contextmanager
+def collecting() -> Iterator[None]:
+    """While a whole configuration is checked (`checks.check`), reports collect and
+    log nothing: the check returns every warning and its caller reports them."""
+    global _collecting
+    _collecting += 1
+    try:
+        yield
+    finally:
+        _collecting -= 1
 
 
 def mark_reported(messages: Iterable[str]) -> None:
@@ -61,13 +77,13 @@ class Report:
             self.errors.append(message + " (an error because of --strict)")
         else:
             self.warnings.append(message)
-            if not self.quiet:
+            if not self.quiet and not _collecting:
                 warn_once(log, message)
 
     def note(self, message: str) -> None:
         """Accepted and deliberately ignored (e.g. `useJmx`): never an error."""
         self.notes.append(message)
-        if not self.quiet:
+        if not self.quiet and not _collecting:
             log.info("%s", message)
 
     def absorb(self, exc: ConfigError) -> None:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from relaymq.broker.security import Principal
 from relaymq.config.model import Origin, PluginElement
-from relaymq.config.report import Report, at
+from relaymq.config.report import Report, at, warn_once
 from relaymq.config.typed import convert
 from relaymq.errors import ConfigError
 from relaymq.model.destination import Destination, name_matches
@@ -271,7 +271,7 @@ def _close(attr: str, known: tuple[str, ...]) -> str:
 
 
 def parse_authorization(element: PluginElement, *, strict: bool = False) -> tuple[AuthorizationMap, list[str]]:
-    report = Report(strict=strict)
+    report = Report(strict=strict, quiet=True)  # returned: the caller reports them
     for attr in element.attributes:
         report.warn(f"<authorizationPlugin>{at(element.origin)}: attribute '{attr}' is ignored")
     maps: list[PluginElement] = []
@@ -361,7 +361,7 @@ class AuthorizationPlugin:
     def from_element(cls, element: PluginElement, broker: Broker) -> AuthorizationPlugin:
         amap, warnings = parse_authorization(element, strict=bool(getattr(broker, "strict", False)))
         for warning in warnings:
-            log.warning("%s", warning)
+            warn_once(log, warning)
         return cls(amap, element.origin)
 
     @classmethod
@@ -375,5 +375,5 @@ class AuthorizationPlugin:
         """New entries from a re-read configuration (SIGHUP)."""
         amap, warnings = parse_authorization(element)
         for warning in warnings:
-            log.warning("%s", warning)
+            warn_once(log, warning)
         self.map = service.authorization = amap

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from relaymq.broker.security import ConnectRequest, Principal
 from relaymq.config.model import Origin, PluginElement
-from relaymq.config.report import at
+from relaymq.config.report import Report, at
 from relaymq.config.typed import convert
 from relaymq.errors import ConfigError
 
@@ -117,8 +117,11 @@ class _JaasPlugin:
     @classmethod
     def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
         """``relaymq config check``: the login.config, its entry and files load."""
-        cls(convert(cls.Config, element, strict=strict), element.origin)
-        return []
+        report = Report(strict=strict, quiet=True)  # returned: the caller reports them
+        config = convert(cls.Config, element, strict=strict, report=report)
+        report.raise_if_errors()
+        cls(config, element.origin)
+        return report.warnings
 
     def reload(self, element: PluginElement, service: SecurityService) -> None:
         """Re-read login.config and its files (SIGHUP), whatever their `reload` says."""

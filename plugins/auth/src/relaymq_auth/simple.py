@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from relaymq.broker.security import ConnectRequest, Principal
 from relaymq.config.model import Origin, PluginElement
-from relaymq.config.report import Report, at
+from relaymq.config.report import Report, at, warn_once
 from relaymq.config.typed import convert
 from relaymq.errors import ConfigError
 
@@ -56,7 +56,7 @@ class SimpleConfig:
 
 def parse_simple(element: PluginElement, *, strict: bool = False) -> tuple[SimpleConfig, list[str]]:
     """The typed config and its warnings; raises ConfigError listing every problem."""
-    report = Report(strict=strict)
+    report = Report(strict=strict, quiet=True)  # returned: the caller reports them
     config = convert(SimpleConfig, element, report=report, ignore=("users",))
     errors: list[str] = list(report.errors)
     for child in element.children:
@@ -109,7 +109,7 @@ class SimpleAuthenticationPlugin:
     def from_element(cls, element: PluginElement, broker: Broker) -> SimpleAuthenticationPlugin:
         config, warnings = parse_simple(element, strict=bool(getattr(broker, "strict", False)))
         for warning in warnings:
-            log.warning("%s", warning)
+            warn_once(log, warning)
         return cls(config)
 
     @classmethod
@@ -123,7 +123,7 @@ class SimpleAuthenticationPlugin:
         """New users, passwords and groups from a re-read configuration (SIGHUP)."""
         config, warnings = parse_simple(element)
         for warning in warnings:
-            log.warning("%s", warning)
+            warn_once(log, warning)
         fresh = SimpleAuthenticationPlugin(config)
         self.config, self.table = fresh.config, fresh.table
 

@@ -10,6 +10,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from relaymq.config.model import PluginElement
+from relaymq.config.report import Report
 from relaymq.config.typed import convert
 from relaymq.errors import ConfigError, StartupError
 
@@ -38,11 +39,13 @@ class ConsolePlugin:
                          config: Any = None) -> list[str]:
         """`relaymq config check` (and `run`, before it starts anything): the attributes,
         and, given the whole configuration, the exposure rule `start` applies."""
-        cfg = _checked(convert(ConsoleConfig, element, strict=strict))
+        report = Report(strict=strict, quiet=True)  # returned: the caller reports them
+        cfg = _checked(convert(ConsoleConfig, element, strict=strict, report=report))
+        report.raise_if_errors()
         if config is not None:
             gives_logins = auth_elements()
             exposure_check(cfg, any(el.tag in gives_logins for el in config.plugins))
-        return []
+        return report.warnings
 
     def install(self, broker: Any) -> None:
         self.broker = broker

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Final
 
+from relaymq.config.report import Report
 from relaymq.errors import DestinationError
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message, SelectorView
@@ -64,6 +65,13 @@ class VirtualDestinationInterceptor:
     @classmethod
     def from_element(cls, element: PluginElement, broker: Broker) -> VirtualDestinationInterceptor:
         return cls(parse_interceptor(element, strict=bool(getattr(broker, "strict", False))))
+
+    @classmethod
+    def validate_element(cls, element: PluginElement, strict: bool = False) -> list[str]:
+        """`relaymq config check` (and `run`, before it starts anything): the warnings."""
+        report = Report(strict=strict, quiet=True)  # returned: the caller reports them
+        parse_interceptor(element, strict=strict, report=report)
+        return report.warnings
 
     # -- assembly ------------------------------------------------------------------
     def install(self, broker: Broker) -> None:

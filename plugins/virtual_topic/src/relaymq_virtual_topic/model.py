@@ -139,12 +139,14 @@ class InterceptorConfig:
 _ENTRY_TAGS = ("virtualTopic", "compositeQueue", "compositeTopic")
 
 
-def parse_interceptor(element: PluginElement, *, strict: bool = False) -> InterceptorConfig:
-    """Build the typed config of one ``<virtualDestinationInterceptor>``.
+def parse_interceptor(element: PluginElement, *, strict: bool = False,
+                      report: Report | None = None) -> InterceptorConfig:
+    """Build the typed config of one ``<virtualDestinationInterceptor>`` (its warnings
+    go to `report`; logged when there is none).
 
     :raises ConfigError: listing every problem, each with its file:line.
     """
-    report = Report(strict=strict)
+    report = report if report is not None else Report(strict=strict)
     errors: list[str] = []
     config = InterceptorConfig(origin=element.origin)
     for attr in element.attributes:
