@@ -3,10 +3,12 @@
 The queue holds only its newest message: a message arriving while another one
 waits replaces it (the older one is forgotten, its stored copy removed). A
 message a consumer already holds stays with it and is acknowledged as usual;
-if the consumer gives it back (releases or NACKs it, or leaves without
-acknowledging it) after a newer message arrived, it is replaced then (Artemis
-does the same with a cancelled delivery), so the queue never holds a stale
-value beside the newer one. Browsing shows the one waiting message without
+if the consumer gives it back (releases or NACKs it, leaves without
+acknowledging it, rolls back the transaction that acknowledged it, or is unbound
+by a partition count change) after a newer message arrived, it is replaced then
+(Artemis does the same with a cancelled delivery), so the queue never holds a
+stale value beside the newer one. On recovery after a restart, and after a
+partition count change, each slot keeps only its newest waiting message. Browsing shows the one waiting message without
 taking it; selectors are refused. A publisher that subscribes its own last
 value queue to the topics it publishes learns, after a crash, the last message
 the broker accepted.
@@ -20,6 +22,7 @@ consumers, rebalanced with hand-off).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from relaymq.dispatch.consumer import Consumer, NackMode
@@ -28,6 +31,8 @@ from relaymq.dispatch.queue import REPLACED, Queue
 
 from relaymq_queue_types.partitioned import PartitionedQueue, partition_of
 from relaymq_queue_types.solace import SolaceQueue, with_ttl_choice
+
+log = logging.getLogger("relaymq.queue_types")
 
 
 class LastValues(SolaceQueue):
@@ -65,7 +70,7 @@ class LastValues(SolaceQueue):
 
     def superseded(self, entry: QueueEntry) -> bool:
         latest = self._latest.get(self.slot(entry))
-        return latest is not None and latest != entry.seq
+        return latest is not None and latest > entry.seq
 
     def _replace(self, entry: QueueEntry) -> None:
         """Forget a message that is neither pending nor held (counted as replaced)."""
@@ -87,6 +92,64 @@ class LastValues(SolaceQueue):
             for entry in self._take_from(consumer, self.superseded):
                 self._replace(entry)
         super().remove_consumer(consumer)  # returns the rest
+
+    def return_unacked(self, entries: list[QueueEntry]) -> None:
+        """Deliveries that end unacknowledged (a rolled-back transaction, a consumer
+        the broker unbinds, one that leaves): a superseded one is replaced, not put
+        back. One newer than what waits in its slot (possible only after a partition
+        count change moved it to another slot) replaces the older waiting ones."""
+        back = []
+        newer: dict[int, int] = {}
+        for entry in entries:
+            if self.superseded(entry):
+                self._out_of_flight(entry)
+                self._replace(entry)
+                continue
+            back.append(entry)
+            slot = self.slot(entry)
+            if entry.seq > self._latest.get(slot, 0):
+                self._latest[slot] = newer[slot] = entry.seq
+        if newer:
+            for older in [e for e in self.pending if newer.get(self.slot(e), 0) > e.seq]:
+                if self.remove_pending(older):
+                    self.replaced += 1
+        super().return_unacked(back)
+
+    def keep_newest(self) -> int:
+        """Keep only the newest waiting message of each slot (after a recovery, or a
+        partition count change that gave messages new slots); the others, waiting or
+        waiting out a redelivery delay, are replaced. Returns how many."""
+        returning = [e for e in self._returning
+                     if not e.removed and e.consumer is None and self.pending.get(e.seq) is not e]
+        newest: dict[int, QueueEntry] = {}
+        stale: list[QueueEntry] = []
+        for entry in sorted([*self.pending, *returning], key=lambda e: e.seq):
+            slot = self.slot(entry)
+            older = newest.get(slot)
+            if older is not None:
+                stale.append(older)
+            newest[slot] = entry
+        n = 0
+        for entry in stale:
+            if entry in returning:
+                self._replace(entry)
+                n += 1
+            elif self.remove_pending(entry):
+                self.replaced += 1
+                n += 1
+        self._returning = [e for e in returning if not e.removed]
+        self._latest = {slot: e.seq for slot, e in newest.items()}
+        return n
+
+    async def recover(self) -> int:
+        """After a restart: a crash may have left an older value stored beside the
+        newer one (a consumer held it when the newer arrived); only the newest is kept."""
+        count = await super().recover()
+        stale = self.keep_newest()
+        if stale:
+            log.info("%s: %d older values found stored at recovery were replaced by newer ones",
+                     self.destination, stale)
+        return count - stale
 
 
 class LastValueQueue(LastValues):
@@ -125,8 +188,15 @@ class PartitionedLastValueQueue(LastValues, PartitionedQueue):
         super().enqueue(entry)
 
     def change_partition_count(self, count: int) -> dict[str, int]:
-        self._latest.clear()  # slots are partitions: the old ones no longer apply
-        return super().change_partition_count(count)
+        """As for a partitioned queue; what the unbound consumers held is replaced when
+        a newer value of its old partition waits, and then each new partition keeps
+        only its newest waiting message (`replaced` in the report)."""
+        report = super().change_partition_count(count)
+        report["replaced"] = stale = self.keep_newest()  # slots are the new partitions now
+        if stale:
+            log.info("%s: %d waiting values replaced by newer ones of their new partition",
+                     self.destination, stale)
+        return report
 
 
 def last_value_queue(*args: Any) -> Queue:
