@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from relaymq.broker.writer import removal_origin
 from relaymq.dispatch.batch import SendBatch
+from relaymq.dispatch.consumer import ROLLED_BACK
 from relaymq.errors import TransactionError
 from relaymq.feed.constructors import removed
 from relaymq.feed.events import RemovalReason
@@ -96,7 +97,7 @@ class LocalTransaction:
         for queue, entry, _mode in self.nacks:
             by_queue.setdefault(queue, []).append(entry)
         for queue, entries in by_queue.items():
-            queue.return_unacked(entries)
+            queue.return_unacked(entries, ROLLED_BACK)
         self.acks.clear()
         self.nacks.clear()
 

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 _ids: Final = itertools.count(1)
 
+#: why deliveries end without an acknowledgement (`QueueBase.return_unacked`)
+CONSUMER_LEFT: Final = "its consumer left without settling it"
+ROLLED_BACK: Final = "the transaction that acknowledged it was rolled back"
+
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class QueueBase:
@@ -60,8 +64,9 @@ class QueueBase:
         """An acknowledgement was stored (a committed transaction's)."""
         raise NotImplementedError
 
-    def return_unacked(self, entries: list[QueueEntry]) -> None:
-        """Entries whose acknowledgement was rolled back go back to the queue."""
+    def return_unacked(self, entries: list[QueueEntry], cause: str = "") -> None:
+        """Deliveries that ended without an acknowledgement (`cause`: `CONSUMER_LEFT`,
+        `ROLLED_BACK`) go back to the queue."""
         raise NotImplementedError
 
     def settle_negative(self, entry: QueueEntry, mode: str) -> None:

@@ -25,7 +25,7 @@ from mypy_extensions import mypyc_attr
 from relaymq.config.model import PolicyEntryConfig
 from relaymq.dispatch.batch import SendBatch
 from relaymq.dispatch.browse import PAGE, BrowseCursor
-from relaymq.dispatch.consumer import Consumer, NackMode, QueueBase
+from relaymq.dispatch.consumer import CONSUMER_LEFT, Consumer, NackMode, QueueBase
 from relaymq.dispatch.entry import PendingList, QueueEntry
 from relaymq.dispatch.redelivery import DEFAULT_FAILED_POLICY
 from relaymq.dispatch.services import QueueServices
@@ -293,11 +293,11 @@ class Queue(QueueBase):
             del self.groups[gid]
         returned = list(consumer.inflight.values())
         consumer.inflight.clear()
-        self.return_unacked(returned)
+        self.return_unacked(returned, CONSUMER_LEFT)
 
-    def return_unacked(self, entries: list[QueueEntry]) -> None:
+    def return_unacked(self, entries: list[QueueEntry], cause: str = CONSUMER_LEFT) -> None:
         """Deliveries that ended without an ack (consumer gone, transaction rolled
-        back) go back ahead of newer messages, marked redelivered."""
+        back: `cause`) go back ahead of newer messages, marked redelivered."""
         for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
             entry.consumer = None
             entry.delivery_count += 1

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from relaymq.dispatch.consumer import Consumer, NackMode
+from relaymq.dispatch.consumer import CONSUMER_LEFT, NackMode
 from relaymq.dispatch.entry import QueueEntry
 from relaymq.dispatch.queue import REPLACED, Queue
 
@@ -87,13 +87,7 @@ class LastValues(SolaceQueue):
         if not entry.removed and entry.consumer is None and self.pending.get(entry.seq) is None:
             self._returning.append(entry)  # redelivered after the policy's delay
 
-    def remove_consumer(self, consumer: Consumer) -> None:
-        if consumer.inflight and not consumer.browser:
-            for entry in self._take_from(consumer, self.superseded):
-                self._replace(entry)
-        super().remove_consumer(consumer)  # returns the rest
-
-    def return_unacked(self, entries: list[QueueEntry]) -> None:
+    def return_unacked(self, entries: list[QueueEntry], cause: str = CONSUMER_LEFT) -> None:
         """Deliveries that end unacknowledged (a rolled-back transaction, a consumer
         the broker unbinds, one that leaves): a superseded one is replaced, not put
         back. One newer than what waits in its slot (possible only after a partition
@@ -113,7 +107,7 @@ class LastValues(SolaceQueue):
             for older in [e for e in self.pending if newer.get(self.slot(e), 0) > e.seq]:
                 if self.remove_pending(older):
                     self.replaced += 1
-        super().return_unacked(back)
+        super().return_unacked(back, cause)  # counted as failed deliveries (`SolaceQueue`)
 
     def keep_newest(self) -> int:
         """Keep only the newest waiting message of each slot (after a recovery, or a

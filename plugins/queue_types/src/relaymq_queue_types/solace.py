@@ -20,7 +20,9 @@ Solace's queue settings map to `<policyEntry>` attributes (docs/queue-types.md):
   configuration refuses an entry that sets both.
 * ``maxRedelivery="N"``: after N redeliveries the next failure dead-letters. A
   delivery whose consumer leaves without settling it (disconnect, unsubscribe,
-  link detach) is a failure too, as in ActiveMQ and Solace.
+  link detach) is a failure too, as in ActiveMQ and Solace, and so is one
+  acknowledged in a transaction that is rolled back (Solace counts every
+  redelivery, ActiveMQ's redelivery policy counts rollbacks).
 * ``respectTtl="false"``: the queue ignores message expiry (Solace's default is
   false; RelayMQ keeps ActiveMQ's behaviour, true, unless told).
 """
@@ -28,11 +30,10 @@ Solace's queue settings map to `<policyEntry>` attributes (docs/queue-types.md):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from relaymq.config.model import DeadLetterStrategyConfig
-from relaymq.dispatch.consumer import Consumer, NackMode
+from relaymq.dispatch.consumer import CONSUMER_LEFT, Consumer, NackMode
 from relaymq.dispatch.entry import QueueEntry
 from relaymq.dispatch.queue import Queue
 from relaymq.errors import DestinationError
@@ -113,29 +114,29 @@ class SolaceQueue(Queue):
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer is self.active:
             self.active = None  # the next standby takes over with what it held
+        super().remove_consumer(consumer)  # returns what it held (`return_unacked`)
+
+    def return_unacked(self, entries: list[QueueEntry], cause: str = CONSUMER_LEFT) -> None:
+        """Deliveries that ended without an acknowledgement: a consumer left holding
+        them (ActiveMQ counts a redelivery when a consumer closes with unacknowledged
+        messages, Solace when a flow unbinds) or the transaction that acknowledged
+        them was rolled back (Solace counts every redelivery). Each is a failed
+        delivery: the ones that used up `maxRedelivery` dead-letter now, the rest go
+        back, marked redelivered. Consumers the broker unbinds itself (`unbinding`)
+        did not fail: what they held goes back without counting."""
         limit = self.policy.max_redelivery
-        if (limit is not None and limit >= 0 and consumer.inflight and not consumer.browser
-                and not self.unbinding):
-            self._lost_deliveries(consumer, limit)
-        super().remove_consumer(consumer)  # returns the rest, marked redelivered
-
-    def _lost_deliveries(self, consumer: Consumer, limit: int) -> None:
-        """The consumer leaves holding messages: each of those deliveries failed (ActiveMQ
-        counts a redelivery when a consumer closes with unacknowledged messages, Solace
-        when a flow unbinds); the ones that used up `maxRedelivery` dead-letter now."""
-        for entry in self._take_from(consumer, lambda e: e.delivery_count >= limit):
-            entry.delivery_count += 1
-            self.dead_letter(entry, f"max redelivery ({limit}) exceeded: its consumer left "
-                             "without settling it")
-
-    def _take_from(self, consumer: Consumer, which: Callable[[QueueEntry], bool]) -> list[QueueEntry]:
-        """The deliveries of a leaving consumer that `which` picks, taken from it
-        (they are no longer in flight; what it still holds goes back as usual)."""
-        inflight = consumer.inflight
-        taken = [inflight.pop(did) for did in [d for d, e in inflight.items() if which(e)]]
-        for entry in taken:
+        if limit is None or limit < 0 or self.unbinding:
+            super().return_unacked(entries, cause)
+            return
+        back = []
+        for entry in entries:
+            if entry.delivery_count < limit:
+                back.append(entry)
+                continue
             self._out_of_flight(entry)
-        return taken
+            entry.delivery_count += 1
+            self.dead_letter(entry, f"max redelivery ({limit}) exceeded: {cause}")
+        super().return_unacked(back, cause)  # and dispatches into the room made
 
     def _out_of_flight(self, entry: QueueEntry) -> None:
         """`entry` is no longer held by a consumer (settled negatively, or taken)."""
