@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from relaymq.testing import wait_until
+from relaymq.config.model import PluginElement
+from relaymq.testing import broker_config, wait_until
 from relaymq.testing.barriers import stomp_before_marker
 
 from .conftest import BrokerThread, subscribe
@@ -108,3 +109,25 @@ def test_disconnect_rolls_back_open_transaction(server: BrokerThread, client) ->
     wait_until(lambda: not server.call(lambda: server.broker.connections),
                "the broker to drop the connection")
     assert server.queue_size("txd") == 0
+
+
+def test_aborted_acks_count_against_the_redelivery_policy(start_broker, client) -> None:
+    """ActiveMQ's redelivery policy counts rollbacks: with maximumRedeliveries 1 the
+    second ABORT of a message's acknowledgement sends it to the DLQ."""
+    policy = PluginElement("redeliveryPolicy", {"maximumRedeliveries": "1",
+                                                "initialRedeliveryDelay": "0"})
+    plugin = PluginElement("redeliveryPlugin", {}, [PluginElement("redeliveryPolicyMap", {}, [
+        PluginElement("redeliveryPolicyMap", {}, [PluginElement("defaultEntry", {}, [policy])])])])
+    server = start_broker(config=broker_config("stomp://127.0.0.1:0", plugins=[plugin]))
+    conn, col = client(bt=server)
+    subscribe(conn, col, "/queue/txmax", id="1", ack="client-individual")
+    conn.send("/queue/txmax", "poison", headers={"persistent": "true"})
+    for n in range(2):
+        m = col.wait_messages(n + 1)[n]
+        assert m.headers.get("redelivered", "false") == ("true" if n else "false")
+        conn.begin(f"t{n}")
+        conn.ack(m.headers["ack"], transaction=f"t{n}")
+        conn.abort(f"t{n}", receipt=f"a{n}")
+        assert col.wait_receipt(f"a{n}")
+    wait_until(lambda: server.queue_size("ActiveMQ.DLQ") == 1, "the copy in ActiveMQ.DLQ")
+    assert stomp_before_marker(conn, col, "/queue/txmax", since=2) == []  # no third delivery

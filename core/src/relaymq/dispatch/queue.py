@@ -297,7 +297,33 @@ class Queue(QueueBase):
 
     def return_unacked(self, entries: list[QueueEntry], cause: str = CONSUMER_LEFT) -> None:
         """Deliveries that ended without an ack (consumer gone, transaction rolled
-        back: `cause`) go back ahead of newer messages, marked redelivered."""
+        back: `cause`) are failed deliveries, as ActiveMQ counts a redelivery for
+        both: one that used up the redelivery policy (or, without a matching one,
+        the default of 6) is dead-lettered; the rest go back at once (no delay)
+        ahead of newer messages, marked redelivered."""
+        pmap = self.region.redelivery
+        policy = pmap.policy_for(self.destination) if pmap is not None else None
+        if policy is None:
+            policy = DEFAULT_FAILED_POLICY
+        back = []
+        for entry in entries:
+            if not policy.exceeded(entry.delivery_count + 1):
+                back.append(entry)
+                continue
+            self.stats.in_flight -= 1
+            entry.consumer = None
+            entry.delivery_count += 1
+            if pmap is None or pmap.send_to_dlq_if_max_retries_exceeded:
+                self.dead_letter(entry, f"max redeliveries ({policy.maximum_redeliveries}) "
+                                 f"exceeded: {cause}")
+            else:
+                self._drop(entry, KILLED)
+        self.requeue(back)
+
+    def requeue(self, entries: list[QueueEntry]) -> None:
+        """Put deliveries back ahead of newer messages, marked redelivered, without
+        counting them as failed (a queue type that counts them itself, or a consumer
+        the broker unbinds), then dispatch."""
         for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
             entry.consumer = None
             entry.delivery_count += 1

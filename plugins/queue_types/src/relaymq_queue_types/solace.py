@@ -124,9 +124,12 @@ class SolaceQueue(Queue):
         delivery: the ones that used up `maxRedelivery` dead-letter now, the rest go
         back, marked redelivered. Consumers the broker unbinds itself (`unbinding`)
         did not fail: what they held goes back without counting."""
+        if self.unbinding:
+            self.requeue(entries)
+            return
         limit = self.policy.max_redelivery
-        if limit is None or limit < 0 or self.unbinding:
-            super().return_unacked(entries, cause)
+        if limit is None or limit < 0:
+            super().return_unacked(entries, cause)  # the broker's redelivery policy
             return
         back = []
         for entry in entries:
@@ -136,7 +139,7 @@ class SolaceQueue(Queue):
             self._out_of_flight(entry)
             entry.delivery_count += 1
             self.dead_letter(entry, f"max redelivery ({limit}) exceeded: {cause}")
-        super().return_unacked(back, cause)  # and dispatches into the room made
+        self.requeue(back)  # and dispatches into the room made
 
     def _out_of_flight(self, entry: QueueEntry) -> None:
         """`entry` is no longer held by a consumer (settled negatively, or taken)."""
