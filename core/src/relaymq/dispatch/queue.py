@@ -371,10 +371,10 @@ class Queue(QueueBase):
             self._maybe_page_in()
 
     def _dispatch_once(self) -> None:
-        consumers = self._active_consumers()
+        custom = self.custom_choice
+        consumers = self.dispatch_consumers() if custom else self._active_consumers()
         now = now_millis()
         pending = self.pending
-        custom = self.custom_choice
         if len(consumers) == 1 and consumers[0].selector is None and not self.groups and not custom:
             c = consumers[0]
             cap = c.capacity()
@@ -418,8 +418,16 @@ class Queue(QueueBase):
     def select_consumer(self, entry: QueueEntry, consumers: list[Consumer]) -> Consumer | None:
         """The consumer `entry` goes to now, or None to keep it waiting; called for every
         message of a queue type that sets `custom_choice` (partitions, exclusive access).
-        `consumers` are the active ones; a chosen consumer must have `capacity() > 0`."""
+        `consumers` are those `dispatch_consumers` gave; a chosen consumer must have
+        `capacity() > 0`."""
         return self._choose(entry, consumers, len(consumers))
+
+    def dispatch_consumers(self) -> list[Consumer]:
+        """The consumers a dispatch of a queue type that sets `custom_choice` hands to
+        `select_consumer`, and whose room bounds it: every consumer. A type narrows it
+        to those that may receive now (an exclusive queue: its active consumer); the
+        type's choice replaces ActiveMQ's exclusive-consumer option here."""
+        return self.consumers
 
     def _choose(self, entry: QueueEntry, consumers: list[Consumer], n: int) -> Consumer | None:
         gid = entry.message.group_id

@@ -6,9 +6,10 @@ Solace's queue settings map to `<policyEntry>` attributes (docs/queue-types.md):
   the others stand by and the next takes over when it leaves (its
   unacknowledged messages go back, marked redelivered). A consumer that binds
   later never takes over from a bound active one, whatever its priority
-  (`activemq.priority`): priority only orders the standbys (the highest takes
-  over, in bind order among equals). ``non-exclusive`` (the default) is
-  competing consumers.
+  (`activemq.priority`) or ActiveMQ's exclusive option (`activemq.exclusive`):
+  they only order the standbys (those with the exclusive option first, then the
+  highest priority, then bind order). ``non-exclusive`` (the default) is
+  competing consumers, where `activemq.exclusive` works as on a standard queue.
 * ``deadMessageQueue="NAME"``: where messages go that expire or exceed
   ``maxRedelivery``; only messages their publisher marked eligible
   (``JMS_Solace_DeadMsgQueueEligible=true``, or every message with
@@ -80,16 +81,30 @@ class SolaceQueue(Queue):
                 process_non_persistent=True, process_expired=True)
 
     # -- access type -------------------------------------------------------------
+    def dispatch_consumers(self) -> list[Consumer]:
+        """An exclusive queue dispatches to its active consumer alone, so only its
+        room bounds a dispatch (not a standby's)."""
+        if not self.exclusive_access:
+            return super().dispatch_consumers()
+        active = self.active
+        if active is None:
+            active = self.active = self._next_active()
+            if active is None:
+                return []
+        return [active]
+
+    def _next_active(self) -> Consumer | None:
+        """The standby that takes over: one that asked for ActiveMQ's exclusive option
+        (`activemq.exclusive`) first, then by priority (`activemq.priority`), then in
+        bind order (the kernel keeps consumers sorted by priority, stable, and puts the
+        first exclusive one alone in its active list)."""
+        ranked = super().active_consumers()
+        return ranked[0] if ranked else None
+
     def select_consumer(self, entry: QueueEntry, consumers: list[Consumer]) -> Consumer | None:
         if self.exclusive_access:
-            active = self.active
-            if active is None:
-                if not consumers:
-                    return None
-                # the next standby: the kernel keeps consumers sorted by priority,
-                # in bind order among equals
-                active = self.active = consumers[0]
-            return active if active.capacity() > 0 else None
+            active = self.active  # what `dispatch_consumers` gave
+            return active if active is not None and active.capacity() > 0 else None
         return super().select_consumer(entry, consumers)
 
     def active_consumers(self) -> list[Consumer]:
@@ -98,7 +113,8 @@ class SolaceQueue(Queue):
             active = self.active
             if active is not None and active in self.consumers:
                 return [active]
-            return super().active_consumers()[:1]  # the standby that takes over next
+            nxt = self._next_active()  # the standby that takes over next
+            return [nxt] if nxt is not None else []
         return super().active_consumers()
 
     def add_consumer(self, consumer: Consumer) -> None:
@@ -112,9 +128,14 @@ class SolaceQueue(Queue):
         super().add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        if consumer is self.active:
+        leaving = consumer is self.active
+        if leaving:
             self.active = None  # the next standby takes over with what it held
         super().remove_consumer(consumer)  # returns what it held (`return_unacked`)
+        if leaving and self.active is None:
+            # chosen now even when nothing waits, so a consumer that binds later
+            # does not take the standbys' turn
+            self.active = self._next_active()
 
     def return_unacked(self, entries: list[QueueEntry], cause: str = CONSUMER_LEFT) -> None:
         """Deliveries that ended without an acknowledgement: a consumer left holding
