@@ -14,7 +14,8 @@ Solace's queue settings map to `<policyEntry>` attributes (docs/queue-types.md):
   ``maxRedelivery``; only messages their publisher marked eligible
   (``JMS_Solace_DeadMsgQueueEligible=true``, or every message with
   ``dmqEligible="true"`` on the queue) go there, the rest are discarded and
-  counted (`discarded`). As in Solace the DMQ must exist (declared in
+  counted (`discarded`, and `dead_lettered` as the kernel's discarding strategy
+  counts them). As in Solace the DMQ must exist (declared in
   `<destinations>` or created by a client or management); while it does not,
   eligible messages are discarded and counted too. ActiveMQ's
   `deadLetterStrategy` and `deadMessageQueue` never both apply to one queue: the
@@ -46,6 +47,7 @@ log = logging.getLogger("relaymq.queue_types")
 #: the message property a publisher marks a message DMQ-eligible with (Solace's JMS name)
 DMQ_ELIGIBLE = "JMS_Solace_DeadMsgQueueEligible"
 _TRUE = (True, "true", "True", "TRUE", 1, "1")
+_DISCARDING = DeadLetterStrategyConfig(kind="discarding")
 
 
 class SolaceQueue(Queue):
@@ -190,15 +192,17 @@ class SolaceQueue(Queue):
         eligible = (entry.message.properties.get(DMQ_ELIGIBLE) in _TRUE
                     if DMQ_ELIGIBLE in entry.message.properties else self.policy.dmq_eligible)
         management = self.management
+        strategy = self._dmq_strategy
         if not eligible or management is None or management.queue(self.dmq) is None:
+            # discarded as the kernel's discarding strategy does it: counted in
+            # `dead_lettered` too, reported removed as expired or killed
             self.discarded += 1
             log.debug("%s: discarded %s (%s; %s)", self.destination, entry.message.message_id,
                       reason, "not DMQ-eligible" if not eligible else f"{self.dmq} does not exist")
-            self.drop(entry)
-            return
-        # the dead message queue is this queue's dead-letter strategy while the kernel
-        # moves the message (the region reads it from this queue's policy entry)
-        self.policy.dead_letter_strategy = self._dmq_strategy
+            strategy = _DISCARDING
+        # the dead message queue (or discarding) is this queue's dead-letter strategy
+        # while the kernel moves the message (the region reads this queue's policy entry)
+        self.policy.dead_letter_strategy = strategy
         try:
             super().dead_letter(entry, reason, expired)
         finally:
