@@ -25,7 +25,7 @@ from mypy_extensions import mypyc_attr
 from relaymq.config.model import PolicyEntryConfig
 from relaymq.dispatch.batch import SendBatch
 from relaymq.dispatch.browse import PAGE, BrowseCursor
-from relaymq.dispatch.consumer import CONSUMER_LEFT, Consumer, NackMode, QueueBase
+from relaymq.dispatch.consumer import CONSUMER_LEFT, ROLLED_BACK, Consumer, NackMode, QueueBase
 from relaymq.dispatch.entry import PendingList, QueueEntry
 from relaymq.dispatch.redelivery import DEFAULT_FAILED_POLICY
 from relaymq.dispatch.services import QueueServices
@@ -296,11 +296,16 @@ class Queue(QueueBase):
         self.return_unacked(returned, CONSUMER_LEFT)
 
     def return_unacked(self, entries: list[QueueEntry], cause: str = CONSUMER_LEFT) -> None:
-        """Deliveries that ended without an ack (consumer gone, transaction rolled
-        back: `cause`) are failed deliveries, as ActiveMQ counts a redelivery for
-        both: one that used up the redelivery policy (or, without a matching one,
-        the default of 6) is dead-lettered; the rest go back at once (no delay)
-        ahead of newer messages, marked redelivered."""
+        """Deliveries that ended without an ack go back at once (no delay) ahead of
+        newer messages, marked redelivered. An acknowledgement rolled back with its
+        transaction (`cause` ROLLED_BACK) is a failed delivery, as ActiveMQ's
+        redelivery policy counts it: one that used up the policy (or, without a
+        matching one, the default of 6) is dead-lettered. A consumer that left
+        (CONSUMER_LEFT) failed nothing the broker can tell: what it held may never
+        have reached the application (a prefetch), so it is not counted."""
+        if cause != ROLLED_BACK:
+            self.requeue(entries)
+            return
         pmap = self.region.redelivery
         policy = pmap.policy_for(self.destination) if pmap is not None else None
         if policy is None:

@@ -14,9 +14,10 @@
 
 A failed delivery (NACK, AMQP `modified` with delivery-failed) is scheduled
 again after the policy's delay, until `maximumRedeliveries` is exceeded; then it
-is dead-lettered (`sendToDlqIfMaxRetriesExceeded`). A delivery that ends without
-an acknowledgement (its consumer left, its transaction rolled back) counts too,
-and returns at once while it has redeliveries left (`Queue.return_unacked`). A destination with no
+is dead-lettered (`sendToDlqIfMaxRetriesExceeded`). An acknowledgement rolled
+back with its transaction counts too, and returns at once while it has
+redeliveries left (`Queue.return_unacked`); a consumer that leaves holding a
+delivery does not count (it may never have reached the application). A destination with no
 matching entry and no default is dead-lettered at once when
 `fallbackToDeadLetter` is true (the default).
 """
