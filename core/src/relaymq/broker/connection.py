@@ -153,6 +153,9 @@ class ClientConnection:
         #: (management's `close_connection`)
         self.on_close_request: Callable[[str], Any] | None = None
         self._stored: asyncio.Future[None] | None = None  # this connection's last store write
+        #: sends of this connection dropped by duplicate detection (a mirror target's
+        #: repeats); counted on the duplicate path only
+        self.duplicates = 0
 
     @property
     def user(self) -> str | None:

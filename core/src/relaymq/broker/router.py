@@ -71,6 +71,9 @@ class Router:
         target = region.queues.get(dest) if dest.is_queue else region.topics.get(dest)
         if target is not None:
             target.stats.duplicates += 1
+        conn = ctx.connection
+        if conn is not None:
+            conn.duplicates += 1
         if ctx.in_transaction and batch.refusal is None:
             batch.refusal = (f"Duplicate message detected: {DUPLICATE_ID} "
                              f"{dup!r:.80} was already sent to {dest}; the transaction is "

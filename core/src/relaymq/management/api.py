@@ -25,7 +25,7 @@ from relaymq.dispatch.queue import Queue
 from relaymq.errors import DestinationError, StateConflict
 from relaymq.feed.events import DestinationConfigured, RemovalReason, SubscriptionDeleted
 from relaymq.management.browse import browse_page, message_info, scan
-from relaymq.management.connections import BrokerConnections
+from relaymq.management.connections import BrokerConnections, IncomingConnections
 from relaymq.management.events import EventRelay, Listener
 from relaymq.management.info import (
     BrokerConnectionInfo,
@@ -33,6 +33,7 @@ from relaymq.management.info import (
     ConnectionInfo,
     ConsumerInfo,
     DestinationInfo,
+    IncomingBrokerConnectionInfo,
     MessageInfo,
     ProducerInfo,
     Rates,
@@ -76,6 +77,7 @@ class Management:
         self._last: dict[str, tuple[float, int, int]] = {}
         self._queues_view: Mapping[Destination, Any] | None = None
         self._connections = BrokerConnections(broker)
+        self._incoming = IncomingConnections()
         #: one message operation (move, copy, remove, purge) at a time per queue: two
         #: moves of the same messages must not both send them
         self._busy: dict[str, asyncio.Lock] = {}
@@ -578,6 +580,20 @@ class Management:
     async def stop_broker_connections(self) -> None:
         """Stop every registered broker connection (the broker does this when it stops)."""
         await self._connections.stop_all()
+
+    def register_incoming_broker_connection(self, name: str, entry: Any) -> None:
+        """Make a broker connection another broker opened to this one known (an
+        object with a ``status()`` dict and, optionally, ``kind``, ``remote_node``,
+        ``remote_address``, ``connected``). Registering the same object again is a
+        no-op; another one under a taken name raises `DestinationError`."""
+        self._incoming.register(name, entry)
+
+    def unregister_incoming_broker_connection(self, name: str) -> None:
+        self._incoming.unregister(name)
+
+    def incoming_broker_connections(self) -> list[IncomingBrokerConnectionInfo]:
+        """Broker connections other brokers opened to this one (a mirror's sources)."""
+        return self._incoming.describe()
 
     # -- events -------------------------------------------------------------------------
     def listen(self, callback: Listener) -> Callable[[], None]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relaymq.errors import DestinationError
-from relaymq.management.info import BrokerConnectionInfo
+from relaymq.management.info import BrokerConnectionInfo, IncomingBrokerConnectionInfo
 
 log = logging.getLogger("relaymq.management")
 
@@ -122,3 +122,33 @@ class BrokerConnections:
 
     def __contains__(self, name: str) -> bool:
         return name in self._entries
+
+
+class IncomingConnections:
+    """Broker connections other brokers opened to this one, as the plugins that
+    serve them register them (a mirror target: one entry per source broker).
+    An entry is any object with a ``status()`` dict; ``kind``, ``remote_node``,
+    ``remote_address`` and ``connected`` are read from it when present."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Any] = {}
+
+    def register(self, name: str, entry: Any) -> None:
+        if name in self._entries and self._entries[name] is not entry:
+            raise DestinationError(f"an incoming broker connection named {name!r} is already "
+                                   "registered")
+        self._entries[name] = entry
+
+    def unregister(self, name: str) -> None:
+        self._entries.pop(name, None)
+
+    def describe(self) -> list[IncomingBrokerConnectionInfo]:
+        out = []
+        for name, entry in self._entries.items():
+            status = getattr(entry, "status", None)
+            detail = dict(status()) if callable(status) else {}
+            out.append(IncomingBrokerConnectionInfo(
+                name, str(getattr(entry, "kind", "broker-connection")),
+                getattr(entry, "remote_node", None), getattr(entry, "remote_address", None),
+                bool(getattr(entry, "connected", False)), detail))
+        return out

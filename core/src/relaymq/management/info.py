@@ -140,3 +140,17 @@ class BrowsePage:
     messages: list[MessageInfo]
     next_after: int  #: the last sequence number looked at (pass it back as ``after``)
     done: bool  #: nothing follows (as of this page)
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingBrokerConnectionInfo:
+    """A broker connection another broker opened to this one (a mirror's source,
+    say): Artemis' ``RemoteBrokerConnectionControl`` with what the receiving
+    plugin counts."""
+
+    name: str  #: what the plugin registered it under (a mirror: the source broker's node id)
+    kind: str  #: what it is (`mirror`)
+    remote_node: str | None  #: the peer broker's node id
+    remote_address: str | None  #: host:port of its (last) connection
+    connected: bool  #: a link of it is attached now
+    detail: dict[str, Any] = field(default_factory=dict)  #: the plugin's `status()`

@@ -123,6 +123,7 @@ class Api:
             r("/api/v1/subscriptions/{client_id}/{name:path}", self.delete_subscription,
               methods=["DELETE"]),
             r("/api/v1/broker-connections", self.broker_connections),
+            r("/api/v1/incoming-broker-connections", self.incoming_broker_connections),
             r("/api/v1/broker-connections/{name}/{action}", self.broker_connection_action,
               methods=["POST"]),
         ]
@@ -366,6 +367,13 @@ class Api:
                 row.update(up=fig.up, lag_seconds=fig.lag_seconds, pending=fig.pending)
                 items.append(row)
             return {"items": items}
+        return await self.call(request, go)
+
+    async def incoming_broker_connections(self, request: Request) -> JSONResponse:
+        """Broker connections other brokers opened to this one (a mirror's sources)."""
+        async def go(req: Request) -> Any:
+            await self.access.check(req, admin=False)
+            return {"items": [plain(info) for info in self.m.incoming_broker_connections()]}
         return await self.call(request, go)
 
     async def broker_connection_action(self, request: Request) -> JSONResponse:

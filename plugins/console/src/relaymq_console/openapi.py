@@ -125,6 +125,9 @@ def openapi_document(queue_types: list[str] | None = None) -> dict[str, Any]:
                      "schema": {"type": "string", "pattern": _VISIBLE}}, _NAME],
             conflict=True)},
         "/api/v1/broker-connections": {"get": _op("Broker connections and their state")},
+        "/api/v1/incoming-broker-connections": {"get": _op(
+            "Broker connections other brokers opened to this one (mirror sources) and their "
+            "counts")},
         "/api/v1/broker-connections/{name}/{action}": {"post": _op(
             "Start or stop a broker connection, or sync its mirror", params=[
                 _NAME, {"name": "action", "in": "path", "required": True,

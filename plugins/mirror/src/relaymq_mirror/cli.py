@@ -2,7 +2,9 @@
 through its console's REST API (relaymq-console, ``/api/v1/broker-connections``).
 
 ``list`` and ``status`` show each mirror's state, target, SnF depth, lag and
-last error (docs/mirror.md#management); ``start``/``stop`` are Artemis'
+last error (docs/mirror.md#management); ``incoming`` (and ``list``, below its
+own mirrors) the mirrors other brokers run into this one, by source broker
+(``/api/v1/incoming-broker-connections``); ``start``/``stop`` are Artemis'
 ``startBrokerConnection``/``stopBrokerConnection`` of its ``<amqp-connection>``.
 
 ``sync NAME`` copies the broker's current state (its destinations, durable
@@ -31,6 +33,9 @@ STATUS_FIELDS = ["name", "state", "target", "connected", "target_node", "snf_que
                  "dropped_unsent_pairs", "lag_ms", "lag_p99_ms", "sync", "retries",
                  "last_error"]
 
+INCOMING_COLUMNS = ["source", "connection_name", "remote_address", "connected", "applied",
+                    "duplicates", "rejected", "last_event", "last_error"]
+
 
 def mirrors(url: str | None, user: str | None, password: str | None) -> list[dict[str, Any]]:
     """One row per `<mirror>`: its own status with its connection's name, target
@@ -49,6 +54,22 @@ def mirrors(url: str | None, user: str | None, password: str | None) -> list[dic
                        connected=detail.get("connected"), retries=detail.get("retries"))
             row["last_error"] = op.get("last_error") or detail.get("last_error")
             rows.append(row)
+    return rows
+
+
+def incoming(url: str | None, user: str | None, password: str | None) -> list[dict[str, Any]]:
+    """One row per source broker that mirrors (or mirrored) into this one."""
+    items = call(url, user, password, "GET", "/api/v1/incoming-broker-connections",
+                 api="incoming-broker-connections API")["items"]
+    rows = []
+    for item in items:
+        if item.get("kind") != "mirror":
+            continue
+        row = dict(item.get("detail") or {})
+        row.setdefault("source", item.get("remote_node"))
+        row["remote_address"] = item.get("remote_address")
+        row["connected"] = item.get("connected")
+        rows.append(row)
     return rows
 
 
@@ -71,8 +92,34 @@ def mirror() -> None:
 @mirror.command("list")
 @remote_options
 def mirror_list(url: str | None, user: str | None, password: str | None, as_json: bool) -> None:
-    """The mirrors of a running broker with their state, SnF depth and lag."""
-    listing(mirrors(url, user, password), LIST_COLUMNS, as_json, "no mirrors")
+    """The mirrors of a running broker with their state, SnF depth and lag, then
+    the mirrors other brokers run into it (`--json`: its own mirrors only; see
+    `relaymq mirror incoming --json`)."""
+    rows = mirrors(url, user, password)
+    if as_json:
+        listing(rows, LIST_COLUMNS, True, "")
+        return
+    try:
+        into = incoming(url, user, password)
+    except click.ClickException:  # a console without the listing: its own mirrors only
+        into = []
+    if rows or not into:
+        listing(rows, LIST_COLUMNS, False, "no mirrors")
+    if into:
+        if rows:
+            click.echo("")
+        click.echo("incoming (mirrors of other brokers into this one):")
+        listing(into, INCOMING_COLUMNS, False, "")
+
+
+@mirror.command("incoming")
+@remote_options
+def mirror_incoming(url: str | None, user: str | None, password: str | None,
+                    as_json: bool) -> None:
+    """The mirrors other brokers run into this one: source broker, address,
+    connected, events applied, duplicates dropped, last event and error."""
+    listing(incoming(url, user, password), INCOMING_COLUMNS, as_json,
+            "no incoming mirrors")
 
 
 @mirror.command("status")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from typing import Any, ClassVar, Final
 
@@ -36,6 +37,7 @@ from relaymq_amqp.mapping import destination_for, to_kernel
 from relaymq_amqp.scanner import Sections, decode_map_at, scan
 
 from relaymq_mirror import wire
+from relaymq_mirror.incoming import IncomingMirror, incoming_mirror
 from relaymq_mirror.retries import ack_retries, holder_of
 from relaymq_mirror.state import TargetIndex, applied, target_index
 from relaymq_mirror.wire import (
@@ -131,6 +133,12 @@ class MirrorTarget:
         self._outstanding = 0
         self.applied = 0
         self.rejected = 0
+        #: when this link's last run of events ended (wall clock; set per run, not per
+        #: event) and its last refusal; management's incoming listing reads them
+        self.last_event: float | None = None
+        self.last_error: str | None = None
+        self.last_error_at: float | None = None
+        self.incoming: IncomingMirror | None = None
         self._warned: set[str] = set()
         #: postAcks waiting for their message, kept in the store (every link's, looked
         #: for by one task of the broker's)
@@ -173,6 +181,7 @@ class MirrorTarget:
             kconn.authorize("write", Destination.queue(address))
         except SecurityError as exc:
             link.refuse("amqp:unauthorized-access", str(exc))
+            incoming_mirror(self.broker, source).refused(f"link refused: {exc}")
             return
         self.source_id = source
         self.local_id = local
@@ -185,6 +194,8 @@ class MirrorTarget:
                   credit=CREDIT)
         self._outstanding = 0
         self.retries.attached(self)
+        self.incoming = incoming_mirror(self.broker, source)
+        self.incoming.attached(self)
         log.info("mirror link %s from broker %s (%s) attached", link.name, source,
                  link.remote_container)
 
@@ -207,6 +218,8 @@ class MirrorTarget:
         self._queue.clear()
         self._acks.clear()
         self.retries.detached(self)
+        if self.incoming is not None:
+            self.incoming.detached(self)
 
     def storing(self) -> bool:
         """A message this link received is being stored."""
@@ -262,6 +275,7 @@ class MirrorTarget:
             log.exception("mirror link %s failed", self.link.name)
         finally:
             self._running = False
+            self.last_event = time.time()  # once per run of events
 
     def _absorb(self) -> None:
         """Take what the change feed reported into the index of where messages are
@@ -280,6 +294,7 @@ class MirrorTarget:
         else:
             link.reject(delivery, condition, error)
             self.rejected += 1
+            self._error(error)
         self._outstanding -= 1
         credit = link.credit
         if credit + self._outstanding <= LOW_CREDIT:
@@ -297,10 +312,20 @@ class MirrorTarget:
             for delivery in deliveries:
                 link.reject(delivery, "amqp:internal-error", error)
             self.rejected += len(deliveries)
+            self._error(error)
         self._outstanding -= len(deliveries)
         credit = link.credit
         if credit + self._outstanding <= LOW_CREDIT:
             link.flow(CREDIT - credit - self._outstanding)
+
+    def _error(self, error: str) -> None:
+        self.last_error = error
+        self.last_error_at = time.time()
+
+    def duplicates(self) -> int:
+        """Mirrored sends of this link the kernel dropped as duplicates."""
+        kconn = self.kconn
+        return kconn.duplicates if kconn is not None else 0
 
     def _gather_ack(self, delivery: Any, inc: Incoming) -> None:
         """Keep a postAck read the general way for the next batch (refused now when
@@ -662,4 +687,5 @@ class MirrorTarget:
         return {"source": self.source_id, "link": self.link.name, "applied": self.applied,
                 "rejected": self.rejected,
                 "acks_not_found": retries.not_found.get(self.source_id, 0),
-                "acks_pending": len(retries.of(self.source_id))}
+                "acks_pending": len(retries.of(self.source_id)),
+                "duplicates": self.duplicates()}

@@ -1,0 +1,129 @@
+"""The target side's view of the mirrors that feed it, on `relaymq run` processes
+read through the console and `relaymq mirror` as an operator reads them: each
+source broker (its node id, `x-opt-amq-bkr-id`), the address it connects from,
+whether it is connected, the events applied, the repeats dropped, when the last
+event came and the last error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mirrortools import BrokerProcess, mirror_event, send
+from relaymq.testing.waits import wait_until, wait_until_async
+
+pytest.importorskip("relaymq_console", reason="relaymq-console is not installed (the tests "
+                    "read the brokers' management listings through it)")
+
+RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
+
+
+def mirror_xml(port: int, name: str) -> str:
+    return f"""<broker-connections>
+    <amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200">
+      <mirror/>
+    </amqp-connection>
+  </broker-connections>"""
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path, "b", console=True).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def incoming(b: BrokerProcess) -> dict[str, dict[str, Any]]:
+    """B's incoming broker connections by name (a mirror's: the source's node id)."""
+    return {item["name"]: item for item in b.api("incoming-broker-connections")["items"]}
+
+
+def test_the_target_lists_each_source_with_its_counts_and_state(
+        tmp_path: Path, target: BrokerProcess) -> None:
+    b = target
+    assert incoming(b) == {}  # nothing mirrors into B yet
+    a = BrokerProcess(tmp_path, "a", mirror_xml(b.port, "B"), console=True).start()
+    try:
+        wait_until(lambda: any(i["connected"] for i in incoming(b).values()),
+                   "B lists A's mirror as connected", timeout=60,
+                   detail=lambda: repr(incoming(b)))
+        node_a = (a.dir / "node-id").read_text().strip()  # made when the mirror started
+        assert list(incoming(b)) == [node_a]
+        q = f"in.{uuid.uuid4().hex[:8]}"
+        send(a.url, f"queue://{q}", ["one", "two", "three"])
+        wait_until(lambda: b.queue_depth(q) == 3, f"{q} mirrored to B", timeout=60)
+        wait_until(lambda: incoming(b)[node_a]["detail"]["applied"] >= 3
+                   and incoming(b)[node_a]["detail"]["last_event"] is not None,
+                   "B counts A's events", timeout=30, detail=lambda: repr(incoming(b)))
+        row = incoming(b)[node_a]
+        assert row["kind"] == "mirror" and row["remote_node"] == node_a
+        assert row["remote_address"].startswith("127.0.0.1:"), row
+        detail = row["detail"]
+        assert detail["source"] == node_a and detail["connection_name"] == "B", detail
+        assert detail["duplicates"] == 0 and detail["rejected"] == 0, detail
+        assert detail["last_error"] is None, detail
+
+        # the same listing from a shell
+        url = f"http://127.0.0.1:{b.http_port}"
+        out = subprocess.run([RELAYMQ, "mirror", "incoming", "--url", url, "--json"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        rows = json.loads(out.stdout)
+        assert [r["source"] for r in rows] == [node_a] and rows[0]["connected"] is True, rows
+        table = subprocess.run([RELAYMQ, "mirror", "list", "--url", url],
+                               capture_output=True, text=True, timeout=60)
+        assert table.returncode == 0, table.stderr
+        assert "incoming" in table.stdout and node_a in table.stdout, table.stdout
+    finally:
+        a.stop()
+    wait_until(lambda: incoming(b)[node_a]["connected"] is False,
+               "B shows A's mirror as gone", timeout=30, detail=lambda: repr(incoming(b)))
+    assert incoming(b)[node_a]["detail"]["applied"] >= 3  # kept after the link went
+
+
+async def test_repeats_and_refused_events_of_a_source_are_counted(target: BrokerProcess) -> None:
+    """A source playing Artemis' sender: an event sent twice is applied once and
+    counted as a duplicate; an event the target cannot read is counted as
+    rejected with its reason as the last error."""
+    from relaymq_amqp.outgoing import AmqpConnection
+
+    b = target
+    node = str(uuid.uuid4())
+    q = f"dup.{uuid.uuid4().hex[:8]}"
+    snf = "$ACTIVEMQ_ARTEMIS_MIRROR_other"
+    conn = AmqpConnection(f"tcp://127.0.0.1:{b.port}", retry_interval=0.1, container_id=node,
+                          properties={"broker-connection-info": {"connectionName": "other",
+                                                                 "nodeId": node}})
+    await conn.connect()
+    try:
+        sender = await conn.open_sender(
+            snf, name=f"{snf}:{uuid.uuid4()}", source_address=snf,
+            properties={"x-opt-amq-bkr-id": node}, desired_capabilities=["amq.mirror"],
+            rcv_settle_first=True)
+        event = mirror_event("payload", {"x-opt-amq-mr-id": 77, "x-opt-amq-mr-dst": q})
+        for _ in range(2):  # the event and its replay
+            assert (await sender.send(event)).state == "accepted"
+        bad = mirror_event("payload", {"x-opt-amq-mr-id": "not a long",
+                                       "x-opt-amq-mr-dst": q})
+        assert (await sender.send(bad)).state == "rejected"
+        await wait_until_async(lambda: incoming(b).get(node, {}).get("detail", {}).get(
+            "last_event") is not None, "B's listing of the second source", timeout=30)
+        row = incoming(b)[node]
+        assert row["connected"] is True
+        detail = row["detail"]
+        assert detail["connection_name"] == "other", detail
+        assert (detail["applied"], detail["duplicates"], detail["rejected"]) == (1, 1, 1), detail
+        assert "x-opt-amq-mr-id" in (detail["last_error"] or ""), detail
+        assert b.queue_depth(q) == 1
+    finally:
+        await conn.close()
+    await wait_until_async(lambda: incoming(b)[node]["connected"] is False,
+                           "the second source shown as gone", timeout=30)
