@@ -2,7 +2,10 @@
 `schedulerSupport`.
 
 A scheduled message waits on the event loop's timer; each due copy is routed as
-a fresh message with the scheduling fields cleared (repeats get new message ids).
+a fresh message with the scheduling fields cleared. A repeat's copy gets the
+message id `<job's message id>@<due time>` (`firing_id`): a firing that runs
+again after its store write failed keeps its id, and so does the same firing
+of the same job on a mirror target.
 `AMQ_SCHEDULED_REPEAT` n means n + 1 deliveries, `AMQ_SCHEDULED_PERIOD` apart.
 A message property `AMQ_SCHEDULED_CRON` (see `cron.py`) delivers a copy at every
 matching minute (plus `AMQ_SCHEDULED_DELAY`), for as long as the broker keeps the
@@ -52,7 +55,7 @@ from relaymq.broker.connection import SCHEDULED_CRON, SCHEDULED_CRON_MARKER, ask
 from relaymq.broker.cron import Cron
 from relaymq.dispatch.batch import DONE, SendBatch, SendContext
 from relaymq.feed.constructors import added
-from relaymq.model.message import Message, internal_annotation, now_millis
+from relaymq.model.message import Message, client_annotations, internal_annotation, now_millis
 from relaymq.spi.persistence import AddMessage, RemoveMessage
 
 #: the latest due time: the stored job keeps it in a 64-bit field, so a delay or
@@ -73,6 +76,17 @@ SCHEDULING_PROPERTIES = ("AMQ_SCHEDULED_DELAY", "AMQ_SCHEDULED_PERIOD", "AMQ_SCH
                          "AMQ_SCHEDULED_START", CRON)
 #: the annotation of a stored job holding the duplicate id given apart from its message
 DUPLICATE_ID_ANNOTATION = internal_annotation("relaymq_scheduled_duplicate_id")
+
+
+def firing_id(message: Message, due: int) -> str | None:
+    """The message id of a repeating or cron job's copy due at `due` (epoch ms):
+    the job's message id and that time. The same firing gets the same id when it
+    runs again (its store write failed and the job, still stored, fires after a
+    restart) and on another broker that holds the same job (a mirror target), so
+    a repeat is dropped by its id and an acknowledgement names the copy on both."""
+    if message.message_id is None:
+        return None
+    return f"{message.message_id}@{due}"
 
 
 class Job:
@@ -242,8 +256,12 @@ class Scheduler:
             conn = broker.internal_connection()
         message = job.message
         once = job.cron is None and job.remaining <= 0 and not job.period
-        copy = message.copy(message_id=message.message_id if once else None,
+        copy = message.copy(message_id=message.message_id if once else firing_id(message, job.due),
                             timestamp=now_millis())
+        if not once and copy.annotations:
+            # a repeat is a message of its own: what the job's message carries about
+            # itself (a mirrored message's internal id) does not name the copy
+            copy.annotations = client_annotations(copy.annotations) or None
         copy.scheduled_delay = copy.scheduled_period = copy.scheduled_repeat = 0
         props = copy.properties
         if props and not props.keys().isdisjoint(SCHEDULING_PROPERTIES):

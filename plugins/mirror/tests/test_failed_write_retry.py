@@ -1,0 +1,117 @@
+"""A firing of a repeating scheduled message whose local store write fails, run
+again: the mirror's target gets it once.
+
+The source sends each captured event while its local store write is under way
+(docs/mirror.md, store and forward), so a firing whose write fails is on the
+target already. The job is still stored on the source and fires again after a
+restart; that firing must carry the same message id (so the same internal id and
+duplicate id), or the target applies it a second time.
+
+The failure is a real one: A's kahaDB journal files are made immutable
+(`chattr +i`), so the journal's next write fails with EPERM, as on a disk that
+went read-only."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mirrortools import BrokerProcess, receive
+from proton import Message
+from proton.utils import BlockingConnection
+from relaymq.testing.waits import wait_until
+
+pytest.importorskip("relaymq_console", reason="relaymq-console is not installed (the tests "
+                    "read the brokers' management listings through it)")
+
+
+def _immutable(paths: list[Path], on: bool) -> None:
+    for path in paths:
+        subprocess.run(["chattr", "+i" if on else "-i", str(path)], check=True)
+
+
+def _can_make_immutable(tmp: Path) -> bool:
+    if shutil.which("chattr") is None:
+        return False
+    probe = tmp / "probe"
+    probe.write_bytes(b"x")
+    try:
+        done = subprocess.run(["chattr", "+i", str(probe)], capture_output=True)
+        if done.returncode != 0:
+            return False
+        try:
+            with probe.open("ab") as f:
+                f.write(b"y")
+            return False  # not enforced here
+        except OSError:
+            return True
+    finally:
+        subprocess.run(["chattr", "-i", str(probe)], capture_output=True)
+
+
+def mirror_xml(port: int) -> str:
+    return f"""<broker-connections>
+    <amqp-connection uri="tcp://127.0.0.1:{port}" name="B" retry-interval="200">
+      <mirror/>
+    </amqp-connection>
+  </broker-connections>"""
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    if not _can_make_immutable(tmp_path):
+        pytest.skip("chattr +i is not available or not enforced on this file system")
+    b = BrokerProcess(tmp_path, "b", console=True, scheduler=True).start()
+    a = BrokerProcess(tmp_path, "a", mirror_xml(b.port), console=True, scheduler=True)
+    try:
+        a.start()
+        wait_until(a.mirror_idle, "A's mirror to B connected", timeout=60,
+                   detail=lambda: repr(a.mirror_statuses()))
+        yield a, b
+    finally:
+        _immutable(sorted((a.dir / "kahadb").glob("db-*.log")), False)
+        a.stop()
+        b.stop()
+
+
+def test_a_firing_whose_store_write_failed_is_applied_once_on_the_target(
+        pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+    a, b = pair
+    q = f"retry.{uuid.uuid4().hex[:8]}"
+    conn = BlockingConnection(a.url, timeout=30)
+    try:  # three deliveries: at once, then two more 3 s apart
+        conn.create_sender(f"queue://{q}").send(Message(
+            body="tick", durable=True, properties={"AMQ_SCHEDULED_PERIOD": 3000,
+                                                   "AMQ_SCHEDULED_REPEAT": 2}))
+    finally:
+        conn.close()
+    wait_until(lambda: b.queue_depth(q) == 1, "the first firing on B", timeout=30,
+               detail=lambda: a.output()[-3000:])
+    wait_until(a.mirror_idle, "A's mirror idle after the first firing", timeout=30,
+               detail=lambda: repr(a.mirror_statuses()))
+    journal = sorted((a.dir / "kahadb").glob("db-*.log"))
+    _immutable(journal, True)  # A's next store write (the second firing) fails
+    try:
+        # the second firing reaches B while A's write of it fails
+        wait_until(lambda: b.queue_depth(q) == 2, "the second firing on B", timeout=30,
+                   detail=lambda: a.output()[-3000:])
+        wait_until(lambda: "store write" in a.output(), "A's failed store write", timeout=30,
+                   detail=lambda: a.output()[-3000:])
+        a.kill9()
+    finally:
+        _immutable(journal, False)
+    a.start()  # the job, still stored as before its second firing, fires again
+    wait_until(lambda: a.queue_depth(q) == 3, "all three firings on A", timeout=60,
+               detail=lambda: a.output()[-3000:])
+    wait_until(a.mirror_idle, "A's mirror idle", timeout=60,
+               detail=lambda: repr(a.mirror_statuses()))
+    info = b.api(f"queues/{q}")
+    assert info["enqueued"] == 3 and info["duplicates"] == 1, info
+    # B first: A's consumer's acknowledgements would remove B's copies
+    on_b = sorted(str(m.id) for m in receive(b.url, f"queue://{q}", 3))
+    on_a = sorted(str(m.id) for m in receive(a.url, f"queue://{q}", 3))
+    assert len(on_a) == 3 and on_a == on_b, (on_a, on_b)
