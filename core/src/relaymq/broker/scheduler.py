@@ -29,7 +29,11 @@ announced when it is taken, as a `MessageAdded` without placements whose message
 holds the absolute due time in `scheduled_delay` (a persistent one in the same
 store batch as the job): a mirror sends it on then, as Artemis mirrors a
 scheduled message when it is sent (docs/mirror.md). Its delivered copy keeps the
-message id. Repeating and cron jobs are announced only by their delivered copies.
+message id. A cron job is announced the same way (the stored job: its entry in
+the message's properties, `scheduled_repeat` -1); its copies carry the internal
+annotation `SCHEDULED_FIRING` (a mirror does not send them: a target that holds
+the job fires its own, with the same ids). Repeating jobs (`AMQ_SCHEDULED_PERIOD`)
+are announced only by their delivered copies.
 
 Non-persistent scheduled messages (or any on a non-persistent store) stay in
 memory only, as in ActiveMQ for non-persistent messages they are lost with the
@@ -49,14 +53,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from relaymq.broker.connection import SCHEDULED_CRON, SCHEDULED_CRON_MARKER, asks_scheduling
 from relaymq.broker.cron import Cron
 from relaymq.dispatch.batch import DONE, SendBatch, SendContext
 from relaymq.feed.constructors import added
 from relaymq.model.message import Message, client_annotations, internal_annotation, now_millis
-from relaymq.spi.persistence import AddMessage, RemoveMessage
+from relaymq.spi.persistence import AddMessage, RemoveMessage, StoreOp
 
 #: the latest due time: the stored job keeps it in a 64-bit field, so a delay or
 #: period that would pass it makes the job due "never" rather than fail its write
@@ -76,6 +80,9 @@ SCHEDULING_PROPERTIES = ("AMQ_SCHEDULED_DELAY", "AMQ_SCHEDULED_PERIOD", "AMQ_SCH
                          "AMQ_SCHEDULED_START", CRON)
 #: the annotation of a stored job holding the duplicate id given apart from its message
 DUPLICATE_ID_ANNOTATION = internal_annotation("relaymq_scheduled_duplicate_id")
+#: on a cron job's delivered copy: a local delivery of a job every broker that holds
+#: it fires itself (a mirror sends the job when it is taken, not each copy)
+SCHEDULED_FIRING = internal_annotation("relaymq_scheduled_firing")
 
 
 def firing_id(message: Message, due: int) -> str | None:
@@ -194,8 +201,16 @@ class Scheduler:
             self._broker = connection.broker
         delay = max(message.scheduled_delay, 0)
         entry = message.peek_property(CRON, _CRON_MARKER)
+        ops: list[StoreOp] = []
         if entry is not None:
             cron = Cron(str(entry))
+            if duplicate_id is not None:
+                # a cron job's copies are new messages each time: its duplicate id
+                # names the job, checked once here (a replayed mirror event is
+                # dropped), not with each copy
+                if self._seen(message, duplicate_id, ops):
+                    return None
+                duplicate_id = None
             due = min(cron.next_after(now_millis()) + delay, _LATEST_DUE)
             job = Job(message, connection, due, delay, -1, None, cron, duplicate_id)
         else:
@@ -204,13 +219,15 @@ class Scheduler:
             job = Job(message, connection, min(now_millis() + delay, _LATEST_DUE), period,
                       repeat, None, None,
                       duplicate_id)
-        # a job delivered once is announced on the change feed when it is taken: a
-        # `MessageAdded` without placements whose message has the absolute due time
-        # in `scheduled_delay` (a mirror sends it on then, as Artemis does)
+        # a job delivered once, or a cron job, is announced on the change feed when
+        # it is taken: a `MessageAdded` without placements whose message is the
+        # stored job (the absolute due time in `scheduled_delay`; a cron job's
+        # `scheduled_repeat` -1, its entry in its properties): a mirror sends it on
+        # then, as Artemis mirrors a scheduled message when it is sent
         stored = job.stored_form()
         feed = self._writer().feed
         event = added(stored, message.destination, (), message.origin) \
-            if feed.active and entry is None and job.period == 0 \
+            if feed.active and (entry is not None or job.period == 0) \
             and message.destination is not None else None
         if not (message.durable and self.persistent):
             self._arm(job)
@@ -218,12 +235,35 @@ class Scheduler:
                 self._writer().note(event)
             return None
         job.seq = self._next_seq()
-        write = self._writer().write([AddMessage(SCHEDULER_KEY, job.seq, stored)],
-                                     () if event is None else (event,))
+        ops.append(AddMessage(SCHEDULER_KEY, job.seq, stored))
+        write = self._writer().write(ops, () if event is None else (event,))
         fut = asyncio.ensure_future(write)
         fut.add_done_callback(lambda f: self._arm(job) if not f.cancelled()
                               and f.exception() is None else None)
         return fut
+
+    def _seen(self, message: Message, duplicate_id: str, ops: list[StoreOp]) -> bool:
+        """Whether `duplicate_id` was seen on the message's destination (counted
+        there as a duplicate); otherwise it is recorded now, its store ops (a
+        persistent message) added to `ops`, written with the job."""
+        broker = self._broker
+        router = getattr(broker, "router", None)
+        dest = message.destination
+        if router is None or dest is None:
+            return False
+        undo: list[Any] = []
+        stored_ops: list[StoreOp] = []
+        if router.duplicates.check(dest, duplicate_id, message.durable, stored_ops,
+                                   undo) is None:
+            if message.durable and self.persistent:
+                ops.extend(stored_ops)
+            return False
+        assert broker is not None
+        region = broker.region
+        target = region.queues.get(dest) if dest.is_queue else region.topics.get(dest)
+        if target is not None:
+            target.stats.duplicates += 1
+        return True
 
     def _writer(self):  # type: ignore[no-untyped-def]
         """The broker's store-write path (broker/writer.py)."""
@@ -262,6 +302,8 @@ class Scheduler:
             # a repeat is a message of its own: what the job's message carries about
             # itself (a mirrored message's internal id) does not name the copy
             copy.annotations = client_annotations(copy.annotations) or None
+        if job.cron is not None:
+            copy.annotations = {**(copy.annotations or {}), SCHEDULED_FIRING: True}
         copy.scheduled_delay = copy.scheduled_period = copy.scheduled_repeat = 0
         props = copy.properties
         if props and not props.keys().isdisjoint(SCHEDULING_PROPERTIES):

@@ -18,7 +18,7 @@ import uuid
 from collections import OrderedDict, deque
 from typing import Any, Final
 
-from relaymq.broker.scheduler import SCHEDULING_PROPERTIES
+from relaymq.broker.scheduler import CRON, SCHEDULED_FIRING, SCHEDULING_PROPERTIES
 from relaymq.config.model import PluginElement
 from relaymq.config.report import Report
 from relaymq.feed import (
@@ -58,15 +58,23 @@ def _scheduled(msg: Any) -> bytes:
     """A message the scheduler took to deliver once, as Artemis mirrors it when it is
     sent: the producer's message with `x-opt-delivery-time` (the absolute due time the
     announcement carries in `scheduled_delay`, so a delay is not counted again on the
-    target) and no other scheduling field, so the target's scheduler holds it until then."""
+    target) and no other scheduling field, so the target's scheduler holds it until then.
+    A cron job goes the same way, with its `AMQ_SCHEDULED_CRON` entry and its delay
+    after each cron time as `x-opt-delivery-delay`: the target's scheduler holds the
+    job and fires its own copies (the source does not send its copies)."""
     ann = {k: v for k, v in (msg.annotations or {}).items()
            if k not in ("delivery_time", "delivery_delay")}
-    ann["delivery_time"] = msg.scheduled_delay
+    cron = msg.scheduled_repeat < 0  # a cron job: the target holds the job itself
+    if not cron:
+        ann["delivery_time"] = msg.scheduled_delay
+    elif msg.scheduled_period > 0:
+        ann["delivery_delay"] = msg.scheduled_period  # the delay after each cron time
     copy = msg.copy(annotations=ann)
     copy.scheduled_delay = copy.scheduled_period = copy.scheduled_repeat = 0
     props = copy.properties
     if props and not props.keys().isdisjoint(SCHEDULING_PROPERTIES):
-        copy.properties = {k: v for k, v in props.items() if k not in SCHEDULING_PROPERTIES}
+        copy.properties = {k: v for k, v in props.items()
+                           if k not in SCHEDULING_PROPERTIES or (cron and k == CRON)}
     return from_kernel(copy)
 
 
@@ -509,6 +517,9 @@ class MirrorSource:
                 route = self._send_route(dest, origin)
             if not route[0]:
                 return []  # not for the target
+            ann = msg.annotations
+            if ann is not None and SCHEDULED_FIRING in ann:
+                return []  # a cron job's copy: the target fires its own (the job went)
             if msg.scheduled_delay > 0 and not ev.placements:
                 data = _scheduled(msg)  # a job taken by the scheduler, not due yet
             else:
