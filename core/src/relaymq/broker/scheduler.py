@@ -209,6 +209,7 @@ class Scheduler:
                 # names the job, checked once here (a replayed mirror event is
                 # dropped), not with each copy
                 if self._seen(message, duplicate_id, ops):
+                    connection.duplicates += 1
                     return None
                 duplicate_id = None
             due = min(cron.next_after(now_millis()) + delay, _LATEST_DUE)
