@@ -115,3 +115,62 @@ def test_a_firing_whose_store_write_failed_is_applied_once_on_the_target(
     on_b = sorted(str(m.id) for m in receive(b.url, f"queue://{q}", 3))
     on_a = sorted(str(m.id) for m in receive(a.url, f"queue://{q}", 3))
     assert len(on_a) == 3 and on_a == on_b, (on_a, on_b)
+
+
+@pytest.fixture
+def pair_b(tmp_path: Path) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    if not _can_make_immutable(tmp_path):
+        pytest.skip("chattr +i is not available or not enforced on this file system")
+    b = BrokerProcess(tmp_path, "b", console=True).start()
+    a = BrokerProcess(tmp_path, "a", mirror_xml(b.port), console=True)
+    try:
+        a.start()
+        wait_until(a.mirror_idle, "A's mirror to B connected", timeout=60,
+                   detail=lambda: repr(a.mirror_statuses()))
+        yield a, b
+    finally:
+        _immutable(sorted((b.dir / "kahadb").glob("db-*.log")), False)
+        a.stop()
+        b.stop()
+
+
+def test_events_the_target_failed_to_store_are_sent_again(
+        pair_b: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """B's disk refuses writes: the events A sent meanwhile are not refused and
+    dropped but kept by A and sent again until B stores them (B's journal stops at
+    its first failed write, as ActiveMQ's does; B is restarted once the disk is
+    writable again). The repeated failure is logged once."""
+    a, b = pair_b
+    q = f"disk.{uuid.uuid4().hex[:8]}"
+    conn = BlockingConnection(a.url, timeout=30)
+    try:
+        sender = conn.create_sender(f"queue://{q}")
+        sender.send(Message(body="before", durable=True))
+        wait_until(lambda: b.queue_depth(q) == 1, "the first message on B", timeout=30)
+        journal = sorted((b.dir / "kahadb").glob("db-*.log"))
+        _immutable(journal, True)  # B's next store writes fail (EPERM)
+        try:
+            for i in range(5):
+                sender.send(Message(body=f"during {i}", durable=True))
+            wait_until(lambda: "storing events failed" in b.output(), "B's failed store write",
+                       timeout=30, detail=lambda: b.output()[-3000:])
+            wait_until(lambda: a.mirror_statuses()[0]["sent"] > 30, "A sending them again",
+                       timeout=30, detail=lambda: repr(a.mirror_statuses()))
+        finally:
+            _immutable(journal, False)
+        sender.send(Message(body="after", durable=True))
+    finally:
+        conn.close()
+    failures = [ln for ln in b.output().splitlines() if "storing events failed" in ln]
+    # once per distinct failure (the first write's, then the stopped journal's), not
+    # once per attempt
+    assert 1 <= len(failures) <= 2, failures
+    b.kill9()
+    b.start()
+    wait_until(lambda: b.queue_depth(q) == 7, "every message on B", timeout=60,
+               detail=lambda: repr(a.mirror_statuses()) + b.output()[-3000:])
+    wait_until(a.mirror_idle, "A's mirror idle", timeout=60,
+               detail=lambda: repr(a.mirror_statuses()))
+    assert all(s.get("rejected", 0) == 0 for s in a.mirror_statuses()), a.mirror_statuses()
+    bodies = sorted(str(m.body) for m in receive(b.url, f"queue://{q}", 7))
+    assert bodies == sorted(["before", "after"] + [f"during {i}" for i in range(5)])

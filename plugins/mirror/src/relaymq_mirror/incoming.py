@@ -74,7 +74,8 @@ class IncomingMirror:
             self.since = time.time()
 
     def refused(self, error: str) -> None:
-        """An attach of this source was refused here (`error` says why)."""
+        """An attach of this source was refused here, or storing its events failed
+        (`error` says why)."""
         self.last_error = error
         self.last_error_at = time.time()
 

@@ -301,8 +301,12 @@ class MirrorTarget:
             link.flow(CREDIT - credit - self._outstanding)
 
     def _settle_all(self, deliveries: list[Any], error: str | None) -> None:
-        """Settle the deliveries of one store write (accepted, or rejected with
-        `error`), then look at the credit once."""
+        """Settle the deliveries of one store write (accepted), then look at the
+        credit once. When the write failed (`error`) the events are not refused:
+        they are settled `modified` (delivery-failed) and the link is closed, so the
+        source keeps them and sends them again on its next link (the source's
+        store-and-forward queue holds them until they are accepted), as often as
+        the write fails; nothing the source sent is lost to a failing disk here."""
         link = self.link
         if error is None:
             for delivery in deliveries:
@@ -310,9 +314,18 @@ class MirrorTarget:
             self.applied += len(deliveries)
         else:
             for delivery in deliveries:
-                link.reject(delivery, "amqp:internal-error", error)
-            self.rejected += len(deliveries)
+                link.modify(delivery, failed=True)
+            entry = self.incoming  # logged once while the same failure repeats
+            again = entry is not None and entry.last_error == error
             self._error(error)
+            if entry is not None:
+                entry.refused(error)
+            (log.debug if again else log.warning)(
+                "mirror link %s from %s: storing events failed (%s); closing the link, the "
+                "source sends them again", link.name, self.source_id, error)
+            link.close("amqp:internal-error", f"storing mirrored events failed: {error}; "
+                       "send them again")
+            return
         self._outstanding -= len(deliveries)
         credit = link.credit
         if credit + self._outstanding <= LOW_CREDIT:
