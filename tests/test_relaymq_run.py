@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from relaymq.testing import free_port, wait_until
+from relaymq.testing.net import wait_listening
 
 pytest.importorskip("relaymq_amqp", reason="relaymq-amqp is not installed")
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
@@ -129,15 +130,7 @@ def test_each_configuration_warning_is_logged_once(tmp_path):
     proc = subprocess.Popen([RELAYMQ, "run", "--config", str(cfg)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        def listening() -> bool:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                return True
-            except OSError:
-                return False
-
-        wait_until(listening, timeout=30)
+        wait_listening(port, proc, timeout=30)
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import queue
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from relaymq.config.model import BrokerConfig, PluginElement
 from relaymq.testing import broker_config, free_port
 from relaymq.testing.processes import RelaymqProcess
 from relaymq.testing.threads import BrokerThread as BaseBrokerThread
+from relaymq.testing.waits import wait_until
 
 
 def mirror_element(uri: str, name: str, **mirror: str) -> PluginElement:
@@ -251,3 +254,51 @@ def mirror_event(body: Any, instructions: dict[str, Any] | None = None, **ann: A
         m.annotations = {symbol(k): symbol(v) if k == "x-opt-amq-mr-ev-type" else v
                          for k, v in ann.items()}
     return bytes(m.encode())
+
+
+def mirror_xml(port: int, name: str = "B") -> str:
+    """`<broker-connections>` with one mirror to 127.0.0.1:`port`, retried every 200 ms."""
+    return f"""<broker-connections>
+    <amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200">
+      <mirror/>
+    </amqp-connection>
+  </broker-connections>"""
+
+
+def stomp_send(bp: BrokerProcess, destination: str, body: str, headers: dict[str, str]) -> None:
+    """One STOMP SEND to the broker process `bp` (started with `stomp=True`), receipted."""
+    import stomp
+
+    assert bp.stomp_port is not None
+    conn = stomp.Connection([("127.0.0.1", bp.stomp_port)])
+    receipts: queue.Queue[str] = queue.Queue()
+
+    class Receipts(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_receipt(self, frame: Any) -> None:
+            receipts.put(frame.headers["receipt-id"])
+
+    conn.set_listener("", Receipts())
+    conn.connect(wait=True)
+    try:
+        conn.send(destination, body, headers=headers, receipt="sent")
+        assert receipts.get(timeout=10) == "sent"
+    finally:
+        conn.disconnect()
+
+
+@contextmanager
+def mirrored_pair(tmp_path: Path, a_options: dict[str, bool] | None = None,
+                  **options: bool) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    """Broker processes A and B (`options` for both, `a_options` for A), A mirroring
+    to B and connected; both stopped afterwards."""
+    b = BrokerProcess(tmp_path, "b", console=True, **options).start()
+    a = BrokerProcess(tmp_path, "a", mirror_xml(b.port), console=True,
+                      **{**options, **(a_options or {})})
+    try:
+        a.start()
+        wait_until(a.mirror_idle, "A's mirror to B connected", timeout=60,
+                   detail=lambda: repr(a.mirror_statuses()))
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()

@@ -7,14 +7,12 @@ firing when A is gone."""
 
 from __future__ import annotations
 
-import queue
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mirrortools import BrokerProcess
+from mirrortools import BrokerProcess, mirrored_pair, stomp_send
 from proton.utils import BlockingConnection
 from relaymq.testing.waits import wait_until
 
@@ -23,45 +21,10 @@ pytest.importorskip("relaymq_console", reason="relaymq-console is not installed 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 
 
-def mirror_xml(port: int) -> str:
-    return f"""<broker-connections>
-    <amqp-connection uri="tcp://127.0.0.1:{port}" name="B" retry-interval="200">
-      <mirror/>
-    </amqp-connection>
-  </broker-connections>"""
-
-
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
-    b = BrokerProcess(tmp_path, "b", console=True, scheduler=True).start()
-    a = BrokerProcess(tmp_path, "a", mirror_xml(b.port), console=True, stomp=True,
-                      scheduler=True)
-    try:
-        a.start()
-        wait_until(a.mirror_idle, "A's mirror to B connected", timeout=60,
-                   detail=lambda: repr(a.mirror_statuses()))
-        yield a, b
-    finally:
-        a.stop()
-        b.stop()
-
-
-def stomp_send(bp: BrokerProcess, destination: str, body: str, headers: dict[str, str]) -> None:
-    assert bp.stomp_port is not None
-    conn = stomp.Connection([("127.0.0.1", bp.stomp_port)])
-    receipts: queue.Queue[str] = queue.Queue()
-
-    class Receipts(stomp.ConnectionListener):  # type: ignore[misc]
-        def on_receipt(self, frame: Any) -> None:
-            receipts.put(frame.headers["receipt-id"])
-
-    conn.set_listener("", Receipts())
-    conn.connect(wait=True)
-    try:
-        conn.send(destination, body, headers=headers, receipt="sent")
-        assert receipts.get(timeout=10) == "sent"
-    finally:
-        conn.disconnect()
+    with mirrored_pair(tmp_path, {"stomp": True}, scheduler=True) as brokers:
+        yield brokers
 
 
 def applied_from_a(b: BrokerProcess) -> int:

@@ -17,10 +17,11 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from mirrortools import BrokerProcess, receive
+from mirrortools import BrokerProcess, mirrored_pair, receive
 from proton import Message
 from proton.utils import BlockingConnection
 from relaymq.testing.waits import wait_until
@@ -53,29 +54,23 @@ def _can_make_immutable(tmp: Path) -> bool:
         subprocess.run(["chattr", "-i", str(probe)], capture_output=True)
 
 
-def mirror_xml(port: int) -> str:
-    return f"""<broker-connections>
-    <amqp-connection uri="tcp://127.0.0.1:{port}" name="B" retry-interval="200">
-      <mirror/>
-    </amqp-connection>
-  </broker-connections>"""
+@contextmanager
+def _mirrored(tmp_path: Path, **options: bool) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    """A mirroring to B; whatever a test made immutable is writable again after it."""
+    if not _can_make_immutable(tmp_path):
+        pytest.skip("chattr +i is not available or not enforced on this file system")
+    with mirrored_pair(tmp_path, **options) as (a, b):
+        try:
+            yield a, b
+        finally:
+            for side in (a, b):
+                _immutable(sorted((side.dir / "kahadb").glob("db-*.log")), False)
 
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
-    if not _can_make_immutable(tmp_path):
-        pytest.skip("chattr +i is not available or not enforced on this file system")
-    b = BrokerProcess(tmp_path, "b", console=True, scheduler=True).start()
-    a = BrokerProcess(tmp_path, "a", mirror_xml(b.port), console=True, scheduler=True)
-    try:
-        a.start()
-        wait_until(a.mirror_idle, "A's mirror to B connected", timeout=60,
-                   detail=lambda: repr(a.mirror_statuses()))
-        yield a, b
-    finally:
-        _immutable(sorted((a.dir / "kahadb").glob("db-*.log")), False)
-        a.stop()
-        b.stop()
+    with _mirrored(tmp_path, scheduler=True) as brokers:
+        yield brokers
 
 
 def test_a_firing_whose_store_write_failed_is_applied_once_on_the_target(
@@ -119,19 +114,8 @@ def test_a_firing_whose_store_write_failed_is_applied_once_on_the_target(
 
 @pytest.fixture
 def pair_b(tmp_path: Path) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
-    if not _can_make_immutable(tmp_path):
-        pytest.skip("chattr +i is not available or not enforced on this file system")
-    b = BrokerProcess(tmp_path, "b", console=True).start()
-    a = BrokerProcess(tmp_path, "a", mirror_xml(b.port), console=True)
-    try:
-        a.start()
-        wait_until(a.mirror_idle, "A's mirror to B connected", timeout=60,
-                   detail=lambda: repr(a.mirror_statuses()))
-        yield a, b
-    finally:
-        _immutable(sorted((b.dir / "kahadb").glob("db-*.log")), False)
-        a.stop()
-        b.stop()
+    with _mirrored(tmp_path) as brokers:
+        yield brokers
 
 
 def test_events_the_target_failed_to_store_are_sent_again(

@@ -15,21 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mirrortools import BrokerProcess, mirror_event, send
+from mirrortools import BrokerProcess, mirror_event, mirror_xml, send
 from relaymq.testing.waits import wait_until, wait_until_async
 
 pytest.importorskip("relaymq_console", reason="relaymq-console is not installed (the tests "
                     "read the brokers' management listings through it)")
 
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
-
-
-def mirror_xml(port: int, name: str) -> str:
-    return f"""<broker-connections>
-    <amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200">
-      <mirror/>
-    </amqp-connection>
-  </broker-connections>"""
 
 
 @pytest.fixture

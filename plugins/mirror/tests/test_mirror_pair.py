@@ -4,14 +4,13 @@ module, A mirroring to B. Each test uses its own queues."""
 
 from __future__ import annotations
 
-import queue
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mirrortools import BrokerProcess
+from mirrortools import BrokerProcess, mirror_xml, stomp_send
 from proton import Message, Timeout, symbol
 from proton.utils import BlockingConnection
 from relaymq.testing.waits import wait_until
@@ -21,14 +20,6 @@ pytest.importorskip("relaymq_console", reason="relaymq-console is not installed 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 
 DUPLICATE_ID = "_AMQ_DUPL_ID"
-
-
-def mirror_xml(port: int, name: str) -> str:
-    return f"""<broker-connections>
-    <amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200">
-      <mirror/>
-    </amqp-connection>
-  </broker-connections>"""
 
 
 @pytest.fixture(scope="module")
@@ -54,24 +45,6 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProce
 def mirror_done(source: BrokerProcess) -> None:
     wait_until(source.mirror_idle, f"the mirror of {source.name} to have nothing pending",
                timeout=60, interval=0.1, detail=lambda: repr(source.mirror_statuses()))
-
-
-def stomp_send(bp: BrokerProcess, destination: str, body: str, headers: dict[str, str]) -> None:
-    assert bp.stomp_port is not None
-    conn = stomp.Connection([("127.0.0.1", bp.stomp_port)])
-    receipts: queue.Queue[str] = queue.Queue()
-
-    class Receipts(stomp.ConnectionListener):  # type: ignore[misc]
-        def on_receipt(self, frame: Any) -> None:
-            receipts.put(frame.headers["receipt-id"])
-
-    conn.set_listener("", Receipts())
-    conn.connect(wait=True)
-    try:
-        conn.send(destination, body, headers=headers, receipt="sent")
-        assert receipts.get(timeout=10) == "sent"
-    finally:
-        conn.disconnect()
 
 
 def receive_one(bp: BrokerProcess, address: str, timeout: float = 30) -> Message:
