@@ -299,6 +299,8 @@ class ProducerLink(Link):
                 self._check_echo_fits(target.address, None)
                 self.destination = destination_for(target.address, target.capabilities)
                 self._check_exists(self.destination)
+                # a name the store cannot hold is refused now, not at the first send
+                kconn.broker.region.check_name(self.destination)
                 kconn.authorize("write", self.destination)
         except Exception as exc:  # noqa: BLE001 - every refusal becomes a condition
             self.refuse(condition_for(exc), source=False)
