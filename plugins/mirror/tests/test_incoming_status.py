@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,6 +66,13 @@ def test_the_target_lists_each_source_with_its_counts_and_state(
 
         # the same listing from a shell
         url = f"http://127.0.0.1:{b.http_port}"
+        # and for monitoring: B's /metrics says what feeds it
+        metrics = urllib.request.urlopen(f"{url}/metrics", timeout=30).read().decode()
+        labels = f'{{connection="{node_a}",kind="mirror"}}'
+        assert f"relaymq_incoming_broker_connection_up{labels} 1" in metrics, metrics
+        events = [line for line in metrics.splitlines()
+                  if line.startswith(f"relaymq_incoming_broker_connection_events_total{labels}")]
+        assert len(events) == 1 and int(float(events[0].split()[-1])) >= 3, events
         out = subprocess.run([RELAYMQ, "mirror", "incoming", "--url", url, "--json"],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr

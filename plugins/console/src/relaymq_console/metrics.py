@@ -150,6 +150,21 @@ async def render(broker: Any, started: float, queue_lines: QueueLines | None = N
         if fig.pending is not None:
             out.sample("relaymq_broker_connection_pending_messages", fig.pending,
                        connection=bc.name, kind=bc.kind)
+    # connections other brokers opened to this one (a mirror's source): a standby's
+    # view of what feeds it, to alert on when it stops
+    incoming = m.incoming_broker_connections()
+    out.family("relaymq_incoming_broker_connection_up", "gauge",
+               "1 while another broker's connection to this one has a link attached")
+    for ic in incoming:
+        out.sample("relaymq_incoming_broker_connection_up", 1 if ic.connected else 0,
+                   connection=ic.name, kind=ic.kind)
+    out.family("relaymq_incoming_broker_connection_events_total", "counter",
+               "events applied from another broker's connection (repeats not counted)")
+    for ic in incoming:
+        applied = ic.detail.get("applied")
+        if isinstance(applied, int):
+            out.sample("relaymq_incoming_broker_connection_events_total", applied,
+                       connection=ic.name, kind=ic.kind)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out.family("process_cpu_seconds_total", "counter", "CPU time of the broker process")
     out.sample("process_cpu_seconds_total", round(usage.ru_utime + usage.ru_stime, 3))
