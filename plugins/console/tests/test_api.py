@@ -473,3 +473,22 @@ def test_retry_of_a_topic_message_goes_back_to_its_durable_subscription_only(con
     assert [f.body for f in got["b"]] == ["poison", "marker"]
     for conn in (a, b):
         conn.disconnect()
+
+
+def test_a_long_queue_command_that_times_out_says_the_broker_goes_on(console) -> None:
+    """A move of a large queue can outlast the command's wait: the command says so and
+    how to follow it, and the broker finishes the move all the same."""
+    send(console, "/queue/api.slow", [f"m{i}" for i in range(5000)])
+    moved = cli(console, "queue", "move", "api.slow", "--to", "api.slow.hold",
+                "--timeout", "0.02")
+    assert moved.returncode == 1, moved.stdout
+    assert "within 0.02 s; the broker goes on with the request" in moved.stderr, moved.stderr
+    assert "--timeout waits longer" in moved.stderr
+
+    def depths() -> tuple[int, int]:
+        http = console.client()
+        found = [http.get(f"/api/v1/queues/{q}") for q in ("api.slow", "api.slow.hold")]
+        return tuple(r.json()["depth"] if r.status_code == 200 else 0  # type: ignore[return-value]
+                     for r in found)
+
+    wait_until(lambda: depths() == (0, 5000), "the move finished on the broker", timeout=60)

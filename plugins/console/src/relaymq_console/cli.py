@@ -23,19 +23,31 @@ from relaymq.cli_remote import remote_options
 
 from relaymq_console.cli_config import resolve
 
+#: how long the commands that work through a whole queue (purge, move, DLQ retry)
+#: wait for the broker's answer by default; `--timeout` changes it
+LONG_TIMEOUT = 600.0
+
 
 class ConsoleClient:
-    def __init__(self, url: str, user: str | None, password: str | None) -> None:
+    def __init__(self, url: str, user: str | None, password: str | None,
+                 timeout: float = 30) -> None:
         import httpx  # here, not at module level: `relaymq --help` imports this module
 
         auth = (user, password or "") if user else None
-        self.http = httpx.Client(base_url=url.rstrip("/"), auth=auth, timeout=30)
+        self.timeout = timeout
+        self.http = httpx.Client(base_url=url.rstrip("/"), auth=auth, timeout=timeout)
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
         import httpx
 
         try:
             r = self.http.request(method, path, **kw)
+        except httpx.ReadTimeout as exc:
+            raise click.ClickException(
+                f"no answer from {self.http.base_url} within {self.timeout:g} s; the broker "
+                "goes on with the request (a purge, move or retry of a large queue takes "
+                "time): `relaymq queue stat NAME` shows where it is, and --timeout waits "
+                "longer") from exc
         except httpx.HTTPError as exc:
             raise click.ClickException(f"cannot reach the console at {self.http.base_url}: {exc}") from exc
         if r.status_code >= 400:
@@ -47,8 +59,9 @@ class ConsoleClient:
         return r.json()
 
 
-def _client(url: str | None, user: str | None, password: str | None) -> ConsoleClient:
-    return ConsoleClient(*resolve(url, user, password))
+def _client(url: str | None, user: str | None, password: str | None,
+            timeout: float = 30) -> ConsoleClient:
+    return ConsoleClient(*resolve(url, user, password), timeout=timeout)
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
@@ -125,16 +138,26 @@ def queue_browse(name: str, limit: int, selector: str | None, url: str, user: st
 
 
 def _post(url: str, user: str | None, password: str | None, path: str,
-          body: dict[str, Any] | None = None) -> Any:
-    return _client(url, user, password).call("POST", path, json=body or {})
+          body: dict[str, Any] | None = None, timeout: float = 30) -> Any:
+    return _client(url, user, password, timeout).call("POST", path, json=body or {})
+
+
+def _long(f: Any) -> Any:
+    """`--timeout` of a command that works through a whole queue."""
+    return click.option("--timeout", type=float, default=LONG_TIMEOUT, show_default=True,
+                        help="Seconds to wait for the broker's answer; it goes on with "
+                             "the request after that.")(f)
 
 
 @queue.command("purge")
 @click.argument("name")
+@_long
 @remote_options
-def queue_purge(name: str, url: str, user: str | None, password: str | None, as_json: bool) -> None:
+def queue_purge(name: str, timeout: float, url: str, user: str | None, password: str | None,
+                as_json: bool) -> None:
     """Remove every waiting message."""
-    data = _post(url, user, password, f"/api/v1/queues/{quote(name, safe='')}/purge")
+    data = _post(url, user, password, f"/api/v1/queues/{quote(name, safe='')}/purge",
+                 timeout=timeout)
     _out(data, as_json) if as_json else click.echo(f"purged {data['removed']} messages")
 
 
@@ -142,12 +165,13 @@ def queue_purge(name: str, url: str, user: str | None, password: str | None, as_
 @click.argument("name")
 @click.option("--to", required=True, help="Target queue.")
 @click.option("--selector", default="JMSMessageID IS NOT NULL", show_default=True)
+@_long
 @remote_options
-def queue_move(name: str, to: str, selector: str, url: str, user: str | None,
+def queue_move(name: str, to: str, selector: str, timeout: float, url: str, user: str | None,
                password: str | None, as_json: bool) -> None:
     """Move messages (by selector) to another queue."""
     data = _post(url, user, password, f"/api/v1/queues/{quote(name, safe='')}/move",
-                 {"to": to, "selector": selector})
+                 {"to": to, "selector": selector}, timeout=timeout)
     _out(data, as_json) if as_json else click.echo(f"moved {data['moved']} messages to {to}")
 
 
@@ -168,12 +192,13 @@ def dlq() -> None:
 @dlq.command("retry")
 @click.argument("name", default="ActiveMQ.DLQ")
 @click.option("--selector", default="JMSMessageID IS NOT NULL", show_default=True)
+@_long
 @remote_options
-def dlq_retry(name: str, selector: str, url: str, user: str | None, password: str | None,
-              as_json: bool) -> None:
+def dlq_retry(name: str, selector: str, timeout: float, url: str, user: str | None,
+              password: str | None, as_json: bool) -> None:
     """Send dead-lettered messages back to their original destinations."""
     data = _post(url, user, password, f"/api/v1/queues/{quote(name, safe='')}/retry",
-                 {"selector": selector})
+                 {"selector": selector}, timeout=timeout)
     _out(data, as_json) if as_json else click.echo(f"retried {data['retried']} messages")
 
 
