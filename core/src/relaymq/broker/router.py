@@ -64,20 +64,27 @@ class Router:
         ids = batch.ids
         if ids is None:
             ids = batch.ids = []
-        cache = self.duplicates.check(dest, dup, message.durable, batch.ops, ids)
-        if cache is None:
+        if not self.seen(dest, dup, message.durable, batch.ops, ids, ctx.connection):
+            return False
+        if ctx.in_transaction and batch.refusal is None:
+            batch.refusal = (f"Duplicate message detected: {DUPLICATE_ID} "
+                             f"{dup!r:.80} was already sent to {dest}; the transaction is "
+                             f"rolled back")
+        return True
+
+    def seen(self, dest: Destination, dup: Any, durable: bool, ops: list[Any], ids: list[Any],
+             connection: Any) -> bool:
+        """Whether duplicate id `dup` was seen on `dest` before; a repeat is counted on
+        the destination and on `connection` (when there is one), a new id recorded
+        (its store ops in `ops`, what undoes it in `ids`)."""
+        if self.duplicates.check(dest, dup, durable, ops, ids) is None:
             return False
         region = self.region
         target = region.queues.get(dest) if dest.is_queue else region.topics.get(dest)
         if target is not None:
             target.stats.duplicates += 1
-        conn = ctx.connection
-        if conn is not None:
-            conn.duplicates += 1
-        if ctx.in_transaction and batch.refusal is None:
-            batch.refusal = (f"Duplicate message detected: {DUPLICATE_ID} "
-                             f"{dup!r:.80} was already sent to {dest}; the transaction is "
-                             f"rolled back")
+        if connection is not None:
+            connection.duplicates += 1
         return True
 
     async def _route(self, ctx: SendContext, message: Message, dest: Destination) -> None:

@@ -208,8 +208,7 @@ class Scheduler:
                 # a cron job's copies are new messages each time: its duplicate id
                 # names the job, checked once here (a replayed mirror event is
                 # dropped), not with each copy
-                if self._seen(message, duplicate_id, ops):
-                    connection.duplicates += 1
+                if self._seen(message, duplicate_id, ops, connection):
                     return None
                 duplicate_id = None
             due = min(cron.next_after(now_millis()) + delay, _LATEST_DUE)
@@ -243,28 +242,22 @@ class Scheduler:
                               and f.exception() is None else None)
         return fut
 
-    def _seen(self, message: Message, duplicate_id: str, ops: list[StoreOp]) -> bool:
-        """Whether `duplicate_id` was seen on the message's destination (counted
-        there as a duplicate); otherwise it is recorded now, its store ops (a
-        persistent message) added to `ops`, written with the job."""
-        broker = self._broker
-        router = getattr(broker, "router", None)
+    def _seen(self, message: Message, duplicate_id: str, ops: list[StoreOp],
+              connection: Any) -> bool:
+        """Whether `duplicate_id` was seen on the message's destination (counted as a
+        repeat there and on `connection`, as the router counts one); otherwise it is
+        recorded now, its store ops (a persistent message) added to `ops`, written
+        with the job."""
+        router = getattr(self._broker, "router", None)
         dest = message.destination
         if router is None or dest is None:
             return False
-        undo: list[Any] = []
         stored_ops: list[StoreOp] = []
-        if router.duplicates.check(dest, duplicate_id, message.durable, stored_ops,
-                                   undo) is None:
-            if message.durable and self.persistent:
-                ops.extend(stored_ops)
-            return False
-        assert broker is not None
-        region = broker.region
-        target = region.queues.get(dest) if dest.is_queue else region.topics.get(dest)
-        if target is not None:
-            target.stats.duplicates += 1
-        return True
+        if router.seen(dest, duplicate_id, message.durable, stored_ops, [], connection):
+            return True
+        if message.durable and self.persistent:
+            ops.extend(stored_ops)
+        return False
 
     def _writer(self):  # type: ignore[no-untyped-def]
         """The broker's store-write path (broker/writer.py)."""

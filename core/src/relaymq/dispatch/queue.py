@@ -27,7 +27,7 @@ from relaymq.dispatch.batch import SendBatch
 from relaymq.dispatch.browse import PAGE, BrowseCursor
 from relaymq.dispatch.consumer import CONSUMER_LEFT, ROLLED_BACK, Consumer, NackMode, QueueBase
 from relaymq.dispatch.entry import PendingList, QueueEntry
-from relaymq.dispatch.redelivery import DEFAULT_FAILED_POLICY
+from relaymq.dispatch.redelivery import DEFAULT_FAILED_POLICY, RedeliveryPolicy, RedeliveryPolicyMap
 from relaymq.dispatch.services import QueueServices
 from relaymq.dispatch.stats import DestinationStatistics
 from relaymq.feed.events import RemovalReason
@@ -315,15 +315,25 @@ class Queue(QueueBase):
             if not policy.exceeded(entry.delivery_count + 1):
                 back.append(entry)
                 continue
-            self.stats.in_flight -= 1
-            entry.consumer = None
+            self._out_of_flight(entry)
             entry.delivery_count += 1
-            if pmap is None or pmap.send_to_dlq_if_max_retries_exceeded:
-                self.dead_letter(entry, f"max redeliveries ({policy.maximum_redeliveries}) "
-                                 f"exceeded: {cause}")
-            else:
-                self._drop(entry, KILLED)
+            self._retries_used_up(entry, pmap, policy, f": {cause}")
         self.requeue(back)
+
+    def _out_of_flight(self, entry: QueueEntry) -> None:
+        """`entry` is no longer held by a consumer (settled negatively, or taken)."""
+        self.stats.in_flight -= 1
+        entry.consumer = None
+
+    def _retries_used_up(self, entry: QueueEntry, pmap: RedeliveryPolicyMap | None,
+                         policy: RedeliveryPolicy, cause: str) -> None:
+        """`entry` failed past `policy`: dead-lettered, or dropped when the policy map
+        says `sendToDlqIfMaxRetriesExceeded="false"`."""
+        if pmap is None or pmap.send_to_dlq_if_max_retries_exceeded:
+            self.dead_letter(entry, f"max redeliveries ({policy.maximum_redeliveries}) "
+                             f"exceeded{cause}")
+        else:
+            self._drop(entry, KILLED)
 
     def requeue(self, entries: list[QueueEntry]) -> None:
         """Put deliveries back ahead of newer messages, marked redelivered, without
@@ -610,8 +620,7 @@ class Queue(QueueBase):
         self._unhold(entry)
 
     def settle_negative(self, entry: QueueEntry, mode: str) -> None:
-        self.stats.in_flight -= 1
-        entry.consumer = None
+        self._out_of_flight(entry)
         cause = ""
         if mode == NackMode.RELEASE:
             entry.releases += 1
@@ -640,11 +649,7 @@ class Queue(QueueBase):
                 return
             policy = DEFAULT_FAILED_POLICY
         if policy.exceeded(entry.delivery_count):
-            if pmap is None or pmap.send_to_dlq_if_max_retries_exceeded:
-                self.dead_letter(entry, f"max redeliveries ({policy.maximum_redeliveries}) "
-                                 f"exceeded{cause}")
-            else:
-                self._drop(entry, KILLED)
+            self._retries_used_up(entry, pmap, policy, cause)
             self.dispatch()
             return
         delay = policy.delay_for(entry.delivery_count)

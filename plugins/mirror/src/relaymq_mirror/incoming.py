@@ -74,8 +74,8 @@ class IncomingMirror:
             self.since = time.time()
 
     def refused(self, error: str) -> None:
-        """An attach of this source was refused here, or storing its events failed
-        (`error` says why)."""
+        """An attach of this source was refused here, one of its events was rejected,
+        or storing its events failed (`error` says why)."""
         self.last_error = error
         self.last_error_at = time.time()
 
@@ -83,10 +83,6 @@ class IncomingMirror:
         if target.last_event is not None and (self.last_event is None
                                               or target.last_event > self.last_event):
             self.last_event = target.last_event
-        if target.last_error is not None and (self.last_error_at is None
-                                              or target.last_error_at > self.last_error_at):
-            self.last_error = target.last_error
-            self.last_error_at = target.last_error_at
 
     def status(self) -> dict[str, Any]:
         accepted, rejected, duplicates = self.applied, self.rejected, self.duplicates

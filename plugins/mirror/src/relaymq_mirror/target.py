@@ -134,10 +134,9 @@ class MirrorTarget:
         self.applied = 0
         self.rejected = 0
         #: when this link's last run of events ended (wall clock; set per run, not per
-        #: event) and its last refusal; management's incoming listing reads them
+        #: event); management's incoming listing reads it
         self.last_event: float | None = None
-        self.last_error: str | None = None
-        self.last_error_at: float | None = None
+        #: this source's entry in that listing, which keeps its last refusal
         self.incoming: IncomingMirror | None = None
         self._warned: set[str] = set()
         #: postAcks waiting for their message, kept in the store (every link's, looked
@@ -318,8 +317,6 @@ class MirrorTarget:
             entry = self.incoming  # logged once while the same failure repeats
             again = entry is not None and entry.last_error == error
             self._error(error)
-            if entry is not None:
-                entry.refused(error)
             (log.debug if again else log.warning)(
                 "mirror link %s from %s: storing events failed (%s); closing the link, the "
                 "source sends them again", link.name, self.source_id, error)
@@ -332,8 +329,8 @@ class MirrorTarget:
             link.flow(CREDIT - credit - self._outstanding)
 
     def _error(self, error: str) -> None:
-        self.last_error = error
-        self.last_error_at = time.time()
+        if self.incoming is not None:
+            self.incoming.refused(error)
 
     def duplicates(self) -> int:
         """Mirrored sends of this link the kernel dropped as duplicates."""

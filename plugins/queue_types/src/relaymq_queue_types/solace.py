@@ -164,11 +164,6 @@ class SolaceQueue(Queue):
             self.dead_letter(entry, f"max redelivery ({limit}) exceeded: {cause}")
         self.requeue(back)  # and dispatches into the room made
 
-    def _out_of_flight(self, entry: QueueEntry) -> None:
-        """`entry` is no longer held by a consumer (settled negatively, or taken)."""
-        self.stats.in_flight -= 1
-        entry.consumer = None
-
     # -- redelivery and the dead message queue ---------------------------------------
     def settle_negative(self, entry: QueueEntry, mode: str) -> None:
         limit = self.policy.max_redelivery

@@ -135,20 +135,22 @@ def columns_batch(cols: Any, columns: list[tuple[str, str]], schema: Any,
                   more: Mapping[str, Callable[[], Any]] | None = None) -> Any:
     """One `pyarrow.RecordBatch` from a `columns.Columns`, with the columns of the
     Arrow `schema` in its order (`more`: how to build the reader's own columns by
-    name, or its body column when the reader keeps the bodies elsewhere); only the
-    columns the schema names are built, each in one pyarrow call."""
+    name, or a column it keeps elsewhere, such as the journal's bodies); only the
+    columns the schema names are built, each once, in one pyarrow call."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     types = {f.name: f.type for f in schema}
     made: dict[str, Any] = {}
 
-    def body() -> Any:
-        arr = made.get("body")
+    def column(name: str) -> Any:
+        arr = made.get(name)
         if arr is None:
-            build = (more or {}).get("body")
-            arr = made["body"] = build() if build else pa.array(cols.body, pa.binary())
+            arr = made[name] = builders[name]()
         return arr
+
+    def body() -> Any:
+        return column("body")
 
     def body_string() -> Any:
         try:
@@ -168,7 +170,7 @@ def columns_batch(cols: Any, columns: list[tuple[str, str]], schema: Any,
         return lambda: pa.array(values, pa.string())
 
     builders: dict[str, Callable[[], Any]] = {
-        "body": body, "body_string": body_string, "message_id": text(cols.message_id),
+        "body": lambda: pa.array(cols.body, pa.binary()), "body_string": body_string, "message_id": text(cols.message_id),
         "destination": text(cols.destination),
         "sequence": lambda: pa.array(cols.sequence, pa.int64()),
         "timestamp": lambda: stamps(cols.timestamp, "timestamp"),
@@ -184,8 +186,8 @@ def columns_batch(cols: Any, columns: list[tuple[str, str]], schema: Any,
     for (name, kind), raw in zip(columns, cols.extra, strict=True):
         builders[name] = _typed(raw, _TYPES[kind], name, types)
     if more:
-        builders.update((k, v) for k, v in more.items() if k != "body")
-    return pa.RecordBatch.from_arrays([builders[f.name]() for f in schema], schema=schema)
+        builders.update(more)
+    return pa.RecordBatch.from_arrays([column(f.name) for f in schema], schema=schema)
 
 
 def _typed(raw: list[Any], convert: Callable[[Any], Any], name: str,
