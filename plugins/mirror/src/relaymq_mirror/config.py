@@ -14,7 +14,7 @@ _WILDCARDS = ("*", ">", "#")
 
 @dataclass
 class MirrorConfig:
-    """``<mirror message-acknowledgements queue-creation queue-removal durable sync address-filter>``."""
+    """``<mirror message-acknowledgements queue-creation queue-removal durable sync address-filter window batch>``."""
 
     message_acknowledgements: bool = True
     queue_creation: bool = True
@@ -24,6 +24,9 @@ class MirrorConfig:
     address_filter: str | None = None
     #: events sent and not yet accepted by the target (the link's window)
     window: int = 5000
+    #: to a RelayMQ target, the events of a run go in one transfer (a RelayMQ
+    #: extension; an Artemis target gets them one by one regardless)
+    batch: bool = True
     origin: Origin | None = None
 
 

@@ -31,10 +31,12 @@ from relaymq.feed import (
 )
 from relaymq.outgoing.node import node_id
 from relaymq.spi.outgoing import AuthenticationFailed
+from relaymq_amqp import engine as pn
 from relaymq_amqp.mapping import ENCODING, from_kernel
 
-from relaymq_mirror import wire
+from relaymq_mirror import batch, wire
 from relaymq_mirror.config import AddressFilter, MirrorConfig, mirror_config
+from relaymq_mirror.outbox import Outbox
 from relaymq_mirror.state import Applied, applied
 from relaymq_mirror.sync import SyncWaiters
 
@@ -99,10 +101,14 @@ class MirrorSource:
         self.state = "stopped"
         self.last_error: str | None = None
         self.sent = 0
+        self.transfers = 0
         self.accepted = 0
         self.rejected = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        #: the target offered `batch.CAPABILITY`: a run's events go in one transfer
+        self.batching = False
+        self._outbox: Outbox | None = None  # the current link's
         #: cursor position -> encoded messages of that event, not yet all accepted
         self._unacked: OrderedDict[int, list[bytes]] = OrderedDict()
         self._outstanding: dict[int, int] = {}
@@ -212,6 +218,7 @@ class MirrorSource:
         lags = sorted(self._lags)
         p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))] if lags else None
         cursor = self.cursor
+        out = self._outbox
         # read and still in the SnF store: sent and not accepted yet, or accepted
         # and not yet forgotten (stored here later than the target accepted it,
         # its removal being written); a kill -9 now sends those again
@@ -219,7 +226,9 @@ class MirrorSource:
                  if cursor is not None else len(self._unacked))
         return {"snf_queue": self.snf, "state": self.state, "target_node": self.remote_id,
                 "snf_depth": depth, "unsettled": len(self._unacked),
-                "sent": self.sent, "accepted": self.accepted, "rejected": self.rejected,
+                "sent": self.sent + (out.sent if out is not None else 0),
+                "transfers": self.transfers + (out.transfers if out is not None else 0),
+                "batching": self.batching, "accepted": self.accepted, "rejected": self.rejected,
                 "dropped_unsent_pairs": getattr(self.cursor, "cancelled", 0),
                 "lag_ms": self._lags[-1] if self._lags else None,
                 "lag_p99_ms": p99, "sync": self.config.sync, "last_error": self.last_error}
@@ -284,7 +293,7 @@ class MirrorSource:
             sender = await session.open_sender(
                 self.snf, name=f"{self.snf}:{uuid.uuid4()}", source_address=self.snf,
                 properties={wire.BROKER_ID: self.node},
-                desired_capabilities=[wire.MIRROR_CAPABILITY])
+                desired_capabilities=[wire.MIRROR_CAPABILITY, batch.CAPABILITY])
         except (ConnectionError, TimeoutError) as exc:
             condition = getattr(exc, "condition", None)
             raise LinkRefusal(str(condition or exc)) from None
@@ -301,9 +310,18 @@ class MirrorSource:
             await sender.close()
             raise LinkRefusal(problem)
         self.remote_id = str(remote)
+        self.batching = batch.CAPABILITY in caps and self.config.batch
         self.peer_relaymq = (sender.remote_properties or {}).get(wire.PREFIXED_ADDRESSES) is True
         self._forget_routes()  # a new target may read addresses another way
         return sender
+
+    @staticmethod
+    def _batch_limit(raw_link: Any) -> int:
+        """Bytes of events one transfer may carry on `raw_link` (its target's
+        max-message-size, when it set one, bounds it)."""
+        link = getattr(raw_link, "pn", None)
+        remote_max = pn.link_remote_max_message_size(link) if link is not None else 0
+        return batch.limit(int(remote_max))
 
     def _forget_routes(self) -> None:
         self._send_routes.clear()
@@ -319,18 +337,10 @@ class MirrorSource:
 
         raw_link = getattr(sender, "link", None)
         raw_send = getattr(raw_link, "send", None)  # the AMQP link: bytes in, no wrapper
-        # bytes in, a callback out: no future and no loop callback per event
+        # bytes in, a callback out: no future and no loop callback per transfer
         raw_send_with = getattr(raw_link, "send_with", None)
 
-        def send(position: int, data: bytes) -> None:
-            self.sent += 1
-
-            def settled(result: Any) -> None:
-                self._settled(position, result)
-                if not lost.done() and (isinstance(result, BaseException) or (
-                        result.state in AGAIN)):
-                    lost.set_result(None)
-
+        def transmit(data: bytes, settled: Any) -> None:
             if raw_send_with is not None:
                 raw_send_with(data, settled)
             elif raw_send is not None:
@@ -344,6 +354,14 @@ class MirrorSource:
             else:
                 sender.send(wire.raw_message(data), on_settled=settled)
 
+        def after(result: Any) -> None:
+            if not lost.done() and (isinstance(result, BaseException) or (
+                    result.state in AGAIN)):
+                lost.set_result(None)
+
+        out = Outbox(transmit, self._settled, after, self.batching, self._batch_limit(raw_link))
+        self._outbox = out
+        send = out.add
         for position, msgs in list(self._unacked.items()):  # what the last link left unsettled
             if len(msgs) > 1:
                 self._outstanding[position] = len(msgs)
@@ -351,6 +369,7 @@ class MirrorSource:
                 self._outstanding.pop(position, None)
             for data in msgs:
                 send(position, data)
+        out.flush()
         getter: asyncio.Task[Any] | None = None
         try:
             while not lost.done() and not self._stopping:
@@ -371,6 +390,7 @@ class MirrorSource:
                         except Exception:  # noqa: BLE001 - one bad event, not the batch
                             log.exception("mirror %s: event %d cannot be sent; skipped",
                                           self.name, position)
+                    out.flush()
                     self._passed(cursor.position)
                     # give the loop a turn, so what is encoded so far goes out (and
                     # settlements come back) while more is read
@@ -385,6 +405,7 @@ class MirrorSource:
                 event = getter.result()
                 getter = None
                 self._forward(cursor.position, event, send)
+                out.flush()
         finally:
             if getter is not None:
                 if getter.done() and not getter.cancelled() and getter.exception() is None:
@@ -398,6 +419,9 @@ class MirrorSource:
                 else:
                     getter.cancel()
             self._lost = None
+            self.sent += out.sent
+            self.transfers += out.transfers
+            self._outbox = None
 
     def _forward(self, position: int, event: Any, send: Any) -> None:
         """Send the event at cursor `position` (or note it handled, when it is not

@@ -35,8 +35,10 @@ from relaymq.selector import Selector
 from relaymq_amqp import engine as pn
 from relaymq_amqp.mapping import destination_for, to_kernel
 from relaymq_amqp.scanner import Sections, decode_map_at, scan
+from relaymq_amqp.types import Symbol
 
-from relaymq_mirror import wire
+from relaymq_mirror import batch, wire
+from relaymq_mirror.batch import BadBatch, Part, Received
 from relaymq_mirror.incoming import IncomingMirror, incoming_mirror
 from relaymq_mirror.retries import ack_retries, holder_of
 from relaymq_mirror.state import TargetIndex, applied, target_index
@@ -187,8 +189,11 @@ class MirrorTarget:
         self.kconn = ClientConnection(self.broker, kconn.principal, None, "amqp",
                                       kconn.remote_address, True, source)
         self._index = target_index(self.broker)  # index messages from now on
+        offered = [wire.MIRROR_CAPABILITY]
+        if batch.CAPABILITY in link.desired_capabilities:
+            offered.append(batch.CAPABILITY)  # a RelayMQ source: a run of events a transfer
         link.open(properties={wire.BROKER_ID: local, wire.PREFIXED_ADDRESSES: True},
-                  offered_capabilities=[wire.MIRROR_CAPABILITY],
+                  offered_capabilities=offered,
                   snd_settle_mode=link.remote_snd_settle_mode, rcv_settle_mode=pn.RCV_FIRST,
                   credit=CREDIT)
         self._outstanding = 0
@@ -204,7 +209,18 @@ class MirrorTarget:
         if data is None:
             return
         self._outstanding += 1
-        self._queue.append((delivery, data))
+        try:
+            events = batch.unpack(data)
+        except BadBatch as exc:
+            self._bad(delivery, str(exc))
+            return
+        if events is None:
+            self._queue.append((delivery, data))
+        else:  # each event in turn, as if it had come alone
+            received = Received(delivery, len(events))
+            queue = self._queue
+            for i, event in enumerate(events):
+                queue.append((Part(received, i), event))
         if not self._running:
             self._running = True
             asyncio.get_running_loop().create_task(self._run())
@@ -288,12 +304,17 @@ class MirrorTarget:
     def _settled(self, delivery: Any, error: str | None = None, condition: str = "amqp:invalid-field") -> None:
         link = self.link
         if error is None:
-            link.accept(delivery)
             self.applied += 1
         else:
-            link.reject(delivery, condition, error)
             self.rejected += 1
             self._error(error)
+        if type(delivery) is Part:
+            if not self._part_done(delivery, error):
+                return
+        elif error is None:
+            link.accept(delivery)
+        else:
+            link.reject(delivery, condition, error)
         self._outstanding -= 1
         credit = link.credit
         if credit + self._outstanding <= LOW_CREDIT:
@@ -307,12 +328,24 @@ class MirrorTarget:
         store-and-forward queue holds them until they are accepted), as often as
         the write fails; nothing the source sent is lost to a failing disk here."""
         link = self.link
+        settled = 0
         if error is None:
             for delivery in deliveries:
-                link.accept(delivery)
+                if type(delivery) is Part:
+                    if self._part_done(delivery, None):
+                        settled += 1
+                else:
+                    link.accept(delivery)
+                    settled += 1
             self.applied += len(deliveries)
         else:
             for delivery in deliveries:
+                if type(delivery) is Part:
+                    received = delivery.batch
+                    if received.settled:
+                        continue
+                    received.settled = True
+                    delivery = received.delivery
                 link.modify(delivery, failed=True)
             entry = self.incoming  # logged once while the same failure repeats
             again = entry is not None and entry.last_error == error
@@ -323,10 +356,25 @@ class MirrorTarget:
             link.close("amqp:internal-error", f"storing mirrored events failed: {error}; "
                        "send them again")
             return
-        self._outstanding -= len(deliveries)
+        self._outstanding -= settled
         credit = link.credit
         if credit + self._outstanding <= LOW_CREDIT:
             link.flow(CREDIT - credit - self._outstanding)
+
+    def _part_done(self, part: Part, error: str | None) -> bool:
+        """Note the verdict on one event of a batch; when it was the last, settle
+        the batch's delivery (True): accepted, or rejected naming the refused ones."""
+        received = part.batch
+        if not received.done(part, error) or received.settled:
+            return False
+        received.settled = True
+        if received.refused:
+            self.link.settle(received.delivery, pn.REJECTED, pn.Condition(
+                "amqp:invalid-field", received.description(),
+                {Symbol(batch.REFUSED): received.refused}))
+        else:
+            self.link.accept(received.delivery)
+        return True
 
     def _error(self, error: str) -> None:
         if self.incoming is not None:
