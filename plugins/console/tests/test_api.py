@@ -52,10 +52,10 @@ def test_send_move_copy_remove_and_purge(console) -> None:
         r = c.post("/api/v1/queues/api.ops/messages",
                    json={"body": f"b{i}", "properties": {"n": i}, "persistent": True})
         assert r.status_code == 200, r.text
-    assert c.post("/api/v1/queues/api.ops/move",
-                  json={"to": "api.ops.hold", "selector": "n >= 2"}).json() == {"moved": 2}
-    assert c.post("/api/v1/queues/api.ops.hold/copy",
-                  json={"to": "api.ops.copy", "selector": "n = 3"}).json() == {"copied": 1}
+    assert c.post("/api/v1/queues/api.ops/move", json={"to": "api.ops.hold", "selector": "n >= 2"}
+                  ).json() == {"moved": 2, "duplicates": 0}
+    assert c.post("/api/v1/queues/api.ops.hold/copy", json={"to": "api.ops.copy", "selector": "n = 3"}
+                  ).json() == {"copied": 1, "duplicates": 0}
     ids = [m["message_id"] for m in
            c.get("/api/v1/queues/api.ops/messages").json()["messages"]]
     assert c.post("/api/v1/queues/api.ops/remove",
@@ -418,7 +418,7 @@ def test_copy_to_the_same_queue_duplicates_the_messages(console) -> None:
     c = console.client()
     done = c.post("/api/v1/queues/api.copy.self/copy",
                   json={"to": "api.copy.self", "selector": "JMSMessageID IS NOT NULL"})
-    assert done.status_code == 200 and done.json() == {"copied": 2}
+    assert done.status_code == 200 and done.json() == {"copied": 2, "duplicates": 0}
     wait_until(lambda: queue(console, "api.copy.self")["depth"] == 4, "the copies", 10)
     listed = c.get("/api/v1/queues/api.copy.self/messages").json()["messages"]
     assert [m["body"]["preview"] for m in listed] == ["a", "b", "a", "b"]
@@ -428,6 +428,63 @@ def test_copy_to_the_same_queue_duplicates_the_messages(console) -> None:
                    json={"to": "api.copy.self", "selector": "JMSMessageID IS NOT NULL"})
     assert moved.status_code == 400 and "not a move" in moved.json()["error"]
     assert queue(console, "api.copy.self")["depth"] == 4
+
+
+def test_a_copy_duplicate_detection_drops_is_not_counted_as_copied(console) -> None:
+    """A copy onto the queue itself of a message with a duplicate-detection id
+    (`_AMQ_DUPL_ID`) is dropped there as any resend of it: the answer counts the
+    copies that landed and the dropped ones apart."""
+    send(console, "/queue/api.copy.dup", ["plain"])
+    send(console, "/queue/api.copy.dup", ["once"], _AMQ_DUPL_ID="api-copy-dup-1")
+    c = console.client()
+    done = c.post("/api/v1/queues/api.copy.dup/copy",
+                  json={"to": "api.copy.dup", "selector": "JMSMessageID IS NOT NULL"})
+    assert done.status_code == 200, done.text
+    assert done.json()["copied"] == 1 and done.json()["duplicates"] == 1, done.json()
+    assert "duplicate" in done.json()["note"], done.json()
+    listed = c.get("/api/v1/queues/api.copy.dup/messages").json()["messages"]
+    assert [m["body"]["preview"] for m in listed] == ["plain", "once", "plain"]
+    assert queue(console, "api.copy.dup")["duplicates"] == 1
+
+
+def test_a_move_or_retry_duplicate_detection_drops_leaves_the_message_where_it_was(
+        console) -> None:
+    """A moved or retried message whose `_AMQ_DUPL_ID` its target has seen before is
+    dropped there: it stays where it was (not lost) and the answer says so."""
+    send(console, "/queue/api.move.dup.a", ["from a"], _AMQ_DUPL_ID="api-move-dup-1")
+    send(console, "/queue/api.move.dup.b", ["from b"], _AMQ_DUPL_ID="api-move-dup-1")
+    c = console.client()
+    moved = c.post("/api/v1/queues/api.move.dup.a/move",
+                   json={"to": "api.move.dup.b", "selector": "JMSMessageID IS NOT NULL"})
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["moved"] == 0 and moved.json()["duplicates"] == 1, moved.json()
+    assert "left in api.move.dup.a" in moved.json()["note"]
+    assert queue(console, "api.move.dup.a")["depth"] == 1
+    assert queue(console, "api.move.dup.b")["depth"] == 1
+    # dead-lettered and retried: its queue saw its id when it was first sent
+    received: list = []
+
+    class L(stomp.ConnectionListener):
+        def on_message(self, frame) -> None:
+            received.append(frame)
+
+    conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
+    conn.set_listener("", L())
+    conn.connect(*APP, wait=True)
+    conn.subscribe("/queue/api.move.dup.a", id="1", ack="client-individual")
+    wait_until(lambda: received, "the message", 10)
+    conn.nack(received[0].headers["ack"])  # to ActiveMQ.DLQ (no redelivery plugin)
+    conn.disconnect()
+    dead = "_AMQ_DUPL_ID = 'api-move-dup-1'"
+    wait_until(lambda: c.get("/api/v1/queues/ActiveMQ.DLQ/messages",
+                             params={"selector": dead}).json()["messages"], "the DLQ", 10)
+    retried = c.post("/api/v1/queues/ActiveMQ.DLQ/retry", json={"selector": dead})
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["retried"] == 0 and retried.json()["duplicates"] == 1, retried.json()
+    assert "left in ActiveMQ.DLQ" in retried.json()["note"]
+    assert [m["body"]["preview"] for m in c.get(
+        "/api/v1/queues/ActiveMQ.DLQ/messages", params={"selector": dead}).json()["messages"]
+            ] == ["from a"]
 
 
 def test_retry_of_a_topic_message_goes_back_to_its_durable_subscription_only(console) -> None:
@@ -464,7 +521,7 @@ def test_retry_of_a_topic_message_goes_back_to_its_durable_subscription_only(con
                                params={"selector": "case = 'd17'"}).json()["messages"]
     assert dlq[0]["annotations"]["original_subscription"] == "durable://d17-a:sub-a"
     r = console.client().post("/api/v1/queues/ActiveMQ.DLQ/retry", json={"selector": "case = 'd17'"})
-    assert r.status_code == 200 and r.json() == {"retried": 1}
+    assert r.status_code == 200 and r.json()["retried"] == 1, r.json()
     send(console, "/topic/api.retry.t", ["marker"], case="d17")
     for name in ("a", "b"):  # the marker comes after anything the retry sent
         wait_until(lambda n=name: any(f.body == "marker" for f in got[n]),

@@ -12,6 +12,7 @@ from relaymq.management.info import (
     MessageInfo,
     ProducerInfo,
     Rates,
+    Relocated,
     SubscriptionInfo,
 )
 
@@ -28,5 +29,6 @@ __all__ = [
     "MessageInfo",
     "ProducerInfo",
     "Rates",
+    "Relocated",
     "SubscriptionInfo",
 ]

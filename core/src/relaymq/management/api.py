@@ -13,8 +13,9 @@ import json
 import time
 from collections.abc import Callable, Collection, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from relaymq.broker.security import Principal
 from relaymq.dispatch.deadletter import (
     DLQ_DELIVERY_FAILURE_CAUSE,
     ORIGINAL_DESTINATION,
@@ -37,12 +38,16 @@ from relaymq.management.info import (
     MessageInfo,
     ProducerInfo,
     Rates,
+    Relocated,
     SubscriptionInfo,
 )
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message
 from relaymq.selector import Selector
 from relaymq.spi.persistence import RemoveSubscription, subscription_key
+
+if TYPE_CHECKING:
+    from relaymq.broker.connection import ClientConnection
 
 Target = Destination | str
 
@@ -51,6 +56,14 @@ def _destination(target: Target) -> Destination:
     if isinstance(target, Destination):
         return target
     return Destination.parse(target) if "://" in target else Destination.queue(target)
+
+
+async def _landed(sender: ClientConnection, message: Message) -> bool:
+    """Send `message` with `sender` (a connection of one operation's own); False
+    when duplicate detection dropped it."""
+    before = sender.duplicates
+    await sender.send(message)
+    return sender.duplicates == before
 
 
 def _plain_queue(to: Target, what: str) -> Destination:
@@ -363,23 +376,44 @@ class Management:
                             message_ids: Collection[str] | None = None,
                             selector: str | None = None) -> int:
         """Send copies of messages (by id or selector) to `to`; the originals stay.
-        `to` may be `target` itself: the messages are chosen before any copy is sent,
-        so each is there twice afterwards (ActiveMQ's `copyMessageTo`), never copied
-        again; a move there is refused (`move_messages`)."""
+        Returns how many copies landed (`copy_messages_report` also says how many
+        duplicate detection dropped)."""
+        return (await self.copy_messages_report(target, to, message_ids=message_ids,
+                                                selector=selector)).done
+
+    async def copy_messages_report(self, target: Target, to: Target, *,
+                                   message_ids: Collection[str] | None = None,
+                                   selector: str | None = None) -> Relocated:
+        """`copy_messages`, answering how many copies landed and how many duplicate
+        detection dropped at `to`. `to` may be `target` itself: the messages are
+        chosen before any copy is sent, so each is there twice afterwards
+        (ActiveMQ's `copyMessageTo`), never copied again; a move there is refused
+        (`move_messages`)."""
         queue = self._queue_like(target)
         dest = _plain_queue(to, "copy")
+        sender = self._sender()
         async with self._lock(queue):
             chosen = await self._select(queue, message_ids, selector)
+            done = 0
             for _, message, _ in chosen:
-                await self._send(self._forwarded(message, dest, queue.destination))
-        return len(chosen)
+                done += await _landed(sender, self._forwarded(message, dest, queue.destination))
+        return Relocated(done, len(chosen) - done)
 
     async def move_messages(self, target: Target, to: Target, *,
                             message_ids: Collection[str] | None = None,
                             selector: str | None = None) -> int:
+        """Move messages (by id or selector) to `to`; returns how many moved
+        (`move_messages_report`)."""
+        return (await self.move_messages_report(target, to, message_ids=message_ids,
+                                                selector=selector)).done
+
+    async def move_messages_report(self, target: Target, to: Target, *,
+                                   message_ids: Collection[str] | None = None,
+                                   selector: str | None = None) -> Relocated:
         """Move messages (by id or selector) to `to`: each is stored there, then
         removed here (a crash in between leaves it in both, never in neither).
-        Messages a consumer holds now are not moved. Returns how many moved."""
+        Messages a consumer holds now are not moved; nor is one duplicate detection
+        drops at `to` (counted in `duplicates`): it stays here."""
         queue = self._queue_like(target)
         dest = _plain_queue(to, "move")
         if dest == queue.destination:  # a bad argument, as every other wrong target
@@ -394,11 +428,20 @@ class Management:
 
     async def retry_messages(self, target: Target, *, message_ids: Collection[str] | None = None,
                              selector: str | None = None) -> int:
+        """Send dead-lettered messages back to where they came from; returns how many
+        went back (`retry_messages_report`)."""
+        return (await self.retry_messages_report(target, message_ids=message_ids,
+                                                 selector=selector)).done
+
+    async def retry_messages_report(
+            self, target: Target, *, message_ids: Collection[str] | None = None,
+            selector: str | None = None) -> Relocated:
         """Send dead-lettered messages (by id or selector) from the dead-letter queue
         `target` back to the destination each came from, with its original
-        expiration; returns how many went back (ActiveMQ's `retryMessages`). A topic
-        message a durable subscriber rejected goes back to that subscription only;
-        while the subscription does not exist it stays here."""
+        expiration (ActiveMQ's `retryMessages`). A topic message a durable subscriber
+        rejected goes back to that subscription only; while the subscription does
+        not exist it stays here. One that duplicate detection drops there stays here
+        too (`duplicates`)."""
         queue = self._queue_like(target)
         region = self._region
         async with self._lock(queue):
@@ -412,34 +455,42 @@ class Management:
                 sub = region.subscriptions.get(str(key)) if key is not None else None
                 if key is not None and sub is None:
                     continue  # its subscription is gone: the rest of the topic had it
+                back = Destination.parse(str(origin))
                 expiration = annotations.pop(ORIGINAL_EXPIRATION, 0) or 0
                 annotations.pop(DLQ_DELIVERY_FAILURE_CAUSE, None)
-                moves.append((seq, message.copy(destination=Destination.parse(str(origin)),
-                                                expiration=int(expiration),
+                moves.append((seq, message.copy(destination=back, expiration=int(expiration),
                                                 annotations=annotations or None), sub))
             return await self._relocate(queue, moves)
 
-    async def _relocate(self, queue: Any, moves: list[tuple[int, Message, Any]]) -> int:
+    async def _relocate(self, queue: Any, moves: list[tuple[int, Message, Any]]) -> Relocated:
         """Send each copy (to the subscription given, else by its destination), then
-        remove the originals here."""
-        for _, copy, sub in moves:
+        remove here the originals of those that landed (not those duplicate detection
+        dropped)."""
+        sender = self._sender()
+        landed: list[int] = []
+        for seq, copy, sub in moves:
             if sub is not None:
                 await self._region.redeliver_to(sub, copy)
-            else:
-                await self._send(copy)
-        if not moves:
-            return 0
-        await queue.remove_messages([seq for seq, _, _ in moves], RemovalReason.MOVED)
-        return len(moves)
+                landed.append(seq)
+            elif await _landed(sender, copy):
+                landed.append(seq)
+        if landed:
+            await queue.remove_messages(landed, RemovalReason.MOVED)
+        return Relocated(len(landed), len(moves) - len(landed))
+
+    def _sender(self) -> ClientConnection:
+        """A connection of the broker's own for one copy, move or retry: its
+        `duplicates` counts just that operation's sends duplicate detection dropped."""
+        from relaymq.broker.connection import ClientConnection  # it imports management
+
+        return ClientConnection(self._broker, Principal("relaymq", system=True), None,
+                                "internal")
 
     @staticmethod
     def _forwarded(message: Message, dest: Destination, origin: Destination) -> Message:
         annotations = dict(message.annotations or {})
         annotations.setdefault(ORIGINAL_DESTINATION, origin.key)
         return message.copy(destination=dest, annotations=annotations)
-
-    async def _send(self, message: Message) -> None:
-        await self._broker.internal_connection().send(message)
 
     async def purge(self, target: Target) -> int:
         """Remove every message not held by a consumer, the store included (also

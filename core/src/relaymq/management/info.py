@@ -143,6 +143,17 @@ class BrowsePage:
 
 
 @dataclass(frozen=True, slots=True)
+class Relocated:
+    """What a copy, move or retry of messages did (`Management.copy_messages_report`,
+    `move_messages_report`, `retry_messages_report`)."""
+
+    done: int  #: messages that landed where they were sent
+    #: copies duplicate detection dropped there (their `_AMQ_DUPL_ID` was seen before);
+    #: the original of a moved or retried one stays where it was
+    duplicates: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class IncomingBrokerConnectionInfo:
     """A broker connection another broker opened to this one (a mirror's source,
     say): Artemis' ``RemoteBrokerConnectionControl`` with what the receiving

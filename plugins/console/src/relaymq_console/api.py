@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from relaymq_console import relocation
 from relaymq_console.access import Access, Denied
 from relaymq_console.journal import journal_of
 from relaymq_console.journal import summary as journal_summary
@@ -299,14 +300,12 @@ class Api:
 
     async def move(self, request: Request) -> JSONResponse:
         async def act(dest: Destination, data: dict[str, Any]) -> Any:
-            return {"moved": await self.m.move_messages(dest, self._to(data),
-                                                        **_ids_or_selector(data))}
+            return await relocation.move(self.m, dest, self._to(data), _ids_or_selector(data))
         return await self._admin_action("move", act, body=True)(request)
 
     async def copy(self, request: Request) -> JSONResponse:
         async def act(dest: Destination, data: dict[str, Any]) -> Any:
-            return {"copied": await self.m.copy_messages(dest, self._to(data),
-                                                         **_ids_or_selector(data))}
+            return await relocation.copy(self.m, dest, self._to(data), _ids_or_selector(data))
         return await self._admin_action("copy", act, body=True)(request)
 
     async def remove(self, request: Request) -> JSONResponse:
@@ -316,7 +315,7 @@ class Api:
 
     async def retry(self, request: Request) -> JSONResponse:
         async def act(dest: Destination, data: dict[str, Any]) -> Any:
-            return {"retried": await self.m.retry_messages(dest, **_ids_or_selector(data))}
+            return await relocation.retry(self.m, dest, _ids_or_selector(data))
         return await self._admin_action("retry", act, body=True)(request)
 
     async def connections(self, request: Request) -> JSONResponse:

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from relaymq_console import relocation
 from relaymq_console.access import OPERATION_ACTIONS, Access, Denied, User
 from relaymq_console.api import broker_summary
 from relaymq_console.listing import BrokerTotals, queue_page
@@ -225,8 +226,8 @@ class Pages:
             await self.broker.internal_connection().send(Message(body.encode(), destination=dest))
             return "sent 1 message"
         if action == "retry":
-            n = await m.retry_messages(dest, selector=selector or "JMSMessageID IS NOT NULL")
-            return f"retried {n} messages"
+            return relocation.summary(await relocation.retry(
+                m, dest, {"selector": selector or "JMSMessageID IS NOT NULL"}))
         if action in ("move", "copy", "remove"):
             # the messages ticked in the browse table, else those the selector picks
             ids = [str(v) for v in form.getlist("message_id") if str(v)]
@@ -239,11 +240,8 @@ class Pages:
             to = str(form.get("to", "")).strip()
             if not to:
                 return f"{action} needs a target queue"
-            if action == "copy":
-                n = await m.copy_messages(dest, Destination.queue(to), **which)
-                return f"copied {n} messages to {to}"
-            n = await m.move_messages(dest, Destination.queue(to), **which)
-            return f"moved {n} messages to {to}"
+            act = relocation.copy if action == "copy" else relocation.move
+            return relocation.summary(await act(m, dest, Destination.queue(to), which), to)
         raise ValueError(f"unknown action {action!r}")
 
     async def connections(self, request: Request) -> Response:
