@@ -435,15 +435,19 @@ class Management:
 
     async def retry_messages_report(
             self, target: Target, *, message_ids: Collection[str] | None = None,
-            selector: str | None = None) -> Relocated:
+            selector: str | None = None,
+            may_send: Callable[[Destination], bool] | None = None) -> Relocated:
         """Send dead-lettered messages (by id or selector) from the dead-letter queue
         `target` back to the destination each came from, with its original
         expiration (ActiveMQ's `retryMessages`). A topic message a durable subscriber
         rejected goes back to that subscription only; while the subscription does
-        not exist it stays here. One that duplicate detection drops there stays here
-        too (`duplicates`)."""
+        not exist it stays here. `may_send` (asked once per original destination)
+        False: the messages from there stay here, counted in `refused`; one that
+        duplicate detection drops there stays here too (`duplicates`)."""
         queue = self._queue_like(target)
         region = self._region
+        allowed: dict[Destination, bool] = {}
+        refused: dict[str, int] = {}
         async with self._lock(queue):
             moves = []
             for seq, message, entry in await self._select(queue, message_ids, selector):
@@ -456,11 +460,18 @@ class Management:
                 if key is not None and sub is None:
                     continue  # its subscription is gone: the rest of the topic had it
                 back = Destination.parse(str(origin))
+                if may_send is not None:
+                    if back not in allowed:
+                        allowed[back] = may_send(back)
+                    if not allowed[back]:
+                        refused[back.key] = refused.get(back.key, 0) + 1
+                        continue
                 expiration = annotations.pop(ORIGINAL_EXPIRATION, 0) or 0
                 annotations.pop(DLQ_DELIVERY_FAILURE_CAUSE, None)
                 moves.append((seq, message.copy(destination=back, expiration=int(expiration),
                                                 annotations=annotations or None), sub))
-            return await self._relocate(queue, moves)
+            moved = await self._relocate(queue, moves)
+        return Relocated(moved.done, moved.duplicates, refused)
 
     async def _relocate(self, queue: Any, moves: list[tuple[int, Message, Any]]) -> Relocated:
         """Send each copy (to the subscription given, else by its destination), then

@@ -151,6 +151,9 @@ class Relocated:
     #: copies duplicate detection dropped there (their `_AMQ_DUPL_ID` was seen before);
     #: the original of a moved or retried one stays where it was
     duplicates: int = 0
+    #: a retry's messages left where they were because `may_send` refused their
+    #: original destination: its key -> how many
+    refused: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -170,28 +170,54 @@ class Access:
         """Denied(403), with an audit line, unless the broker's authorization map lets
         `user`'s groups do `operation` (`OPERATION_ACTIONS`) on `dest` (and write to
         `to`). Without relaymq-auth's `<authorizationPlugin>` everything is allowed."""
+        if operation == "send":
+            needed = self._writes(dest)
+        else:
+            needed = [(OPERATION_ACTIONS[operation], dest, False)]
+            if to is not None:
+                needed += self._writes(to)
+        refused = self._refusal(user, operation, needed, request)
+        if refused is not None:
+            raise Denied(403, refused)
+
+    def send_refusal(self, user: User, operation: str, dest: Destination,
+                     request: Request) -> str | None:
+        """Why the map does not let `user` send to `dest` as part of `operation` (a
+        DLQ retry): `write` there, and `admin` when it is a queue that does not exist
+        (the send makes it); None when it does. A refusal is audited."""
+        return self._refusal(user, operation, self._writes(dest), request)
+
+    def _writes(self, dest: Destination) -> list[tuple[str, Destination, bool]]:
+        """What a send to `dest` needs, as the broker asks its clients."""
+        needed = [("write", dest, True)]
+        if dest.is_queue and self.broker.management.queue(dest) is None:
+            needed.append(("admin", dest, True))
+        return needed
+
+    def _refusal(self, user: User, operation: str,
+                 needed: list[tuple[str, Destination, bool]], request: Request) -> str | None:
+        """The first of `needed` (action, destination, whether it is sent to) the map
+        refuses, audited and said in words; None when it grants them all."""
         auth = self.auth
         if auth is None or user.principal is None:
-            return
-        principal = user.principal
-        if not isinstance(principal, Principal):  # a usersFile user: its roles are its groups
-            principal = Principal(user.name, frozenset(getattr(principal, "groups", ())))
-        needed = [(OPERATION_ACTIONS[operation], dest)]
-        if operation == "send" and self.broker.management.queue(dest) is None:
-            needed.append(("admin", dest))
-        if to is not None:
-            needed.append(("write", to))
-            if self.broker.management.queue(to) is None:
-                needed.append(("admin", to))
-        for action, target in needed:
+            return None
+        principal = self._principal(user)
+        for action, target, into in needed:
             if not auth.authorize(principal, action, target):
                 address = request.client.host if request.client else None
                 auth.audit_denied(principal, f"{operation}:{action}", target, transport="http",
                                   remote=address)
-                into = "to " if target is to or operation == "send" else ""
-                raise Denied(403, f"User {user.name} is not authorized to {operation} "
-                                  f"{into}{target}: the broker's authorization map grants "
-                                  f"{action} on it to none of the user's groups")
+                return (f"User {user.name} is not authorized to {operation} "
+                        f"{'to ' if into else ''}{target}: the broker's authorization map "
+                        f"grants {action} on it to none of the user's groups")
+        return None
+
+    @staticmethod
+    def _principal(user: User) -> Principal:
+        principal = user.principal
+        if not isinstance(principal, Principal):  # a usersFile user: its roles are its groups
+            principal = Principal(user.name, frozenset(getattr(principal, "groups", ())))
+        return principal
 
     def audit(self, user: User, operation: str, target: Any, request: Request) -> None:
         auth = self.auth

@@ -314,9 +314,18 @@ class Api:
         return await self._admin_action("remove", act, body=True)(request)
 
     async def retry(self, request: Request) -> JSONResponse:
-        async def act(dest: Destination, data: dict[str, Any]) -> Any:
-            return await relocation.retry(self.m, dest, _ids_or_selector(data))
-        return await self._admin_action("retry", act, body=True)(request)
+        """Each message goes back only where the map lets the user send (the answer
+        counts and explains the refused ones, which stay in the DLQ)."""
+        async def go(req: Request) -> Any:
+            user = await self.access.check(req, admin=True)
+            dest = Destination.queue(req.path_params["name"])
+            data = await _body(req, required=True)
+            self.access.authorize(user, "retry", dest, req)
+            result = await relocation.retry(self.access, user, self.m, dest, req,
+                                            _ids_or_selector(data))
+            self.access.audit(user, "retry", dest, req)
+            return result
+        return await self.call(request, go)
 
     async def connections(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:

@@ -142,6 +142,11 @@ def _post(url: str, user: str | None, password: str | None, path: str,
     return _client(url, user, password, timeout).call("POST", path, json=body or {})
 
 
+def _with_note(line: str, data: dict[str, Any]) -> str:
+    """What a move or retry did, and what it left where it was and why."""
+    return f"{line}; {data['note']}" if data.get("note") else line
+
+
 def _long(f: Any) -> Any:
     """`--timeout` of a command that works through a whole queue."""
     return click.option("--timeout", type=float, default=LONG_TIMEOUT, show_default=True,
@@ -172,7 +177,8 @@ def queue_move(name: str, to: str, selector: str, timeout: float, url: str, user
     """Move messages (by selector) to another queue."""
     data = _post(url, user, password, f"/api/v1/queues/{quote(name, safe='')}/move",
                  {"to": to, "selector": selector}, timeout=timeout)
-    _out(data, as_json) if as_json else click.echo(f"moved {data['moved']} messages to {to}")
+    _out(data, as_json) if as_json else click.echo(_with_note(f"moved {data['moved']} messages to {to}",
+                                                              data))
 
 
 @queue.command("delete")
@@ -199,7 +205,8 @@ def dlq_retry(name: str, selector: str, timeout: float, url: str, user: str | No
     """Send dead-lettered messages back to their original destinations."""
     data = _post(url, user, password, f"/api/v1/queues/{quote(name, safe='')}/retry",
                  {"selector": selector}, timeout=timeout)
-    _out(data, as_json) if as_json else click.echo(f"retried {data['retried']} messages")
+    _out(data, as_json) if as_json else click.echo(_with_note(f"retried {data['retried']} messages",
+                                                              data))
 
 
 @click.group()

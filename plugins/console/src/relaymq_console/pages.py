@@ -198,7 +198,7 @@ class Pages:
             return RedirectResponse(f"/queues/{quote(name)}?flash={quote(f'{action} failed: {exc}')}",
                                     status_code=303)
         try:
-            flash = await self._act(dest, action, form, selector)
+            flash = await self._act(dest, action, form, selector, user, request)
         except (RelayMQError, ValueError) as exc:
             flash = f"{action} failed: {exc}"
         self.access.audit(user, action, dest, request)
@@ -206,7 +206,8 @@ class Pages:
             return RedirectResponse(f"/queues?flash={quote(flash)}", status_code=303)
         return RedirectResponse(f"/queues/{quote(name)}?flash={quote(flash)}", status_code=303)
 
-    async def _act(self, dest: Destination, action: str, form: Any, selector: str | None) -> str:
+    async def _act(self, dest: Destination, action: str, form: Any, selector: str | None,
+                   user: User, request: Request) -> str:
         m = self.m
         if action == "purge":
             return f"purged {await m.purge(dest)} messages"
@@ -225,9 +226,10 @@ class Pages:
             body = str(form.get("body", ""))
             await self.broker.internal_connection().send(Message(body.encode(), destination=dest))
             return "sent 1 message"
-        if action == "retry":
+        if action == "retry":  # back only where the map lets `user` send
             return relocation.summary(await relocation.retry(
-                m, dest, {"selector": selector or "JMSMessageID IS NOT NULL"}))
+                self.access, user, m, dest, request,
+                {"selector": selector or "JMSMessageID IS NOT NULL"}))
         if action in ("move", "copy", "remove"):
             # the messages ticked in the browse table, else those the selector picks
             ids = [str(v) for v in form.getlist("message_id") if str(v)]

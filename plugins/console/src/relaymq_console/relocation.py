@@ -1,12 +1,16 @@
 """Copies, moves and DLQ retries as the console answers them: how many messages
-landed, and how many duplicate detection dropped (a moved or retried one stays
-where it was). The API answers these dicts; a page shows `summary`."""
+landed, how many duplicate detection dropped (a moved or retried one stays where
+it was), and for a retry, how many the authorization map kept in the dead-letter
+queue and why. The API answers these dicts; a page shows `summary`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from relaymq.model.destination import Destination
+from starlette.requests import Request
+
+from relaymq_console.access import Access, User
 
 
 def _messages(n: int) -> str:
@@ -36,10 +40,27 @@ async def move(management: Any, dest: Destination, to: Destination,
                    [_dropped(report, to.name, dest.name)])
 
 
-async def retry(management: Any, dlq: Destination, which: dict[str, Any]) -> dict[str, Any]:
-    report = await management.retry_messages_report(dlq, **which)
-    return _answer({"retried": report.done, "duplicates": report.duplicates},
-                   [_dropped(report, "its original destination", dlq.name)])
+async def retry(access: Access, user: User, management: Any, dlq: Destination,
+                request: Request, which: dict[str, Any]) -> dict[str, Any]:
+    """Each message goes back only when the map lets `user` send to where it came
+    from (`Access.send_refusal`, asked once per destination and audited); the
+    others stay in `dlq`, counted and explained in `refusals`."""
+    reasons: dict[str, str] = {}
+
+    def may_send(back: Destination) -> bool:
+        refused = access.send_refusal(user, "retry", back, request)
+        if refused is not None:
+            reasons[back.key] = refused
+        return refused is None
+
+    report = await management.retry_messages_report(dlq, may_send=may_send, **which)
+    refusals = [{"destination": key, "messages": n, "reason": reasons[key]}
+                for key, n in sorted(report.refused.items())]
+    notes = [f"{_messages(r['messages'])} refused and left in {dlq.name}: {r['reason']}"
+             for r in refusals]
+    return _answer({"retried": report.done, "refused": sum(report.refused.values()),
+                    "duplicates": report.duplicates, "refusals": refusals},
+                   [*notes, _dropped(report, "its original destination", dlq.name)])
 
 
 def _answer(out: dict[str, Any], notes: list[str | None]) -> dict[str, Any]:
