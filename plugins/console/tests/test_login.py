@@ -6,6 +6,7 @@ demotes."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +52,31 @@ def test_a_blocked_address_is_told_when_to_try_again_and_then_logs_in(throttled)
     wait_until(lambda: login(throttled, ADMIN[1]).status_code == 303,
                "the right password to log in once the window has passed", 30, interval=0.25)
     assert httpx.get(f"{throttled.url}/api/v1/queues", auth=ADMIN, timeout=30).status_code == 200
+
+
+def test_a_concurrent_burst_of_wrong_logins_is_held_to_the_limit(tmp_path: Path) -> None:
+    """20 wrong passwords from one address at once, at /login and with Basic
+    credentials: only 5 are checked (401, one audit line each); the others are
+    refused unchecked with 429, as if they had come one after another."""
+    broker = ConsoleBroker(tmp_path)
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=broker.url, timeout=30) as client:
+            forms = [client.post("/login", data={"username": ADMIN[0], "password": f"w{i}"})
+                     for i in range(10)]
+            basic = [client.get("/api/v1/queues", auth=(ADMIN[0], f"b{i}")) for i in range(10)]
+            return list(await asyncio.gather(*forms, *basic))
+
+    try:
+        answers = asyncio.run(burst())
+        statuses = sorted(r.status_code for r in answers)
+        assert statuses == [401] * 5 + [429] * 15, statuses
+        wait_until(lambda: len(audit_lines(broker, "login-failed")) >= 5, "the audit lines")
+        failed = audit_lines(broker, "login-failed")
+        assert len(failed) == 5, failed
+        assert login(broker, ADMIN[1]).status_code == 429  # blocked, the right password too
+    finally:
+        broker.stop()
 
 
 def audit_lines(broker: ConsoleBroker, start: str) -> list[str]:

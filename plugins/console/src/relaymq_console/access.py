@@ -83,6 +83,18 @@ class Access:
         auth = self.auth
         if self.open:
             return None, True  # no users: a local console lets anybody in (documented)
+        async with self.throttle.turn(address):  # a burst counts one attempt at a time
+            principal = await self._check_password(auth, name, password, address)
+        admin = self._role(principal)
+        if admin is None:
+            raise Denied(403, f"user {name} is in neither console group "
+                              f"({self.config.admin_group}, {self.config.viewer_group})")
+        return principal, admin
+
+    async def _check_password(self, auth: Any, name: str, password: str,
+                              address: str) -> Any:
+        """The principal of `name` and `password`, unless `address` is blocked (429) or
+        they are wrong (401, counted against the address)."""
         wait = self.throttle.blocked(address)
         if wait:
             raise Denied(429, f"too many failed logins from this address; try again in {wait} "
@@ -101,11 +113,7 @@ class Access:
             except SecurityError as exc:
                 self.throttle.failed(address)
                 raise Denied(401, f"login failed: {exc}") from None
-        admin = self._role(principal)
-        if admin is None:
-            raise Denied(403, f"user {name} is in neither console group "
-                              f"({self.config.admin_group}, {self.config.viewer_group})")
-        return principal, admin
+        return principal
 
     def _role(self, principal: Any) -> bool | None:
         """True for an admin, False for a viewer, None outside both console groups."""

@@ -8,9 +8,12 @@ HTTP Basic (the CLI, scripts) carry no cookie and need no CSRF token.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import secrets
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,14 +62,38 @@ class Sessions:
             del self._by_token[token]
 
 
+@dataclass
+class _Turns:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    waiting: int = 0  # attempts holding or waiting for the lock
+
+
 class LoginThrottle:
     """At most `limit` failed logins per address per `window` seconds: once `limit`
     failures fall within the window, every login from the address is refused, the
-    right password too, until the oldest of them leaves it."""
+    right password too, until the oldest of them leaves it. Logins from one address
+    take `turn`s, so a concurrent burst is counted as if it came one by one."""
 
     def __init__(self, limit: int = 5, window: float = 60.0) -> None:
         self.limit, self.window = limit, window
         self._failures: dict[str, list[float]] = {}
+        self._turns: dict[str, _Turns] = {}
+
+    @asynccontextmanager
+    async def turn(self, address: str) -> AsyncIterator[None]:
+        """One login of `address` at a time: check `blocked` and evaluate the
+        credentials inside, so no attempt starts before the one ahead has counted."""
+        turns = self._turns.get(address)
+        if turns is None:
+            turns = self._turns[address] = _Turns()
+        turns.waiting += 1
+        try:
+            async with turns.lock:
+                yield
+        finally:
+            turns.waiting -= 1
+            if not turns.waiting:
+                del self._turns[address]
 
     def blocked(self, address: str) -> int:
         """Whole seconds until `address` may try again; 0 when it may now."""
