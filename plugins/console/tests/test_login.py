@@ -226,3 +226,42 @@ def test_a_session_ends_when_its_user_leaves_a_reloaded_users_properties(tmp_pat
         assert httpx.get(f"{url}/api/v1/queues", auth=ADMIN, timeout=30).status_code == 200
     finally:
         broker.stop()
+
+
+def test_the_console_users_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
+    """`usersFile` (a Jetty realm file), edited while the broker runs: new logins and
+    the sessions of its users follow the file at their next request, no restart."""
+    realm = tmp_path / "jetty-realm.properties"
+    realm.write_text("ops: ops-secret, admins\nwatcher: watch-secret, users\n"
+                     "keeper: keep-secret, admins\n")
+    broker = ConsoleBroker(tmp_path, f'usersFile="{realm}"')
+    try:
+        watcher, _ = logged_in(broker, VIEWER)
+        ops, ops_csrf = logged_in(broker, ADMIN)
+        keeper, _ = logged_in(broker, ("keeper", "keep-secret"))
+        assert httpx.get(f"{broker.url}/api/v1/queues", auth=("newbie", "new-secret"),
+                         timeout=30).status_code == 401
+        # watcher removed, ops now a viewer, newbie added, keeper's password changed
+        realm.write_text("ops: ops-secret, users\nnewbie: new-secret, users\n"
+                         "keeper: kept-secret-2, admins\n")
+        assert watcher.get("/api/v1/queues").status_code == 401
+        assert watcher.get("/queues").headers.get("location") == "/login"
+        assert httpx.get(f"{broker.url}/api/v1/queues", auth=VIEWER, timeout=30).status_code \
+            == 401
+        assert ops.get("/api/v1/queues").status_code == 200
+        demoted = ops.post("/api/v1/queues", json={"name": "realm.after"},
+                           headers={"X-CSRF-Token": ops_csrf})
+        assert demoted.status_code == 403 and "may only view" in demoted.json()["error"]
+        assert httpx.get(f"{broker.url}/api/v1/queues", auth=("newbie", "new-secret"),
+                         timeout=30).status_code == 200
+        assert keeper.get("/api/v1/queues").status_code == 401  # its password changed
+        assert httpx.get(f"{broker.url}/api/v1/queues", auth=("keeper", "kept-secret-2"),
+                         timeout=30).status_code == 200
+        # a file that no longer parses keeps the users as they were, and says so
+        realm.write_text("newbie new-secret\n")
+        assert httpx.get(f"{broker.url}/api/v1/queues", auth=("newbie", "new-secret"),
+                         timeout=30).status_code == 200
+        wait_until(lambda: "keeping the users of" in broker.output(), "the log line",
+                   detail=broker.output)
+    finally:
+        broker.stop()

@@ -16,7 +16,7 @@ from relaymq.model.destination import Destination
 from starlette.requests import Request
 
 from relaymq_console.config import ConsoleConfig, open_console
-from relaymq_console.realm import RealmUser, load_realm
+from relaymq_console.realm import Realm, RealmUser
 from relaymq_console.sessions import COOKIE, LoginThrottle, Sessions
 
 log = logging.getLogger("relaymq.console")
@@ -61,8 +61,9 @@ class Access:
         self.sessions = Sessions(config.session_timeout)
         self.throttle = LoginThrottle(window=max(1, config.login_failure_window))
         #: the console's own users (`usersFile`, a Jetty realm) instead of relaymq-auth's
-        self.realm: dict[str, RealmUser] | None = (
-            load_realm(config.users_file) if config.users_file and config.authenticate else None)
+        #: (re-read when the file changes)
+        self.realm: Realm | None = (
+            Realm(config.users_file) if config.users_file and config.authenticate else None)
 
     @property
     def auth(self) -> Any:
@@ -126,8 +127,9 @@ class Access:
 
     def _current(self, principal: Any) -> Any:
         """A session's principal as the users are now (None: no longer a user)."""
-        if self.realm is not None:
-            return self.realm.get(getattr(principal, "name", ""))
+        if self.realm is not None:  # as the file is now; a new password ends sessions too
+            now = self.realm.get(getattr(principal, "name", ""))
+            return now if now is not None and now.password == principal.password else None
         current = getattr(self.auth, "current_principal", None)
         return current(principal) if current is not None else principal
 

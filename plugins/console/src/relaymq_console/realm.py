@@ -7,16 +7,24 @@ them (`conf/jetty-realm.properties`, named by jetty.xml's `securityLoginService`
 
 Passwords are plain or `MD5:` (hex MD5 of the password, Jetty's form). Jetty's
 `OBF:` and `CRYPT:` forms are refused with one line at start: give the password
-plainly (and keep the file `chmod 600`) or as `MD5:`."""
+plainly (and keep the file `chmod 600`) or as `MD5:`.
+
+`Realm` re-reads the file when it changed (one `stat` per lookup: its modification
+time, size or inode differ), for new logins and for the sessions of its users alike;
+a changed file that cannot be read or parsed keeps the previous users, logged."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from relaymq.errors import ConfigError
+
+log = logging.getLogger("relaymq.console")
 
 
 @dataclass(frozen=True)
@@ -56,3 +64,32 @@ def load_realm(path: str) -> dict[str, RealmUser]:
                               "give it plainly or as MD5:<hex md5>")
         users[name] = RealmUser(name, password, frozenset(r for r in roles if r))
     return users
+
+
+class Realm:
+    """The users of the realm file `path`, as the file is now."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stamp = self._stat()
+        self._users = load_realm(path)
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def get(self, name: str) -> RealmUser | None:
+        """The user `name` as the file has it now, or None."""
+        stamp = self._stat()
+        if stamp is not None and stamp != self._stamp:  # gone: being replaced, keep them
+            self._stamp = stamp
+            try:
+                self._users = load_realm(self.path)
+            except ConfigError as exc:
+                log.error("console: keeping the users of %s as they were: %s", self.path, exc)
+            else:
+                log.info("console: re-read %s (%d users)", self.path, len(self._users))
+        return self._users.get(name)
