@@ -19,10 +19,13 @@ from .console_clients import FLAGS
 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 
-#: ops (admins) owns secret.>; on shared.> apps create, apps and admins send, everyone reads
+#: ops (admins) owns secret.>; on shared.> apps create, apps and admins send, everyone
+#: reads; the same for topics
 MAP = """<authorizationPlugin><map><authorizationMap><authorizationEntries>
       <authorizationEntry queue="secret.>" read="admins" write="admins" admin="admins"/>
       <authorizationEntry queue="shared.>" read="users,admins,apps" write="apps,admins" admin="apps"/>
+      <authorizationEntry topic="secret.>" read="admins" write="admins" admin="admins"/>
+      <authorizationEntry topic="shared.>" read="users,admins,apps" write="apps,admins" admin="apps"/>
     </authorizationEntries></authorizationMap></map></authorizationPlugin>"""
 
 
@@ -42,8 +45,8 @@ class MappedBroker(ConsoleBrokerProcess):
         assert r.status_code == 200, r.text
         return int(r.json()["depth"])
 
-    def stomp_send(self, dest: str, body: str) -> None:
-        """As `app` (group apps), which may create and send to shared.>."""
+    def stomp(self, who: tuple[str, str], client_id: str | None = None):  # type: ignore[no-untyped-def]
+        """A STOMP connection of `who` and the receipts it got."""
         receipts: list[str] = []
 
         class L(stomp.ConnectionListener):
@@ -52,7 +55,12 @@ class MappedBroker(ConsoleBrokerProcess):
 
         conn = stomp.Connection12([("127.0.0.1", self.stomp_port)])
         conn.set_listener("", L())
-        conn.connect(*APP, wait=True)
+        conn.connect(*who, wait=True, headers={"client-id": client_id} if client_id else {})
+        return conn, receipts
+
+    def stomp_send(self, dest: str, body: str) -> None:
+        """As `app` (group apps), which may create and send to shared.>."""
+        conn, receipts = self.stomp(APP)
         conn.send(dest, body, headers={"persistent": "true", "receipt": "r"})
         wait_until(lambda: receipts == ["r"], "the receipt", 10)
         conn.disconnect()
@@ -81,8 +89,12 @@ def test_browsing_needs_read_on_the_queue(broker) -> None:
     assert [m["body"]["preview"] for m in mine.json()["messages"]] == ["classified"]
     shared = viewer.get("/api/v1/queues/shared.q/messages")
     assert [m["body"]["preview"] for m in shared.json()["messages"]] == ["for everyone"]
-    # the statistics are not the messages: every console user sees them
-    assert viewer.get("/api/v1/queues/secret.q").json()["depth"] == 1
+    # a viewer does not see the statistics of a queue the map does not let them read
+    stats = viewer.get("/api/v1/queues/secret.q")
+    assert stats.status_code == 403 and "User watcher is not authorized to view " \
+        "queue://secret.q" in stats.json()["error"]
+    assert viewer.get("/api/v1/queues/shared.q").json()["depth"] == 1
+    assert ops.get("/api/v1/queues/secret.q").json()["depth"] == 1
 
 
 def test_an_admin_of_the_console_does_only_what_the_map_grants(broker) -> None:
@@ -117,6 +129,65 @@ def test_an_admin_of_the_console_does_only_what_the_map_grants(broker) -> None:
                        in broker.output(), "the audit line", 10)
 
 
+def test_a_viewer_lists_only_what_the_map_lets_them_read(broker) -> None:
+    """Queues, topics, durable subscriptions (by their topic), queues.jsp and Jolokia
+    reads show a viewer only what the map grants them `read` on, and connections only
+    their own; a console admin sees everything."""
+    subs = []
+    for who, topic, cid in ((APP, "shared.t", "authz-app"), (ADMIN, "secret.t", "authz-ops")):
+        conn, receipts = broker.stomp(who, cid)
+        conn.subscribe(f"/topic/{topic}", id="1", ack="auto",
+                       headers={"activemq.subscriptionName": "s", "receipt": "sub"})
+        wait_until(lambda r=receipts: "sub" in r, f"the subscription to {topic}", 10)
+        conn.send(f"/topic/{topic}", "news", headers={"receipt": "sent"})
+        wait_until(lambda r=receipts: "sent" in r, f"the message to {topic}", 10)
+        subs.append(conn)
+    mine, _ = broker.stomp(VIEWER)
+    viewer, ops = broker.client(VIEWER), broker.client(ADMIN)
+
+    def names(client: httpx.Client, path: str, field: str = "name") -> set[str]:
+        r = client.get(path)
+        assert r.status_code == 200, r.text
+        return {i[field] for i in r.json()["items"]}
+
+    try:
+        assert {"secret.q", "shared.q"} <= names(ops, "/api/v1/queues")
+        seen = names(viewer, "/api/v1/queues")
+        assert "shared.q" in seen and "secret.q" not in seen, seen
+        assert viewer.get("/api/v1/queues").json()["total"] == len(seen)
+        assert {"secret.t", "shared.t"} <= names(ops, "/api/v1/topics")
+        seen = names(viewer, "/api/v1/topics")
+        assert "shared.t" in seen and "secret.t" not in seen, seen
+        assert names(ops, "/api/v1/subscriptions", "client_id") >= {"authz-app", "authz-ops"}
+        assert names(viewer, "/api/v1/subscriptions", "client_id") == {"authz-app"}
+        assert {"app", "ops", "watcher"} <= names(ops, "/api/v1/connections", "user")
+        assert names(viewer, "/api/v1/connections", "user") == {"watcher"}
+        jsp = viewer.get("/admin/xml/queues.jsp").text
+        assert 'name="shared.q"' in jsp and "secret.q" not in jsp
+        assert 'name="secret.q"' in ops.get("/admin/xml/queues.jsp").text
+        read = "/api/jolokia/read/org.apache.activemq:type=Broker,brokerName=console-authz," \
+               "destinationType=Queue,destinationName={}/QueueSize"
+        assert viewer.get(read.format("shared.q")).json()["value"] >= 1
+        refused = viewer.get(read.format("secret.q")).json()
+        assert refused["status"] == 403 and "value" not in refused
+        assert ops.get(read.format("secret.q")).json()["value"] == 1
+        # the pages: the list, and a queue's page refused outright
+        with httpx.Client(base_url=broker.url, timeout=30) as page:
+            assert page.post("/login", data={"username": VIEWER[0], "password": VIEWER[1]},
+                             follow_redirects=False).status_code == 303
+            listing = page.get("/queues").text
+            assert "shared.q" in listing and "secret.q" not in listing
+            assert "secret.t" not in page.get("/topics").text
+            assert "authz-ops" not in page.get("/subscriptions").text
+            refused_page = page.get("/queues/secret.q")
+            assert refused_page.status_code == 403
+            assert "not authorized to view queue://secret.q" in refused_page.text
+            assert "classified" not in refused_page.text
+    finally:
+        for conn in (*subs, mine):
+            conn.disconnect()
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -140,9 +211,11 @@ def test_the_pages_say_what_the_map_refuses(broker) -> None:
 
         viewer = logged_in(VIEWER)
         viewer.goto(f"{broker.url}/queues/{quote('secret.q')}")
-        assert "not authorized to browse queue://secret.q" in \
-            viewer.text_content("#browse-refused")
+        assert "not authorized to view queue://secret.q" in viewer.text_content("body")
         assert "classified" not in viewer.content()
+        viewer.goto(f"{broker.url}/queues")
+        assert viewer.locator("a", has_text="shared.q").count() == 1
+        assert "secret.q" not in viewer.text_content("body")
         ops = logged_in(ADMIN)
         ops.goto(f"{broker.url}/queues/shared.q")
         ops.once("dialog", lambda d: d.accept())

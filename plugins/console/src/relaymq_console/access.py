@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 #: needs `write` on its target, and `admin` there when that makes a new queue, as a
 #: send that creates a queue does
 OPERATION_ACTIONS = {
-    "browse": "read", "copy": "read", "send": "write",
+    "view": "read", "browse": "read", "copy": "read", "send": "write",
     "create": "admin", "delete": "admin", "purge": "admin", "pause": "admin",
     "resume": "admin", "remove": "admin", "retry": "admin", "move": "admin",
     "delete-subscription": "admin",
@@ -189,6 +190,23 @@ class Access:
         refused = self._refusal(user, operation, needed, request)
         if refused is not None:
             raise Denied(403, refused)
+
+    def visible(self, user: User) -> Callable[[Destination], bool] | None:
+        """What `user` may see in listings and statistics: the destinations the map
+        grants them `read` on (Artemis filters its management views by `view` the
+        same way); None when that is everything (an admin of the console, no
+        `<authorizationPlugin>`, no users)."""
+        auth = self.auth
+        if user.admin or auth is None or user.principal is None \
+                or getattr(auth, "authorization", None) is None:
+            return None
+        principal = self._principal(user)
+        return lambda dest: bool(auth.authorize(principal, "read", dest))
+
+    def check_view(self, user: User, dest: Destination, request: Request) -> None:
+        """Denied(403), audited, when `user` may not see `dest` (`visible`)."""
+        if self.visible(user) is not None:
+            self.authorize(user, "view", dest, request)
 
     def send_refusal(self, user: User, operation: str, dest: Destination,
                      request: Request) -> str | None:

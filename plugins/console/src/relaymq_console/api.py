@@ -22,7 +22,13 @@ from relaymq_console.journal import summary as journal_summary
 from relaymq_console.links import link_figures
 from relaymq_console.listing import BrokerTotals, queue_page
 from relaymq_console.openapi import openapi_document
-from relaymq_console.views import message_view, page_of, plain
+from relaymq_console.views import (
+    connections_seen,
+    message_view,
+    page_of,
+    plain,
+    visible_only,
+)
 
 
 class ApiError(Exception):
@@ -173,14 +179,16 @@ class Api:
                 info = await self.m.create_queue(name, queue_type)
                 self.access.audit(user, "create", Destination.queue(name), req)
                 return plain(info)
-            await self.access.check(req, admin=False)
-            return await queue_page(self.m, **_listing_args(req))
+            user = await self.access.check(req, admin=False)
+            return await queue_page(self.m, **_listing_args(req),
+                                    visible=self.access.visible(user))
         return await self.call(request, go)
 
     async def topics(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:
-            await self.access.check(req, admin=False)
-            return page_of(await self.m.destinations("topic"), **_listing_args(req))
+            user = await self.access.check(req, admin=False)
+            topics = visible_only(await self.m.destinations("topic"), self.access.visible(user))
+            return page_of(topics, **_listing_args(req))
         return await self.call(request, go)
 
     async def delete_topic(self, request: Request) -> JSONResponse:
@@ -210,7 +218,7 @@ class Api:
                     raise ApiError(404, f"no queue named {dest.name!r}")
                 self.access.audit(user, "delete", dest, req)
                 return {"deleted": True}
-            await self.access.check(req, admin=False)
+            self.access.check_view(await self.access.check(req, admin=False), dest, req)
             info = await self.m.destination(dest)
             out = plain(info)
             out["consumer_list"] = plain(self.m.consumers(dest))
@@ -329,8 +337,9 @@ class Api:
 
     async def connections(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:
-            await self.access.check(req, admin=False)
-            return {"items": plain(self.m.connections())}
+            user = await self.access.check(req, admin=False)
+            return {"items": plain(connections_seen(self.m.connections(), user.name,
+                                                    self.access.visible(user)))}
         return await self.call(request, go)
 
     async def close_connection(self, request: Request) -> JSONResponse:
@@ -346,8 +355,9 @@ class Api:
 
     async def subscriptions(self, request: Request) -> JSONResponse:
         async def go(req: Request) -> Any:
-            await self.access.check(req, admin=False)
-            return {"items": plain(self.m.durable_subscriptions())}
+            user = await self.access.check(req, admin=False)
+            return {"items": plain(visible_only(self.m.durable_subscriptions(),
+                                                self.access.visible(user), "topic"))}
         return await self.call(request, go)
 
     async def delete_subscription(self, request: Request) -> JSONResponse:

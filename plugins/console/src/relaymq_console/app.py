@@ -74,20 +74,22 @@ def build_app(broker: Any, config: ConsoleConfig) -> tuple[ASGIApp, Access]:
 
     async def queues_jsp(request: Request) -> Response:
         try:
-            await access.check(request, admin=False)
+            user = await access.check(request, admin=False)
         except Denied as exc:
             return PlainTextResponse(exc.message, status_code=exc.status, headers=exc.headers)
-        return Response(await compat.queues_xml(broker), media_type="application/xml")
+        return Response(await compat.queues_xml(broker, access.visible(user)),
+                        media_type="application/xml")
 
     async def jolokia(request: Request) -> Response:
         try:
-            await access.check(request, admin=False)
+            user = await access.check(request, admin=False)
         except Denied as exc:
             return JSONResponse({"status": exc.status, "error": exc.message},
                                 status_code=exc.status, headers=exc.headers)
         mbean, _, attribute = request.path_params["path"].rpartition("/")
         return JSONResponse(await compat.jolokia_read(broker, mbean, attribute,
-                                                      config.jmx_domain_name or compat.DOMAIN))
+                                                      config.jmx_domain_name or compat.DOMAIN,
+                                                      access.visible(user)))
 
     routes = [
         Route("/metrics", metrics_endpoint),

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 from xml.sax.saxutils import escape, quoteattr
@@ -25,11 +26,17 @@ DESTINATION_ATTRIBUTES = {
 }
 
 
-async def queues_xml(broker: Any) -> str:
+#: which destinations the user may see (None: all)
+Visible = Callable[[Destination], bool] | None
+
+
+async def queues_xml(broker: Any, visible: Visible = None) -> str:
     """From the queues' live counters (cheap for 10,000 queues); names are escaped
-    in attributes and in the feed links alike."""
+    in attributes and in the feed links alike. Only the queues `visible` lets through."""
     rows = []
     for dest, queue in list(broker.management.queues.items()):
+        if visible is not None and not visible(dest):
+            continue
         s = queue.stats
         link = escape(quote(dest.name, safe=""))
         rows.append(
@@ -60,20 +67,24 @@ def _mbean(text: str, expected: str = DOMAIN) -> dict[str, str]:
 
 
 async def jolokia_read(broker: Any, mbean: str, attribute: str,
-                       domain: str = DOMAIN) -> dict[str, Any]:
-    """Jolokia's response for one attribute read (status 404 for what does not exist)."""
+                       domain: str = DOMAIN, visible: Visible = None) -> dict[str, Any]:
+    """Jolokia's response for one attribute read (status 404 for what does not exist,
+    403 for a destination `visible` does not let the user see)."""
     request = {"mbean": mbean, "attribute": attribute, "type": "read"}
     now = int(time.time())
     try:
         props = _mbean(mbean, domain)
-        value = await _value(broker, props, attribute)
+        value = await _value(broker, props, attribute, visible)
+    except PermissionError as exc:
+        return {"request": request, "status": 403, "error_type": "java.lang.SecurityException",
+                "error": str(exc), "timestamp": now}
     except (KeyError, DestinationError) as exc:
         return {"request": request, "status": 404, "error_type": "javax.management."
                 "InstanceNotFoundException", "error": str(exc).strip("'\""), "timestamp": now}
     return {"request": request, "value": value, "timestamp": now, "status": 200}
 
 
-async def _value(broker: Any, props: dict[str, str], attribute: str) -> Any:
+async def _value(broker: Any, props: dict[str, str], attribute: str, visible: Visible) -> Any:
     m = broker.management
     if props.get("type") != "Broker" or props.get("brokerName") not in (broker.name, None):
         raise KeyError(f"no broker {props.get('brokerName')!r} (this is {broker.name!r})")
@@ -93,6 +104,9 @@ async def _value(broker: Any, props: dict[str, str], attribute: str) -> Any:
         return values[attribute]
     name = props.get("destinationName", "")
     dest = Destination.queue(name) if kind == "Queue" else Destination.topic(name)
+    if visible is not None and not visible(dest):
+        raise PermissionError(f"the broker's authorization map grants read on {dest} to none "
+                              "of the user's groups")
     info = await m.destination(dest)
     if attribute == "MemoryPercentUsage":
         limit = broker.usage.memory.limit or 0

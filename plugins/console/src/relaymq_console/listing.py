@@ -7,6 +7,7 @@ read by people and scrapers."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -73,16 +74,19 @@ class BrokerTotals:
 
 
 async def queue_page(management: Any, *, filter_text: str | None, sort: str | None,
-                     page: int, size: int) -> dict[str, Any]:
+                     page: int, size: int,
+                     visible: Callable[[Any], bool] | None = None) -> dict[str, Any]:
     """What `views.page_of` gives for queues, without a full statistics object for
-    every queue: filter by name, sort by a live counter, then look up the page's."""
+    every queue: filter by name (and `visible`: the queues the user may see), sort
+    by a live counter, then look up the page's."""
     descending = sort is not None and sort.startswith("-")
     key = (sort[1:] if descending else sort) if sort else None
     if key is not None and key not in SORTABLE:
         raise ValueError(f"cannot sort by '{key}' (one of {', '.join(SORTABLE)})")
     needle = filter_text.lower() if filter_text else None
     rows = [(d, q) for d, q in list(management.queues.items())
-            if needle is None or needle in d.name.lower()]
+            if (needle is None or needle in d.name.lower())
+            and (visible is None or visible(d))]
     if key == "store_used":  # only the store knows: read every queue's (slow, rare)
         infos = {i.name: i.store_used for i in await management.destinations("queue")}
         rows.sort(key=lambda r: infos.get(r[0].name, 0), reverse=descending)

@@ -20,7 +20,13 @@ from relaymq_console.access import OPERATION_ACTIONS, Access, Denied, User
 from relaymq_console.api import broker_summary
 from relaymq_console.listing import BrokerTotals, queue_page
 from relaymq_console.sessions import COOKIE
-from relaymq_console.views import message_view, page_of, plain
+from relaymq_console.views import (
+    connections_seen,
+    message_view,
+    page_of,
+    plain,
+    visible_only,
+)
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                         autoescape=select_autoescape(["html"]))
@@ -116,12 +122,13 @@ class Pages:
         sort, filter_text = q.get("sort"), q.get("filter")
         try:
             number = int(q.get("page", "1") or 1)
+            visible = self.access.visible(user)
             if kind == "queue":
                 page = await queue_page(self.m, filter_text=filter_text, sort=sort or None,
-                                        page=number, size=100)
+                                        page=number, size=100, visible=visible)
             else:
-                page = page_of(await self.m.destinations(kind), filter_text=filter_text,
-                               sort=sort, page=number, size=100)
+                page = page_of(visible_only(await self.m.destinations(kind), visible),
+                               filter_text=filter_text, sort=sort, page=number, size=100)
         except ValueError as exc:
             return HTMLResponse(f"<p>{_esc(str(exc))}</p>", status_code=400)
         return self.render("destinations.html", user, kind=kind, page=page, sort=sort,
@@ -139,6 +146,10 @@ class Pages:
             return user
         dest = Destination.queue(request.path_params["name"])
         refused: str | None = None  # the statistics show; the messages need `read`
+        try:
+            self.access.check_view(user, dest, request)
+        except Denied as exc:  # a viewer the map does not let read it: nothing to show
+            return HTMLResponse(f"<p>{_esc(exc.message)}</p>", status_code=exc.status)
         try:
             info = await self.m.destination(dest)
             after = int(request.query_params.get("after", "0") or 0)
@@ -250,7 +261,8 @@ class Pages:
         user = await self.user(request)
         if isinstance(user, Response):
             return user
-        return self.render("connections.html", user, items=plain(self.m.connections()),
+        items = connections_seen(self.m.connections(), user.name, self.access.visible(user))
+        return self.render("connections.html", user, items=plain(items),
                            flash=request.query_params.get("flash"))
 
     async def close_connection(self, request: Request) -> Response:
@@ -269,7 +281,8 @@ class Pages:
             return user
         return self.render("table.html", user, title="Durable subscriptions",
                            columns=["client_id", "name", "topic", "selector", "active", "depth"],
-                           items=plain(self.m.durable_subscriptions()))
+                           items=plain(visible_only(self.m.durable_subscriptions(),
+                                                    self.access.visible(user), "topic")))
 
 
 def _esc(text: str) -> str:

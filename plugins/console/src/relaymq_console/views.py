@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from relaymq.model.body_views import decoded_body
+from relaymq.model.destination import Destination
 
 PREVIEW_BYTES = 4096
 #: the fields a destination listing sorts by (`-field`: descending)
@@ -80,6 +82,22 @@ def _jsonable(value: Any) -> Any:
     if described is not None and hasattr(value, "value"):
         return {"descriptor": _jsonable(described), "value": _jsonable(value.value)}
     return str(value)
+
+
+def visible_only(items: list[Any], visible: Callable[[Destination], bool] | None,
+                 key: str = "key") -> list[Any]:
+    """The items whose destination (the key in attribute `key`) `visible` lets
+    through; all of them when it is None."""
+    if visible is None:
+        return items
+    return [i for i in items if visible(Destination.parse(getattr(i, key)))]
+
+
+def connections_seen(items: list[Any], user: str,
+                     visible: Callable[[Destination], bool] | None) -> list[Any]:
+    """Connections for a user whose view the map narrows (`visible` not None):
+    their own only. A connection is not a destination the map could grant."""
+    return items if visible is None else [c for c in items if c.user == user]
 
 
 def page_of(items: list[Any], *, filter_text: str | None, sort: str | None, page: int,
