@@ -1,6 +1,8 @@
 """Every redelivery counts against a Solace queue's `maxRedelivery`: one after a
 rolled-back transaction (STOMP ABORT, an AMQP discharge with `fail`) as one after a
-NACK or a consumer that left. In a `relaymq run` process, over stomp.py and proton."""
+NACK or a consumer that left; a consumer the broker unbinds (a partition count
+change) failed nothing and does not count. In a `relaymq run` process, over
+stomp.py and proton."""
 
 from __future__ import annotations
 
@@ -16,9 +18,16 @@ from relaymq_amqp.testing import TxClient  # noqa: E402
 
 from .support import Broker, Client, broker_xml  # noqa: E402
 
-CONFIG = broker_xml("redeliveries", """
-    <policyEntry queue="rb.>" deadMessageQueue="rb.DMQ" maxRedelivery="1" dmqEligible="true"/>""",
-                    extra='<destinations><queue physicalName="rb.DMQ"/></destinations>')
+
+def config(partitions: int = 2) -> str:
+    return broker_xml("redeliveries", f"""
+    <policyEntry queue="rb.>" deadMessageQueue="rb.DMQ" maxRedelivery="1" dmqEligible="true"/>
+    <policyEntry queue="rbp.>" partitionCount="{partitions}" deadMessageQueue="rb.DMQ"
+                 maxRedelivery="1" dmqEligible="true"/>""",
+                      extra='<destinations><queue physicalName="rb.DMQ"/></destinations>')
+
+
+CONFIG = config()
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +87,26 @@ def test_amqp_rollbacks_count_against_max_redelivery(broker) -> None:
     finally:
         conn.close()
     assert dead_messages(broker, "amqp marker") == ["poison"]
+
+
+def test_a_partition_count_change_does_not_use_up_max_redelivery(broker) -> None:
+    """maxRedelivery 1: delivered, its consumer unbound by a partition count change
+    (not a failure), delivered again (redelivered), NACKed (the one redelivery
+    allowed), delivered a third time, NACKed: the DMQ."""
+    c = Client(broker, "c")
+    c.subscribe("/queue/rbp.q", id="1", ack="client-individual")
+    c.send("/queue/rbp.q", "held", JMSXGroupID="k", persistent="true")
+    assert c.wait(1) == ["held"]
+    broker.reload(config(partitions=3), "partition count changed from 2 to 3")
+    assert "partition count changed from 2 to 3" in c.wait_error()
+    d = Client(broker, "d")
+    d.subscribe("/queue/rbp.q", id="1", ack="client-individual")
+    for n in range(2):
+        assert d.wait(n + 1)[n] == "held"
+        assert d.messages[n].headers.get("redelivered") == "true"  # it was delivered before
+        d.with_receipt(lambda rid, n=n: d.conn.nack(d.messages[n].headers["ack"], receipt=rid))
+    assert dead_messages(broker, "partitioned marker") == ["held"]
+    d.send("/queue/rbp.q", "marker", JMSXGroupID="k")
+    assert d.wait_for("marker") == ["held", "held", "marker"]  # not a third time
+    c.close()
+    d.close()

@@ -12,7 +12,7 @@ class QueueEntry:
     """One message on one queue (or subscription) with its delivery state."""
 
     __slots__ = ("seq", "message", "delivery_count", "stored", "consumer", "delivery_id",
-                 "removed", "releases")
+                 "removed", "releases", "unbound")
 
     def __init__(self, seq: int, message: Message, stored: bool = False) -> None:
         self.seq = seq
@@ -24,6 +24,15 @@ class QueueEntry:
         self.delivery_id = 0
         self.removed = False
         self.releases = 0  # releases since the last counted delivery (maximumReleases)
+        #: of `delivery_count`, the deliveries that ended because the broker unbound
+        #: their consumer (a queue type's partition count change): they make the
+        #: message redelivered, but were no failed delivery (`failures`)
+        self.unbound = 0
+
+    @property
+    def failures(self) -> int:
+        """Deliveries that failed: what a redelivery policy (or `maxRedelivery`) counts."""
+        return self.delivery_count - self.unbound
 
     @property
     def priority(self) -> int:

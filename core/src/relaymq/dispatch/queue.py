@@ -312,7 +312,7 @@ class Queue(QueueBase):
             policy = DEFAULT_FAILED_POLICY
         back = []
         for entry in entries:
-            if not policy.exceeded(entry.delivery_count + 1):
+            if not policy.exceeded(entry.failures + 1):
                 back.append(entry)
                 continue
             self._out_of_flight(entry)
@@ -335,13 +335,17 @@ class Queue(QueueBase):
         else:
             self._drop(entry, KILLED)
 
-    def requeue(self, entries: list[QueueEntry]) -> None:
+    def requeue(self, entries: list[QueueEntry], unbound: bool = False) -> None:
         """Put deliveries back ahead of newer messages, marked redelivered, without
-        counting them as failed (a queue type that counts them itself, or a consumer
-        the broker unbinds), then dispatch."""
+        dead-lettering any (a queue type that counts them itself), then dispatch.
+        `unbound`: the broker unbound their consumer (a queue type's partition count
+        change), so these deliveries did not fail: a redelivery policy or
+        `maxRedelivery` does not count them (`QueueEntry.failures`)."""
         for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
             entry.consumer = None
             entry.delivery_count += 1
+            if unbound:
+                entry.unbound += 1
             self.stats.in_flight -= 1
             self.pending.put_back(entry)
         self.dispatch()
@@ -648,11 +652,12 @@ class Queue(QueueBase):
                 self.dispatch()
                 return
             policy = DEFAULT_FAILED_POLICY
-        if policy.exceeded(entry.delivery_count):
+        failures = entry.failures
+        if policy.exceeded(failures):
             self._retries_used_up(entry, pmap, policy, cause)
             self.dispatch()
             return
-        delay = policy.delay_for(entry.delivery_count)
+        delay = policy.delay_for(failures)
         if delay > 0:
             asyncio.get_running_loop().call_later(delay, self._redeliver, entry)
             self.dispatch()  # the others go meanwhile

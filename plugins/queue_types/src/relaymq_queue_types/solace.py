@@ -148,7 +148,7 @@ class SolaceQueue(Queue):
         back, marked redelivered. Consumers the broker unbinds itself (`unbinding`)
         did not fail: what they held goes back without counting."""
         if self.unbinding:
-            self.requeue(entries)
+            self.requeue(entries, unbound=True)  # redelivered, but not a failure
             return
         limit = self.policy.max_redelivery
         if limit is None or limit < 0:
@@ -156,7 +156,7 @@ class SolaceQueue(Queue):
             return
         back = []
         for entry in entries:
-            if entry.delivery_count < limit:
+            if entry.failures < limit:
                 back.append(entry)
                 continue
             self._out_of_flight(entry)
@@ -173,7 +173,7 @@ class SolaceQueue(Queue):
         # Solace counts every failed delivery against the queue's maxRedelivery
         self._out_of_flight(entry)
         entry.delivery_count += 1
-        if entry.delivery_count > limit:
+        if entry.failures > limit:
             self.dead_letter(entry, f"max redelivery ({limit}) exceeded")
             self.dispatch()  # the consumer has room again: the next message goes
             return
