@@ -1,7 +1,7 @@
 """The queue types' counters say exactly what docs/queue-types.md says: `replaced`
 (last values superseded by newer ones) and `discarded` (messages that leave for no
-dead message queue), and management's `dead_lettered` counts a discard as it counts
-the kernel's discarding strategy. The broker runs in this process (its counters are
+dead message queue), both in management's `DestinationInfo`, and management's
+`dead_lettered` counts a discard as it counts the kernel's discarding strategy. The broker runs in this process (its counters are
 read through management), reached by stomp.py over real sockets."""
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
 def counters(b: EmbeddedBroker, name: str) -> dict[str, int]:
     async def read(br):  # type: ignore[no-untyped-def]
         info = await br.management.destination(name)
-        queue = br.management.queue(name)
-        return {"discarded": getattr(queue, "discarded", 0), "replaced": getattr(queue, "replaced", 0),
+        queue = br.management.queue(name)  # the queue type's own attributes say the same
+        assert (info.discarded, info.replaced) == (getattr(queue, "discarded", 0),
+                                                   getattr(queue, "replaced", 0))
+        return {"discarded": info.discarded, "replaced": info.replaced,
                 "dead_lettered": info.dead_lettered, "expired": info.expired, "depth": info.depth}
     return b.call(read)  # type: ignore[no-any-return]
 

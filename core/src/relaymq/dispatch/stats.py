@@ -20,6 +20,11 @@ class DestinationStatistics:
     producers: int = 0
     memory_used: int = 0
     duplicates: int = 0  # sends dropped by duplicate detection (`_AMQ_DUPL_ID` seen before)
+    #: messages a newer one of their slot superseded (queue types: last value queues)
+    replaced: int = 0
+    #: messages that expired or failed too often and went to no dead message queue
+    #: (queue types with `deadMessageQueue`); counted in `dead_lettered` too
+    discarded: int = 0
 
     def snapshot(self) -> dict[str, int]:
         return asdict(self)

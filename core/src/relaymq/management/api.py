@@ -225,7 +225,7 @@ class Management:
             store_used=store_used, rates=rates,
             queue_type=getattr(holder, "queue_type", None) if kind == "queue" else None,
             paused=bool(getattr(holder, "paused", False)), temporary=dest.is_temporary,
-            duplicates=s.duplicates,
+            duplicates=s.duplicates, replaced=s.replaced, discarded=s.discarded,
         )
 
     def connections(self) -> list[ConnectionInfo]:

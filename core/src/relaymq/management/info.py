@@ -42,6 +42,11 @@ class DestinationInfo:
     paused: bool = False
     temporary: bool = False
     duplicates: int = 0  #: sends dropped by duplicate detection (`_AMQ_DUPL_ID` seen before)
+    #: messages removed because a newer one superseded them (last value queues)
+    replaced: int = 0
+    #: messages that expired or used up `maxRedelivery` and went to no dead message
+    #: queue (queues with `deadMessageQueue`); also counted in `dead_lettered`
+    discarded: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from relaymq.testing.waits import wait_until
 
 #: the per-destination counters `Broker.destination_stats` gives (DestinationStatistics)
 STAT_FIELDS = ("enqueued", "dequeued", "dispatched", "in_flight", "expired", "dead_lettered",
-               "consumers", "producers", "memory_used", "duplicates")
+               "consumers", "producers", "memory_used", "duplicates", "replaced", "discarded")
 _PORT_ZERO = re.compile(r"^([a-z+0-9]+://[^/:?]+):0(?=$|[/?])")
 
 

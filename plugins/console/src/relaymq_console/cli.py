@@ -115,7 +115,7 @@ def queue_stat(name: str, url: str, user: str | None, password: str | None, as_j
     if as_json:
         _out(data, True)
         return
-    for k in QUEUE_COLUMNS + ["dead_lettered", "queue_type", "paused"]:
+    for k in QUEUE_COLUMNS + ["dead_lettered", "replaced", "discarded", "queue_type", "paused"]:
         click.echo(f"{k}: {data.get(k)}")
 
 

@@ -14,7 +14,8 @@ from relaymq.model.destination import Destination
 PREVIEW_BYTES = 4096
 #: the fields a destination listing sorts by (`-field`: descending)
 SORTABLE = ("name", "depth", "enqueued", "dequeued", "dispatched", "in_flight", "expired",
-            "dead_lettered", "consumers", "producers", "memory_used", "store_used", "duplicates")
+            "dead_lettered", "consumers", "producers", "memory_used", "store_used", "duplicates",
+            "replaced", "discarded")
 
 
 def body_preview(body: bytes, limit: int = PREVIEW_BYTES) -> dict[str, Any]:

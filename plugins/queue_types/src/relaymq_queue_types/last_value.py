@@ -42,11 +42,16 @@ class LastValues(SolaceQueue):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.replaced = 0
         #: slot -> the sequence number of the message that arrived last there
         self._latest: dict[int, int] = {}
         #: failed deliveries waiting out a redelivery delay (neither pending nor held)
         self._returning: list[QueueEntry] = []
+
+    @property
+    def replaced(self) -> int:
+        """Messages a newer one of their slot superseded (management's
+        `DestinationInfo.replaced`)."""
+        return self.stats.replaced
 
     def slot(self, entry: QueueEntry) -> int:
         """Where `entry` competes for the last value: the whole queue."""
@@ -74,7 +79,7 @@ class LastValues(SolaceQueue):
 
     def _replace(self, entry: QueueEntry) -> None:
         """Forget a message that is neither pending nor held (counted as replaced)."""
-        self.replaced += 1
+        self.stats.replaced += 1
         self.drop(entry, REPLACED)
 
     def settle_negative(self, entry: QueueEntry, mode: str) -> None:
@@ -106,7 +111,7 @@ class LastValues(SolaceQueue):
         if newer:
             for older in [e for e in self.pending if newer.get(self.slot(e), 0) > e.seq]:
                 if self.remove_pending(older):
-                    self.replaced += 1
+                    self.stats.replaced += 1
         super().return_unacked(back, cause)  # counted as failed deliveries (`SolaceQueue`)
 
     def keep_newest(self) -> int:
@@ -129,7 +134,7 @@ class LastValues(SolaceQueue):
                 self._replace(entry)
                 n += 1
             elif self.remove_pending(entry):
-                self.replaced += 1
+                self.stats.replaced += 1
                 n += 1
         self._returning = [e for e in returning if not e.removed]
         self._latest = {slot: e.seq for slot, e in newest.items()}
@@ -155,7 +160,7 @@ class LastValueQueue(LastValues):
     def enqueue(self, entry: QueueEntry) -> None:
         for older in list(self.pending):
             if self.remove_pending(older):
-                self.replaced += 1
+                self.stats.replaced += 1
         self.arrived(entry)
         super().enqueue(entry)
 
@@ -177,7 +182,7 @@ class PartitionedLastValueQueue(LastValues, PartitionedQueue):
         p = partition_of(entry, count) if count else 0
         for older in list(self.pending):
             if (not count or partition_of(older, count) == p) and self.remove_pending(older):
-                self.replaced += 1
+                self.stats.replaced += 1
         self.arrived(entry)
         super().enqueue(entry)
 

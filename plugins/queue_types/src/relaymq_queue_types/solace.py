@@ -64,7 +64,6 @@ class SolaceQueue(Queue):
         self.custom_choice = self.exclusive_access
         #: the consumer an exclusive queue delivers to until it leaves
         self.active: Consumer | None = None
-        self.discarded = 0
         #: the broker's management API, bound by the plugin's hooks when the queue is
         #: made (`relaymq_destination_added`); asked whether the DMQ exists
         self.management: Any = None
@@ -81,6 +80,12 @@ class SolaceQueue(Queue):
             self._dmq_strategy = DeadLetterStrategyConfig(
                 kind="shared", dead_letter_queue=policy.dead_message_queue,
                 process_non_persistent=True, process_expired=True)
+
+    @property
+    def discarded(self) -> int:
+        """Messages that left for no dead message queue (management's
+        `DestinationInfo.discarded`)."""
+        return self.stats.discarded
 
     # -- access type -------------------------------------------------------------
     def dispatch_consumers(self) -> list[Consumer]:
@@ -191,7 +196,7 @@ class SolaceQueue(Queue):
         if not eligible or management is None or management.queue(self.dmq) is None:
             # discarded as the kernel's discarding strategy does it: counted in
             # `dead_lettered` too, reported removed as expired or killed
-            self.discarded += 1
+            self.stats.discarded += 1
             log.debug("%s: discarded %s (%s; %s)", self.destination, entry.message.message_id,
                       reason, "not DMQ-eligible" if not eligible else f"{self.dmq} does not exist")
             strategy = _DISCARDING
