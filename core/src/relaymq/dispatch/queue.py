@@ -34,7 +34,7 @@ from relaymq.feed.events import RemovalReason
 from relaymq.feed.feed import ChangeFeed
 from relaymq.model.destination import Destination
 from relaymq.model.message import Message, SelectorView, now_millis
-from relaymq.spi.persistence import AddMessage
+from relaymq.spi.persistence import AddMessage, StoredMessage
 
 log = logging.getLogger("relaymq.dispatch")
 #: releases of one message after which the broker says so in its log (once)
@@ -262,6 +262,12 @@ class Queue(QueueBase):
             self._paging_in = True
             await self._page_in()
         return stats.count
+
+    async def read_stored(self, after: int = 0, limit: int = 1000) -> list[StoredMessage]:
+        """This queue's stored messages with a sequence number above `after`, in
+        sequence order, at most `limit`: those in memory and those only in the store
+        (paged out), for a queue type that must see every one (at recovery)."""
+        return await self.region.store.read(self.key, after, limit)
 
     # -- consumers ---------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:

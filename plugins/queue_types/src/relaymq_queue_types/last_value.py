@@ -33,6 +33,8 @@ from relaymq_queue_types.partitioned import PartitionedQueue, partition_of
 from relaymq_queue_types.solace import SolaceQueue, with_ttl_choice
 
 log = logging.getLogger("relaymq.queue_types")
+#: stored messages a recovery reads at once while it looks for older values
+RECOVERY_READ = 1000
 
 
 class LastValues(SolaceQueue):
@@ -141,14 +143,39 @@ class LastValues(SolaceQueue):
         return n
 
     async def recover(self) -> int:
-        """After a restart: a crash may have left an older value stored beside the
-        newer one (a consumer held it when the newer arrived); only the newest is kept."""
+        """After a restart: a crash may have left older values stored beside the newer
+        one (a consumer held them when it arrived). Every stored message is looked
+        at, not only the first window that recovery reads into memory: only the
+        newest of each slot is kept, the others are replaced, in memory or in the store."""
         count = await super().recover()
-        stale = self.keep_newest()
-        if stale:
+        if not count:
+            return 0
+        newest, stale = await self._stored_slots()
+        replaced = await self.remove_messages(stale, REPLACED) if stale else 0
+        self.stats.replaced += replaced
+        self._latest = newest
+        if replaced:
             log.info("%s: %d older values found stored at recovery were replaced by newer ones",
-                     self.destination, stale)
-        return count - stale
+                     self.destination, replaced)
+        return count - replaced
+
+    async def _stored_slots(self) -> tuple[dict[int, int], list[int]]:
+        """The newest stored message of each slot (slot -> sequence number) and the
+        sequence numbers of the older ones."""
+        newest: dict[int, int] = {}
+        stale: list[int] = []
+        after = 0
+        while True:
+            records = await self.read_stored(after, RECOVERY_READ)
+            for rec in records:  # in sequence order: a later one of a slot is newer
+                slot = self.slot(QueueEntry(rec.seq, rec.message, True))
+                older = newest.get(slot)
+                if older is not None:
+                    stale.append(older)
+                newest[slot] = rec.seq
+            if len(records) < RECOVERY_READ:
+                return newest, stale
+            after = records[-1].seq
 
 
 class LastValueQueue(LastValues):
