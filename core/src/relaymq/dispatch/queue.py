@@ -363,6 +363,12 @@ class Queue(QueueBase):
                 return [c]  # the first exclusive consumer receives; the others stand by
         return consumers
 
+    def bound_consumers(self) -> list[Consumer]:
+        """Every consumer bound to the queue (browsers aside), by priority, then in
+        bind order: those of a paused queue too, which keep their places but receive
+        nothing until it resumes (`consumers` is empty meanwhile)."""
+        return self._held if self.paused else self.consumers
+
     def active_consumers(self) -> list[Consumer]:
         """The consumers that receive now (management's "active" flag; Solace's active
         flow indication): the first exclusive consumer alone, else every consumer; a

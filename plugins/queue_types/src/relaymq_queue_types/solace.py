@@ -103,10 +103,11 @@ class SolaceQueue(Queue):
     def _next_active(self) -> Consumer | None:
         """The standby that takes over: one that asked for ActiveMQ's exclusive option
         (`activemq.exclusive`) first, then by priority (`activemq.priority`), then in
-        bind order (the kernel keeps consumers sorted by priority, stable, and puts the
-        first exclusive one alone in its active list)."""
-        ranked = super().active_consumers()
-        return ranked[0] if ranked else None
+        bind order (the kernel keeps consumers sorted by priority, stable). A paused
+        queue's consumers keep their turns: the next is chosen among them too, so one
+        that binds during the pause stands by behind them."""
+        bound = self.bound_consumers()
+        return next((c for c in bound if c.exclusive), bound[0] if bound else None)
 
     def select_consumer(self, entry: QueueEntry, consumers: list[Consumer]) -> Consumer | None:
         if self.exclusive_access:
@@ -115,8 +116,11 @@ class SolaceQueue(Queue):
         return super().select_consumer(entry, consumers)
 
     def active_consumers(self) -> list[Consumer]:
-        """Consumers that receive now (Solace's "active flow indication")."""
+        """Consumers that receive now (Solace's "active flow indication"): none while
+        the queue is paused."""
         if self.exclusive_access:
+            if self.paused:
+                return []
             active = self.active
             if active is not None and active in self.consumers:
                 return [active]
