@@ -140,7 +140,8 @@ class PartitionedQueue(SolaceQueue):
         for p in orphaned:
             self.owners[p] = None
             self.handoffs.pop(p, None)
-        remaining = [c for c in self.consumers if c is not consumer and not c.browser]
+        # a paused queue's consumers too: they keep what they own until it resumes
+        remaining = [c for c in self.bound_consumers() if c is not consumer and not c.browser]
         if remaining:
             for p in orphaned:  # nothing to hand off: the old owner is gone
                 self.owners[p] = min(remaining, key=lambda c: len(self._owned(c)))
@@ -158,7 +159,7 @@ class PartitionedQueue(SolaceQueue):
         """Spread the partitions evenly over the consumers, moving as few as possible;
         a partition leaving a live consumer is handed off."""
         self._rebalance = None
-        consumers = [c for c in self.consumers if not c.closed]
+        consumers = [c for c in self.bound_consumers() if not c.closed]
         if not consumers or self.deleted or not self.partition_count:
             return
         self.rebalances += 1
@@ -263,7 +264,7 @@ class PartitionedQueue(SolaceQueue):
         self._rebalance = self._handoff_timer = None
         reason = (f"{self.destination}: its partition count changed from {old} to {count}; "
                   "bind again")
-        bound = list(self.consumers)
+        bound = list(self.bound_consumers())
         self.owners = [None] * old
         self.handoffs.clear()
         self.unbinding = True  # the consumers did not fail: their deliveries are not counted

@@ -1,19 +1,26 @@
-"""A paused `exclusive` queue delivers nothing to anyone until it is resumed, and the
-consumers bound to it keep their places meanwhile: when the active one leaves
-during the pause the next standby takes its turn, and a consumer that binds during
-the pause stands by behind them. The broker runs in this process (pause and resume
-are management calls), reached with stomp.py over real sockets."""
+"""A paused `exclusive` or `partitioned` queue delivers nothing to anyone until it is
+resumed, and the consumers bound to it keep their places meanwhile: when the active
+one leaves during the pause the next standby takes its turn, and a consumer that
+binds during the pause stands by behind them; a partition whose consumer leaves
+during the pause goes to one still bound. The broker runs in this process (pause
+and resume are management calls), reached with stomp.py over real sockets."""
 
 from __future__ import annotations
+
+import zlib
 
 import pytest
 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 pytest.importorskip("relaymq_stomp", reason="relaymq-stomp is not installed")
 
+from relaymq.testing import wait_until  # noqa: E402
+
 from .support import Client, EmbeddedBroker, broker_xml  # noqa: E402
 
-CONFIG = broker_xml("excl-paused", '<policyEntry queue="held.>" accessType="exclusive"/>')
+CONFIG = broker_xml("excl-paused", """
+    <policyEntry queue="held.>" accessType="exclusive"/>
+    <policyEntry queue="keyed.>" partitionCount="2" partitionRebalanceDelay="100"/>""")
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +91,33 @@ def test_the_first_consumer_bound_to_a_paused_exclusive_queue_waits_for_the_resu
     assert active(broker, "held.empty") == {"only": True}
     for x in (c, p):
         x.close()
+
+
+def partitions(b: EmbeddedBroker, queue: str) -> dict[str, tuple[int, ...] | None]:
+    return {c.client_id: c.partitions for c in b.call(lambda br: br.management.consumers(queue))}
+
+
+def test_a_partition_whose_consumer_leaves_during_a_pause_goes_to_a_bound_one(broker) -> None:
+    """Two consumers own a partition each; the queue is paused and one leaves: its
+    partition goes to the other, which receives every key once the queue resumes."""
+    queue = "/queue/keyed.paused"
+    keys = [f"k{i}" for i in range(8)]
+    assert len({zlib.crc32(k.encode()) % 2 for k in keys}) == 2  # both partitions
+    one, two = (Client(broker, n, client_id=n) for n in ("one", "two"))
+    for c in (one, two):
+        c.subscribe(queue, id="1")
+        c.subscribe(f"/queue/plain.{c.name}", id="m")
+    wait_until(lambda: partitions(broker, "keyed.paused") == {"one": (0,), "two": (1,)}
+               or partitions(broker, "keyed.paused") == {"one": (1,), "two": (0,)},
+               "a partition each")
+    broker.call(lambda br: br.management.pause("keyed.paused"))
+    one.close()
+    for k in keys:
+        two.send(queue, k, JMSXGroupID=k)
+    nothing_more([two], "paused")
+    assert two.bodies_of("1") == []
+    assert partitions(broker, "keyed.paused") == {"two": (0, 1)}
+    broker.call(lambda br: br.management.resume("keyed.paused"))
+    wait_until(lambda: len(two.bodies_of("1")) == len(keys), "every key at two")
+    assert two.bodies_of("1") == keys
+    two.close()
