@@ -20,16 +20,18 @@ class Outbox:
 
     `transmit(data, settled)` sends one transfer and calls `settled` with its
     outcome (or the exception that lost it); `settle(position, outcome)` is the
-    mirror's verdict on one event; `after(outcome)` runs once per transfer."""
+    mirror's verdict on one event, `settle_run(positions)` on the events of a
+    batch the target accepted whole; `after(outcome)` runs once per transfer."""
 
-    __slots__ = ("transmit", "settle", "after", "batching", "limit", "_events", "_size", "sent",
+    __slots__ = ("transmit", "settle", "settle_run", "after", "batching", "limit", "_events", "_size", "sent",
                  "transfers")
 
     def __init__(self, transmit: Callable[[bytes, Callable[[Any], None]], None],
-                 settle: Callable[[int, Any], None], after: Callable[[Any], None],
-                 batching: bool, limit: int) -> None:
+                 settle: Callable[[int, Any], None], settle_run: Callable[[list[int]], None],
+                 after: Callable[[Any], None], batching: bool, limit: int) -> None:
         self.transmit = transmit
         self.settle = settle
+        self.settle_run = settle_run
         self.after = after
         self.batching = batching and limit > 0
         self.limit = limit
@@ -61,12 +63,19 @@ class Outbox:
             return
         self.sent += len(events)
         settle = self.settle
+        settle_run = self.settle_run
         after = self.after
 
         def settled(result: Any) -> None:
             refused: set[int] | None = None
-            if not isinstance(result, BaseException) and result.state == "rejected":
-                refused = batch.refused_positions(result.condition)
+            if not isinstance(result, BaseException):
+                state = result.state
+                if state == "accepted":
+                    settle_run([position for position, _ in events])
+                    after(result)
+                    return
+                if state == "rejected":
+                    refused = batch.refused_positions(result.condition)
             for i, (position, _) in enumerate(events):
                 if refused is not None and i not in refused:
                     settle(position, ACCEPTED)

@@ -359,7 +359,8 @@ class MirrorSource:
                     result.state in AGAIN)):
                 lost.set_result(None)
 
-        out = Outbox(transmit, self._settled, after, self.batching, self._batch_limit(raw_link))
+        out = Outbox(transmit, self._settled, self._settled_run, after, self.batching,
+                     self._batch_limit(raw_link))
         self._outbox = out
         send = out.add
         for position, msgs in list(self._unacked.items()):  # what the last link left unsettled
@@ -473,6 +474,38 @@ class MirrorSource:
         if wake is not None:
             wake.set()
         self._schedule_ack()
+
+    def _settled_run(self, positions: list[int]) -> None:
+        """`_settled` of the events of a batch the target accepted whole: what is
+        done per event there (waking the pump, the cursor's acknowledgement, the
+        clock for the lag) done once."""
+        unacked = self._unacked
+        outstanding = self._outstanding
+        stamps = self._stamps
+        done = 0
+        now = 0.0
+        for position in positions:
+            if position not in unacked:
+                continue
+            if outstanding:
+                left = outstanding.get(position, 1) - 1
+                if left > 0:
+                    outstanding[position] = left
+                    continue
+                outstanding.pop(position, None)
+            del unacked[position]
+            done += 1
+            stamp = stamps.pop(position, 0)
+            if stamp:
+                if not now:
+                    now = time.time() * 1000
+                self._lags.append(max(now - stamp, 0.0))
+        if done:
+            self.accepted += done
+            wake = self._wake
+            if wake is not None:
+                wake.set()
+            self._schedule_ack()
 
     def safe_position(self) -> int:
         """The cursor position up to which the target accepted everything."""
