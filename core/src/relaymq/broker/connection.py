@@ -418,10 +418,12 @@ class ClientConnection:
         ):
             if any(not c.closed for c in sub.consumers):
                 raise SubscriptionInUse(f"durable subscription {name!r} is in use")
+            self._check_durable_keys(key, topic)  # before the old one is dropped
             # ActiveMQ semantics: a changed topic or selector replaces the subscription.
             await self._drop_durable(sub)
             sub = None
         if sub is None:
+            self._check_durable_keys(key, topic)
             record = SubscriptionRecord(self.client_id, name, topic.key, text, no_local)
             sub = self.broker.make_durable(record, selector)
             ops = [AddSubscription(record)] if region.store_persistent else []
@@ -431,6 +433,13 @@ class ClientConnection:
         else:
             sub.no_local_connection = self.id if no_local else None
         return sub
+
+    def _check_durable_keys(self, key: str, topic: Destination) -> None:
+        """Refuse a new durable subscription whose key, or its topic's, the store
+        cannot hold (both are stored with it), before anything is made."""
+        region = self._region
+        region.check_key(key, "the durable subscription", "durable://CLIENT_ID:NAME")
+        region.check_name(topic)
 
     async def _drop_durable(self, sub: SubscriptionQueue) -> None:
         region = self._region

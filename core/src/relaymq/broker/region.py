@@ -34,9 +34,11 @@ from relaymq.model.message import Message
 from relaymq.spi.persistence import (
     MAX_KEY_BYTES,
     AddDestination,
+    KeyUnit,
     PersistenceAdapter,
     RemoveDestination,
     RemoveMessage,
+    key_length,
 )
 
 log = logging.getLogger("relaymq.region")
@@ -118,16 +120,31 @@ class Region(QueueServices):
 
     def check_name(self, dest: Destination) -> None:
         """Refuse (`DestinationNameError`) a destination whose key the store cannot
-        hold (`PersistenceAdapter.max_key_bytes`, at most `MAX_KEY_BYTES`), before
-        anything is made. Every creation comes here: management's, a first send or
-        subscribe of any protocol, recovery."""
-        size = len(dest.key.encode("utf-8", "surrogatepass"))
-        limit = min(int(getattr(self.store, "max_key_bytes", MAX_KEY_BYTES)), MAX_KEY_BYTES)
-        if size > limit:
-            raise DestinationNameError(
-                f"the name of {dest.key[:40]}... is too long: {size} bytes as "
-                f"{dest.key.partition('://')[0]}://NAME in UTF-8, and the store "
-                f"({type(self.store).__name__}) holds at most {limit}")
+        hold (`check_key`), before anything is made. Every creation comes here:
+        management's, a first send or subscribe of any protocol, recovery."""
+        self.check_key(dest.key, "the name of", f"{dest.key.partition('://')[0]}://NAME")
+
+    def check_key(self, key: str, what: str = "the key", form: str = "") -> None:
+        """Refuse (`DestinationNameError`) a destination or durable subscription key
+        longer than the store holds: `PersistenceAdapter.max_key_length`, counted in
+        its `max_key_unit` (UTF-8 bytes or characters), and never more than
+        `MAX_KEY_BYTES` bytes. The message names the key (`what`, as `form`), its
+        length and the limit, each in the unit that limit counts."""
+        store = self.store
+        limits = [(int(getattr(store, "max_key_length", MAX_KEY_BYTES)),
+                   str(getattr(store, "max_key_unit", KeyUnit.BYTES)))]
+        legacy = getattr(store, "max_key_bytes", None)  # the older, bytes-only name
+        if legacy is not None:
+            limits.append((int(legacy), KeyUnit.BYTES))
+        limits.append((MAX_KEY_BYTES, KeyUnit.BYTES))
+        for limit, unit in limits:
+            size = key_length(key, unit)
+            if size > limit:
+                as_form = f" as {form}" if form else ""
+                encoding = " in UTF-8" if unit == KeyUnit.BYTES else ""
+                raise DestinationNameError(
+                    f"{what} {key[:40]}... is too long: {size} {unit}{as_form}{encoding}, "
+                    f"and the store ({type(store).__name__}) holds at most {limit} {unit}")
 
     def make_queue(self, dest: Destination) -> Queue:
         """A new queue of the type declared for `dest`, else its policy's, else standard."""

@@ -204,9 +204,28 @@ LockListener = Callable[[str, str], None]
 
 #: the longest destination key (``queue://NAME``, UTF-8 bytes) a store must hold:
 #: kahaDB's journal writes a key's length as a u16. A store that holds less says so
-#: in `PersistenceAdapter.max_key_bytes`; the kernel refuses longer names when it
-#: creates a destination (`Region.check_name`), before anything is made.
+#: in `PersistenceAdapter.max_key_length`, counted in its `max_key_unit`; the kernel
+#: refuses longer names when it creates a destination or a durable subscription
+#: (`Region.check_name`, `Region.check_key`), before anything is made. Every key is
+#: held to MAX_KEY_BYTES as well, whatever the store.
 MAX_KEY_BYTES: Final = 0xFFFF
+
+
+class KeyUnit:
+    """What a store's key limit counts (`PersistenceAdapter.max_key_unit`)."""
+
+    #: bytes of UTF-8 (kahaDB's journal; a database column whose width is in bytes)
+    BYTES: Final = "bytes"
+    #: characters: Unicode code points, as Python's `len` counts them (a `VARCHAR(n)`
+    #: column on PostgreSQL, whatever the script)
+    CHARACTERS: Final = "characters"
+
+
+def key_length(key: str, unit: str) -> int:
+    """The length of `key` as `unit` (a `KeyUnit`) counts it."""
+    if unit == KeyUnit.CHARACTERS:
+        return len(key)
+    return len(key.encode("utf-8", "surrogatepass"))
 
 
 class PersistenceAdapter(abc.ABC):
@@ -222,8 +241,12 @@ class PersistenceAdapter(abc.ABC):
     #: removals of one destination over as one operation instead of one object per
     #: acknowledgement (a store without it gets `RemoveMessage`s, as before)
     removal_runs: bool = False
-    #: the longest destination key this store holds, in UTF-8 bytes
-    max_key_bytes: int = MAX_KEY_BYTES
+    #: the longest destination or subscription key this store holds, counted in
+    #: `max_key_unit` (the kernel holds every key to `MAX_KEY_BYTES` bytes too)
+    max_key_length: int = MAX_KEY_BYTES
+    #: what `max_key_length` counts: `KeyUnit.BYTES` (UTF-8) or `KeyUnit.CHARACTERS`.
+    #: (A store that still sets the older `max_key_bytes` is held to that many bytes.)
+    max_key_unit: str = KeyUnit.BYTES
 
     @abc.abstractmethod
     async def start(self) -> None:
