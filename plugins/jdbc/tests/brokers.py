@@ -23,6 +23,7 @@ class BrokerProcess(RelaymqProcess):
                  lease: int = 3000, locker: str = "", adapter: str = "",
                  kind: str = "lease-database-locker") -> None:
         self.tmp = tmp
+        self.url = url
         self.name = name
         self.stomp_port = free_port()
         self.amqp_port = free_port()

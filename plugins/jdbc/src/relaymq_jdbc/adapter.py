@@ -45,7 +45,7 @@ from relaymq_jdbc.datasource import (
 )
 from relaymq_jdbc.engines import db_now_ms, make_engines, sqlite_file
 from relaymq_jdbc.lease import LeaseLocker, LeaseLost, StoreLocked, default_holder
-from relaymq_jdbc.schema import NAME_LEN, Schema, SchemaError, make_schema, prepare
+from relaymq_jdbc.schema import NAME_LEN, Schema, SchemaError, key_limit, make_schema, prepare
 from relaymq_jdbc.txlock import TransactionLocker, UnsupportedLocker
 from relaymq_jdbc.unreachable import DatabaseWait, short_error
 from relaymq_jdbc.writer import (
@@ -74,9 +74,9 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
 
     Config = JDBCConfig
     persistent = True
-    #: the CONTAINER columns are VARCHAR(250) (ActiveMQ's width); counted in bytes,
-    #: so no database that counts its width in bytes refuses a key that fits
-    max_key_bytes = NAME_LEN
+    #: the key columns are VARCHAR(250) (ActiveMQ's width): 250 characters on
+    #: PostgreSQL and SQLite (`schema.key_limit`, set per database in __init__)
+    max_key_length = NAME_LEN
 
     def __init__(self, config: JDBCConfig | None = None, *, broker: Any = None,
                  **overrides: Any) -> None:
@@ -104,6 +104,7 @@ class JDBCPersistenceAdapter(PersistenceAdapter):
                 f"would lock the whole database against this broker's own writes; use "
                 f"<lease-database-locker> there")
         self.schema: Schema = make_schema(config.table_prefix)
+        self.max_key_length, self.max_key_unit = key_limit(self.url.get_backend_name())
         self.view: dict[str, KeyState] = {}
         self._size = 0
         self._writer: GroupWriter | None = None

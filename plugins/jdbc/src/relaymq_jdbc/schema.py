@@ -24,10 +24,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from relaymq.spi.persistence import KeyUnit
 
 #: 1: the first; 2: the EXPIRATION index is partial (rows that expire only)
 SCHEMA_VERSION = 2
+#: the width of the key and name columns, `VARCHAR(250)` (ActiveMQ's)
 NAME_LEN = 250
+#: what `VARCHAR(NAME_LEN)` counts on each database. PostgreSQL counts characters,
+#: in every server encoding. SQLite enforces no width at all: keys are held to the
+#: declared one, in characters, so that a name fits both databases alike.
+KEY_UNITS = {"postgresql": KeyUnit.CHARACTERS, "sqlite": KeyUnit.CHARACTERS}
+
+
+def key_limit(backend: str) -> tuple[int, str]:
+    """The longest key the store holds on database `backend` (a SQLAlchemy backend
+    name), and what that length counts: `NAME_LEN` in the unit the database counts
+    `VARCHAR(n)` in (bytes for a database not known to count characters)."""
+    return NAME_LEN, KEY_UNITS.get(backend, KeyUnit.BYTES)
 
 #: An INTEGER PRIMARY KEY is SQLite's rowid (no second index); BIGINT elsewhere.
 _ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
