@@ -209,8 +209,9 @@ class ClientConnection:
         that completes when it is accepted (stored), or None when it already is.
         `duplicate_id`: the send's duplicate-detection id, given apart from the
         message (a mirror target's): checked as `_AMQ_DUPL_ID` would be, not added
-        to the message's properties (a scheduled message's is kept with its job
-        and checked when each copy is routed).
+        to the message's properties (a message scheduled once keeps it with its
+        job, checked when its copy is routed; a repeating or cron job's is
+        checked once, when the job is taken).
 
         Transports that pipeline (AMQP unsettled transfers, STOMP SENDs with
         receipts) call this for each message in arrival order and settle each one
@@ -244,7 +245,7 @@ class ClientConnection:
             await self._region.flow_control(memory.wait(), dest)
         scheduler = self._scheduler
         if scheduler is not None and asks_scheduling(message):  # stored first when persistent
-            # a duplicate id given apart stays apart: checked when each copy is routed
+            # a duplicate id given apart stays apart (`Scheduler.schedule` checks it)
             return scheduler.schedule(message, self, duplicate_id)
         batch = SendBatch()
         txn = None

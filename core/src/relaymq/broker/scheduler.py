@@ -29,11 +29,13 @@ announced when it is taken, as a `MessageAdded` without placements whose message
 holds the absolute due time in `scheduled_delay` (a persistent one in the same
 store batch as the job): a mirror sends it on then, as Artemis mirrors a
 scheduled message when it is sent (docs/mirror.md). Its delivered copy keeps the
-message id. A cron job is announced the same way (the stored job: its entry in
-the message's properties, `scheduled_repeat` -1); its copies carry the internal
-annotation `SCHEDULED_FIRING` (a mirror does not send them: a target that holds
-the job fires its own, with the same ids). Repeating jobs (`AMQ_SCHEDULED_PERIOD`)
-are announced only by their delivered copies.
+message id. Repeating and cron jobs are announced the same way (the stored job:
+its period and the deliveries still to come; a cron job's entry in the message's
+properties, `scheduled_repeat` -1); their copies carry the internal annotation
+`SCHEDULED_FIRING` (a mirror does not send them: a target that holds the job
+fires its own, with the same ids). A mirror target gives a repeating job its
+source's first due time exactly (the internal annotation `SCHEDULED_AT`), so its
+copies' ids are the source's.
 
 Non-persistent scheduled messages (or any on a non-persistent store) stay in
 memory only, as in ActiveMQ for non-persistent messages they are lost with the
@@ -74,15 +76,21 @@ log = logging.getLogger("relaymq.scheduler")
 #: the store key of persisted scheduled messages (no colon: no subscription key is like it)
 SCHEDULER_KEY = "durable://relaymq.scheduler"
 CRON = SCHEDULED_CRON
+PERIOD = "AMQ_SCHEDULED_PERIOD"
+REPEAT = "AMQ_SCHEDULED_REPEAT"
 _CRON_MARKER = SCHEDULED_CRON_MARKER
 #: the properties that ask for scheduling; a delivered copy has none of them
-SCHEDULING_PROPERTIES = ("AMQ_SCHEDULED_DELAY", "AMQ_SCHEDULED_PERIOD", "AMQ_SCHEDULED_REPEAT",
-                         "AMQ_SCHEDULED_START", CRON)
+SCHEDULING_PROPERTIES = ("AMQ_SCHEDULED_DELAY", PERIOD, REPEAT, "AMQ_SCHEDULED_START", CRON)
 #: the annotation of a stored job holding the duplicate id given apart from its message
 DUPLICATE_ID_ANNOTATION = internal_annotation("relaymq_scheduled_duplicate_id")
 #: on a cron job's delivered copy: a local delivery of a job every broker that holds
 #: it fires itself (a mirror sends the job when it is taken, not each copy)
 SCHEDULED_FIRING = internal_annotation("relaymq_scheduled_firing")
+#: on a message handed to `Scheduler.schedule`: the job's first due time (epoch ms)
+#: as another broker that holds the same job has it (a mirror target's), used as
+#: it is instead of now plus the delay, so each copy's id (`firing_id`) is the same
+#: on both; not kept with the job
+SCHEDULED_AT = internal_annotation("relaymq_scheduled_at")
 
 
 def firing_id(message: Message, due: int) -> str | None:
@@ -94,6 +102,19 @@ def firing_id(message: Message, due: int) -> str | None:
     if message.message_id is None:
         return None
     return f"{message.message_id}@{due}"
+
+
+def _first_due(message: Message) -> int | None:
+    """The first due time `message` brings (`SCHEDULED_AT`, taken off it), if any."""
+    ann = message.annotations
+    if not ann or SCHEDULED_AT not in ann:
+        return None
+    rest = dict(ann)
+    at = rest.pop(SCHEDULED_AT)
+    message.annotations = rest or None
+    if isinstance(at, int) and not isinstance(at, bool):
+        return min(max(at, 0), _LATEST_DUE)
+    return None
 
 
 class Job:
@@ -196,39 +217,39 @@ class Scheduler:
         a persistent one is stored (acknowledge the producer then), else None.
         An unusable cron entry raises `MessageFormatError` (that send fails).
         `duplicate_id`: the send's duplicate-detection id given apart from the
-        message; each copy is checked with it when it is routed."""
+        message; a job delivered once is checked with it when its copy is routed,
+        a repeating or cron job once, here."""
         if self._broker is None:
             self._broker = connection.broker
         delay = max(message.scheduled_delay, 0)
         entry = message.peek_property(CRON, _CRON_MARKER)
         ops: list[StoreOp] = []
-        if entry is not None:
-            cron = Cron(str(entry))
-            if duplicate_id is not None:
-                # a cron job's copies are new messages each time: its duplicate id
-                # names the job, checked once here (a replayed mirror event is
-                # dropped), not with each copy
-                if self._seen(message, duplicate_id, ops, connection):
-                    return None
-                duplicate_id = None
+        cron = Cron(str(entry)) if entry is not None else None
+        at = _first_due(message)
+        period = max(message.scheduled_period, 0) if cron is None else 0
+        if duplicate_id is not None and (cron is not None or period > 0):
+            # a cron or repeating job's copies are new messages each time: its
+            # duplicate id names the job, checked once here (a replayed mirror event
+            # is dropped), not with each copy
+            if self._seen(message, duplicate_id, ops, connection):
+                return None
+            duplicate_id = None
+        if cron is not None:
             due = min(cron.next_after(now_millis()) + delay, _LATEST_DUE)
             job = Job(message, connection, due, delay, -1, None, cron, duplicate_id)
         else:
-            period = max(message.scheduled_period, 0)
             repeat = max(message.scheduled_repeat, 0) if period > 0 else 0
-            job = Job(message, connection, min(now_millis() + delay, _LATEST_DUE), period,
-                      repeat, None, None,
-                      duplicate_id)
-        # a job delivered once, or a cron job, is announced on the change feed when
-        # it is taken: a `MessageAdded` without placements whose message is the
-        # stored job (the absolute due time in `scheduled_delay`; a cron job's
-        # `scheduled_repeat` -1, its entry in its properties): a mirror sends it on
-        # then, as Artemis mirrors a scheduled message when it is sent
+            due = at if at is not None else min(now_millis() + delay, _LATEST_DUE)
+            job = Job(message, connection, due, period, repeat, None, None, duplicate_id)
+        # a job is announced on the change feed when it is taken: a `MessageAdded`
+        # without placements whose message is the stored job (the absolute due
+        # time in `scheduled_delay`, the period and the deliveries to come; a cron
+        # job's `scheduled_repeat` -1, its entry in its properties): a mirror sends
+        # it on then, as Artemis mirrors a scheduled message when it is sent
         stored = job.stored_form()
         feed = self._writer().feed
         event = added(stored, message.destination, (), message.origin) \
-            if feed.active and (entry is not None or job.period == 0) \
-            and message.destination is not None else None
+            if feed.active and message.destination is not None else None
         if not (message.durable and self.persistent):
             self._arm(job)
             if event is not None:
@@ -296,7 +317,9 @@ class Scheduler:
             # a repeat is a message of its own: what the job's message carries about
             # itself (a mirrored message's internal id) does not name the copy
             copy.annotations = client_annotations(copy.annotations) or None
-        if job.cron is not None:
+        if not once:
+            # a firing of a repeating or cron job: every broker that holds the job
+            # (a mirror target) fires its own copy, with this id
             copy.annotations = {**(copy.annotations or {}), SCHEDULED_FIRING: True}
         copy.scheduled_delay = copy.scheduled_period = copy.scheduled_repeat = 0
         props = copy.properties

@@ -18,7 +18,7 @@ import uuid
 from collections import OrderedDict, deque
 from typing import Any, Final
 
-from relaymq.broker.scheduler import CRON, SCHEDULED_FIRING, SCHEDULING_PROPERTIES
+from relaymq.broker.scheduler import CRON, PERIOD, REPEAT, SCHEDULED_FIRING, SCHEDULING_PROPERTIES
 from relaymq.config.model import PluginElement
 from relaymq.config.report import Report
 from relaymq.feed import (
@@ -61,22 +61,28 @@ def _scheduled(msg: Any) -> bytes:
     sent: the producer's message with `x-opt-delivery-time` (the absolute due time the
     announcement carries in `scheduled_delay`, so a delay is not counted again on the
     target) and no other scheduling field, so the target's scheduler holds it until then.
-    A cron job goes the same way, with its `AMQ_SCHEDULED_CRON` entry and its delay
-    after each cron time as `x-opt-delivery-delay`: the target's scheduler holds the
+    A repeating job goes the same way, with its period and the deliveries still to come
+    as `AMQ_SCHEDULED_PERIOD` and `AMQ_SCHEDULED_REPEAT` (its first due time is
+    `x-opt-delivery-time`); a cron job with its `AMQ_SCHEDULED_CRON` entry and its delay
+    after each cron time as `x-opt-delivery-delay`. The target's scheduler holds either
     job and fires its own copies (the source does not send its copies)."""
     ann = {k: v for k, v in (msg.annotations or {}).items()
            if k not in ("delivery_time", "delivery_delay")}
     cron = msg.scheduled_repeat < 0  # a cron job: the target holds the job itself
+    period = msg.scheduled_period
     if not cron:
         ann["delivery_time"] = msg.scheduled_delay
-    elif msg.scheduled_period > 0:
-        ann["delivery_delay"] = msg.scheduled_period  # the delay after each cron time
+    elif period > 0:
+        ann["delivery_delay"] = period  # the delay after each cron time
     copy = msg.copy(annotations=ann)
+    repeat = copy.scheduled_repeat
     copy.scheduled_delay = copy.scheduled_period = copy.scheduled_repeat = 0
     props = copy.properties
     if props and not props.keys().isdisjoint(SCHEDULING_PROPERTIES):
-        copy.properties = {k: v for k, v in props.items()
-                           if k not in SCHEDULING_PROPERTIES or (cron and k == CRON)}
+        copy.properties = props = {k: v for k, v in props.items()
+                                   if k not in SCHEDULING_PROPERTIES or (cron and k == CRON)}
+    if period > 0 and not cron:  # a repeating job: the target holds the job itself
+        copy.properties = {**(props or {}), PERIOD: period, REPEAT: repeat}
     return from_kernel(copy)
 
 

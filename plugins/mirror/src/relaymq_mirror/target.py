@@ -27,6 +27,7 @@ from collections import deque
 from typing import Any, ClassVar, Final
 
 from relaymq.broker.connection import ClientConnection
+from relaymq.broker.scheduler import PERIOD, REPEAT, SCHEDULED_AT
 from relaymq.errors import SecurityError
 from relaymq.model.destination import Destination, DestinationKind
 from relaymq.model.message import now_millis
@@ -87,9 +88,8 @@ def _delivery_delay(data: bytes, sections: Sections) -> int:
     target reads it (`AMQPMessage.getScheduledDeliveryTime`): the message
     annotation `x-opt-delivery-time` (epoch ms; a time past means now), else
     `x-opt-delivery-delay` (ms from now, when the target reads it). Only the
-    annotations: `AMQ_SCHEDULED_*` application properties are not Artemis'
-    (a RelayMQ source mirrors a scheduled message's copy when it is due, without
-    them)."""
+    annotations: `AMQ_SCHEDULED_*` application properties are not Artemis' (a
+    RelayMQ source's repeating job brings its period and count so: `_repeating`)."""
     span = sections.message_annotations
     if span is None:
         return 0
@@ -104,6 +104,33 @@ def _delivery_delay(data: bytes, sections: Sections) -> int:
     if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
         return int(delay)
     return 0
+
+
+#: what a RelayMQ source's repeating scheduled job carries in its bytes
+REPEAT_MARKER: Final = PERIOD.encode()
+
+
+def _repeating(message: Any, data: bytes, sections: Sections) -> None:
+    """A RelayMQ source's repeating job (`AMQ_SCHEDULED_PERIOD` and `_REPEAT` beside
+    `x-opt-delivery-time`, its first due time): the scheduler here holds the job,
+    due first at that very time (`SCHEDULED_AT`), so each copy it fires has the id
+    of the source's copy of that firing."""
+    props = message.properties
+    period = props.get(PERIOD)
+    repeat = props.get(REPEAT)
+    span = sections.message_annotations
+    if not isinstance(period, int) or isinstance(period, bool) or period <= 0 or span is None:
+        return
+    try:
+        at = decode_map_at(data, span).get("x-opt-delivery-time")
+    except Exception:  # noqa: BLE001 - unreadable annotations: to_kernel has read the rest
+        return
+    if not isinstance(at, int) or isinstance(at, bool):
+        return
+    message.scheduled_period = period
+    message.scheduled_repeat = repeat if isinstance(repeat, int) and not isinstance(
+        repeat, bool) and repeat > 0 else 0
+    message.annotations = {**(message.annotations or {}), SCHEDULED_AT: int(at)}
 
 
 class MirrorTarget:
@@ -147,6 +174,9 @@ class MirrorTarget:
         self._poke = False  # a message a pending postAck names is being stored
         #: with `schedulerSupport`, a mirrored message scheduled on the source waits here too
         self._scheduling = getattr(self.broker, "scheduler", None) is not None
+        #: the source is a RelayMQ broker (it desires `batch.CAPABILITY`): its
+        #: repeating scheduled jobs come as jobs (`_repeating`)
+        self._relaymq_source = False
 
     # -- attach ----------------------------------------------------------------------
     def attach(self) -> None:
@@ -190,7 +220,8 @@ class MirrorTarget:
                                       kconn.remote_address, True, source)
         self._index = target_index(self.broker)  # index messages from now on
         offered = [wire.MIRROR_CAPABILITY]
-        if batch.CAPABILITY in link.desired_capabilities:
+        self._relaymq_source = batch.CAPABILITY in link.desired_capabilities
+        if self._relaymq_source:
             offered.append(batch.CAPABILITY)  # a RelayMQ source: a run of events a transfer
         link.open(properties={wire.BROKER_ID: local, wire.PREFIXED_ADDRESSES: True},
                   offered_capabilities=offered,
@@ -586,6 +617,8 @@ class MirrorTarget:
             # target holds it for the same time (its scheduler keeps the duplicate
             # id with the job, and the internal id with the message)
             message.scheduled_delay = _delivery_delay(data, sections)
+            if self._relaymq_source and REPEAT_MARKER in data:
+                _repeating(message, data, sections)
         if ident != wire.internal_id(message.message_id):
             # an id that is not the hash of the message id (an Artemis journal id):
             # kept with the message; otherwise `id_of` finds it again without a
