@@ -1,6 +1,7 @@
 """The broker-connections page: broker connections (mirror, federation, bridges'
 connectors ...) and relaymq-bridge's bridges, with start/stop (and pause/resume
-for bridges) for admins."""
+for bridges) for admins, and the broker connections other brokers opened to this
+one (a mirror's sources: `management.incoming_broker_connections()`)."""
 
 from __future__ import annotations
 
@@ -45,9 +46,10 @@ class LinkPages:
             row["lag"] = _lag_text(fig.lag_seconds)
             row["pending"] = fig.pending
             items.append(row)
+        incoming = [_incoming_row(info) for info in self.m.incoming_broker_connections()]
         return self.pages.render("broker_connections.html", user, items=items,
                                  bridges=plain(manager.list()) if manager is not None else [],
-                                 flash=request.query_params.get("flash"))
+                                 incoming=incoming, flash=request.query_params.get("flash"))
 
     def _back(self, flash: str) -> Response:
         return RedirectResponse(f"/broker-connections?flash={quote(flash)}", status_code=303)
@@ -95,3 +97,23 @@ def _lag_text(seconds: float | None) -> str:
     if seconds is None:
         return ""
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+#: the counts and times of an incoming broker connection's `detail` the page shows,
+#: in its columns' order (a plugin that reports fewer leaves those cells empty)
+INCOMING_FIGURES = ("applied", "duplicates", "rejected", "acks_pending", "acks_not_found",
+                    "last_event", "last_error", "since")
+
+
+def _incoming_row(info: Any) -> dict[str, Any]:
+    """One row of the incoming table: who (the source's node id, its connection's
+    name), from where, whether connected, and the figures of its `detail`."""
+    detail = plain(info.detail) or {}
+    row = {"name": info.name, "kind": info.kind, "node": info.remote_node or info.name,
+           "connection": detail.get("connection_name") or "",
+           "remote_address": info.remote_address or "",
+           "connected": "yes" if info.connected else "no"}
+    for key in INCOMING_FIGURES:
+        value = detail.get(key)
+        row[key] = "" if value is None else value
+    return row
