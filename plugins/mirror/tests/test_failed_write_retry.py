@@ -13,17 +13,28 @@ went read-only."""
 
 from __future__ import annotations
 
+import logging
 import shutil
+import sqlite3
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from mirrortools import BrokerProcess, mirrored_pair, receive
+from mirrortools import (
+    BrokerProcess,
+    BrokerThread,
+    make_config,
+    mirror_element,
+    mirrored_pair,
+    receive,
+    send,
+)
 from proton import Message
 from proton.utils import BlockingConnection
+from relaymq.testing import plugin_element
 from relaymq.testing.waits import wait_until
 
 pytest.importorskip("relaymq_console", reason="relaymq-console is not installed (the tests "
@@ -161,3 +172,111 @@ def test_events_the_target_failed_to_store_are_sent_again(
     assert all(s.get("rejected", 0) == 0 for s in a.mirror_statuses()), a.mirror_statuses()
     bodies = sorted(str(m.body) for m in receive(b.url, f"queue://{q}", 7))
     assert bodies == sorted(["before", "after"] + [f"during {i}" for i in range(5)])
+
+
+def test_a_disk_that_refuses_writes_is_logged_once_per_reason(
+        pair_b: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """B's disk refuses writes while A sends it events: A connects again every
+    retry-interval (200 ms here) and sends them again, and each attempt fails the
+    same way. B's log says so once per distinct reason (the journal's first failed
+    write, then its stopped journal), at ERROR (the store) and WARNING (the mirror),
+    not once per attempt."""
+    a, b = pair_b
+    q = f"quiet.{uuid.uuid4().hex[:8]}"
+    conn = BlockingConnection(a.url, timeout=30)
+    try:
+        sender = conn.create_sender(f"queue://{q}")
+        sender.send(Message(body="before", durable=True))
+        wait_until(lambda: b.queue_depth(q) == 1, "the first message on B", timeout=30)
+        attaches = b.output().count(" attached")
+        journal = sorted((b.dir / "kahadb").glob("db-*.log"))
+        _immutable(journal, True)  # B's next store writes fail (EPERM)
+        try:
+            sender.send(Message(body="during", durable=True))
+            # ten attempts of A's, each a link of its own that fails to store
+            wait_until(lambda: b.output().count(" attached") >= attaches + 10,
+                       "A trying again ten times", timeout=60,
+                       detail=lambda: b.output()[-3000:])
+        finally:
+            _immutable(journal, False)
+    finally:
+        conn.close()
+    lines = b.output().splitlines()
+    store = [ln for ln in lines if " ERROR " in ln and "store write of" in ln]
+    reasons = [ln.split(" fail: ", 1)[1] for ln in store]
+    # the first failed write (EPERM), then the stopped journal's refusal: each once
+    assert 1 <= len(store) <= 2 and len(set(reasons)) == len(reasons), store
+    assert any("Operation not permitted" in r for r in reasons), store
+    mirror = [ln for ln in lines if "storing events failed" in ln]
+    assert 1 <= len(mirror) <= 2 and all(" WARNING " in ln for ln in mirror), mirror
+    assert a.mirror_statuses()[0]["snf_depth"] >= 1  # the event still waits on A
+
+
+REFUSED = "refused-by-the-disk"
+
+
+def _refuse(db: Path, on: bool) -> None:
+    """Make the SQLite store `db` refuse (or take again) every message whose bytes
+    carry `REFUSED`, with SQLite's own words for a full disk."""
+    with sqlite3.connect(db) as sql:
+        if on:
+            sql.execute("CREATE TRIGGER refuse BEFORE INSERT ON ACTIVEMQ_MSGS "
+                        f"WHEN instr(NEW.MSG, CAST('{REFUSED}' AS BLOB)) > 0 "
+                        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+        else:
+            sql.execute("DROP TRIGGER refuse")
+
+
+def test_the_failure_is_logged_again_once_the_store_wrote_between(
+        tmp_path: Path, brokers: Callable[..., BrokerThread],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """B (a JDBC store on SQLite) refuses to store what A mirrors to it, on every
+    one of A's attempts: logged once. Once B stores again the failure is over, so
+    the next one is logged again (once), as a new failure with another reason is."""
+    pytest.importorskip("relaymq_jdbc", reason="relaymq-jdbc is not installed")
+    db = tmp_path / "b.sqlite"
+    cfg = make_config(persistent=True, data_directory=str(tmp_path))
+    cfg.persistence_adapter = plugin_element("jdbcPersistenceAdapter", url=f"sqlite:///{db}",
+                                             useLock="false")
+    b = BrokerThread(cfg).start()
+    try:
+        a = brokers(mirrors=[mirror_element(f"tcp://{b.address}", "B")])
+        q = f"queue://sql.{uuid.uuid4().hex[:8]}"
+        send(a.url, q, ["before"])
+        wait_until(lambda: b.depth(q) == 1, "the first message on B", timeout=30)
+
+        def attaches() -> int:
+            return sum(1 for r in caplog.records if r.name == "relaymq.mirror"
+                       and r.getMessage().endswith(" attached"))
+
+        def failures() -> tuple[int, int]:
+            """B's lines about it: the store's ERRORs (the JDBC store's own: it says why
+            itself), the mirror's WARNINGs."""
+            records = [r for r in caplog.records if r.levelno >= logging.WARNING]
+            return (sum(1 for r in records if r.levelno >= logging.ERROR
+                        and r.name.startswith(("relaymq.store", "relaymq.jdbc"))),
+                    sum(1 for r in records if "storing events failed" in r.getMessage()))
+
+        with caplog.at_level(logging.INFO):
+            _refuse(db, True)
+            send(a.url, q, [f"{REFUSED} 1"])
+            start = attaches()
+            wait_until(lambda: attaches() >= start + 5, "A trying again five times",
+                       timeout=30, detail=lambda: caplog.text[-3000:])
+            assert failures() == (1, 1)  # five failed attempts, one line each
+            _refuse(db, False)  # B takes it on A's next attempt
+            wait_until(lambda: b.depth(q) == 2, "the refused message stored at last",
+                       timeout=30, detail=lambda: caplog.text[-3000:])
+            wait_until(lambda: any("store writes succeed again" in r.getMessage()
+                                   for r in caplog.records), "B's store recovered", timeout=30)
+            _refuse(db, True)  # the same failure again, after B stored: news again
+            send(a.url, q, [f"{REFUSED} 2"])
+            start = attaches()
+            wait_until(lambda: attaches() >= start + 5, "A trying again five times more",
+                       timeout=30, detail=lambda: caplog.text[-3000:])
+            assert failures() == (2, 2)
+            _refuse(db, False)
+            wait_until(lambda: b.depth(q) == 3, "the second refused message stored",
+                       timeout=30, detail=lambda: caplog.text[-3000:])
+    finally:
+        b.stop()

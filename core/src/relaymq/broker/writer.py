@@ -74,6 +74,8 @@ StoreSpace = Callable[[], Awaitable[None]]
 #: split between units of work (never inside one); stores still sync them once
 RECORD_OPS: Final = 256
 RECORD_BYTES: Final = 64 << 10
+#: distinct reasons of failed store writes remembered (`StoreWriter._store_error`)
+FAILURES_KEPT: Final = 64
 
 
 def _chunks(batches: list[Batch]) -> list[list[StoreOp]]:
@@ -147,6 +149,11 @@ class StoreWriter:
         self._future: asyncio.Future[None] | None = None
         self._tail: asyncio.Future[None] | None = None  # the last write started
         self.writes = 0  # store writes made (monitoring, tests)
+        #: while store writes fail: the reasons logged (each once while they keep
+        #: failing, a client or a mirror source trying again makes no new line), and
+        #: the writes that failed; cleared when a write succeeds again
+        self._failures: set[str] = set()
+        self._failed = 0
         #: None, or ``hold(batch, future) -> future``: what client work waits on may
         #: be extended (a ``sync`` mirror holds sends until its target accepted
         #: them); `batch` is None for an acknowledgement's removal
@@ -363,7 +370,10 @@ class StoreWriter:
             else:  # issued in order; the store syncs them together
                 await asyncio.gather(*[store.write(ops) for ops in chunks])
         except BaseException as exc:  # noqa: BLE001 - handed to every waiter
-            error = _store_error(exc, sum(len(c) for c in chunks) + len(removes))
+            error = self._store_error(exc, sum(len(c) for c in chunks) + len(removes))
+        else:
+            if self._failed:
+                self._recovered()
         try:
             if prev is not None and not prev.done():
                 await asyncio.wait([prev])  # earlier writes become visible first
@@ -404,7 +414,7 @@ class StoreWriter:
     def _fail_turn(self, batches: list[Batch], fut: asyncio.Future[None],
                    error: BaseException, stage: str | None) -> None:
         """Fail the turn's waiters with `error` (`stage`: the writer's own step that
-        raised, logged here; a store error was logged by `_store_error`)."""
+        raised, logged here; a store error was logged by `StoreWriter._store_error`)."""
         if stage is not None and not isinstance(error, asyncio.CancelledError):
             log.error("%s a store write failed; its sends and acknowledgements fail",
                       stage.capitalize(), exc_info=error)
@@ -426,19 +436,37 @@ class StoreWriter:
                 fut.exception()  # retrieved: removals' futures are often not awaited
 
 
-def _store_error(exc: BaseException, ops: int) -> BaseException:
-    """What the waiters of a failed store write get: the store's own RelayMQ error
-    (a full store, a lost lock), else a `StoreWriteError` naming the cause (an
-    `OSError` from a full disk, a database driver's error). Logged once here,
-    unless the store already reported it (its own `StoreWriteError`)."""
-    if isinstance(exc, asyncio.CancelledError):
-        return exc
-    if isinstance(exc, StoreWriteError):
-        return exc
-    log.error("store write of %d operation(s) failed; its sends and acknowledgements "
-              "fail: %s: %s", ops, type(exc).__name__, exc)
-    if isinstance(exc, RelayMQError):
-        return exc
-    err = StoreWriteError(f"the store could not write this: {type(exc).__name__}: {exc}")
-    err.__cause__ = exc
-    return err
+    def _store_error(self, exc: BaseException, ops: int) -> BaseException:
+        """What the waiters of a failed store write get: the store's own RelayMQ
+        error (a full store, a lost lock), else a `StoreWriteError` naming the cause
+        (an `OSError` from a full disk, a database driver's error). Logged here,
+        unless the store already reported it (its own `StoreWriteError`): an ERROR
+        once per distinct reason while writes keep failing (a disk that refuses
+        writes fails every attempt of a client or mirror source that tries again),
+        DEBUG when the same reason repeats; again once a write succeeded between."""
+        if isinstance(exc, asyncio.CancelledError):
+            return exc
+        self._failed += 1
+        if isinstance(exc, StoreWriteError):
+            return exc
+        reason = f"{type(exc).__name__}: {exc}"
+        if reason in self._failures:
+            log.debug("store write of %d operation(s) failed again: %s", ops, reason)
+        else:
+            if len(self._failures) >= FAILURES_KEPT:
+                self._failures.clear()
+            self._failures.add(reason)
+            log.error("store write of %d operation(s) failed; its sends and acknowledgements "
+                      "fail: %s (logged once while store writes keep failing so)", ops, reason)
+        if isinstance(exc, RelayMQError):
+            return exc
+        err = StoreWriteError(f"the store could not write this: {reason}")
+        err.__cause__ = exc
+        return err
+
+    def _recovered(self) -> None:
+        """A store write succeeded after `_failed` failed ones (a failure after this
+        is logged again)."""
+        log.info("store writes succeed again, after %d failed", self._failed)
+        self._failures.clear()
+        self._failed = 0

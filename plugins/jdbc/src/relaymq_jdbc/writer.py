@@ -200,7 +200,10 @@ class GroupWriter:
         self._cond = threading.Condition()
         self._stopping = False
         self._conn: sa.Connection | None = None
-        self._logged = -1e9
+        #: why transactions failed since one last succeeded: each reason is logged
+        #: once while they keep failing (a database that is down, a disk that refuses
+        #: writes, fails every write a client or a mirror source tries again)
+        self._failures: set[str] = set()
         self._thread = threading.Thread(target=self._run, name="relaymq-jdbc-writer", daemon=True)
         t = schema.msgs
         k = schema.keys
@@ -274,13 +277,20 @@ class GroupWriter:
                 err = StoreWriteError(f"the JDBC store could not store this: {short_error(exc)}")
                 err.__cause__ = exc
                 exc = err
-            now = time.monotonic()
-            if now - self._logged >= 1.0:  # a database that is down fails every write
-                self._logged = now
+            reason = str(exc)
+            if reason in self._failures:
+                log.debug("JDBC store: a transaction failed again (%s)", reason)
+            else:
+                if len(self._failures) >= 64:
+                    self._failures.clear()
+                self._failures.add(reason)
                 log.error("JDBC store: a transaction failed and was not stored (%s); the "
-                          "producers get the error", exc)
+                          "producers get the error (logged once while transactions keep "
+                          "failing so)", reason)
             self._finish(items, None, exc)
             return
+        if self._failures:
+            self._failures.clear()  # stored again: a failure after this is news
         self.next_id = next_id
         self.state.update(pending)
         self.stats.add_commit(time.perf_counter() - started, len(items))

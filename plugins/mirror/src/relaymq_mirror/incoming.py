@@ -44,6 +44,9 @@ class IncomingMirror:
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self.since: float = time.time()  # when `connected` last changed
+        #: why storing this source's events failed since they were last stored here
+        #: (each reason logged once while the failure repeats)
+        self.store_failures: set[str] = set()
 
     @property
     def connected(self) -> bool:
@@ -70,6 +73,8 @@ class IncomingMirror:
         self.rejected += target.rejected
         self.duplicates += target.duplicates()
         self._last_of(target)
+        if target.applied and not target.failed_to_store:
+            self.store_failures.clear()  # its events were stored: any failure is over
         if not self.links:
             self.since = time.time()
 
@@ -78,6 +83,17 @@ class IncomingMirror:
         or storing its events failed (`error` says why)."""
         self.last_error = error
         self.last_error_at = time.time()
+
+    def store_failed(self, target: Any, error: str) -> bool:
+        """Storing the events of `target`, a link of this source, failed (`error`):
+        whether that is news to log, rather than the same failure again (the source
+        sends the events again on a new link every retry-interval): a reason not
+        seen since this source's events were last stored here."""
+        if target.applied or len(self.store_failures) >= 64:
+            self.store_failures.clear()  # the link stored events first: it had recovered
+        news = error not in self.store_failures
+        self.store_failures.add(error)
+        return news
 
     def _last_of(self, target: Any) -> None:
         if target.last_event is not None and (self.last_event is None

@@ -172,6 +172,8 @@ class MirrorTarget:
         #: for by one task of the broker's)
         self.retries = ack_retries(self.broker)
         self._poke = False  # a message a pending postAck names is being stored
+        #: storing events of this link failed (it is closed for the source to try again)
+        self.failed_to_store = False
         #: with `schedulerSupport`, a mirrored message scheduled on the source waits here too
         self._scheduling = getattr(self.broker, "scheduler", None) is not None
         #: the source is a RelayMQ broker (it desires `batch.CAPABILITY`): its
@@ -378,10 +380,11 @@ class MirrorTarget:
                     received.settled = True
                     delivery = received.delivery
                 link.modify(delivery, failed=True)
-            entry = self.incoming  # logged once while the same failure repeats
-            again = entry is not None and entry.last_error == error
+            self.failed_to_store = True
+            entry = self.incoming  # logged once per reason while the failure repeats
+            news = entry is None or entry.store_failed(self, error)
             self._error(error)
-            (log.debug if again else log.warning)(
+            (log.warning if news else log.debug)(
                 "mirror link %s from %s: storing events failed (%s); closing the link, the "
                 "source sends them again", link.name, self.source_id, error)
             link.close("amqp:internal-error", f"storing mirrored events failed: {error}; "
