@@ -14,6 +14,7 @@ A test that needs a peer whose package is absent is skipped with the reason
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -24,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from relaymq.testing.net import free_port_below_ephemeral, wait_listening
+from relaymq.testing.net import free_port_below_ephemeral, is_listening, wait_listening
+from relaymq.testing.waits import wait_until
 
 #: a port below the ephemeral range: a peer restarted on it after a kill -9 must
 #: not find it taken by some client connection's local port
@@ -59,6 +61,8 @@ class Peer:
     env: dict[str, str]
     #: a helper process that lives as long as the peer (RabbitMQ's epmd)
     helper: subprocess.Popen[bytes] | None = None
+    #: what the peer prints once each time it has booted and serves clients
+    ready: str | None = None
 
     def close(self) -> None:
         """Stop the peer and its helper for good (session teardown)."""
@@ -68,6 +72,12 @@ class Peer:
             self.helper.wait(10)
 
     def stop(self, kill: bool = False) -> None:
+        """Stop the peer (SIGTERM; `kill`: SIGKILL, a crash) and return once every process
+        of it is gone. RabbitMQ runs under its `rabbitmq-server` shell script, which is
+        reaped while the Erlang VM, killed with it, may still hold its listening ports,
+        its node name in epmd and its distribution port: a `start` meanwhile would see
+        the dying node's ports answer and return at once, and the new node would fail
+        to boot (the name or port in use) or boot long after."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
@@ -78,20 +88,70 @@ class Peer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
+        group = self.proc.pid  # start_new_session: the group's id is the leader's pid
+        ports = [self.stomp_port] + ([self.amqp_port] if self.amqp_port else [])
 
-    def start(self) -> None:
-        log = open(self.base / "out.log", "ab")
+        def gone() -> bool:
+            return not group_running(group) and not any(is_listening(p) for p in ports)
+
+        try:
+            wait_until(gone, f"the processes of {self.name} to exit", 30)
+        except AssertionError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+            wait_until(gone, f"the processes of {self.name} to exit", 30)
+
+    def start(self, timeout: float = 180) -> None:
+        """Start the peer (again, after `stop`: the same ports, node name and data
+        directory, so what it stored survives a kill -9) and return once it serves
+        clients: its ports listen and, when it has a `ready` line, its output has
+        printed that line once more. RuntimeError with the output's tail when it exits
+        first (a failed boot) or takes longer than `timeout` seconds (after a kill -9 it
+        recovers its store first, which on a loaded machine can take a minute)."""
+        out = self.base / "out.log"
+        boots = self._ready_lines()
+        log = open(out, "ab")
         self.proc = subprocess.Popen(self.command, env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                      cwd=self.base)
+        ports = [self.stomp_port] + ([self.amqp_port] if self.amqp_port else [])
+
+        def serving() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"it exited with {self.proc.returncode}")
+            booted = self.ready is None or self._ready_lines() > boots
+            return booted and all(is_listening(p) for p in ports)
+
         try:
-            wait_port(self.stomp_port, None, 90)
-            if self.amqp_port:
-                wait_port(self.amqp_port, None, 90)
-        except RuntimeError as exc:
-            tail = (self.base / "out.log").read_text(errors="replace")[-3000:]
+            wait_until(serving, f"{self.name} to listen on {ports}", timeout, interval=0.1)
+        except AssertionError as exc:
+            tail = out.read_text(errors="replace")[-3000:]
             self.stop(kill=True)
             raise RuntimeError(f"{self.name} did not start: {exc}\n{tail}") from None
+
+    def _ready_lines(self) -> int:
+        """How many times the output says the peer has booted (its `ready` line)."""
+        out = self.base / "out.log"
+        if self.ready is None or not out.exists():
+            return 0
+        return out.read_text(errors="replace").count(self.ready)
+
+
+def group_running(pgid: int) -> bool:
+    """Whether a process of process group `pgid` still runs (Linux /proc). A process
+    counts until its last thread has exited: a killed VM's main thread is a zombie
+    while its other threads still exit, holding its sockets and files."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            threads = [t.read_text().rsplit(")", 1)[1].split()[0]
+                       for t in stat.parent.glob("task/*/stat")]
+        except (OSError, ValueError, IndexError):
+            continue  # gone while we looked
+        if any(state not in ("Z", "X") for state in threads):
+            return True
+    return False
 
 
 def start_activemq(base: Path) -> Peer:
@@ -156,7 +216,7 @@ def start_rabbitmq(base: Path) -> Peer:
         "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
     })
     peer = Peer("RabbitMQ", stomp, amqp, None, base, [str(RABBITMQ_SERVER)], env,  # type: ignore[arg-type]
-                helper)
+                helper, ready="Starting broker... completed")
     try:
         peer.start()
     except BaseException:
