@@ -4,6 +4,7 @@ STOMP) processes, and a target killed mid-stream."""
 from __future__ import annotations
 
 import collections
+import logging
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,54 @@ async def test_a_selector_a_rabbitmq_source_ignores_fails_the_bridge(rabbitmq: P
             await until(lambda: relay.queue_size("selected") == 10, what="the 10 messages kept on RabbitMQ")
         finally:
             await plain.stop()
+
+
+async def test_exactly_once_to_rabbitmq_over_amqp_is_refused_with_the_reason(
+        rabbitmq: Peer, caplog: pytest.LogCaptureFixture) -> None:
+    """RabbitMQ ignores _AMQ_DUPL_ID and the bridge has no AMQP transactions to commit
+    a marker with, so ONCE_AND_ONLY_ONCE to it over AMQP would let a batch in doubt
+    arrive twice. The bridge stops (FAILED) before it consumes anything, says why in
+    its state and once in the log, and is not retried; the messages stay on the
+    source. Declared with target-duplicate-detection="true" (the target's consumers
+    drop repeats), the same bridge forwards them, each with its _AMQ_DUPL_ID."""
+    rmq = f"amqp://guest:guest@127.0.0.1:{rabbitmq.amqp_port}"
+    queue = "/queue/bridge.exactly.once"
+    async with running_broker(None, "amqp://127.0.0.1:0") as relay:
+        local = f"amqp://{relay.connector_address('amqp')}"
+        await produce(local, "queue://eo", 10)
+        attrs = dict(name="eo-rmq", source_uri=local, source_destination="queue://eo",
+                     target_uri=rmq, target_destination=queue,
+                     quality_of_service="ONCE_AND_ONLY_ONCE", max_batch_size="10",
+                     max_batch_time="50")
+        with caplog.at_level(logging.INFO, logger="relaymq.bridge"):
+            host = await bridge_host(**attrs)
+            try:
+                bridge = manager_of(host).get("eo-rmq")
+                await until(lambda: bridge.state is BridgeState.FAILED, what="the bridge to refuse")
+                why = bridge.last_error or ""
+                assert why.startswith("ONCE_AND_ONLY_ONCE cannot be kept: the target (RabbitMQ/3."), why
+                assert "does not drop duplicates" in why and "DUPLICATES_OK" in why, why
+                info = manager_of(host).list()[0]
+                assert (info["forwarded"], info["acknowledged"], info["failures"], info["retries"]) \
+                    == (0, 0, 0, 0), info
+                assert relay.queue_size("eo") == 10
+            finally:
+                await host.stop()
+        said = [r for r in caplog.records if "eo-rmq" in r.getMessage()]
+        assert [(r.levelno, "cannot be kept" in r.getMessage()) for r in said] == \
+            [(logging.ERROR, True)], [r.getMessage() for r in said]
+        host = await bridge_host(**attrs, target_duplicate_detection="true")
+        drain = Drain()
+        try:
+            await until(lambda: relay.queue_size("eo") == 0, what="the 10 messages forwarded")
+            await drain.start(rmq, queue)
+            await until(lambda: len(drain.deliveries) >= 10, what="10 messages on RabbitMQ")
+            assert sorted(drain.bodies) == sorted(f"m-{i}" for i in range(10))
+            ids = {str(d.message.properties["_AMQ_DUPL_ID"]) for d in drain.deliveries}
+            assert ids == {f"eo-rmq:ID:producer-{i}" for i in range(10)}
+        finally:
+            await drain.close()
+            await host.stop()
 
 
 @pytest.mark.slow

@@ -17,6 +17,10 @@ Quality of service, per batch:
 * ONCE_AND_ONLY_ONCE: as DUPLICATES_OK, and every message carries
   `_AMQ_DUPL_ID` (a stable id from the source message), so a target with
   duplicate detection (RelayMQ, Artemis) drops what is resent after a failure.
+  A target without it (ActiveMQ Classic, RabbitMQ) gets each batch in a STOMP
+  transaction with a marker (`marker.py`); over AMQP, which has no transaction
+  here, the bridge refuses to run (FAILED, with the reason) rather than promise
+  what it cannot keep.
 """
 
 from __future__ import annotations
@@ -63,10 +67,35 @@ class BridgeFailure(Exception):
     """Something the bridge recovers from by connecting again."""
 
 
-class SourceUnfit(Exception):
-    """The source cannot do what the bridge's configuration asks of it (a selector
-    it does not apply): connecting again would not change that, so the bridge
-    stops (FAILED) with the reason instead of forwarding what it should not."""
+class Unfit(Exception):
+    """A peer cannot do what the bridge's configuration asks of it: connecting
+    again would not change that, so the bridge stops (FAILED) with the reason
+    instead of forwarding what it should not, or with a weaker guarantee."""
+
+
+class SourceUnfit(Unfit):
+    """The source does not apply the bridge's selector."""
+
+
+class TargetUnfit(Unfit):
+    """ONCE_AND_ONLY_ONCE to a target that neither drops duplicates nor takes the
+    transaction the bridge would commit a batch and its marker in."""
+
+
+#: products (AMQP open `product`, STOMP CONNECTED `server`) that ignore `_AMQ_DUPL_ID`
+WITHOUT_DUPLICATE_DETECTION = ("ActiveMQ", "RabbitMQ")
+
+
+def peer_product(conn: Any) -> str:
+    """What the peer says it is: STOMP's CONNECTED `server` (``RabbitMQ/3.10.8``),
+    or AMQP's open properties `product` and `version`; "" when it says nothing."""
+    server = str(getattr(conn, "server", None) or "")
+    if server:
+        return server
+    props = getattr(conn, "remote_properties", None) or {}
+    product = str(props.get("product") or "")
+    version = str(props.get("version") or "")
+    return f"{product}/{version}" if product and version else product
 
 
 def selector_ignored(source: Any, receiver: Any) -> str | None:
@@ -227,7 +256,7 @@ class Bridge:
                     await self._forward_loop()
                 except asyncio.CancelledError:
                     raise
-                except SourceUnfit as unfit:
+                except Unfit as unfit:
                     self.last_error = str(unfit)
                     await self._teardown()
                     self._set_state(BridgeState.FAILED)
@@ -286,20 +315,19 @@ class Bridge:
         self._buffer = []
         c = self.config
         target = await self._connect("target", c.target_uri)
-        source = await self._connect("source", c.source_uri)
         self._session = await target.session()
+        marker = c.quality_of_service is QualityOfService.ONCE_AND_ONLY_ONCE and not self._dedupes(target)
+        if marker and not hasattr(self._session, "begin"):
+            # checked before anything is consumed or declared: no partial run
+            raise TargetUnfit(self._no_exactly_once(target))
+        source = await self._connect("source", c.source_uri)
         self._sender = await self._session.open_sender(c.target_destination)
         self.ledger = None
-        if c.quality_of_service is QualityOfService.ONCE_AND_ONLY_ONCE and not self._dedupes(target):
-            if not hasattr(self._session, "begin"):
-                log.warning("bridge %s: the target has no duplicate detection and its protocol no "
-                            "transactions here; ONCE_AND_ONLY_ONCE gives no loss, and duplicates "
-                            "only for a batch in doubt", self.name)
-            else:
-                ledger = MarkerLedger(self._session, marker_destination(self.name),
-                                      c.send_timeout / 1000.0, window_size(c.max_batch_size))
-                self._in_doubt = await ledger.recover()
-                self.ledger = ledger
+        if marker:
+            ledger = MarkerLedger(self._session, marker_destination(self.name),
+                                  c.send_timeout / 1000.0, window_size(c.max_batch_size))
+            self._in_doubt = await ledger.recover()
+            self.ledger = ledger
         credit = max(2 * c.max_batch_size, 10)
         self._receiver = await (await source.session()).open_receiver(
             c.source_destination, self._on_delivery, credit=credit, selector=c.selector,
@@ -314,8 +342,22 @@ class Bridge:
         setting = self.config.target_duplicate_detection
         if setting != "auto":
             return setting == "true"
-        server = str(getattr(target, "server", None) or "")
-        return not server.startswith(("ActiveMQ/", "RabbitMQ/"))
+        product = peer_product(target)
+        # Artemis says ActiveMQ-Artemis/... (STOMP), apache-activemq-artemis (AMQP)
+        return product.split("/", 1)[0] not in WITHOUT_DUPLICATE_DETECTION
+
+    def _no_exactly_once(self, target: OutgoingConnection) -> str:
+        c = self.config
+        who = peer_product(target) or "the peer"
+        why = ('target-duplicate-detection="false"' if c.target_duplicate_detection == "false"
+               else "it ignores _AMQ_DUPL_ID")
+        return (f"ONCE_AND_ONLY_ONCE cannot be kept: the target ({who}) does not drop "
+                f"duplicates ({why}) and the bridge has no transaction over this connection "
+                f"(AMQP) to commit a batch with its marker, so a batch in doubt after a "
+                f"failure would arrive twice. Use quality-of-service=\"DUPLICATES_OK\" "
+                f"(at least once), a stomp:// target-uri (exactly once by a STOMP "
+                f"transaction and a marker), or target-duplicate-detection=\"true\" when "
+                f"the target or its consumers drop repeats by _AMQ_DUPL_ID")
 
     async def _teardown(self) -> None:
         self._buffer = []
