@@ -4,11 +4,18 @@ lost when either side is killed with kill -9 mid-stream."""
 
 from __future__ import annotations
 
+import logging
 import time
+from typing import Any
 
 import pytest
 from fedtools import Brokers, DurableNode, client, connection_xml, send
 from proton import ConnectionException, Timeout
+from relaymq.broker.broker import Broker
+from relaymq.config import load_config_text
+from relaymq.model.destination import Destination
+from relaymq.model.message import BodyType, Message
+from relaymq.testing import wait_until_async
 from relaymq.testing.peers import Peer
 
 N = 1000
@@ -104,3 +111,64 @@ def test_rabbitmq_killed_mid_stream_loses_nothing(brokers: Brokers, rabbitmq: Pe
         assert drain_until(brokers.url("a"), "queue://inbound", set(inn)) >= set(inn)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{brokers.logs()}") from None
+
+
+def _refusals_logged(peer: Peer) -> int:
+    """How many attaches RabbitMQ refused for a dynamic target, by its own log."""
+    log = peer.base / "log" / f"{peer.env['RABBITMQ_NODENAME']}.log"
+    return log.read_text(errors="replace").count("Dynamic targets not supported")
+
+
+async def test_a_peer_without_federation_refuses_it_once_per_try_and_the_connection_stays(
+        rabbitmq: Peer, caplog: pytest.LogCaptureFixture) -> None:
+    """RabbitMQ has no federation: it refuses the control link (a dynamic target) by
+    ending the link's session. The federation says so once, shows it in management
+    and tries again every retry-interval on a session of its own; the connection is
+    made once and its <sender> forwards meanwhile (issue 11: it used to reconnect at
+    every try, taking the sender's link with it)."""
+    caplog.set_level(logging.INFO, logger="relaymq.federation")
+    edge = Broker(load_config_text(f"""<broker brokerName="edge" persistent="false">
+  <destinations><queue physicalName="work.1"/></destinations>
+  <broker-connections>
+    {connection_xml("rabbit", rabbitmq.amqp_port, '<federation><local-queue-policy name="work">'
+                    '<include queue-match="work.*"/></local-queue-policy></federation>'
+                    '<sender address-match="outbound.#"/>', user="guest")}
+  </broker-connections></broker>""", "xml"), strict=True)
+    before = _refusals_logged(rabbitmq)
+    await edge.start()
+    try:
+        kconn = await edge.connect()
+        await kconn.subscribe(Destination.queue("work.1"), on_message=lambda d: None)  # demand
+        started = time.monotonic()
+        await wait_until_async(lambda: _refusals_logged(rabbitmq) - before >= 4,
+                               "four control links refused by RabbitMQ")
+        tries, elapsed = _refusals_logged(rabbitmq) - before, time.monotonic() - started
+        (conn,) = edge.management.broker_connections()
+        fed = _operation(conn, "federation")
+        reason = "the peer refused the control link (amqp:not-implemented: Dynamic targets not supported)"
+        assert fed["control"] == f"refused: {reason}", fed
+        assert fed["queue_waiting"] == ["work.1"] and fed["queue_receivers"] == []
+        assert conn.detail["connects"] == 1 and conn.detail["connected"], conn.detail
+        assert tries <= elapsed / 0.5 + 2, (tries, elapsed)  # retry-interval 300 ms, at least 0.5 s
+        said = [r for r in caplog.records if "control link" in r.getMessage()]
+        assert [(r.levelno, reason in r.getMessage()) for r in said] == [(logging.WARNING, True)], \
+            [r.getMessage() for r in said]
+        # the rest of the connection works: its <sender> forwards to RabbitMQ
+        bodies = [f"fed-{i}" for i in range(20)]
+        for body in bodies:
+            await kconn.send(Message(body.encode(), destination=Destination.queue("outbound.fed"),
+                                     body_type=BodyType.TEXT, durable=True))
+        await wait_until_async(lambda: _operation(edge.management.broker_connections()[0],
+                                                  "sender")["forwarded"] == 20,
+                               "the 20 messages accepted by RabbitMQ")
+        assert drain_until(rabbit_url(rabbitmq), "outbound.fed", set(bodies), timeout=30,
+                           allowed_mechs="PLAIN") == set(bodies)
+        (conn,) = edge.management.broker_connections()
+        assert conn.detail["connects"] == 1, conn.detail
+    finally:
+        await edge.stop()
+
+
+def _operation(conn: Any, element: str) -> dict[str, Any]:
+    ops = conn.detail.get("operations", [])
+    return next((op for op in ops if op.get("element") == element), {})

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, NoReturn
 
 from relaymq.config.model import PluginElement
 from relaymq.config.report import Report
@@ -27,6 +27,7 @@ from relaymq.outgoing.node import node_id
 from relaymq_amqp import engine as pn
 from relaymq_amqp.encode import section
 from relaymq_amqp.engine import Terminus
+from relaymq_amqp.outgoing.common import LinkRefused
 from relaymq_amqp.types import Symbol
 
 from relaymq_federation import wire
@@ -251,22 +252,26 @@ class Federation:
         target = Terminus(kind=2, dynamic=True, capabilities=["temporary-topic"],
                           expiry_policy=pn.EXPIRE_WITH_LINK,
                           dynamic_node_properties={Symbol("lifetime-policy"): DELETE_ON_CLOSE})
-        self.control = await self.conn.attach_sender(
-            name, Terminus(kind=1), target,
-            properties={wire.VERSION: 2, wire.CONFIGURATION: cfg.to_configuration_map(),
-                        wire.FEDERATION_NAME: cfg.name},
-            desired_capabilities=[wire.CONTROL_LINK])
+        try:
+            # on a session of its own: a peer without federation may end the session
+            # to refuse the link (RabbitMQ: dynamic targets not supported), which
+            # then leaves the connection and its other links (<sender>, other
+            # federations) alone instead of taking the connection down at each try
+            self.control = await self.conn.attach_sender(
+                name, Terminus(kind=1), target,
+                properties={wire.VERSION: 2, wire.CONFIGURATION: cfg.to_configuration_map(),
+                            wire.FEDERATION_NAME: cfg.name},
+                desired_capabilities=[wire.CONTROL_LINK], session=f"federation {cfg.name}")
+        except LinkRefused as exc:
+            self.control = None
+            cond = getattr(exc, "amqp_condition", None)
+            self._refused(f"the peer refused the control link ({cond or 'no reason given'})")
         offered = getattr(self.control, "remote_offered_capabilities", None) or []
         if wire.CONTROL_LINK not in offered:
             # as Artemis: no federation without the capability on the answer
             await self.control.close()
             self.control = None
-            reason = f"the peer does not offer {wire.CONTROL_LINK} on the control link"
-            if self.control_refused != reason:
-                log.warning("federation %s: refused: %s; tried again every %.1f s", cfg.name,
-                            reason, max(self.conn.options.retry_interval, 0.5))
-            self.control_refused = reason
-            raise RuntimeError(reason)
+            self._refused(f"the peer does not offer {wire.CONTROL_LINK} on the control link")
         self.control_refused = None
         if self.peer_links is not None:
             # a federation connection now: the peer may attach its receivers over it
@@ -281,6 +286,15 @@ class Federation:
             if cfg.local_address_policies or cfg.local_queue_policies:
                 await events.open_receiver()
         await self._send_policies()
+
+    def _refused(self, reason: str) -> NoReturn:
+        """The peer will not have the control link: logged once per reason, shown by
+        management (`control`), tried again every retry-interval."""
+        if self.control_refused != reason:
+            log.warning("federation %s: refused: %s; tried again every %.1f s", self.config.name,
+                        reason, max(self.conn.options.retry_interval, 0.5))
+        self.control_refused = reason
+        raise RuntimeError(reason)
 
     async def _send_policies(self) -> None:
         for policy in self.config.remote_address_policies:

@@ -43,6 +43,7 @@ from relaymq_amqp.mapping import SELECTOR_FILTER_CODE
 from relaymq_amqp.outgoing.common import (
     AmqpConnectionError,
     ConnectionLost,
+    LinkRefused,
     check_scheme,
     is_tls,
     parse_uri,
@@ -130,6 +131,10 @@ class AmqpConnection(ReconnectingConnection):
         self._sasl: SaslClient | None = None
         self._socket: _Socket | None = None
         self._session: Any = None
+        #: sessions of their own, by name, begun for the links that ask for one
+        #: (`attach_sender(session=...)`): a peer that ends one (RabbitMQ ends the
+        #: session of an attach it refuses) takes only their links with it
+        self._sessions: dict[str, Any] = {}
         self._opened: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._flush_scheduled = False
@@ -314,8 +319,32 @@ class AmqpConnection(ReconnectingConnection):
 
     def on_session_remote_close(self, session: Any) -> None:
         cond = pn.session_remote_condition(session)
-        self._abort(AmqpConnectionError(f"{self.endpoint} ended the session: {cond or 'no reason'}",
-                                        cond))
+        name = next((n for n, s in self._sessions.items() if s == session), None)
+        if name is None:  # the connection's session, which nearly every link is on
+            self._abort(AmqpConnectionError(f"{self.endpoint} ended the session: {cond or 'no reason'}",
+                                            cond))
+            return
+        # a session of its own: its links end, the connection and its other links go on
+        del self._sessions[name]
+        err = LinkRefused(f"{self.endpoint} ended the session of {name}: {cond or 'no reason'}", cond)
+        log.debug("AMQP connection %s: %s", self.name, err)
+        for link in [lk for lk in self._links.values() if lk.session_name == name]:
+            self._links.pop(link.name, None)
+            if link.pn is not None:
+                self._by_ptr.pop(link.pn, None)
+                link.pn = None
+            opened = link.attached.done()
+            link.closed = True
+            link._lost(err)
+            if not opened:
+                link.attached.set_exception(err)
+            elif link.on_remote_close is not None:
+                link.on_remote_close(cond)
+        if self.peer_links is not None:
+            self.peer_links.session_lost(session)
+        pn.session_close(session)
+        pn.session_free(session)
+        self._flush()
 
     def on_link_remote_open(self, link: Any) -> None:
         handler = self._by_pn(link)
@@ -373,8 +402,16 @@ class AmqpConnection(ReconnectingConnection):
         if (link.offered_capabilities or link.desired_capabilities) and self._engine is not None:
             self._engine.attach_patches[link.name] = (link.offered_capabilities or None,
                                                       link.desired_capabilities or None)
-        link._attach(self._session)
+        link._attach(self._session if link.session_name is None else self._own_session(link.session_name))
         self._by_ptr[link.pn] = link
+
+    def _own_session(self, name: str) -> Any:
+        session = self._sessions.get(name)
+        if session is None:
+            assert self._engine is not None
+            session = self._sessions[name] = self._engine.session()
+            pn.session_open(session)
+        return session
 
     async def _open(self, link: _Link) -> None:
         if link.name in self._links:
@@ -433,13 +470,17 @@ class AmqpConnection(ReconnectingConnection):
     async def attach_sender(self, name: str, source: Terminus, target: Terminus, *,
                             properties: dict[str, Any] | None = None,
                             desired_capabilities: list[str] | None = None,
-                            presettled: bool = False) -> Sender:
+                            presettled: bool = False, session: str | None = None) -> Sender:
         """A sender with termini, link properties and desired capabilities as
         given (federation's control link: a dynamic target, Artemis' link
-        properties, ``AMQ_FEDERATION_CONTROL_LINK``)."""
+        properties, ``AMQ_FEDERATION_CONTROL_LINK``). `session`: the name of a
+        session of its own (begun on first use, again after a reconnection), so
+        that a peer ending it to refuse the link (RabbitMQ) leaves the connection
+        and its other links alone; the link then fails with `LinkRefused`."""
         sender = Sender(self, name, source, target, presettled)
         sender.properties = dict(properties or {})
         sender.desired_capabilities = list(desired_capabilities or [])
+        sender.session_name = session
         await self._open(sender)
         return sender
 
@@ -511,6 +552,7 @@ class AmqpConnection(ReconnectingConnection):
             self._engine.free()
             self._engine = None
         self._session = None
+        self._sessions.clear()
         self._by_ptr.clear()
         if self.peer_links is not None:
             self.peer_links.lost()

@@ -50,6 +50,8 @@ class _Link(DeliveryHandler):
         #: the link after attaching it; a close is then the owner's to judge (a
         #: sequence-range link closes without one at the range's end), not logged
         self.on_remote_close: Callable[[Condition | None], None] | None = None
+        #: the name of the session of its own it is attached on (None: the connection's)
+        self.session_name: str | None = None
 
     def _attach(self, session: Any) -> None:
         raise NotImplementedError

@@ -83,6 +83,16 @@ class PeerLinks:
         extension._on_delivery(delivery)
         return True
 
+    def session_lost(self, session: Any) -> None:
+        """The peer ended `session`: the links it attached on it are gone."""
+        for link, extension in list(self.extension_links.items()):
+            if pn.link_session(link) == session:
+                del self.extension_links[link]
+                try:
+                    extension._on_detach(False)
+                except Exception:  # noqa: BLE001
+                    log.exception("AMQP link %s: handler failed on detach", extension.name)
+
     def lost(self) -> None:
         """The connection is gone: every peer link with it."""
         extensions = list(self.extension_links.values())
