@@ -513,6 +513,11 @@ class Broker:
                                               "internal")
         return self._internal
 
+    def operation_connection(self) -> ClientConnection:
+        """A new connection the broker itself sends with for one management operation
+        (a copy, move or retry counts the duplicates its own sends met)."""
+        return ClientConnection(self, Principal("relaymq", system=True), None, "internal")
+
     # -- temporary destinations ----------------------------------------------------------------
     def register_temporary(self, dest: Destination, owner: ClientConnection) -> None:
         self._temporary[dest] = owner

@@ -13,9 +13,8 @@ import json
 import time
 from collections.abc import Callable, Collection, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from relaymq.broker.security import Principal
 from relaymq.dispatch.deadletter import (
     DLQ_DELIVERY_FAILURE_CAUSE,
     ORIGINAL_DESTINATION,
@@ -46,8 +45,14 @@ from relaymq.model.message import Message
 from relaymq.selector import Selector
 from relaymq.spi.persistence import RemoveSubscription, subscription_key
 
-if TYPE_CHECKING:
-    from relaymq.broker.connection import ClientConnection
+
+class _Sender(Protocol):
+    """What a copy, move or retry sends with (the broker's `operation_connection`)."""
+
+    duplicates: int
+
+    async def send(self, message: Message, txid: str | None = None) -> None: ...
+
 
 Target = Destination | str
 
@@ -58,7 +63,7 @@ def _destination(target: Target) -> Destination:
     return Destination.parse(target) if "://" in target else Destination.queue(target)
 
 
-async def _landed(sender: ClientConnection, message: Message) -> bool:
+async def _landed(sender: _Sender, message: Message) -> bool:
     """Send `message` with `sender` (a connection of one operation's own); False
     when duplicate detection dropped it."""
     before = sender.duplicates
@@ -489,13 +494,10 @@ class Management:
             await queue.remove_messages(landed, RemovalReason.MOVED)
         return Relocated(len(landed), len(moves) - len(landed))
 
-    def _sender(self) -> ClientConnection:
+    def _sender(self) -> _Sender:
         """A connection of the broker's own for one copy, move or retry: its
         `duplicates` counts just that operation's sends duplicate detection dropped."""
-        from relaymq.broker.connection import ClientConnection  # it imports management
-
-        return ClientConnection(self._broker, Principal("relaymq", system=True), None,
-                                "internal")
+        return self._broker.operation_connection()
 
     @staticmethod
     def _forwarded(message: Message, dest: Destination, origin: Destination) -> Message:
