@@ -210,6 +210,11 @@ def test_a_disk_that_refuses_writes_is_logged_once_per_reason(
     mirror = [ln for ln in lines if "storing events failed" in ln]
     assert 1 <= len(mirror) <= 2 and all(" WARNING " in ln for ln in mirror), mirror
     assert a.mirror_statuses()[0]["snf_depth"] >= 1  # the event still waits on A
+    # A, whose link B closes at each attempt, says so once per reason too
+    closes = [ln for ln in a.output().splitlines()
+              if "closed the link" in ln or "closed by the peer" in ln]
+    assert 1 <= len(closes) <= 2 and all(" WARNING " in ln for ln in closes), closes
+    assert "storing mirrored events failed" in a.mirror_statuses()[0]["last_error"]
 
 
 REFUSED = "refused-by-the-disk"

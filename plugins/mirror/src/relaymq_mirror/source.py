@@ -114,6 +114,9 @@ class MirrorSource:
         self._stopping = False
         #: the target offered `batch.CAPABILITY`: a run's events go in one transfer
         self.batching = False
+        #: the reason of the target's last close of the link, logged once while the
+        #: same one repeats (a target whose disk refuses writes closes every link)
+        self._closed_reason: str | None = None
         self._outbox: Outbox | None = None  # the current link's
         #: cursor position -> encoded messages of that event, not yet all accepted
         self._unacked: OrderedDict[int, list[bytes]] = OrderedDict()
@@ -237,7 +240,10 @@ class MirrorSource:
                 "batching": self.batching, "accepted": self.accepted, "rejected": self.rejected,
                 "dropped_unsent_pairs": getattr(self.cursor, "cancelled", 0),
                 "lag_ms": self._lags[-1] if self._lags else None,
-                "lag_p99_ms": p99, "sync": self.config.sync, "last_error": self.last_error}
+                "lag_p99_ms": p99, "sync": self.config.sync,
+                "last_error": self.last_error or (
+                    f"the target closed the link: {self._closed_reason}"
+                    if self._closed_reason is not None else None)}
 
     # -- state and logging -------------------------------------------------------------------
     def _set_state(self, state: str, error: str | None = None) -> None:
@@ -316,6 +322,9 @@ class MirrorSource:
             await sender.close()
             raise LinkRefusal(problem)
         self.remote_id = str(remote)
+        raw_link = getattr(sender, "link", None)
+        if raw_link is not None and hasattr(raw_link, "on_remote_close"):
+            raw_link.on_remote_close = self._link_closed  # logged here, once per reason
         self.batching = batch.CAPABILITY in caps and self.config.batch
         self.peer_relaymq = (sender.remote_properties or {}).get(wire.PREFIXED_ADDRESSES) is True
         self._forget_routes()  # a new target may read addresses another way
@@ -328,6 +337,18 @@ class MirrorSource:
         link = getattr(raw_link, "pn", None)
         remote_max = pn.link_remote_max_message_size(link) if link is not None else 0
         return batch.limit(int(remote_max))
+
+    def _link_closed(self, condition: Any) -> None:
+        """The target closed the mirror link: what it had not accepted goes again on
+        the next link. Logged once per reason while the same one repeats (again once
+        the target accepted events in between)."""
+        reason = str(condition) if condition is not None else "no reason given"
+        if reason == self._closed_reason:
+            log.debug("mirror %s: the target closed the link again: %s", self.name, reason)
+            return
+        self._closed_reason = reason
+        log.warning("mirror %s: the target closed the link: %s; what it had not accepted is "
+                    "sent again on the next link", self.name, reason)
 
     def _forget_routes(self) -> None:
         self._send_routes.clear()
@@ -473,6 +494,8 @@ class MirrorSource:
         self._outstanding.pop(position, None)
         del self._unacked[position]
         self.accepted += 1
+        if self._closed_reason is not None:
+            self._closed_reason = None  # the link works: a later close is news again
         stamp = self._stamps.pop(position, None)
         if stamp:
             self._lags.append(max(time.time() * 1000 - stamp, 0.0))
@@ -508,6 +531,7 @@ class MirrorSource:
                 self._lags.append(max(now - stamp, 0.0))
         if done:
             self.accepted += done
+            self._closed_reason = None
             wake = self._wake
             if wake is not None:
                 wake.set()
