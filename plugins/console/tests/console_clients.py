@@ -1,5 +1,5 @@
-"""What the console's tests share: a STOMP producer with receipts, a queue's REST
-view, chromium's flags."""
+"""What the console's tests share: a STOMP producer with receipts, a STOMP
+connection whose messages are collected, a queue's REST view, chromium's flags."""
 
 from __future__ import annotations
 
@@ -29,6 +29,20 @@ def send(console, dest: str, bodies: list[str], **headers: str) -> None:
         conn.send(dest, body, headers={"persistent": "true", "receipt": f"r{i}", **headers})
     wait_until(lambda: len(receipts) == len(bodies), "receipts", 10)
     conn.disconnect()
+
+
+def collecting(console) -> tuple[stomp.Connection12, list]:
+    """A STOMP connection (as the app user) and the list its messages land in."""
+    received: list = []
+
+    class L(stomp.ConnectionListener):
+        def on_message(self, frame) -> None:
+            received.append(frame)
+
+    conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
+    conn.set_listener("", L())
+    conn.connect(*APP, wait=True)
+    return conn, received
 
 
 def queue(console, name: str) -> dict:

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from relaymq.testing import wait_until
 
 from .conftest import ADMIN, APP, VIEWER
-from .console_clients import queue, send
+from .console_clients import collecting, queue, send
 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 RELAYMQ = str(Path(sys.executable).with_name("relaymq"))
@@ -70,15 +70,7 @@ def test_send_move_copy_remove_and_purge(console) -> None:
 
 
 def test_retry_sends_dead_lettered_messages_back_to_their_queue(console) -> None:
-    received: list = []
-
-    class L(stomp.ConnectionListener):
-        def on_message(self, frame) -> None:
-            received.append(frame)
-
-    conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
-    conn.set_listener("", L())
-    conn.connect(*APP, wait=True)
+    conn, received = collecting(console)
     conn.send("/queue/api.retry", "poison", headers={"persistent": "true"})
     conn.subscribe("/queue/api.retry", id="1", ack="client-individual")
     wait_until(lambda: received, "the message", 10)
@@ -462,15 +454,7 @@ def test_a_move_or_retry_duplicate_detection_drops_leaves_the_message_where_it_w
     assert queue(console, "api.move.dup.a")["depth"] == 1
     assert queue(console, "api.move.dup.b")["depth"] == 1
     # dead-lettered and retried: its queue saw its id when it was first sent
-    received: list = []
-
-    class L(stomp.ConnectionListener):
-        def on_message(self, frame) -> None:
-            received.append(frame)
-
-    conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
-    conn.set_listener("", L())
-    conn.connect(*APP, wait=True)
+    conn, received = collecting(console)
     conn.subscribe("/queue/api.move.dup.a", id="1", ack="client-individual")
     wait_until(lambda: received, "the message", 10)
     conn.nack(received[0].headers["ack"])  # to ActiveMQ.DLQ (no redelivery plugin)

@@ -16,7 +16,7 @@ import pytest
 from relaymq.testing import wait_until
 
 from .conftest import ADMIN, APP, ConsoleBroker
-from .console_clients import FLAGS, queue, send
+from .console_clients import FLAGS, collecting, queue, send
 
 stomp = pytest.importorskip("stomp", reason="stomp.py is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
@@ -280,15 +280,7 @@ def test_copy_move_and_delete_ticked_messages_or_by_selector(console, page) -> N
 
 
 def test_retry_a_dead_lettered_message_from_the_dlq_page(console, page) -> None:
-    received: list = []
-
-    class L(stomp.ConnectionListener):
-        def on_message(self, frame) -> None:
-            received.append(frame)
-
-    conn = stomp.Connection12([("127.0.0.1", console.stomp_port)])
-    conn.set_listener("", L())
-    conn.connect(*APP, wait=True)
+    conn, received = collecting(console)
     conn.send("/queue/ui.retry", "retry me", headers={"persistent": "true"})
     conn.subscribe("/queue/ui.retry", id="1", ack="client-individual")
     wait_until(lambda: received, "the message", 10)
