@@ -1,5 +1,5 @@
 """Mirror events several to a transfer between RelayMQ brokers
-(`relaymq_mirror.batch`): negotiated by link capability, applied event by event
+(`relaymq_mirror.batch`): offered by the target's link property, applied event by event
 on the target, settled per transfer with the refused events named. Brokers run
 in this process (real AMQP connections on real sockets); A's events wait in its
 store-and-forward queue while B is not up yet, so they go out as one run."""
@@ -16,8 +16,6 @@ from relaymq.testing.waits import wait_until
 from relaymq_amqp import engine as pn
 from relaymq_amqp import link_handlers
 from relaymq_mirror import batch
-
-CAPS = ["amq.mirror", batch.CAPABILITY]
 
 
 def test_a_relaymq_pair_sends_a_run_of_events_in_few_transfers(brokers: Any) -> None:
@@ -57,9 +55,9 @@ def test_a_source_can_be_told_not_to_batch(brokers: Any) -> None:
 
 async def test_a_batch_is_applied_in_order_and_refuses_only_its_bad_events(brokers: Any) -> None:
     b = brokers()
-    conn, sender = await artemis_link(f"tcp://{b.address}", caps=CAPS)
+    conn, sender = await artemis_link(f"tcp://{b.address}", caps=["amq.mirror"])
     try:
-        assert sender.remote_offered_capabilities == CAPS
+        assert sender.remote_properties.get(batch.PROPERTY) is True
         wrong_type = Message(body="x", durable=True)
         wrong_type.annotations = {symbol("x-opt-amq-mr-ev-type"): "postAck"}  # not a symbol
         events = [data_message("first", 7001, **{"x-opt-amq-mr-dst": "bq"}),
@@ -94,27 +92,19 @@ async def test_a_batch_is_applied_in_order_and_refuses_only_its_bad_events(broke
         await conn.close()
 
 
-async def test_an_artemis_source_gets_no_batching(brokers: Any) -> None:
-    b = brokers()
-    conn, sender = await artemis_link(f"tcp://{b.address}")
-    try:
-        assert sender.remote_offered_capabilities == ["amq.mirror"]
-    finally:
-        await conn.close()
-
-
 class RefusingTarget:
     """A target that offers batching and refuses the second event of every batch
     (naming it), accepting single events: what the source counts."""
 
     address_prefixes = ("$ACTIVEMQ_ARTEMIS_MIRROR",)
     transfers: list[int] = []
+    properties: dict[str, Any] = {"x-opt-amq-bkr-id": ARTEMIS_NODE, batch.PROPERTY: True}
 
     def __init__(self, link: Any) -> None:
         self.link = link
 
     def attach(self) -> None:
-        self.link.open(properties={"x-opt-amq-bkr-id": ARTEMIS_NODE}, offered_capabilities=CAPS,
+        self.link.open(properties=self.properties, offered_capabilities=["amq.mirror"],
                        credit=1000)
 
     def on_delivery(self, delivery: Any) -> None:
@@ -154,5 +144,31 @@ def test_the_source_counts_only_the_events_a_target_refused(brokers: Any) -> Non
         assert st["rejected"] == len(batches)  # one refused event per batch, not the batch
         # every event is settled: the queue's creation (two messages) and 50 sends
         assert st["accepted"] == 51 and st["sent"] == 52
+    finally:
+        b.stop()
+
+
+class PlainTarget(RefusingTarget):
+    """A target whose answer does not say it reads batches (as Artemis')."""
+
+    transfers: list[int] = []
+    properties = {"x-opt-amq-bkr-id": ARTEMIS_NODE}
+
+
+def test_a_target_that_does_not_read_batches_gets_each_event_alone(brokers: Any) -> None:
+    PlainTarget.transfers.clear()
+    port = free_port()
+    a = brokers(mirrors=[mirror_element(f"tcp://127.0.0.1:{port}", "B")])
+    send(a.url, "queue://alone", [f"a{i}" for i in range(20)])
+    b = BrokerThread(make_config(port=port),
+                     setup=lambda br: link_handlers.register(br, "amq.mirror", PlainTarget))
+    try:
+        wait_until(lambda: a.mirror_status("B").get("snf_depth") == 0
+                   and a.mirror_status("B").get("sent", 0) >= 22, "every event settled",
+                   detail=lambda: repr(a.mirror_status("B")))
+        st = a.mirror_status("B")
+        assert st["batching"] is False and st["transfers"] == st["sent"] == 22
+        assert PlainTarget.transfers == [1] * 22  # each event its own message
+        assert st["rejected"] == 0
     finally:
         b.stop()

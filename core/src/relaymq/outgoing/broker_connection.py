@@ -142,12 +142,13 @@ class BrokerConnection:
         node = node_id(self.broker)
         # as Artemis: the container id is the node id (the peer's federation reads
         # it as this broker's id: no-local, loops), and the open says which
-        # broker connection of which node this is
+        # broker connection of which node this is, and which product (as Artemis'
+        # open says its own)
         options = ConnectOptions(name=self.name, user=c.user, password=c.password,
                                  retry_interval=c.retry_interval / 1000.0,
                                  reconnect_attempts=c.reconnect_attempts,
                                  client_id=node,
-                                 properties={"broker-connection-info": {
+                                 properties={"product": "RelayMQ", "broker-connection-info": {
                                      "connectionName": self.name, "nodeId": node}},
                                  owner=f"broker connection {self.name}")
         conn = self.broker.outgoing.open(c.uri, options)

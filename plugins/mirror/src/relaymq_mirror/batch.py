@@ -1,9 +1,9 @@
 """Mirror events several to a transfer, between RelayMQ brokers.
 
 Artemis sends each mirror event as its own AMQP message, and so does a RelayMQ
-source to a target that is not RelayMQ. A RelayMQ target offers the link
-capability `CAPABILITY` beside ``amq.mirror``; a source that desired it then
-sends the events of a run (what it reads in one go, up to `MAX_EVENTS` or
+source to a target that is not RelayMQ. A RelayMQ target says in its answer to
+the mirror link (the link property `PROPERTY`, true) that it reads batches; the
+source, whose attach stays Artemis' own, then sends the events of a run (what it reads in one go, up to `MAX_EVENTS` or
 `MAX_BYTES`) in one transfer: an AMQP message
 
     header{durable} + message-annotations{x-opt-relaymq-mr-batch: true}
@@ -28,8 +28,8 @@ from typing import Any, Final
 from relaymq_amqp.encode import header_section, section
 from relaymq_amqp.types import Symbol
 
-#: the link capability a target offers (and a source desires) for batched events
-CAPABILITY: Final = "x-opt-relaymq-mirror-batch"
+#: the link property of a target's answer that says it reads batched events
+PROPERTY: Final = "x-opt-relaymq-mirror-batch"
 #: the annotation that marks a batch
 ANNOTATION: Final = "x-opt-relaymq-mr-batch"
 #: the info key of a rejected batch's condition: the positions of refused events

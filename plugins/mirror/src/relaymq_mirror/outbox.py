@@ -1,5 +1,5 @@
 """What a mirror source's link sends: one transfer per event, or, to a target
-that offered `relaymq_mirror.batch.CAPABILITY`, the events of a run together."""
+that reads them (`relaymq_mirror.batch.PROPERTY`), the events of a run together."""
 
 from __future__ import annotations
 

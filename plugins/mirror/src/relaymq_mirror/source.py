@@ -112,7 +112,7 @@ class MirrorSource:
         self.rejected = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        #: the target offered `batch.CAPABILITY`: a run's events go in one transfer
+        #: the target reads batches (`batch.PROPERTY`): a run's events go in one transfer
         self.batching = False
         #: the reason of the target's last close of the link, logged once while the
         #: same one repeats (a target whose disk refuses writes closes every link)
@@ -305,7 +305,7 @@ class MirrorSource:
             sender = await session.open_sender(
                 self.snf, name=f"{self.snf}:{uuid.uuid4()}", source_address=self.snf,
                 properties={wire.BROKER_ID: self.node},
-                desired_capabilities=[wire.MIRROR_CAPABILITY, batch.CAPABILITY])
+                desired_capabilities=[wire.MIRROR_CAPABILITY])
         except (ConnectionError, TimeoutError) as exc:
             condition = getattr(exc, "condition", None)
             raise LinkRefusal(str(condition or exc)) from None
@@ -325,8 +325,9 @@ class MirrorSource:
         raw_link = getattr(sender, "link", None)
         if raw_link is not None and hasattr(raw_link, "on_remote_close"):
             raw_link.on_remote_close = self._link_closed  # logged here, once per reason
-        self.batching = batch.CAPABILITY in caps and self.config.batch
-        self.peer_relaymq = (sender.remote_properties or {}).get(wire.PREFIXED_ADDRESSES) is True
+        props = sender.remote_properties or {}
+        self.batching = props.get(batch.PROPERTY) is True and self.config.batch
+        self.peer_relaymq = props.get(wire.PREFIXED_ADDRESSES) is True
         self._forget_routes()  # a new target may read addresses another way
         return sender
 

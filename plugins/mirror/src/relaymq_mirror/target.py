@@ -176,8 +176,8 @@ class MirrorTarget:
         self.failed_to_store = False
         #: with `schedulerSupport`, a mirrored message scheduled on the source waits here too
         self._scheduling = getattr(self.broker, "scheduler", None) is not None
-        #: the source is a RelayMQ broker (it desires `batch.CAPABILITY`): its
-        #: repeating scheduled jobs come as jobs (`_repeating`)
+        #: the source is a RelayMQ broker (its connection's open says `product:
+        #: RelayMQ`): its repeating scheduled jobs come as jobs (`_repeating`)
         self._relaymq_source = False
 
     # -- attach ----------------------------------------------------------------------
@@ -221,12 +221,12 @@ class MirrorTarget:
         self.kconn = ClientConnection(self.broker, kconn.principal, None, "amqp",
                                       kconn.remote_address, True, source)
         self._index = target_index(self.broker)  # index messages from now on
-        offered = [wire.MIRROR_CAPABILITY]
-        self._relaymq_source = batch.CAPABILITY in link.desired_capabilities
-        if self._relaymq_source:
-            offered.append(batch.CAPABILITY)  # a RelayMQ source: a run of events a transfer
-        link.open(properties={wire.BROKER_ID: local, wire.PREFIXED_ADDRESSES: True},
-                  offered_capabilities=offered,
+        self._relaymq_source = link.remote_connection_properties.get("product") == "RelayMQ"
+        # a RelayMQ source reads its addresses as queue:// and topic:// and sends a run
+        # of events in one transfer; Artemis ignores both properties
+        link.open(properties={wire.BROKER_ID: local, wire.PREFIXED_ADDRESSES: True,
+                              batch.PROPERTY: True},
+                  offered_capabilities=[wire.MIRROR_CAPABILITY],
                   snd_settle_mode=link.remote_snd_settle_mode, rcv_settle_mode=pn.RCV_FIRST,
                   credit=CREDIT)
         self._outstanding = 0
