@@ -127,17 +127,30 @@ class RefusingTarget:
         pass
 
 
-def test_the_source_counts_only_the_events_a_target_refused(brokers: Any) -> None:
-    RefusingTarget.transfers.clear()
+def _backlog_then_target(brokers: Any, handler: type[RefusingTarget], queue: str,
+                         count: int) -> tuple[BrokerThread, BrokerThread]:
+    """A with `count` sends to `queue` captured while its target is down, then
+    the target B, whose mirror links `handler` answers (in place before A can
+    connect); returns once A's backlog is settled."""
+    handler.transfers.clear()
     port = free_port()
     a = brokers(mirrors=[mirror_element(f"tcp://127.0.0.1:{port}", "B")])
-    send(a.url, "queue://counted", [f"c{i}" for i in range(50)])
-    b = BrokerThread(make_config(port=port),  # the handler is in place before A can connect
-                     setup=lambda br: link_handlers.register(br, "amq.mirror", RefusingTarget))
+    send(a.url, queue, [f"m{i}" for i in range(count)])
+    b = BrokerThread(make_config(port=port),
+                     setup=lambda br: link_handlers.register(br, "amq.mirror", handler))
     try:
         wait_until(lambda: a.mirror_status("B").get("snf_depth") == 0
-                   and a.mirror_status("B").get("sent", 0) >= 52, "every event settled",
+                   and a.mirror_status("B").get("sent", 0) >= count + 2, "every event settled",
                    detail=lambda: repr(a.mirror_status("B")))
+    except BaseException:
+        b.stop()
+        raise
+    return a, b
+
+
+def test_the_source_counts_only_the_events_a_target_refused(brokers: Any) -> None:
+    a, b = _backlog_then_target(brokers, RefusingTarget, "queue://counted", 50)
+    try:
         st = a.mirror_status("B")
         batches = [n for n in RefusingTarget.transfers if n > 1]
         assert batches, RefusingTarget.transfers
@@ -156,16 +169,8 @@ class PlainTarget(RefusingTarget):
 
 
 def test_a_target_that_does_not_read_batches_gets_each_event_alone(brokers: Any) -> None:
-    PlainTarget.transfers.clear()
-    port = free_port()
-    a = brokers(mirrors=[mirror_element(f"tcp://127.0.0.1:{port}", "B")])
-    send(a.url, "queue://alone", [f"a{i}" for i in range(20)])
-    b = BrokerThread(make_config(port=port),
-                     setup=lambda br: link_handlers.register(br, "amq.mirror", PlainTarget))
+    a, b = _backlog_then_target(brokers, PlainTarget, "queue://alone", 20)
     try:
-        wait_until(lambda: a.mirror_status("B").get("snf_depth") == 0
-                   and a.mirror_status("B").get("sent", 0) >= 22, "every event settled",
-                   detail=lambda: repr(a.mirror_status("B")))
         st = a.mirror_status("B")
         assert st["batching"] is False and st["transfers"] == st["sent"] == 22
         assert PlainTarget.transfers == [1] * 22  # each event its own message
