@@ -24,6 +24,7 @@ from relaymq.dispatch.batch import SendBatch
 from relaymq.dispatch.consumer import QueueBase
 from relaymq.dispatch.entry import QueueEntry
 from relaymq.errors import MessageFormatError, RelayMQError, StoreWriteError
+from relaymq.failures import RepeatedFailures
 from relaymq.feed.constructors import added, removed
 from relaymq.feed.events import ChangeEvent
 from relaymq.feed.feed import ChangeFeed
@@ -74,8 +75,6 @@ StoreSpace = Callable[[], Awaitable[None]]
 #: split between units of work (never inside one); stores still sync them once
 RECORD_OPS: Final = 256
 RECORD_BYTES: Final = 64 << 10
-#: distinct reasons of failed store writes remembered (`StoreWriter._store_error`)
-FAILURES_KEPT: Final = 64
 
 
 def _chunks(batches: list[Batch]) -> list[list[StoreOp]]:
@@ -152,8 +151,7 @@ class StoreWriter:
         #: while store writes fail: the reasons logged (each once while they keep
         #: failing, a client or a mirror source trying again makes no new line), and
         #: the writes that failed; cleared when a write succeeds again
-        self._failures: set[str] = set()
-        self._failed = 0
+        self._failures = RepeatedFailures()
         #: None, or ``hold(batch, future) -> future``: what client work waits on may
         #: be extended (a ``sync`` mirror holds sends until its target accepted
         #: them); `batch` is None for an acknowledgement's removal
@@ -372,8 +370,9 @@ class StoreWriter:
         except BaseException as exc:  # noqa: BLE001 - handed to every waiter
             error = self._store_error(exc, sum(len(c) for c in chunks) + len(removes))
         else:
-            if self._failed:
-                self._recovered()
+            if self._failures.count:
+                log.info("store writes succeed again, after %d failed",
+                         self._failures.succeeded())
         try:
             if prev is not None and not prev.done():
                 await asyncio.wait([prev])  # earlier writes become visible first
@@ -446,16 +445,13 @@ class StoreWriter:
         DEBUG when the same reason repeats; again once a write succeeded between."""
         if isinstance(exc, asyncio.CancelledError):
             return exc
-        self._failed += 1
         if isinstance(exc, StoreWriteError):
+            self._failures.failed()
             return exc
         reason = f"{type(exc).__name__}: {exc}"
-        if reason in self._failures:
+        if not self._failures.failed(reason):
             log.debug("store write of %d operation(s) failed again: %s", ops, reason)
         else:
-            if len(self._failures) >= FAILURES_KEPT:
-                self._failures.clear()
-            self._failures.add(reason)
             log.error("store write of %d operation(s) failed; its sends and acknowledgements "
                       "fail: %s (logged once while store writes keep failing so)", ops, reason)
         if isinstance(exc, RelayMQError):
@@ -464,9 +460,3 @@ class StoreWriter:
         err.__cause__ = exc
         return err
 
-    def _recovered(self) -> None:
-        """A store write succeeded after `_failed` failed ones (a failure after this
-        is logged again)."""
-        log.info("store writes succeed again, after %d failed", self._failed)
-        self._failures.clear()
-        self._failed = 0

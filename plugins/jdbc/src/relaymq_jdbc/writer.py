@@ -35,6 +35,7 @@ from typing import Any
 import sqlalchemy as sa
 from relaymq.errors import RelayMQError
 from relaymq.errors import StoreWriteError as KernelStoreWriteError
+from relaymq.failures import RepeatedFailures
 from relaymq.model.codec import encode_message
 from relaymq.spi.persistence import (
     AddDestination,
@@ -203,7 +204,7 @@ class GroupWriter:
         #: why transactions failed since one last succeeded: each reason is logged
         #: once while they keep failing (a database that is down, a disk that refuses
         #: writes, fails every write a client or a mirror source tries again)
-        self._failures: set[str] = set()
+        self._failures = RepeatedFailures()
         self._thread = threading.Thread(target=self._run, name="relaymq-jdbc-writer", daemon=True)
         t = schema.msgs
         k = schema.keys
@@ -278,19 +279,16 @@ class GroupWriter:
                 err.__cause__ = exc
                 exc = err
             reason = str(exc)
-            if reason in self._failures:
+            if not self._failures.failed(reason):
                 log.debug("JDBC store: a transaction failed again (%s)", reason)
             else:
-                if len(self._failures) >= 64:
-                    self._failures.clear()
-                self._failures.add(reason)
                 log.error("JDBC store: a transaction failed and was not stored (%s); the "
                           "producers get the error (logged once while transactions keep "
                           "failing so)", reason)
             self._finish(items, None, exc)
             return
-        if self._failures:
-            self._failures.clear()  # stored again: a failure after this is news
+        if self._failures.count:
+            self._failures.succeeded()  # stored again: a failure after this is news
         self.next_id = next_id
         self.state.update(pending)
         self.stats.add_commit(time.perf_counter() - started, len(items))

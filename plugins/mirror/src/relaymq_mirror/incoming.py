@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
+from relaymq.failures import RepeatedFailures
+
 _EXTENSION: Final = "mirror-incoming"
 KIND: Final = "mirror"
 #: the source's open properties (Artemis): its broker connection's name and node id
@@ -46,7 +48,7 @@ class IncomingMirror:
         self.since: float = time.time()  # when `connected` last changed
         #: why storing this source's events failed since they were last stored here
         #: (each reason logged once while the failure repeats)
-        self.store_failures: set[str] = set()
+        self.store_failures = RepeatedFailures()
 
     @property
     def connected(self) -> bool:
@@ -74,7 +76,7 @@ class IncomingMirror:
         self.duplicates += target.duplicates()
         self._last_of(target)
         if target.applied and not target.failed_to_store:
-            self.store_failures.clear()  # its events were stored: any failure is over
+            self.store_failures.succeeded()  # its events were stored: any failure is over
         if not self.links:
             self.since = time.time()
 
@@ -89,11 +91,9 @@ class IncomingMirror:
         whether that is news to log, rather than the same failure again (the source
         sends the events again on a new link every retry-interval): a reason not
         seen since this source's events were last stored here."""
-        if target.applied or len(self.store_failures) >= 64:
-            self.store_failures.clear()  # the link stored events first: it had recovered
-        news = error not in self.store_failures
-        self.store_failures.add(error)
-        return news
+        if target.applied:
+            self.store_failures.succeeded()  # the link stored events first: it had recovered
+        return self.store_failures.failed(error)
 
     def _last_of(self, target: Any) -> None:
         if target.last_event is not None and (self.last_event is None

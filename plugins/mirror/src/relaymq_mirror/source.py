@@ -488,27 +488,13 @@ class MirrorSource:
             log.warning("mirror %s: the target refused event %d: %s", self.name, position,
                         getattr(result, "description", None) or getattr(result, "condition", None)
                         or state)
-        left = self._outstanding.get(position, 1) - 1
-        if left > 0:
-            self._outstanding[position] = left
-            return
-        self._outstanding.pop(position, None)
-        del self._unacked[position]
-        self.accepted += 1
-        if self._closed_reason is not None:
-            self._closed_reason = None  # the link works: a later close is news again
-        stamp = self._stamps.pop(position, None)
-        if stamp:
-            self._lags.append(max(time.time() * 1000 - stamp, 0.0))
-        wake = self._wake
-        if wake is not None:
-            wake.set()
-        self._schedule_ack()
+        self._settled_run([position])
 
     def _settled_run(self, positions: list[int]) -> None:
-        """`_settled` of the events of a batch the target accepted whole: what is
-        done per event there (waking the pump, the cursor's acknowledgement, the
-        clock for the lag) done once."""
+        """The target settled the messages of the events at `positions` for good
+        (one, or a batch it accepted whole): an event whose every message is
+        settled is done; the pump is woken, the cursor's acknowledgement scheduled
+        and the clock for the lag read once for them all."""
         unacked = self._unacked
         outstanding = self._outstanding
         stamps = self._stamps
@@ -532,7 +518,7 @@ class MirrorSource:
                 self._lags.append(max(now - stamp, 0.0))
         if done:
             self.accepted += done
-            self._closed_reason = None
+            self._closed_reason = None  # the link works: a later close is news again
             wake = self._wake
             if wake is not None:
                 wake.set()

@@ -348,7 +348,12 @@ class MirrorTarget:
             link.accept(delivery)
         else:
             link.reject(delivery, condition, error)
-        self._outstanding -= 1
+        self._credit_back(1)
+
+    def _credit_back(self, settled: int) -> None:
+        """`settled` deliveries are settled: top the source's credit up when low."""
+        self._outstanding -= settled
+        link = self.link
         credit = link.credit
         if credit + self._outstanding <= LOW_CREDIT:
             link.flow(CREDIT - credit - self._outstanding)
@@ -390,10 +395,7 @@ class MirrorTarget:
             link.close("amqp:internal-error", f"storing mirrored events failed: {error}; "
                        "send them again")
             return
-        self._outstanding -= settled
-        credit = link.credit
-        if credit + self._outstanding <= LOW_CREDIT:
-            link.flow(CREDIT - credit - self._outstanding)
+        self._credit_back(settled)
 
     def _part_done(self, part: Part, error: str | None) -> bool:
         """Note the verdict on one event of a batch; when it was the last, settle
